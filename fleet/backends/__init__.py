@@ -1,0 +1,87 @@
+"""Backends, selected by URL: ``memory://``, ``sqlite:///path``, ``redis://``.
+
+Each backend lives in its own module, imported only when a URL asks for it;
+other schemes come from the entry-point group ``fleet.backends`` (value:
+``module:Class``, the class taking the URL as its one argument).
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import Any
+from urllib.parse import urlsplit
+
+from fleet.backends.base import Backend, Subscription
+from fleet.core.errors import UnsupportedBackend
+
+__all__ = ["Backend", "Subscription", "backend_class", "open_backend", "redact_url"]
+
+_BUILTIN = {
+    "memory": ("fleet.backends.memory", "MemoryBackend", None),
+    "sqlite": ("fleet.backends.sqlite", "SQLiteBackend", "aiosqlite"),
+    "redis": ("fleet.backends.redis", "RedisBackend", "redis[hiredis]"),
+    "rediss": ("fleet.backends.redis", "RedisBackend", "redis[hiredis]"),
+    "unix": ("fleet.backends.redis", "RedisBackend", "redis[hiredis]"),
+}
+
+DEFAULT_BACKEND_URL = "sqlite:///./fleet.db"
+
+
+def backend_class(url: str) -> type[Backend]:
+    """The Backend class for a URL's scheme.
+
+    Raises:
+        UnsupportedBackend: Unknown scheme, or the backend's driver is not installed
+            (the message says what to ``pip install``).
+    """
+    scheme = urlsplit(url).scheme.lower()
+    if not scheme:
+        raise UnsupportedBackend(
+            f"backend URL {redact_url(url)!r} has no scheme; use memory://, "
+            "sqlite:///path/to/fleet.db or redis://host:6379/0"
+        )
+    if scheme in _BUILTIN:
+        module_name, class_name, hint = _BUILTIN[scheme]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            if hint is None or module_name in str(exc):
+                raise
+            raise UnsupportedBackend(
+                f"the {scheme}:// backend needs {hint!r}: pip install '{hint}' ({exc})"
+            ) from exc
+        cls: type[Backend] = getattr(module, class_name)
+        return cls
+    for ep in entry_points(group="fleet.backends"):
+        if ep.name == scheme:
+            loaded: Any = ep.load()
+            if not (isinstance(loaded, type) and issubclass(loaded, Backend)):
+                raise UnsupportedBackend(f"entry point fleet.backends:{scheme} is not a Backend")
+            return loaded
+    known = ", ".join(
+        sorted({*_BUILTIN, *(ep.name for ep in entry_points(group="fleet.backends"))})
+    )
+    raise UnsupportedBackend(f"no backend for scheme {scheme!r}; known: {known}")
+
+
+async def open_backend(url: str) -> Backend:
+    """Create the backend for ``url`` and connect it.
+
+    Raises:
+        UnsupportedBackend: See :func:`backend_class`.
+        BackendUnavailable: The storage cannot be reached.
+    """
+    backend = backend_class(url)(url)  # type: ignore[call-arg]
+    await backend.connect()
+    return backend
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced by ``***`` (safe to print or log)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = parts.username or ""
+    return url.replace(parts.netloc, f"{user}:***@{netloc[-1]}", 1)

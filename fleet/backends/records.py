@@ -1,0 +1,381 @@
+"""Plain records the Backend interface passes in and out, and their wire forms.
+
+Pure data and pure functions: no I/O here, so every backend and every test can
+share them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, Literal
+
+Tier = Literal["high", "normal", "low"]
+#: Reserve order: every high task before any normal one, every normal before any low.
+TIERS: tuple[Tier, ...] = ("high", "normal", "low")
+
+
+def tier_of(priority: int) -> Tier:
+    """The queue tier of a priority: ``>0`` high, ``0`` normal, ``<0`` low."""
+    if priority > 0:
+        return "high"
+    if priority < 0:
+        return "low"
+    return "normal"
+
+
+def new_id() -> str:
+    """A fresh task/item id: uuid4 hex."""
+    return uuid.uuid4().hex
+
+
+def new_token() -> str:
+    """A fresh lease token (unguessable, unique per reservation/claim/lock)."""
+    return os.urandom(12).hex()
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, the one encoding every backend stores."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskBody:
+    """A task as stored in a queue. Its JSON form is the queue's wire format.
+
+    Attributes:
+        id: Task id, unique within the automation type.
+        payload: The JSON payload (validated into ``TaskPayload`` by the worker).
+        priority: Tier selector, kept through retries, sweeps and replay.
+        attempt: Attempts charged so far. Reserve adds one *before* delivery, so a
+            delivered body carries the number of the attempt being made (1-based).
+        max_attempts: Attempts allowed; a failure or a lost reservation of the last
+            one dead-letters the task. None until reserve resolves it from the
+            receiver's config (``reserve(default_max_attempts=...)``).
+        enqueued_at: Unix time of the first submit (kept through retries).
+        ttl_seconds: If set, a reserve later than ``enqueued_at + ttl_seconds``
+            drops the task instead of delivering it (counted as ``expired``).
+        last_error: The last failure's message (set by nack and dead-lettering).
+        traceback: The last failure's traceback text.
+        failed_at: Unix time of the last failure.
+    """
+
+    id: str
+    payload: Any
+    priority: int = 0
+    attempt: int = 0
+    max_attempts: int | None = None
+    enqueued_at: float = 0.0
+    ttl_seconds: float | None = None
+    last_error: str | None = None
+    traceback: str | None = None
+    failed_at: float | None = None
+
+    @property
+    def tier(self) -> Tier:
+        return tier_of(self.priority)
+
+    def is_expired(self, now: float) -> bool:
+        """True if the task's ``ttl_seconds`` has passed at ``now``."""
+        return self.ttl_seconds is not None and now > self.enqueued_at + self.ttl_seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "payload": self.payload,
+            "priority": self.priority,
+            "attempt": self.attempt,
+            "max_attempts": self.max_attempts,
+            "enqueued_at": self.enqueued_at,
+        }
+        if self.ttl_seconds is not None:
+            out["ttl_seconds"] = self.ttl_seconds
+        if self.last_error is not None:
+            out["last_error"] = self.last_error
+        if self.traceback is not None:
+            out["traceback"] = self.traceback
+        if self.failed_at is not None:
+            out["failed_at"] = self.failed_at
+        return out
+
+    def to_json(self) -> str:
+        return dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TaskBody:
+        return cls(
+            id=str(d["id"]),
+            payload=d.get("payload"),
+            priority=int(d.get("priority", 0)),
+            attempt=int(d.get("attempt", 0)),
+            max_attempts=None if d.get("max_attempts") is None else int(d["max_attempts"]),
+            enqueued_at=float(d.get("enqueued_at", 0.0)),
+            ttl_seconds=d.get("ttl_seconds"),
+            last_error=d.get("last_error"),
+            traceback=d.get("traceback"),
+            failed_at=d.get("failed_at"),
+        )
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> TaskBody:
+        return cls.from_dict(json.loads(raw))
+
+    def evolve(self, **changes: Any) -> TaskBody:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class PushRequest:
+    """One task to enqueue.
+
+    Attributes:
+        body: The task (``attempt`` should be 0).
+        delay_seconds: If > 0 the task goes to ``:scheduled`` and becomes pending
+            at ``now + delay_seconds``.
+        idempotency_key: If set, a second push with the same (type, key) while the
+            key lives returns the first task's id with ``duplicate=True`` and
+            enqueues nothing.
+        idempotency_ttl: How long the key lives (seconds).
+    """
+
+    body: TaskBody
+    delay_seconds: float = 0.0
+    idempotency_key: str | None = None
+    idempotency_ttl: float = 86_400.0
+
+
+@dataclass(frozen=True, slots=True)
+class PushResult:
+    """Outcome of one :class:`PushRequest` (REST answers exactly these fields)."""
+
+    task_id: str
+    queued: bool
+    duplicate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A delivered task and its lease.
+
+    Attributes:
+        body: The task, ``attempt`` already charged for this delivery.
+        token: The lease token; ack/nack/extend/release must present it.
+        deadline: Unix time the lease runs out unless extended.
+    """
+
+    body: TaskBody
+    token: str
+    deadline: float
+
+
+class LeaseStatus(StrEnum):
+    """Answer of :meth:`Backend.extend`."""
+
+    OK = "ok"  #: the lease was extended
+    STALE = "stale"  #: the token no longer owns the task (swept, acked, re-reserved)
+    CANCELLED = "cancelled"  #: still owned, but a cancel was requested: stop and ack
+
+
+NackOutcome = Literal["retry", "dead", "stale"]
+CancelOutcome = Literal["cancelled", "cancelling", "not_found"]
+TaskStateName = Literal["queued", "scheduled", "processing", "dead", "done", "cancelled", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskInfo:
+    """What :meth:`Backend.task_state` knows of one task.
+
+    ``done`` and ``cancelled`` are remembered for ``FINISHED_RETENTION_SECONDS``;
+    after that, and for ids never seen, the state is ``unknown``.
+    """
+
+    task_id: str
+    state: TaskStateName
+    attempt: int = 0
+    max_attempts: int = 0
+    priority: int = 0
+    last_error: str | None = None
+    deadline: float | None = None  #: lease deadline while processing
+    ready_at: float | None = None  #: when a scheduled task becomes pending
+    finished_at: float | None = None  #: when it was acked / cancelled
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "state": self.state,
+            "attempt": self.attempt,
+            "max_attempts": self.max_attempts,
+            "priority": self.priority,
+            "last_error": self.last_error,
+            "deadline": self.deadline,
+            "ready_at": self.ready_at,
+            "finished_at": self.finished_at,
+        }
+
+
+#: How long ``done``/``cancelled`` task states are remembered (seconds).
+FINISHED_RETENTION_SECONDS = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCounters:
+    """Monotonic per-type totals since the type's state was created."""
+
+    submitted: int = 0
+    completed: int = 0
+    failed: int = 0  #: nacks that scheduled a retry
+    dead: int = 0  #: tasks moved to the DLQ
+    expired: int = 0  #: tasks dropped at reserve because their ttl passed
+    cancelled: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDepths:
+    """Sizes of one type's queue, by state."""
+
+    high: int = 0
+    normal: int = 0
+    low: int = 0
+    processing: int = 0
+    scheduled: int = 0
+    dead: int = 0
+    oldest_pending_age: float | None = None  #: seconds since the oldest pending task's submit
+    counters: QueueCounters = field(default_factory=QueueCounters)
+
+    @property
+    def pending(self) -> int:
+        return self.high + self.normal + self.low
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pending": {"high": self.high, "normal": self.normal, "low": self.low},
+            "pending_total": self.pending,
+            "processing": self.processing,
+            "scheduled": self.scheduled,
+            "dead": self.dead,
+            "oldest_pending_age": self.oldest_pending_age,
+            "counters": {
+                "submitted": self.counters.submitted,
+                "completed": self.counters.completed,
+                "failed": self.counters.failed,
+                "dead": self.counters.dead,
+                "expired": self.counters.expired,
+                "cancelled": self.counters.cancelled,
+            },
+        }
+
+
+def stream_entry_id(ts: float) -> str:
+    """A stream entry id that sorts by time: 16 hex digits of microseconds + 8 random hex."""
+    return f"{int(ts * 1_000_000):016x}-{os.urandom(4).hex()}"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEntry:
+    """One emitted output. ``id`` sorts like ``(ts, id)``; use it as a read cursor."""
+
+    id: str
+    ts: float
+    worker_id: str
+    payload: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "ts": self.ts, "worker_id": self.worker_id, "payload": self.payload}
+
+    def to_json(self) -> str:
+        return dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> StreamEntry:
+        return cls(
+            id=str(d["id"]),
+            ts=float(d["ts"]),
+            worker_id=str(d.get("worker_id", "")),
+            payload=d.get("payload"),
+        )
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> StreamEntry:
+        return cls.from_dict(json.loads(raw))
+
+
+PoolStrategy = Literal["freshest", "oldest", "random"]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolItem:
+    """One pool item. ``expires_at`` is None for items that never expire."""
+
+    id: str
+    payload: Any
+    tags: dict[str, Any]
+    expires_at: float | None
+    created_at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "payload": self.payload,
+            "tags": self.tags,
+            "expires_at": self.expires_at,
+            "created_at": self.created_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PoolClaim:
+    """A claimed pool item and the token of its lease."""
+
+    item: PoolItem
+    token: str
+    lease_until: float
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    """Counts of one pool. ``available`` excludes claimed and expired items."""
+
+    name: str
+    total: int
+    available: int
+    claimed: int
+    expiring_soon: int  #: unexpired items whose expiry is within the next 60 s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "total": self.total,
+            "available": self.available,
+            "claimed": self.claimed,
+            "expiring_soon": self.expiring_soon,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRecord:
+    """Everything the backend holds about one worker of one type (``wkr:`` keys)."""
+
+    automation_type: str
+    worker_id: str
+    hardware: dict[str, Any]
+    config: dict[str, Any] | None  #: the desired merged config written for it
+    gen: int  #: generation of ``config`` (0 if none was ever written)
+    state: dict[str, str]  #: state, last_seen, last_error, applied_gen, ...
+    stats: dict[str, Any] | None  #: the last stats frame
+
+    @property
+    def last_seen(self) -> float | None:
+        raw = self.state.get("last_seen")
+        try:
+            return float(raw) if raw is not None else None
+        except ValueError:
+            return None
+
+
+def now() -> float:
+    """Wall-clock Unix time; the one clock backends and workers compare deadlines on."""
+    return time.time()

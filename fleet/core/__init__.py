@@ -1,0 +1,47 @@
+"""What plugins import: automation bases, contracts, the context and errors."""
+
+from fleet.core.automation import BatchAutomation, ContinuousAutomation, register
+from fleet.core.config import BaseConfig
+from fleet.core.context import Context
+from fleet.core.contracts import Pool, Queue, Stream
+from fleet.core.errors import (
+    BackendError,
+    BackendUnavailable,
+    ConfigError,
+    ContractTypeError,
+    ContractValueError,
+    FleetError,
+    PayloadValidationError,
+    PluginLoadError,
+    RegistrationError,
+    SchemaVersionError,
+    StaleLease,
+    UnknownAutomation,
+    UnsupportedBackend,
+)
+from fleet.core.task import Task
+
+__all__ = [
+    "BackendError",
+    "BackendUnavailable",
+    "BaseConfig",
+    "BatchAutomation",
+    "ConfigError",
+    "Context",
+    "ContinuousAutomation",
+    "ContractTypeError",
+    "ContractValueError",
+    "FleetError",
+    "PayloadValidationError",
+    "PluginLoadError",
+    "Pool",
+    "Queue",
+    "RegistrationError",
+    "SchemaVersionError",
+    "StaleLease",
+    "Stream",
+    "Task",
+    "UnknownAutomation",
+    "UnsupportedBackend",
+    "register",
+]

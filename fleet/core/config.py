@@ -1,0 +1,97 @@
+"""``BaseConfig``: the framework fields every automation's config carries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from fleet.core.errors import ConfigError
+
+#: Names of the fields the framework itself reads (as opposed to plugin fields).
+FRAMEWORK_FIELDS = (
+    "enabled",
+    "slots",
+    "max_attempts",
+    "visibility_seconds",
+    "recycle_seconds",
+    "proxy_url",
+    "proxy_provider",
+    "proxy_provider_config",
+)
+
+
+class BaseConfig(BaseModel):
+    """Base of every automation's ``Config``.
+
+    Subclass it and add the plugin's own fields. Unknown keys are rejected so a
+    typo in a PATCH is a 422, not a silently ignored setting.
+
+    Attributes:
+        enabled: When False the worker runs no slot of this type.
+        slots: Concurrent slots per worker.
+        max_attempts: Attempts before a task is dead-lettered (per-task override wins).
+        visibility_seconds: Lease length of a reserved task; renewed while it runs.
+        recycle_seconds: Restart slots older than this (None: never).
+        proxy_url: A fixed proxy URL, or several separated by commas or newlines.
+        proxy_provider: Name of a ``fleet.proxy_providers`` entry point.
+        proxy_provider_config: Settings passed to that provider.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    enabled: bool = True
+    slots: int = Field(default=1, ge=0, le=10_000)
+    max_attempts: int = Field(default=3, ge=1, le=1_000)
+    visibility_seconds: float = Field(default=300.0, ge=10)
+    recycle_seconds: float | None = Field(default=None, gt=0)
+    proxy_url: str | None = None
+    proxy_provider: str | None = None
+    proxy_provider_config: dict[str, Any] = Field(default_factory=dict)
+
+
+def merge_config(*layers: dict[str, Any] | None) -> dict[str, Any]:
+    """Merge config dicts, later layers winning key by key (one level deep).
+
+    Nested dicts (such as ``proxy_provider_config``) are merged too, so a
+    per-worker override can change one provider setting without restating all.
+    A value of ``None`` in a later layer is kept: it means "set to None".
+    """
+    out: dict[str, Any] = {}
+    for layer in layers:
+        if not layer:
+            continue
+        for key, value in layer.items():
+            old = out.get(key)
+            if isinstance(old, dict) and isinstance(value, dict):
+                out[key] = {**old, **value}
+            else:
+                out[key] = value
+    return out
+
+
+def missing_required_fields(model: type[BaseModel], data: dict[str, Any]) -> list[str]:
+    """Names of the required fields of ``model`` that ``data`` does not set."""
+    return [
+        name
+        for name, info in model.model_fields.items()
+        if info.is_required() and name not in data and (info.alias or name) not in data
+    ]
+
+
+def validate_config(
+    model: type[BaseConfig], data: dict[str, Any], *, automation_type: str | None = None
+) -> BaseConfig:
+    """Validate ``data`` into ``model`` or raise :class:`ConfigError` naming the field.
+
+    Raises:
+        ConfigError: With ``field`` set to the first offending field's dotted path.
+    """
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or None
+        raise ConfigError(
+            f"invalid config: {first['msg']}", automation_type=automation_type, field=field
+        ) from exc

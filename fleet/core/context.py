@@ -1,0 +1,156 @@
+"""``Context``: what a slot's ``run_one``/``run_slot`` receives."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from fleet.core.config import BaseConfig
+from fleet.core.contracts import Pool, Queue, Stream, ensure_instance
+from fleet.core.errors import ContractTypeError
+from fleet.core.handles import KV, Counter, Events, Lock, PoolHandle, StreamHandle
+from fleet.core.metrics import Metrics
+from fleet.core.proxy import ProxyHandle
+from fleet.core.submission import make_push_request
+
+if TYPE_CHECKING:
+    from fleet.backends.base import Backend
+
+ConfigT = TypeVar("ConfigT", bound=BaseConfig)
+P = TypeVar("P", bound=BaseModel)
+T = TypeVar("T", bound=BaseModel)
+
+
+class Context(Generic[ConfigT]):
+    """The lifecycle and primitives of one slot.
+
+    Args:
+        backend: The backend every primitive goes through.
+        automation_type: The slot's automation type.
+        config: A callable returning the current validated config (so
+            ``ctx.config`` is always the live desired config).
+        slot_id: 0..N-1 within this worker.
+        worker_id: This worker's id.
+        output: The automation's ``Output`` model (None: ``emit`` refuses).
+        shutdown: Set when the slot is being torn down.
+        proxy: The slot's proxy handle.
+        browser: The browser resource, if the automation declared one.
+        logger: Defaults to ``logging.getLogger("<type>.slot.<n>")``.
+    """
+
+    def __init__(
+        self,
+        *,
+        backend: Backend,
+        automation_type: str,
+        config: Callable[[], ConfigT],
+        slot_id: int = 0,
+        worker_id: str = "local",
+        output: type[BaseModel] | None = None,
+        shutdown: asyncio.Event | None = None,
+        proxy: ProxyHandle | None = None,
+        browser: Any = None,
+        logger: logging.Logger | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self._backend = backend
+        self._config = config
+        self._output = output
+        self.automation_type = automation_type
+        self.slot_id = slot_id
+        self.worker_id = worker_id
+        self.shutdown = shutdown or asyncio.Event()
+        self.proxy = proxy or ProxyHandle()
+        self.browser = browser
+        self.logger = logger or logging.getLogger(f"{automation_type}.slot.{slot_id}")
+        self.metrics = metrics or Metrics()
+        self.events = Events(backend)
+
+    @property
+    def config(self) -> ConfigT:
+        """The current validated config (reflects the latest applied generation)."""
+        return self._config()
+
+    @property
+    def proxy_url(self) -> str | None:
+        """The slot's current proxy URL (same as ``ctx.proxy.url``)."""
+        return self.proxy.url
+
+    async def emit(self, payload: BaseModel) -> str:
+        """Append ``payload`` to this automation's stream; returns the entry id.
+
+        Raises:
+            ContractTypeError: (a ``TypeError``) if the automation declares no
+                ``Output`` or ``payload`` is not an instance of it.
+        """
+        if self._output is None:
+            raise ContractTypeError(
+                f"{self.automation_type} declares no Output; set `Output = SomeModel` to emit",
+                automation_type=self.automation_type,
+            )
+        ensure_instance(payload, self._output, f"{self.automation_type} emit payload")
+        entry = await self._backend.stream_push(
+            self.automation_type, payload.model_dump(mode="json"), worker_id=self.worker_id
+        )
+        return entry.id
+
+    def stream(self, ref: Stream[P]) -> StreamHandle[P]:
+        """A typed reader of another automation's stream."""
+        if not isinstance(ref, Stream):
+            raise ContractTypeError(f"ctx.stream needs a Stream reference, got {ref!r}")
+        return StreamHandle(self._backend, ref)
+
+    def pool(self, ref: Pool[P, T]) -> PoolHandle[P, T]:
+        """A typed handle of a pool."""
+        if not isinstance(ref, Pool):
+            raise ContractTypeError(f"ctx.pool needs a Pool reference, got {ref!r}")
+        return PoolHandle(self._backend, ref)
+
+    async def submit(
+        self,
+        ref: Queue[P],
+        payload: P,
+        *,
+        priority: int = 0,
+        task_id: str | None = None,
+        max_attempts: int | None = None,
+        ttl_seconds: float | None = None,
+        delay_seconds: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> str:
+        """Enqueue a task for another batch automation; returns the task id (the
+        original one if ``idempotency_key`` matched an earlier submit).
+
+        Raises:
+            ContractTypeError: (a ``TypeError``) if ``payload`` is not the queue's model.
+            ContractValueError: (a ``ValueError``) for an invalid option.
+        """
+        if not isinstance(ref, Queue):
+            raise ContractTypeError(f"ctx.submit needs a Queue reference, got {ref!r}")
+        ensure_instance(payload, ref.payload, f"submit payload for {ref.name!r}")
+        request = make_push_request(
+            payload.model_dump(mode="json"),
+            task_id=task_id,
+            priority=priority,
+            max_attempts=max_attempts,
+            ttl_seconds=ttl_seconds,
+            delay_seconds=delay_seconds,
+            idempotency_key=idempotency_key,
+        )
+        return (await self._backend.push_one(ref.name, request)).task_id
+
+    def kv(self, namespace: str) -> KV:
+        """A namespaced key/value store."""
+        return KV(self._backend, namespace)
+
+    def lock(self, name: str, hold_seconds: float = 30.0, wait_seconds: float = 10.0) -> Lock:
+        """A fleet-wide mutex; use as ``async with ctx.lock(...) as acquired``."""
+        return Lock(self._backend, name, hold_seconds=hold_seconds, wait_seconds=wait_seconds)
+
+    def counter(self, name: str) -> Counter:
+        """An atomic fleet-wide counter."""
+        return Counter(self._backend, name)

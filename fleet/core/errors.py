@@ -1,0 +1,117 @@
+"""The one exception tree of Fleet, rooted at :class:`FleetError`.
+
+Errors carry the context an operator needs to act on them: the automation type,
+the task id and, for validation problems, the field. Errors that the spec promises
+as ``TypeError`` or ``ValueError`` also inherit from those builtins so plugin code
+can catch either.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class FleetError(Exception):
+    """Base class of every error Fleet raises on purpose.
+
+    Args:
+        message: What went wrong, in words an operator understands.
+        automation_type: The automation type involved, if any.
+        task_id: The task involved, if any.
+        field: The offending field (dotted path), for validation errors.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        automation_type: str | None = None,
+        task_id: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.automation_type = automation_type
+        self.task_id = task_id
+        self.field = field
+
+    def context(self) -> dict[str, Any]:
+        """The error's context as a JSON-able dict (for logs and API answers)."""
+        out: dict[str, Any] = {"error": type(self).__name__, "message": self.message}
+        for name in ("automation_type", "task_id", "field"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        for name in ("automation_type", "task_id", "field"):
+            value = getattr(self, name)
+            if value is not None:
+                parts.append(f"{name}={value}")
+        return " ".join(parts) if len(parts) == 1 else f"{parts[0]} ({', '.join(parts[1:])})"
+
+
+class ContractTypeError(FleetError, TypeError):
+    """A value crossed a typed boundary (emit, submit, pool put) with the wrong type."""
+
+
+class ContractValueError(FleetError, ValueError):
+    """A value has the right type but is not allowed (e.g. an unknown tag field)."""
+
+
+class RegistrationError(FleetError, TypeError):
+    """An automation class is malformed or its name clashes with another class."""
+
+
+class ConfigError(FleetError, ValueError):
+    """A configuration (settings, automation config, backend URL) is invalid."""
+
+
+class PayloadValidationError(FleetError, ValueError):
+    """A task payload does not validate against the automation's ``TaskPayload``.
+
+    Args:
+        errors: Pydantic's error list (``loc``, ``msg``, ``type``) for the payload.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        errors: list[dict[str, Any]] | None = None,
+        automation_type: str | None = None,
+        task_id: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        super().__init__(message, automation_type=automation_type, task_id=task_id, field=field)
+        self.errors = errors or []
+
+
+class UnknownAutomation(FleetError, LookupError):
+    """No automation of this type is registered or catalogued."""
+
+
+class BackendError(FleetError):
+    """A storage backend failed to do what was asked."""
+
+
+class BackendUnavailable(BackendError, ConnectionError):
+    """The backend cannot be reached right now; the caller may retry later."""
+
+
+class UnsupportedBackend(BackendError, ValueError):
+    """No backend is known for this URL scheme, or its driver is not installed."""
+
+
+class SchemaVersionError(BackendError):
+    """A storage file was written by a newer Fleet than this one."""
+
+
+class StaleLease(FleetError):
+    """A lease token no longer owns the task, pool item or lock it names."""
+
+
+class PluginLoadError(FleetError, ImportError):
+    """A plugin entry point failed to import or does not name an automation."""

@@ -1,0 +1,87 @@
+"""Turning a submit (``ctx.submit`` or REST) into a :class:`PushRequest`."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from fleet.backends.records import PushRequest, TaskBody, new_id, now
+from fleet.core.errors import ContractValueError
+
+#: Default lifetime of idempotency keys (seconds); ``FLEET_IDEMPOTENCY_TTL_SECONDS``.
+DEFAULT_IDEMPOTENCY_TTL = 86_400.0
+MAX_TASK_ID_LEN = 200
+
+
+def idempotency_ttl() -> float:
+    """The configured idempotency key lifetime."""
+    raw = os.environ.get("FLEET_IDEMPOTENCY_TTL_SECONDS")
+    try:
+        return float(raw) if raw else DEFAULT_IDEMPOTENCY_TTL
+    except ValueError:
+        return DEFAULT_IDEMPOTENCY_TTL
+
+
+def make_push_request(
+    payload: Any,
+    *,
+    task_id: str | None = None,
+    priority: int = 0,
+    max_attempts: int | None = None,
+    ttl_seconds: float | None = None,
+    delay_seconds: float | None = None,
+    idempotency_key: str | None = None,
+    idempotency_ttl_seconds: float | None = None,
+) -> PushRequest:
+    """Validate submit options and build the request to push.
+
+    Args:
+        payload: The JSON payload (already validated against ``TaskPayload``).
+        task_id: Explicit id; a new uuid hex if None.
+        priority: ``>0`` high tier, ``0`` normal, ``<0`` low.
+        max_attempts: Per-task override of ``Config.max_attempts`` (>= 1).
+        ttl_seconds: Drop the task if not started within this many seconds (> 0).
+        delay_seconds: Make the task pending only after this many seconds (>= 0).
+        idempotency_key: Deduplicates submits of the same key (per type).
+        idempotency_ttl_seconds: Lifetime of the key (default from the environment).
+
+    Raises:
+        ContractValueError: (a ``ValueError``) naming the bad option in ``field``.
+    """
+    if task_id is not None:
+        if not isinstance(task_id, str) or not task_id or len(task_id) > MAX_TASK_ID_LEN:
+            raise ContractValueError(
+                f"task_id must be a non-empty string of at most {MAX_TASK_ID_LEN} characters",
+                field="task_id",
+            )
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise ContractValueError("priority must be an integer", field="priority")
+    if max_attempts is not None and (
+        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+    ):
+        raise ContractValueError("max_attempts must be an integer >= 1", field="max_attempts")
+    if ttl_seconds is not None and not ttl_seconds > 0:
+        raise ContractValueError("ttl_seconds must be > 0", field="ttl_seconds")
+    if delay_seconds is not None and not delay_seconds >= 0:
+        raise ContractValueError("delay_seconds must be >= 0", field="delay_seconds")
+    if idempotency_key is not None and (
+        not isinstance(idempotency_key, str) or not idempotency_key
+    ):
+        raise ContractValueError(
+            "idempotency_key must be a non-empty string", field="idempotency_key"
+        )
+    body = TaskBody(
+        id=task_id or new_id(),
+        payload=payload,
+        priority=priority,
+        attempt=0,
+        max_attempts=max_attempts,
+        enqueued_at=now(),
+        ttl_seconds=ttl_seconds,
+    )
+    return PushRequest(
+        body=body,
+        delay_seconds=delay_seconds or 0.0,
+        idempotency_key=idempotency_key,
+        idempotency_ttl=idempotency_ttl_seconds or idempotency_ttl(),
+    )

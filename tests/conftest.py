@@ -1,0 +1,72 @@
+"""Session fixtures: a real redis-server, and backends for the conformance suite."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from fleet.backends import open_backend
+from fleet.backends.base import Backend
+from tests.support.redis_server import REDIS_BIN, RedisServer, require_redis
+
+#: Every backend the conformance suite runs against. A new backend joins by
+#: adding its name here (and a branch in ``make_backend_url``).
+BACKENDS = ["memory"]
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """One real redis-server for the whole session (no persistence)."""
+    if REDIS_BIN is None:
+        if require_redis():
+            pytest.fail("redis-server is required (FLEET_TEST_REQUIRE_REDIS=1) but not found")
+        pytest.skip("redis-server not installed")
+    server = RedisServer()
+    server.start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """The session server's URL, flushed before the test."""
+    import redis
+
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.close()
+    return redis_server.url
+
+
+_memory_counter = 0
+
+
+def make_backend_url(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    global _memory_counter
+    if kind == "memory":
+        _memory_counter += 1
+        return f"memory://conformance-{_memory_counter}"
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'fleet.db'}"
+    if kind == "redis":
+        url: str = request.getfixturevalue("redis_url")
+        return url
+    raise ValueError(kind)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty backend URL of each kind."""
+    return make_backend_url(request.param, request, tmp_path)
+
+
+@pytest.fixture
+async def backend(backend_url: str) -> AsyncIterator[Backend]:
+    """A connected, empty backend of each kind; closed after the test."""
+    b = await open_backend(backend_url)
+    try:
+        yield b
+    finally:
+        await b.close()
