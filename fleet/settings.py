@@ -1,0 +1,59 @@
+"""Process settings from the environment (prefix ``FLEET_``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from fleet.backends import DEFAULT_BACKEND_URL
+
+
+class Settings(BaseSettings):
+    """Everything a master, worker or CLI client reads from ``FLEET_*`` variables.
+
+    Attributes:
+        backend_url: ``FLEET_BACKEND_URL`` (workers need nothing else).
+        admin_token: ``FLEET_ADMIN_TOKEN``: may do everything.
+        read_tokens: ``FLEET_READ_TOKENS``: comma-separated; every GET.
+        token_scopes: ``FLEET_TOKEN_SCOPES``: JSON ``{"<token>": ["<type>", ...]}``.
+        idempotency_ttl_seconds: Lifetime of idempotency keys.
+        max_body_bytes / max_batch_body_bytes: Request size limits (413 above).
+        metrics_public: Serve ``/metrics`` without a token.
+        sweep_seconds: Master sweeper period.
+        heartbeat_seconds: Worker heartbeat period.
+        master_url: Where CLI client commands find the master.
+        host / port: Where the master listens.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="FLEET_", extra="ignore")
+
+    backend_url: str = DEFAULT_BACKEND_URL
+    admin_token: str | None = None
+    read_tokens: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    token_scopes: Annotated[dict[str, list[str]], NoDecode] = Field(default_factory=dict)
+    idempotency_ttl_seconds: float = Field(default=86_400.0, gt=0)
+    max_body_bytes: int = Field(default=1 << 20, gt=0)
+    max_batch_body_bytes: int = Field(default=32 << 20, gt=0)
+    metrics_public: bool = False
+    sweep_seconds: float = Field(default=10.0, gt=0)
+    heartbeat_seconds: float = Field(default=5.0, gt=0)
+    master_url: str = "http://127.0.0.1:8000"
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+
+    @field_validator("read_tokens", mode="before")
+    @classmethod
+    def _split_tokens(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [t.strip() for t in value.split(",") if t.strip()]
+        return value
+
+    @field_validator("token_scopes", mode="before")
+    @classmethod
+    def _parse_scopes(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return json.loads(value) if value.strip() else {}
+        return value
