@@ -43,12 +43,18 @@ class RedisServer:
     def start(self) -> None:
         args = [
             REDIS_BIN or "redis-server",
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--dir", str(self.dir),
-            "--save", "",
-            "--daemonize", "no",
-            "--logfile", str(self.dir / "redis.log"),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.dir),
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--logfile",
+            str(self.dir / "redis.log"),
         ]
         if self.aof:
             args += ["--appendonly", "yes", "--appendfsync", "always"]
