@@ -1,0 +1,83 @@
+"""Fleet's entry in the shared peer harness (``../shared/bench/peers/common.py``).
+
+Run through ``bench/run_peers.sh``: the harness imports ``common`` from the peers
+folder, enqueues N tasks one by one (and in bulk), starts ONE ``fleet worker``
+process and times the drain. ``SLOTS`` sets the worker's slots (default 10).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+# run_all.sh runs this script from the peers folder, where the harness lives
+sys.path.insert(0, os.getcwd())
+import common  # type: ignore[import-not-found]  # noqa: E402
+
+from fleet.backends import open_backend  # noqa: E402
+from fleet.backends.base import Backend  # noqa: E402
+from fleet.core.submission import make_push_request  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SLOTS = os.environ.get("SLOTS", "10")
+TYPE = "noop"
+_backend: Backend | None = None
+
+
+async def _get() -> Backend:
+    global _backend
+    if _backend is None:
+        _backend = await open_backend(common.REDIS_URL)
+    return _backend
+
+
+async def enqueue_one(i: int) -> None:
+    backend = await _get()
+    await backend.push_one(TYPE, make_push_request({"i": i}))
+
+
+async def enqueue_bulk(n: int) -> None:
+    backend = await _get()
+    chunk = 5000
+    for start in range(0, n, chunk):
+        reqs = [make_push_request({"i": i}) for i in range(start, min(n, start + chunk))]
+        await backend.push(TYPE, reqs)
+
+
+async def setup() -> None:
+    backend = await _get()
+    # the worker reads its slots from the type-wide config
+    await backend.config_set(TYPE, {"slots": int(SLOTS)})
+
+
+if __name__ == "__main__":
+    common.run(
+        common.Spec(
+            name=os.environ.get("LABEL", f"fleet-slots{SLOTS}"),
+            package="fleet",
+            concurrency=f"fleet worker, 1 process, asyncio, slots={SLOTS}",
+            worker_cmd=[
+                sys.executable,
+                "-m",
+                "fleet",
+                "--log-level",
+                "WARNING",
+                "worker",
+                "--plugin",
+                "noop_plugin",
+                "--type",
+                TYPE,
+                "--id",
+                "bench",
+                "--backend",
+                common.REDIS_URL,
+            ],
+            enqueue_one=enqueue_one,
+            enqueue_bulk=enqueue_bulk,
+            bulk_desc="Backend.push of 5,000-task chunks (one pipeline each)",
+            setup=setup,
+            worker_env={"PYTHONPATH": HERE},
+            notes="leases with fencing tokens, attempts charged at reserve, priority tiers",
+        )
+    )

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Fleet side by side with the peer job queues, in one run of the shared harness.
+#
+#   bash bench/run_peers.sh                      # RUNS=3, Fleet + the best peers
+#   RUNS=1 SCALE=0.2 bash bench/run_peers.sh     # quick
+#   PEERS="fleet dramatiq" bash bench/run_peers.sh
+#
+# Copies ../shared/bench/peers to $PEERS_DIR (default /tmp/fleet-peers; the
+# shared folder is read-only) and adds Fleet rows to its table.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SRC=${PEERS_SRC:-$ROOT/../shared/bench/peers}
+DST=${PEERS_DIR:-/tmp/fleet-peers}
+[ -d "$DST" ] || cp -r "$SRC" "$DST"
+VENV=$ROOT/.venv
+export EXTRA_PEER_TABLE="
+fleet           $VENV  $ROOT/bench/fleet_bench.py  20000  SLOTS=10,LABEL=fleet
+fleet-slots50   $VENV  $ROOT/bench/fleet_bench.py  20000  SLOTS=50,LABEL=fleet-slots50
+"
+export PEERS=${PEERS:-"fleet fleet-slots50 dramatiq taskiq-stream saq arq-tuned celery-threads rq-simple"}
+cd "$DST"
+exec bash run_all.sh
