@@ -7,17 +7,16 @@ process and times the drain. ``SLOTS`` sets the worker's slots (default 10).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 
 # run_all.sh runs this script from the peers folder, where the harness lives
 sys.path.insert(0, os.getcwd())
-import common  # type: ignore[import-not-found]  # noqa: E402
+import common  # type: ignore[import-not-found]
 
-from fleet.backends import open_backend  # noqa: E402
-from fleet.backends.base import Backend  # noqa: E402
-from fleet.core.submission import make_push_request  # noqa: E402
+from fleet.backends import open_backend
+from fleet.backends.base import Backend
+from fleet.core.submission import make_push_request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SLOTS = os.environ.get("SLOTS", "10")
