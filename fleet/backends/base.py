@@ -124,7 +124,8 @@ class Backend(abc.ABC):
         For each popped body, atomically with the pop:
 
         * a cancelled task is dropped (state ``cancelled``);
-        * a task past its ``ttl_seconds`` is dropped, ``counters.expired`` += 1;
+        * a task past its ``ttl_seconds`` is dropped (state ``unknown``),
+          ``counters.expired`` += 1;
         * otherwise a body whose ``max_attempts`` is None gets
           ``default_max_attempts`` (stored, so nack and later reserves see it);
           ``attempt`` += 1; if that exceeds ``max_attempts`` (earlier
@@ -145,7 +146,8 @@ class Backend(abc.ABC):
 
         An owned task leaves ``:processing`` and becomes ``done`` (or
         ``cancelled`` if a cancel was requested while it ran);
-        ``counters.completed`` += 1. A stale token (the lease expired and was
+        ``counters.completed`` += 1 (``counters.cancelled`` instead for a
+        cancelled one). A stale token (the lease expired and was
         swept, or another reservation holds it) changes nothing and answers False.
         """
 
