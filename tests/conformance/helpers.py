@@ -1,0 +1,63 @@
+"""Small builders shared by the conformance tests (they use only the Backend API)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleet.backends.base import Backend
+from fleet.backends.records import PushRequest, Reservation, TaskBody, new_id, now
+
+TYPE = "conf-type"
+#: Short lease used where a test lets leases run out.
+SHORT = 0.3
+
+
+def body(
+    task_id: str | None = None,
+    *,
+    payload: Any = None,
+    priority: int = 0,
+    max_attempts: int | None = None,
+    ttl_seconds: float | None = None,
+) -> TaskBody:
+    return TaskBody(
+        id=task_id or new_id(),
+        payload={"n": 1} if payload is None else payload,
+        priority=priority,
+        max_attempts=max_attempts,
+        enqueued_at=now(),
+        ttl_seconds=ttl_seconds,
+    )
+
+
+def req(task_id: str | None = None, **kw: Any) -> PushRequest:
+    delay = kw.pop("delay_seconds", 0.0)
+    key = kw.pop("idempotency_key", None)
+    ttl = kw.pop("idempotency_ttl", 86_400.0)
+    return PushRequest(body(task_id, **kw), delay, key, ttl)
+
+
+async def push(backend: Backend, *ids: str, type_: str = TYPE, **kw: Any) -> None:
+    results = await backend.push(type_, [req(i, **kw) for i in ids])
+    assert all(r.queued for r in results), results
+
+
+async def reserve_ids(backend: Backend, k: int = 1, type_: str = TYPE, **kw: Any) -> list[str]:
+    return [r.body.id for r in await backend.reserve(type_, k=k, **kw)]
+
+
+async def reserve_one(backend: Backend, type_: str = TYPE, **kw: Any) -> Reservation:
+    got = await backend.reserve(type_, k=1, **kw)
+    assert len(got) == 1, got
+    return got[0]
+
+
+async def drain(backend: Backend, type_: str = TYPE, **kw: Any) -> list[str]:
+    """Reserve (and ack) everything pending; returns ids in reserve order."""
+    out: list[str] = []
+    while True:
+        got = await backend.reserve(type_, k=50, **kw)
+        if not got:
+            return out
+        out += [r.body.id for r in got]
+        assert all(await backend.ack(type_, [(r.body.id, r.token) for r in got]))
