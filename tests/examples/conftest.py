@@ -3,8 +3,10 @@ a backend and a way to build a slot's Context without installing anything."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,17 @@ for _d in EXAMPLE_DIRS:
         sys.path.insert(0, str(_d))
 
 _memory_counter = 0
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> bool:
+    """Poll ``check`` until it answers True (True) or ``timeout`` passes (False)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if await check():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.02)
 
 
 class DemoSite:
