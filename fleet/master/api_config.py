@@ -1,0 +1,81 @@
+"""Routes over configs: type-wide GET/PATCH and per-worker PATCH."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Depends, Query
+
+from fleet.backends.base import Backend
+from fleet.core.config import merge_config
+from fleet.master.auth import admin_access, type_read_access
+from fleet.master.catalog import require_entry
+from fleet.master.config_ops import patch_type_config, patch_worker_config
+from fleet.master.state import get_backend
+from fleet.master.validation import config_errors, schema_defaults, split_missing
+
+router = APIRouter(tags=["config"])
+
+_PATCH_DOC = (
+    "A partial config: the keys given replace the stored ones (nested dicts such as "
+    "proxy_provider_config are merged one level deep)."
+)
+
+
+@router.get("/automations/{automation_type}/config", summary="The type-wide config")
+async def get_config(
+    automation_type: str,
+    _: Any = Depends(type_read_access),
+    backend: Backend = Depends(get_backend),
+) -> dict[str, Any]:
+    """The stored type-wide config, the defaults it falls back to, the effective
+    result, required fields still unset, and the ``Config`` JSON schema."""
+    entry = await require_entry(backend, automation_type)
+    schema = entry.get("config") or {}
+    stored = await backend.config_get(automation_type)
+    effective = merge_config(schema_defaults(schema), stored)
+    missing, _errors = split_missing(config_errors(automation_type, entry, stored))
+    return {
+        "type": automation_type,
+        "config": stored,
+        "defaults": schema_defaults(schema),
+        "effective": effective,
+        "missing": missing,
+        "schema": schema,
+    }
+
+
+@router.patch("/automations/{automation_type}/config", summary="Change the type-wide config")
+async def patch_config(
+    automation_type: str,
+    patch: dict[str, Any] = Body(..., description=_PATCH_DOC),
+    replace: bool = Query(False, description="Replace the stored config instead of merging."),
+    _: Any = Depends(admin_access),
+    backend: Backend = Depends(get_backend),
+) -> dict[str, Any]:
+    """Validate against ``Config`` (422), store, bump the generation of every worker of
+    the type and push it; per-worker overrides are kept."""
+    entry = await require_entry(backend, automation_type)
+    result = await patch_type_config(backend, automation_type, entry, patch, replace=replace)
+    return {"type": automation_type, **result.to_dict()}
+
+
+@router.patch(
+    "/automations/{automation_type}/workers/{worker_id}/config",
+    summary="Change one worker's override",
+)
+async def patch_worker(
+    automation_type: str,
+    worker_id: str,
+    patch: dict[str, Any] = Body(..., description=_PATCH_DOC),
+    replace: bool = Query(False, description="Replace the override instead of merging."),
+    _: Any = Depends(admin_access),
+    backend: Backend = Depends(get_backend),
+) -> dict[str, Any]:
+    """Validate the merged config (422), store the override, bump that worker's
+    generation and push it. An override of a worker not registered yet is kept for it."""
+    entry = await require_entry(backend, automation_type)
+    result = await patch_worker_config(
+        backend, automation_type, worker_id, entry, patch, replace=replace
+    )
+    return {"type": automation_type, "worker_id": worker_id, **result.to_dict()}

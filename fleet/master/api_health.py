@@ -1,0 +1,41 @@
+"""``/healthz``, ``/readyz`` and ``/metrics`` (outside ``/api/v1``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from fleet.master.auth import authorize
+from fleet.master.state import get_backend, master_state
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", summary="Liveness")
+async def healthz() -> dict[str, Any]:
+    """The process answers (no auth)."""
+    return {"ok": True}
+
+
+@router.get("/readyz", summary="Readiness", responses={503: {"description": "backend down"}})
+async def readyz(request: Request) -> Response:
+    """200 if the backend answers now, 503 otherwise (no auth)."""
+    backend = master_state(request).backend
+    ok = backend is not None and await backend.ping()
+    return JSONResponse(
+        {"ok": ok, "backend": "up" if ok else "down"}, status_code=200 if ok else 503
+    )
+
+
+@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+async def metrics(request: Request) -> Response:
+    """Prometheus text; needs the admin or a read token unless ``FLEET_METRICS_PUBLIC=1``."""
+    state = master_state(request)
+    if not state.settings.metrics_public:
+        authorize(request, "read")
+    assert state.metrics is not None
+    body = await state.metrics.render(get_backend(request), state.settings.heartbeat_seconds)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

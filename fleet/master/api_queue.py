@@ -1,0 +1,78 @@
+"""Routes over a type's dead-letter queue and output stream."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query
+
+from fleet.backends.base import Backend
+from fleet.master.auth import admin_access, type_read_access
+from fleet.master.catalog import require_entry
+from fleet.master.models import PopBody, ReplayBody
+from fleet.master.state import get_backend
+
+router = APIRouter(tags=["dead letters and output"])
+
+
+@router.get("/automations/{automation_type}/dead", summary="Peek the DLQ")
+async def dead_peek(
+    automation_type: str,
+    n: int = Query(50, ge=1, le=1_000),
+    _: Any = Depends(type_read_access),
+    backend: Backend = Depends(get_backend),
+) -> list[dict[str, Any]]:
+    """Dead-lettered bodies, oldest death first, with last error and attempts."""
+    await require_entry(backend, automation_type)
+    return [body.to_dict() for body in await backend.dead_peek(automation_type, n)]
+
+
+@router.post("/automations/{automation_type}/dead/replay", summary="Replay dead tasks")
+async def dead_replay(
+    automation_type: str,
+    body: ReplayBody | None = None,
+    _: Any = Depends(admin_access),
+    backend: Backend = Depends(get_backend),
+) -> dict[str, Any]:
+    """Re-enqueue dead tasks with ``attempt=0``, keeping priority: the ones named by
+    ``task_ids``, else the ``n`` oldest, else all."""
+    await require_entry(backend, automation_type)
+    body = body or ReplayBody()
+    replayed = await backend.dead_replay(automation_type, n=body.n, task_ids=body.task_ids)
+    return {"replayed": replayed}
+
+
+@router.delete("/automations/{automation_type}/dead", summary="Drain the DLQ")
+async def dead_drain(
+    automation_type: str,
+    _: Any = Depends(admin_access),
+    backend: Backend = Depends(get_backend),
+) -> dict[str, Any]:
+    """Remove every dead-lettered task of the type."""
+    await require_entry(backend, automation_type)
+    return {"drained": await backend.dead_clear(automation_type)}
+
+
+@router.get("/automations/{automation_type}/output", summary="Peek the output stream")
+async def output_peek(
+    automation_type: str,
+    n: int = Query(20, ge=1, le=1_000),
+    _: Any = Depends(type_read_access),
+    backend: Backend = Depends(get_backend),
+) -> list[dict[str, Any]]:
+    """The ``n`` oldest entries ``{id, ts, worker_id, payload}``, not removed."""
+    await require_entry(backend, automation_type)
+    return [e.to_dict() for e in await backend.stream_peek(automation_type, n)]
+
+
+@router.post("/automations/{automation_type}/output/pop", summary="Pop from the output stream")
+async def output_pop(
+    automation_type: str,
+    body: PopBody | None = None,
+    _: Any = Depends(admin_access),
+    backend: Backend = Depends(get_backend),
+) -> list[dict[str, Any]]:
+    """Remove and return the ``n`` oldest entries (each goes to one caller only)."""
+    await require_entry(backend, automation_type)
+    n = (body or PopBody()).n
+    return [e.to_dict() for e in await backend.stream_pop(automation_type, n)]

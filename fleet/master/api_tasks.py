@@ -1,0 +1,166 @@
+"""Routes that submit and inspect tasks: submit, batch, state, cancel, queue depths."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from pydantic import ValidationError
+
+from fleet.backends.base import Backend
+from fleet.backends.records import PushRequest
+from fleet.core.submission import make_push_request
+from fleet.master.auth import admin_access, submit_access, type_read_access
+from fleet.master.catalog import require_batch_entry, require_entry
+from fleet.master.models import (
+    BatchBody,
+    BatchItemError,
+    BatchResult,
+    SubmitBody,
+    SubmitResult,
+)
+from fleet.master.state import get_backend, master_state
+from fleet.master.validation import ErrorList, InvalidInput, non_finite_errors, payload_errors
+
+router = APIRouter(tags=["tasks"])
+
+#: Requests per backend push call of a batch (keeps each backend transaction short).
+PUSH_CHUNK = 500
+
+
+def _push_request(body: SubmitBody, idempotency_ttl: float) -> PushRequest:
+    return make_push_request(
+        body.payload,
+        task_id=body.task_id,
+        priority=body.priority,
+        max_attempts=body.max_attempts,
+        ttl_seconds=body.ttl_seconds,
+        delay_seconds=body.delay_seconds,
+        idempotency_key=body.idempotency_key,
+        idempotency_ttl_seconds=idempotency_ttl,
+    )
+
+
+def _task_errors(
+    automation_type: str, entry: dict[str, Any], body: SubmitBody, loc: tuple[str | int, ...]
+) -> ErrorList:
+    errors = non_finite_errors(body.payload, (*loc, "payload"))
+    if errors:
+        return errors
+    return payload_errors(automation_type, entry, body.payload, (*loc, "payload"))
+
+
+@router.post(
+    "/automations/{automation_type}/tasks",
+    status_code=202,
+    response_model=SubmitResult,
+    summary="Submit one task",
+)
+async def submit(
+    automation_type: str,
+    body: SubmitBody,
+    request: Request,
+    _: Any = Depends(submit_access),
+    backend: Backend = Depends(get_backend),
+) -> SubmitResult:
+    """Validate the payload against the type's ``TaskPayload`` and enqueue it.
+
+    A live ``idempotency_key`` answers the first task's id with ``queued=false,
+    duplicate=true``; so does a ``task_id`` that is already queued or running.
+    """
+    entry = await require_batch_entry(backend, automation_type)
+    errors = _task_errors(automation_type, entry, body, ("body",))
+    if errors:
+        raise InvalidInput(errors)
+    ttl = master_state(request).settings.idempotency_ttl_seconds
+    result = await backend.push_one(automation_type, _push_request(body, ttl))
+    return SubmitResult(task_id=result.task_id, queued=result.queued, duplicate=result.duplicate)
+
+
+@router.post(
+    "/automations/{automation_type}/tasks/batch",
+    status_code=202,
+    response_model=BatchResult,
+    summary="Submit up to 10,000 tasks",
+)
+async def submit_batch(
+    automation_type: str,
+    body: BatchBody,
+    request: Request,
+    _: Any = Depends(submit_access),
+    backend: Backend = Depends(get_backend),
+) -> BatchResult:
+    """Validate each task on its own; valid ones are queued, invalid ones get an error."""
+    entry = await require_batch_entry(backend, automation_type)
+    ttl = master_state(request).settings.idempotency_ttl_seconds
+    results: list[SubmitResult | BatchItemError | None] = [None] * len(body.tasks)
+    pending: list[tuple[int, PushRequest]] = []
+    for i, raw in enumerate(body.tasks):
+        loc: tuple[str | int, ...] = ("body", "tasks", i)
+        try:
+            task = SubmitBody.model_validate(raw)
+        except ValidationError as exc:
+            detail = [
+                {"type": e["type"], "loc": [*loc, *e["loc"]], "msg": e["msg"]}
+                for e in exc.errors(include_url=False, include_context=False)
+            ]
+            results[i] = BatchItemError(error=detail[0]["msg"], detail=detail)
+            continue
+        errors = _task_errors(automation_type, entry, task, loc)
+        if errors:
+            detail = [{k: v for k, v in e.items() if k != "input"} for e in errors]
+            where = ".".join(str(p) for p in detail[0]["loc"][3:])
+            results[i] = BatchItemError(error=f"{where}: {detail[0]['msg']}", detail=detail)
+            continue
+        pending.append((i, _push_request(task, ttl)))
+    for start in range(0, len(pending), PUSH_CHUNK):
+        chunk = pending[start : start + PUSH_CHUNK]
+        pushed = await backend.push(automation_type, [req for _, req in chunk])
+        for (i, _req), res in zip(chunk, pushed, strict=True):
+            results[i] = SubmitResult(
+                task_id=res.task_id, queued=res.queued, duplicate=res.duplicate
+            )
+    return BatchResult(results=[r for r in results if r is not None])
+
+
+@router.get("/automations/{automation_type}/tasks/{task_id}", summary="Where one task is")
+async def task_state(
+    automation_type: str,
+    task_id: str,
+    _: Any = Depends(type_read_access),
+    backend: Backend = Depends(get_backend),
+) -> dict[str, Any]:
+    """``state`` is queued, scheduled, processing, dead, done, cancelled or unknown."""
+    await require_entry(backend, automation_type)
+    info = await backend.task_state(automation_type, task_id)
+    return info.to_dict()
+
+
+@router.delete("/automations/{automation_type}/tasks/{task_id}", summary="Cancel a task")
+async def cancel_task(
+    automation_type: str,
+    task_id: str,
+    _: Any = Depends(admin_access),
+    backend: Backend = Depends(get_backend),
+) -> dict[str, Any]:
+    """A queued or scheduled task is removed (``cancelled``); a processing one is
+    stopped in its slot (``cancelling``). 404 if the task is in neither state."""
+    await require_entry(backend, automation_type)
+    outcome = await backend.cancel(automation_type, task_id)
+    if outcome == "not_found":
+        raise HTTPException(404, detail=f"task {task_id!r} is not queued, scheduled or processing")
+    if outcome == "cancelling":
+        await backend.publish(f"cancel.{automation_type}", {"task_id": task_id})
+    return {"task_id": task_id, "outcome": outcome}
+
+
+@router.get("/automations/{automation_type}/queue", summary="Queue depths")
+async def queue_depths(
+    automation_type: str,
+    _: Any = Depends(type_read_access),
+    backend: Backend = Depends(get_backend),
+) -> dict[str, Any]:
+    """Depths per tier, processing, scheduled and dead; the oldest pending task's age."""
+    await require_entry(backend, automation_type)
+    depths = await backend.depths(automation_type)
+    return {"type": automation_type, **depths.to_dict()}

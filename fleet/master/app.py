@@ -1,0 +1,153 @@
+"""``create_app(settings)``: the master's FastAPI application and its lifespan.
+
+The lifespan opens the backend, writes the catalog entries of the plugins this
+process has, and starts the sweeper; all state lives on ``app.state.fleet``.
+
+Dashboard hook: if the directory ``fleet/master/dashboard/static`` exists, it
+is served at ``/`` (``index.html`` for the root); the API keeps precedence.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+import fleet
+from fleet.backends import open_backend, redact_url
+from fleet.backends.base import Backend
+from fleet.core.errors import BackendError, BackendUnavailable, FleetError
+from fleet.master import (
+    api_catalog,
+    api_config,
+    api_health,
+    api_pools,
+    api_queue,
+    api_tasks,
+    api_workers,
+    sse,
+)
+from fleet.master.auth import TokenTable
+from fleet.master.catalog import load_plugins, publish_local_entries
+from fleet.master.limits import BodyLimitMiddleware, limit_for_paths
+from fleet.master.metrics import MasterMetrics
+from fleet.master.state import MasterState
+from fleet.master.sweeper import Sweeper
+from fleet.master.validation import InvalidInput, finite_json
+from fleet.settings import Settings
+
+log = logging.getLogger(__name__)
+
+API_PREFIX = "/api/v1"
+DASHBOARD_DIR = Path(__file__).parent / "dashboard" / "static"
+
+
+def _validation_response(errors: list[dict[str, object]]) -> JSONResponse:
+    return JSONResponse({"detail": finite_json(jsonable_encoder(errors))}, status_code=422)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    async def on_request_validation(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return _validation_response(list(exc.errors()))
+
+    async def on_invalid_input(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, InvalidInput)
+        return _validation_response(list(exc.errors))
+
+    async def on_unavailable(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("backend unavailable: %s", exc)
+        return JSONResponse({"detail": "the backend is unavailable; retry later"}, status_code=503)
+
+    async def on_fleet_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, FleetError)
+        if isinstance(exc, BackendError):
+            log.error("backend error: %s", exc)
+            return JSONResponse({"detail": f"backend error: {exc.message}"}, status_code=500)
+        loc: list[str] = ["body", *exc.field.split(".")] if exc.field else ["body"]
+        return _validation_response([{"type": "value_error", "loc": loc, "msg": exc.message}])
+
+    app.add_exception_handler(RequestValidationError, on_request_validation)
+    app.add_exception_handler(InvalidInput, on_invalid_input)
+    app.add_exception_handler(BackendUnavailable, on_unavailable)
+    app.add_exception_handler(FleetError, on_fleet_error)
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    backend: Backend | None = None,
+    sweeper: bool = True,
+    plugins: bool = True,
+    plugin_specs: Sequence[str] = (),
+) -> FastAPI:
+    """Build a master application.
+
+    Args:
+        settings: Settings (default: from the environment).
+        backend: An already connected backend to use instead of opening
+            ``settings.backend_url`` (it is then not closed by the app).
+        sweeper: Run the periodic sweeper in the lifespan.
+        plugins: Discover installed plugins at start (their catalog entries are
+            published); classes registered in the process are published either way.
+        plugin_specs: Extra ``MODULE[:ATTR]`` plugin specs to load.
+
+    Returns:
+        The FastAPI app; run it with uvicorn (its lifespan connects everything).
+    """
+    settings = settings or Settings()
+    state = MasterState(settings=settings, tokens=TokenTable.from_settings(settings))
+    state.metrics = MasterMetrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        owned = backend is None
+        state.backend = backend if backend is not None else await open_backend(settings.backend_url)
+        log.info("master on backend %s", redact_url(state.backend.url))
+        try:
+            if plugins:
+                load_plugins(plugin_specs)
+            try:
+                written = await publish_local_entries(state.backend)
+                if written:
+                    log.info("catalog: published %s", ", ".join(written))
+            except BackendError as exc:
+                log.warning("could not write the catalog at start: %s", exc)
+            if sweeper:
+                state.sweeper = Sweeper(state.backend, settings.sweep_seconds)
+                state.sweeper.start()
+            yield
+        finally:
+            if state.sweeper is not None:
+                await state.sweeper.stop()
+                state.sweeper = None
+            if owned:
+                await state.backend.close()
+
+    app = FastAPI(
+        title="Fleet master",
+        version=fleet.__version__,
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url=f"{API_PREFIX}/docs",
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.fleet = state
+    _install_error_handlers(app)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        limit_for=limit_for_paths(settings.max_body_bytes, settings.max_batch_body_bytes),
+    )
+    app.include_router(api_health.router)
+    for module in (api_catalog, api_tasks, api_queue, api_config, api_workers, api_pools, sse):
+        app.include_router(module.router, prefix=API_PREFIX)
+    if DASHBOARD_DIR.is_dir():
+        app.mount("/", StaticFiles(directory=DASHBOARD_DIR, html=True), name="dashboard")
+    return app

@@ -1,0 +1,94 @@
+"""The catalog as the master sees it: its own plugins' entries, merged with
+the entries workers publish, all in the backend's ``fleet:catalog`` hash."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import HTTPException
+
+from fleet.backends.base import Backend
+from fleet.core.automation import registered
+from fleet.core.catalog import catalog_entry
+
+log = logging.getLogger(__name__)
+
+
+def load_plugins(specs: Sequence[str] = ()) -> None:
+    """Import the installed plugins (entry points ``fleet.automations``,
+    ``FLEET_PLUGINS`` and ``specs``) so their classes register themselves.
+
+    A plugin that fails to import is logged and skipped: the master must come
+    up for the rest of the fleet, and workers publish their own entries anyway.
+    """
+    try:
+        plugins: Any = importlib.import_module("fleet.plugins")
+    except ImportError:
+        return
+    discover = getattr(plugins, "discover", None)
+    if not callable(discover):
+        return
+    try:
+        found = discover(list(specs))
+    except Exception as exc:  # a broken plugin must not keep the master down
+        log.warning("plugin discovery failed: %s", exc)
+        return
+    for error in getattr(found, "errors", []):
+        log.warning("plugin not loaded: %s: %s", error.source, error.error)
+
+
+def local_entries() -> dict[str, dict[str, Any]]:
+    """Catalog entries of every automation class registered in this process."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, cls in registered().items():
+        try:
+            out[name] = catalog_entry(cls)
+        except Exception as exc:  # one malformed schema must not hide the others
+            log.warning("cannot describe automation %r: %s", name, exc)
+    return out
+
+
+async def publish_local_entries(backend: Backend) -> list[str]:
+    """Write this process's entries into the backend's catalog.
+
+    Returns:
+        The types written.
+    """
+    entries = local_entries()
+    for name, entry in entries.items():
+        await backend.catalog_put(name, entry)
+    return sorted(entries)
+
+
+async def require_entry(backend: Backend, automation_type: str) -> dict[str, Any]:
+    """The catalog entry of a type.
+
+    Raises:
+        HTTPException: 404 if no plugin or worker ever published the type.
+    """
+    entry = await backend.catalog_get(automation_type)
+    if entry is None:
+        raise HTTPException(404, detail=f"unknown automation type {automation_type!r}")
+    return entry
+
+
+async def require_batch_entry(backend: Backend, automation_type: str) -> dict[str, Any]:
+    """The catalog entry of a batch type.
+
+    Raises:
+        HTTPException: 404 for an unknown type, 409 for a type without a task queue.
+    """
+    entry = await require_entry(backend, automation_type)
+    if not entry.get("queue"):
+        kind = entry.get("kind", "automation")
+        raise HTTPException(
+            409,
+            detail=(
+                f"automation type {automation_type!r} is a {kind}: it has no task queue, "
+                "so tasks cannot be submitted to it"
+            ),
+        )
+    return entry

@@ -1,0 +1,177 @@
+"""Config writes with generations (docs/protocol.md "Config and generations").
+
+A PATCH validates every merged result it would produce, stores the partial
+config, takes one new generation from the backend's per-type counter, writes
+each affected worker's desired config with it, and publishes ``config.<type>``.
+Writes of one type are serialised by a short backend lock so that, across
+masters, a later generation always carries the later config.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet.backends.base import Backend
+from fleet.backends.records import new_token
+from fleet.core.config import merge_config
+from fleet.master.validation import (
+    InvalidInput,
+    config_errors,
+    non_finite_errors,
+    split_missing,
+)
+
+LOCK_HOLD_SECONDS = 15.0
+LOCK_WAIT_SECONDS = 10.0
+
+
+@dataclass
+class ConfigWrite:
+    """What a config PATCH did.
+
+    Attributes:
+        config: The stored partial config (type-wide or the worker's override).
+        gen: The generation written.
+        workers: Ids of the workers whose desired config was written.
+        missing: Required fields still unset somewhere (the affected workers stay
+            in ``ERROR`` until they are set).
+    """
+
+    config: dict[str, Any]
+    gen: int
+    workers: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "config": self.config,
+            "gen": self.gen,
+            "workers": self.workers,
+            "missing": self.missing,
+        }
+
+
+class _TypeLock:
+    """The per-type config lock (waits a bounded time, then proceeds: a stuck
+    lock of a dead master must not block config changes for ever)."""
+
+    def __init__(self, backend: Backend, automation_type: str) -> None:
+        self.backend = backend
+        self.name = f"config:{automation_type}"
+        self.token = new_token()
+        self.held = False
+
+    async def __aenter__(self) -> None:
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while True:
+            self.held = await self.backend.lock_acquire(self.name, self.token, LOCK_HOLD_SECONDS)
+            if self.held or time.monotonic() > deadline:
+                return
+            await asyncio.sleep(0.02)
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.held:
+            await self.backend.lock_release(self.name, self.token)
+
+
+def _apply_patch(current: dict[str, Any], patch: dict[str, Any], replace: bool) -> dict[str, Any]:
+    return dict(patch) if replace else merge_config(current, patch)
+
+
+def _check(
+    automation_type: str, entry: dict[str, Any], merged: dict[str, Any], where: str | None
+) -> list[str]:
+    missing, errors = split_missing(config_errors(automation_type, entry, merged))
+    if errors:
+        if where is not None:
+            for e in errors:
+                e["msg"] = f"{e['msg']} (in the merged config of worker {where!r})"
+        raise InvalidInput(errors)
+    return missing
+
+
+async def patch_type_config(
+    backend: Backend,
+    automation_type: str,
+    entry: dict[str, Any],
+    patch: dict[str, Any],
+    *,
+    replace: bool = False,
+) -> ConfigWrite:
+    """Merge ``patch`` into the type-wide config and push it to every worker.
+
+    Args:
+        backend: The backend.
+        automation_type: The type.
+        entry: Its catalog entry (for the ``Config`` schema).
+        patch: Partial config; keys it sets win.
+        replace: Replace the stored type-wide config instead of merging.
+
+    Raises:
+        InvalidInput: The result (bare, or merged with any worker's override)
+            does not validate; nothing is stored.
+    """
+    bad = non_finite_errors(patch, ("body",))
+    if bad:
+        raise InvalidInput(bad)
+    async with _TypeLock(backend, automation_type):
+        current = await backend.config_get(automation_type)
+        new = _apply_patch(current, patch, replace)
+        missing = set(_check(automation_type, entry, new, None))
+        worker_ids = await backend.worker_ids(automation_type)
+        desired: dict[str, dict[str, Any]] = {}
+        for wid in worker_ids:
+            override = await backend.config_get(automation_type, wid)
+            desired[wid] = merge_config(new, override)
+            missing.update(_check(automation_type, entry, desired[wid], wid))
+        await backend.config_set(automation_type, new)
+        gen = await backend.next_generation(automation_type)
+        written = [
+            wid
+            for wid, cfg in desired.items()
+            if await backend.worker_config_put(automation_type, wid, cfg, gen)
+        ]
+    await backend.publish(f"config.{automation_type}", {"worker_id": None, "gen": gen})
+    return ConfigWrite(config=new, gen=gen, workers=written, missing=sorted(missing))
+
+
+async def patch_worker_config(
+    backend: Backend,
+    automation_type: str,
+    worker_id: str,
+    entry: dict[str, Any],
+    patch: dict[str, Any],
+    *,
+    replace: bool = False,
+) -> ConfigWrite:
+    """Merge ``patch`` into one worker's override and push its merged config.
+
+    A worker that has not registered yet keeps the override for when it does
+    (it merges type-wide + override itself at start); nothing is pushed then.
+
+    Raises:
+        InvalidInput: The merged config does not validate; nothing is stored.
+    """
+    bad = non_finite_errors(patch, ("body",))
+    if bad:
+        raise InvalidInput(bad)
+    async with _TypeLock(backend, automation_type):
+        type_wide = await backend.config_get(automation_type)
+        current = await backend.config_get(automation_type, worker_id)
+        override = _apply_patch(current, patch, replace)
+        merged = merge_config(type_wide, override)
+        missing = _check(automation_type, entry, merged, None)
+        await backend.config_set(automation_type, override, worker_id)
+        registered = worker_id in await backend.worker_ids(automation_type)
+        gen = 0
+        written: list[str] = []
+        if registered:
+            gen = await backend.next_generation(automation_type)
+            if await backend.worker_config_put(automation_type, worker_id, merged, gen):
+                written.append(worker_id)
+    if registered:
+        await backend.publish(f"config.{automation_type}", {"worker_id": worker_id, "gen": gen})
+    return ConfigWrite(config=override, gen=gen, workers=written, missing=missing)

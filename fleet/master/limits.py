@@ -1,0 +1,102 @@
+"""Request body size limits (413), enforced while the body is read.
+
+A ``Content-Length`` above the limit is refused before reading anything; a
+body without one (chunked) or one that lies is counted as it arrives and
+refused as soon as it passes the limit, so a client cannot make the master
+buffer more than the limit by omitting or faking the header.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+#: Decides the limit of one request from its path.
+LimitFor = Callable[[str], int]
+
+
+def limit_for_paths(default: int, batch: int) -> LimitFor:
+    """Batch submits get ``batch`` bytes, every other request ``default``."""
+
+    def pick(path: str) -> int:
+        return batch if path.rstrip("/").endswith("/tasks/batch") else default
+
+    return pick
+
+
+async def _send_413(send: Send, limit: int) -> None:
+    body = json.dumps({"detail": f"request body larger than {limit} bytes"}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyLimitMiddleware:
+    """ASGI middleware buffering each request body up to its limit.
+
+    Args:
+        app: The wrapped application.
+        limit_for: The byte limit for a request path.
+    """
+
+    def __init__(self, app: ASGIApp, limit_for: LimitFor) -> None:
+        self.app = app
+        self.limit_for = limit_for
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        limit = self.limit_for(scope.get("path", ""))
+        declared = _content_length(scope)
+        if declared is not None and declared > limit:
+            await _send_413(send, limit)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await _send_413(send, limit)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            # After the body, behave like the server: wait for the disconnect.
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+def _content_length(scope: Scope) -> int | None:
+    headers: list[tuple[bytes, bytes]] = scope.get("headers", [])
+    for name, value in headers:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None

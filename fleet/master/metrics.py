@@ -1,0 +1,213 @@
+"""Prometheus ``/metrics``: queue counters and depths, workers, slots, plugin metrics.
+
+Everything is read from the backend at scrape time (the master is stateless),
+gathered asynchronously into a :class:`Snapshot`, then rendered by a custom
+collector registered in the app's own ``CollectorRegistry`` (never the
+process-global one, so several apps in one process do not clash).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from fleet.backends.base import Backend
+from fleet.backends.records import QueueDepths
+from fleet.core.metrics import BUCKETS, merge_snapshots
+from fleet.master.workers_view import is_up
+
+#: Counters of QueueDepths exported as ``fleet_tasks_<name>_total``.
+TASK_COUNTERS = ("submitted", "completed", "failed", "dead", "expired", "cancelled")
+DEPTH_STATES = ("high", "normal", "low", "processing", "scheduled", "dead")
+#: Where a worker's stats frame may carry a task duration histogram
+#: (same shape as a ``ctx.metrics`` histogram: count, sum, per-bucket counts).
+DURATION_KEYS = ("task_duration", "task_duration_seconds")
+
+
+@dataclass
+class TypeSnapshot:
+    """What one scrape knows of one automation type."""
+
+    depths: QueueDepths | None = None
+    workers: dict[str, int] = field(default_factory=dict)  #: state -> count
+    slots_busy: int = 0
+    slots_total: int = 0
+    plugin: dict[str, Any] = field(default_factory=dict)  #: merged ctx.metrics snapshot
+    duration: dict[str, Any] | None = None
+
+
+@dataclass
+class Snapshot:
+    """Everything one scrape exports."""
+
+    types: dict[str, TypeSnapshot] = field(default_factory=dict)
+    backend_up: bool = True
+
+
+def _merge_hist(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
+    if a is None:
+        return {"count": b["count"], "sum": b["sum"], "buckets": list(b["buckets"])}
+    return {
+        "count": a["count"] + b["count"],
+        "sum": a["sum"] + b["sum"],
+        "buckets": [x + y for x, y in zip(a["buckets"], b["buckets"], strict=False)],
+    }
+
+
+def _valid_hist(h: Any) -> bool:
+    return (
+        isinstance(h, dict)
+        and isinstance(h.get("buckets"), list)
+        and len(h["buckets"]) == len(BUCKETS)
+        and isinstance(h.get("count"), int | float)
+        and isinstance(h.get("sum"), int | float)
+    )
+
+
+async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
+    """Read everything ``/metrics`` shows from the backend."""
+    snap = Snapshot()
+    if not await backend.ping():
+        snap.backend_up = False
+        return snap
+    entries = await backend.catalog_all()
+    pairs = await backend.workers_all()
+    for t in sorted({*entries, *(t for t, _ in pairs)}):
+        ts = snap.types.setdefault(t, TypeSnapshot())
+        if (entries.get(t) or {}).get("queue"):
+            ts.depths = await backend.depths(t)
+    now = time.time()
+    plugin_snaps: dict[str, list[dict[str, Any]]] = {}
+    for t, wid in pairs:
+        record = await backend.worker_get(t, wid)
+        if record is None:
+            continue
+        ts = snap.types[t]
+        up = is_up(record, now, heartbeat_seconds)
+        state = record.state.get("state", "UNKNOWN") if up else "DOWN"
+        ts.workers[state] = ts.workers.get(state, 0) + 1
+        stats = record.stats or {}
+        if not up:
+            continue
+        raw_slots = stats.get("slots")
+        slots: dict[str, Any] = raw_slots if isinstance(raw_slots, dict) else {}
+        ts.slots_busy += int(slots.get("busy") or 0)
+        ts.slots_total += int(slots.get("total") or 0)
+        if isinstance(stats.get("metrics"), dict):
+            plugin_snaps.setdefault(t, []).append(stats["metrics"])
+        for key in DURATION_KEYS:
+            if _valid_hist(stats.get(key)):
+                ts.duration = _merge_hist(ts.duration, stats[key])
+                break
+    for t, snaps in plugin_snaps.items():
+        try:
+            snap.types[t].plugin = merge_snapshots(snaps)
+        except (KeyError, TypeError, ValueError):
+            snap.types[t].plugin = {}  # a malformed stats frame must not break scrapes
+    return snap
+
+
+def _cumulative(buckets: list[Any]) -> list[tuple[str, float]]:
+    out = []
+    total = 0.0
+    for bound, count in zip(BUCKETS, buckets, strict=False):
+        total += float(count)
+        out.append(("+Inf" if math.isinf(bound) else repr(float(bound)), total))
+    return out
+
+
+class _SnapshotCollector(Collector):
+    def __init__(self) -> None:
+        self.snapshot = Snapshot()
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self.snapshot
+        up = GaugeMetricFamily("fleet_backend_up", "1 if the backend answered the last scrape")
+        up.add_metric([], 1.0 if snap.backend_up else 0.0)
+        yield up
+        counters = {
+            name: CounterMetricFamily(
+                f"fleet_tasks_{name}",
+                f"Tasks {name} since the type's state was created",
+                labels=["type"],
+            )
+            for name in TASK_COUNTERS
+        }
+        depth = GaugeMetricFamily(
+            "fleet_queue_depth", "Tasks by type and state", labels=["type", "state"]
+        )
+        oldest = GaugeMetricFamily(
+            "fleet_queue_oldest_pending_age_seconds",
+            "Age of the oldest pending task",
+            labels=["type"],
+        )
+        workers = GaugeMetricFamily(
+            "fleet_workers", "Workers by type and state", labels=["type", "state"]
+        )
+        busy = GaugeMetricFamily("fleet_slots_busy", "Slots running a task", labels=["type"])
+        total = GaugeMetricFamily("fleet_slots", "Slots running", labels=["type"])
+        duration = HistogramMetricFamily(
+            "fleet_task_duration_seconds",
+            "Time run_one took, as reported by workers",
+            labels=["type"],
+        )
+        p_counter = CounterMetricFamily(
+            "fleet_plugin_counter", "ctx.metrics counters", labels=["type", "name"]
+        )
+        p_gauge = GaugeMetricFamily(
+            "fleet_plugin_gauge", "ctx.metrics gauges", labels=["type", "name"]
+        )
+        p_hist = HistogramMetricFamily(
+            "fleet_plugin_histogram", "ctx.metrics histograms", labels=["type", "name"]
+        )
+        for t, ts in sorted(snap.types.items()):
+            if ts.depths is not None:
+                c = ts.depths.counters
+                for name in TASK_COUNTERS:
+                    counters[name].add_metric([t], float(getattr(c, name)))
+                for state in DEPTH_STATES:
+                    depth.add_metric([t, state], float(getattr(ts.depths, state)))
+                oldest.add_metric([t], float(ts.depths.oldest_pending_age or 0.0))
+            for state, n in sorted(ts.workers.items()):
+                workers.add_metric([t, state], float(n))
+            busy.add_metric([t], float(ts.slots_busy))
+            total.add_metric([t], float(ts.slots_total))
+            if ts.duration is not None:
+                duration.add_metric(
+                    [t], _cumulative(ts.duration["buckets"]), float(ts.duration["sum"])
+                )
+            for name, value in sorted((ts.plugin.get("counters") or {}).items()):
+                p_counter.add_metric([t, str(name)], float(value))
+            for name, value in sorted((ts.plugin.get("gauges") or {}).items()):
+                p_gauge.add_metric([t, str(name)], float(value))
+            for name, h in sorted((ts.plugin.get("histograms") or {}).items()):
+                if _valid_hist(h):
+                    p_hist.add_metric([t, str(name)], _cumulative(h["buckets"]), float(h["sum"]))
+        yield from counters.values()
+        yield from (depth, oldest, workers, busy, total, duration, p_counter, p_gauge, p_hist)
+
+
+class MasterMetrics:
+    """The exporter of one app: its own registry and the snapshot collector."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._collector = _SnapshotCollector()
+        self.registry.register(self._collector)
+
+    async def render(self, backend: Backend, heartbeat_seconds: float) -> bytes:
+        """Gather a fresh snapshot and render the Prometheus text format."""
+        self._collector.snapshot = await gather(backend, heartbeat_seconds)
+        return generate_latest(self.registry)

@@ -1,0 +1,72 @@
+"""Request and response bodies of the REST API (they shape the OpenAPI document)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: Most tasks one batch submit may carry (rest-api.md).
+MAX_BATCH = 10_000
+#: Longest delay accepted for a task (a year): beyond that it is surely a unit mistake.
+MAX_DELAY_SECONDS = 366 * 86_400.0
+
+
+class SubmitBody(BaseModel):
+    """One task to submit; ``payload`` is validated against the type's ``TaskPayload``."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    payload: Any = Field(description="The task payload (JSON), validated against TaskPayload.")
+    task_id: str | None = Field(default=None, min_length=1, max_length=200)
+    priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
+    max_attempts: int | None = Field(default=None, ge=1, le=1_000)
+    ttl_seconds: float | None = Field(default=None, gt=0, le=MAX_DELAY_SECONDS)
+    delay_seconds: float | None = Field(default=None, ge=0, le=MAX_DELAY_SECONDS)
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=500)
+
+
+class SubmitResult(BaseModel):
+    """The outcome of one submit."""
+
+    task_id: str
+    queued: bool
+    duplicate: bool
+
+
+class BatchBody(BaseModel):
+    """Up to 10,000 tasks, each validated on its own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tasks: list[Any] = Field(max_length=MAX_BATCH, description="Objects shaped like SubmitBody.")
+
+
+class BatchItemError(BaseModel):
+    """Why one task of a batch was refused."""
+
+    error: str
+    detail: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class BatchResult(BaseModel):
+    """One result per submitted task, in order."""
+
+    results: list[SubmitResult | BatchItemError]
+
+
+class ReplayBody(BaseModel):
+    """Which dead tasks to replay: by id, else the ``n`` oldest (all if neither)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n: int | None = Field(default=None, ge=1, le=1_000_000)
+    task_ids: list[str] | None = Field(default=None, max_length=MAX_BATCH)
+
+
+class PopBody(BaseModel):
+    """How many stream entries to pop."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n: int = Field(default=1, ge=1, le=10_000)

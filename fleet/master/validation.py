@@ -1,0 +1,233 @@
+"""Validating payloads and configs against the catalog's JSON schemas.
+
+The master must work for automation types whose plugins it has never
+installed, so the JSON schema from the catalog is the primary validator
+(``jsonschema``, draft 2020-12, which is what pydantic emits). When the plugin
+*is* installed in the master process, its pydantic model is used instead for
+pydantic's own messages. Either way errors come out in FastAPI's shape:
+``{"type", "loc", "msg", "input"}`` with ``loc`` starting at the request body.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError as SchemaError
+from jsonschema.exceptions import best_match
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticError
+
+from fleet.core.automation import BatchAutomation, get_automation
+
+Loc = tuple[str | int, ...]
+ErrorList = list[dict[str, Any]]
+
+#: Longest message kept from jsonschema (its messages quote the whole instance).
+MAX_MSG = 300
+
+
+@lru_cache(maxsize=256)
+def _validator(schema_json: str) -> Draft202012Validator:
+    return Draft202012Validator(json.loads(schema_json))
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_MSG else text[: MAX_MSG - 3] + "..."
+
+
+def _schema_error_items(error: SchemaError, loc: Loc) -> ErrorList:
+    path: Loc = (*loc, *error.absolute_path)
+    instance = error.instance
+    if error.validator == "required" and isinstance(instance, dict):
+        required: list[str] = list(error.validator_value)  # type: ignore[arg-type]
+        return [
+            {"type": "missing", "loc": [*path, name], "msg": "Field required", "input": instance}
+            for name in required
+            if name not in instance
+        ]
+    if error.validator == "additionalProperties" and isinstance(instance, dict):
+        schema = error.schema if isinstance(error.schema, dict) else {}
+        known = set(schema.get("properties", {}))
+        extra = [k for k in instance if k not in known] or [None]
+        return [
+            {
+                "type": "extra_forbidden",
+                "loc": [*path, k] if k is not None else list(path),
+                "msg": "Extra inputs are not permitted",
+                "input": instance.get(k) if k is not None else instance,
+            }
+            for k in extra
+        ]
+    message = error.message
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        # "is not valid under any of the given schemas" says little; the closest
+        # alternative's complaint says what was expected.
+        message = best_match(error.context).message
+    return [
+        {
+            "type": f"schema_{error.validator}",
+            "loc": list(path),
+            "msg": _short(message),
+            "input": instance,
+        }
+    ]
+
+
+def schema_errors(schema: dict[str, Any], instance: Any, loc: Loc = ()) -> ErrorList:
+    """Validate ``instance`` against a JSON schema.
+
+    Args:
+        schema: The JSON schema (as pydantic's ``model_json_schema`` produces).
+        instance: The decoded JSON value.
+        loc: Prefix of every error's ``loc`` (e.g. ``("body", "payload")``).
+
+    Returns:
+        FastAPI-shaped errors, sorted by location; empty if valid.
+    """
+    validator = _validator(json.dumps(schema, sort_keys=True))
+    out: ErrorList = []
+    for error in validator.iter_errors(instance):
+        out.extend(_schema_error_items(error, loc))
+    out.sort(key=lambda e: [str(p) for p in e["loc"]])
+    return out
+
+
+def model_errors(model: type[BaseModel], instance: Any, loc: Loc = ()) -> ErrorList:
+    """Validate ``instance`` with a pydantic model; errors as :func:`schema_errors`."""
+    try:
+        model.model_validate(instance)
+    except PydanticError as exc:
+        return [
+            {
+                "type": e["type"],
+                "loc": [*loc, *e["loc"]],
+                "msg": e["msg"],
+                "input": e.get("input"),
+            }
+            for e in exc.errors(include_url=False, include_context=False)
+        ]
+    return []
+
+
+def local_payload_model(automation_type: str) -> type[BaseModel] | None:
+    """The ``TaskPayload`` of a batch type registered in this process, else None."""
+    cls = get_automation(automation_type)
+    if cls is not None and issubclass(cls, BatchAutomation):
+        return cls.TaskPayload
+    return None
+
+
+def local_config_model(automation_type: str) -> type[BaseModel] | None:
+    """The ``Config`` of a type registered in this process, else None."""
+    cls = get_automation(automation_type)
+    config: type[BaseModel] | None = getattr(cls, "Config", None) if cls is not None else None
+    return config
+
+
+def payload_errors(
+    automation_type: str, entry: dict[str, Any], payload: Any, loc: Loc = ("body", "payload")
+) -> ErrorList:
+    """Errors of a task payload for a batch type's catalog ``entry`` (empty if valid)."""
+    model = local_payload_model(automation_type)
+    if model is not None:
+        return model_errors(model, payload, loc)
+    queue = entry.get("queue") or {}
+    schema = queue.get("payload")
+    if not isinstance(schema, dict):
+        return []
+    return schema_errors(schema, payload, loc)
+
+
+def config_errors(
+    automation_type: str, entry: dict[str, Any], config: dict[str, Any], loc: Loc = ("body",)
+) -> ErrorList:
+    """Errors of a (merged) config against the type's ``Config`` (empty if valid)."""
+    model = local_config_model(automation_type)
+    if model is not None:
+        return model_errors(model, config, loc)
+    schema = entry.get("config")
+    if not isinstance(schema, dict):
+        return []
+    return schema_errors(schema, config, loc)
+
+
+def split_missing(errors: Sequence[dict[str, Any]]) -> tuple[list[str], ErrorList]:
+    """Separate "field required" errors (returned as dotted field names) from the rest.
+
+    A config may legitimately be built in several PATCHes, or get its required
+    plugin fields from per-worker overrides, so missing fields are reported as
+    warnings rather than refused; workers of a type with missing fields stay in
+    ``ERROR`` until they are set (docs/protocol.md).
+    """
+    missing: list[str] = []
+    others: ErrorList = []
+    for e in errors:
+        if e.get("type") == "missing":
+            fields = [str(p) for p in e["loc"] if p != "body"]
+            missing.append(".".join(fields))
+        else:
+            others.append(e)
+    return missing, others
+
+
+def schema_defaults(schema: dict[str, Any]) -> dict[str, Any]:
+    """The top-level ``default`` values declared by a JSON schema's properties."""
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        return {}
+    return {k: v["default"] for k, v in props.items() if isinstance(v, dict) and "default" in v}
+
+
+class InvalidInput(Exception):
+    """Raised by master logic for a 422; ``errors`` are FastAPI-shaped.
+
+    Args:
+        errors: Each ``{"type", "loc", "msg", "input"?}``.
+    """
+
+    def __init__(self, errors: ErrorList) -> None:
+        super().__init__(errors[0]["msg"] if errors else "invalid input")
+        self.errors = errors
+
+
+def non_finite_errors(value: Any, loc: Loc) -> ErrorList:
+    """Errors for NaN/Infinity anywhere in a decoded JSON value.
+
+    Python's JSON decoder accepts ``NaN`` and ``Infinity``, which no JSON
+    schema rejects and no standard JSON encoder can write back, so they are
+    refused at the door instead of being stored.
+    """
+    out: ErrorList = []
+    stack: list[tuple[Any, Loc]] = [(value, loc)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, float) and (item != item or item in (float("inf"), float("-inf"))):
+            out.append(
+                {
+                    "type": "finite_number",
+                    "loc": list(where),
+                    "msg": "Input should be a finite number",
+                    "input": str(item),
+                }
+            )
+        elif isinstance(item, dict):
+            stack.extend((v, (*where, str(k))) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((v, (*where, i)) for i, v in enumerate(item))
+    return out
+
+
+def finite_json(value: Any) -> Any:
+    """``value`` with NaN/Infinity floats replaced by their names, so that error
+    answers echoing bad input can always be encoded."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): finite_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_json(v) for v in value]
+    return value

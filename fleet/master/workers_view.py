@@ -1,0 +1,80 @@
+"""How a worker record is shown: up/down, slots, generations, lag. Pure functions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleet.backends.records import WorkerRecord
+
+#: A worker is up while its last heartbeat is within this many heartbeat periods.
+UP_HEARTBEATS = 3
+
+
+def _int(raw: Any, default: int = 0) -> int:
+    try:
+        return int(float(raw))
+    except (TypeError, ValueError):
+        return default
+
+
+def is_up(record: WorkerRecord, now: float, heartbeat_seconds: float) -> bool:
+    """True if the worker reported within ``UP_HEARTBEATS`` heartbeats and is not STOPPED."""
+    seen = record.last_seen
+    if seen is None or record.state.get("state") == "STOPPED":
+        return False
+    return now - seen <= UP_HEARTBEATS * heartbeat_seconds
+
+
+def worker_view(record: WorkerRecord, now: float, heartbeat_seconds: float) -> dict[str, Any]:
+    """The JSON the API and dashboard show for one worker.
+
+    Args:
+        record: The backend's record.
+        now: Current Unix time.
+        heartbeat_seconds: The fleet's heartbeat period (for up/down).
+
+    Returns:
+        ``{type, worker_id, state, up, last_seen, seen_ago, slots, gen, lagging,
+        hardware, last_error, host, pid, started_at, version, tasks}``; ``gen`` is
+        ``{desired, applied}`` and ``lagging`` is true when a live worker has not
+        applied its desired generation yet.
+    """
+    state = record.state
+    stats = record.stats or {}
+    up = is_up(record, now, heartbeat_seconds)
+    applied = _int(state.get("applied_gen"))
+    raw_slots = stats.get("slots")
+    slot_stats: dict[str, Any] = raw_slots if isinstance(raw_slots, dict) else {}
+    seen = record.last_seen
+    return {
+        "type": record.automation_type,
+        "worker_id": record.worker_id,
+        "state": state.get("state", "UNKNOWN") if up else "DOWN",
+        "reported_state": state.get("state"),
+        "up": up,
+        "last_seen": seen,
+        "seen_ago": None if seen is None else max(0.0, now - seen),
+        "slots": {
+            "running": _int(state.get("slots")),
+            "busy": _int(slot_stats.get("busy")),
+            "total": _int(slot_stats.get("total"), _int(state.get("slots"))),
+        },
+        "gen": {"desired": record.gen, "applied": applied},
+        "lagging": up and applied < record.gen,
+        "hardware": record.hardware,
+        "last_error": state.get("last_error") or None,
+        "host": state.get("host") or record.hardware.get("host"),
+        "pid": _int(state.get("pid"), _int(record.hardware.get("pid"))) or None,
+        "started_at": state.get("started_at"),
+        "version": state.get("version") or record.hardware.get("fleet_version"),
+        "tasks": stats.get("tasks") if isinstance(stats.get("tasks"), dict) else {},
+    }
+
+
+def worker_counts(views: list[dict[str, Any]]) -> dict[str, int]:
+    """``{total, up, lagging}`` of a list of worker views."""
+    return {
+        "total": len(views),
+        "up": sum(1 for v in views if v["up"]),
+        "lagging": sum(1 for v in views if v["lagging"]),
+    }

@@ -1,0 +1,142 @@
+"""Fixtures of the master tests: settings with every token kind, an in-process
+app (httpx over ASGI, lifespan run), and a live uvicorn master on a free port."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+
+from fleet.master.app import create_app
+from fleet.settings import Settings
+from tests.master import plugins  # noqa: F401  (registers the test automations)
+from tests.support.redis_server import free_port
+
+ADMIN = "admin-secret-token"
+READ = "read-secret-token"
+SCOPED = "scoped-secret-token"
+OTHER_SCOPED = "other-scoped-token"
+
+_names = itertools.count()
+
+
+def settings_for(backend_url: str, **overrides: Any) -> Settings:
+    """Settings with one token of each kind."""
+    base: dict[str, Any] = {
+        "backend_url": backend_url,
+        "admin_token": ADMIN,
+        "read_tokens": [READ],
+        "token_scopes": {SCOPED: [plugins.SCRAPE], OTHER_SCOPED: ["elsewhere"]},
+        "heartbeat_seconds": 1.0,
+        "sweep_seconds": 0.2,
+    }
+    base.update(overrides)
+    return Settings(**base)
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def memory_url() -> str:
+    return f"memory://master-test-{next(_names)}"
+
+
+class InProcess:
+    """An app with its lifespan running, and an httpx client over ASGI."""
+
+    def __init__(self, app: FastAPI, client: httpx.AsyncClient) -> None:
+        self.app = app
+        self.client = client
+
+    @property
+    def backend(self) -> Any:
+        return self.app.state.fleet.backend
+
+
+async def start_in_process(settings: Settings, **kw: Any) -> tuple[InProcess, Any]:
+    app = create_app(settings, plugins=False, **kw)
+    lifespan = app.router.lifespan_context(app)
+    await lifespan.__aenter__()
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://master")
+    return InProcess(app, client), lifespan
+
+
+@pytest.fixture
+async def master() -> AsyncIterator[InProcess]:
+    """An in-process master on a fresh memory backend, sweeper off."""
+    inproc, lifespan = await start_in_process(settings_for(memory_url()), sweeper=False)
+    try:
+        yield inproc
+    finally:
+        await inproc.client.aclose()
+        await lifespan.__aexit__(None, None, None)
+
+
+class LiveMaster:
+    """A real uvicorn server running ``create_app`` in a background thread."""
+
+    def __init__(self, settings: Settings, **kw: Any) -> None:
+        self.port = free_port()
+        self.app = create_app(settings, plugins=False, **kw)
+        config = uvicorn.Config(
+            self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.thread.start()
+        deadline = time.monotonic() + 15
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'fleet.db'}"
+
+
+@pytest.fixture
+def live_factory() -> Iterator[Any]:
+    """Start live masters; all are stopped after the test."""
+    started: list[LiveMaster] = []
+
+    def start(backend_url: str, **kw: Any) -> LiveMaster:
+        settings_kw = kw.pop("settings", {})
+        live = LiveMaster(settings_for(backend_url, **settings_kw), **kw)
+        live.start()
+        started.append(live)
+        return live
+
+    yield start
+    for live in started:
+        live.stop()
+
+
+async def wait_for(predicate: Any, timeout: float = 5.0) -> None:
+    """Poll an async predicate until true (for effects of background tasks)."""
+    deadline = time.monotonic() + timeout
+    while not await predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
