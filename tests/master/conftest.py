@@ -18,7 +18,7 @@ from fastapi import FastAPI
 
 from fleet.master.app import create_app
 from fleet.settings import Settings
-from tests.master import plugins  # noqa: F401  (registers the test automations)
+from tests.master import plugins  # registers the test automations
 from tests.support.redis_server import free_port
 
 ADMIN = "admin-secret-token"
