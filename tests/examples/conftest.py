@@ -4,6 +4,7 @@ a backend and a way to build a slot's Context without installing anything."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -23,11 +24,15 @@ from fleet.dev.serve import RunningServer, start_server
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EXAMPLE_DIRS = sorted(p for p in EXAMPLES.iterdir() if (p / "pyproject.toml").exists())
 
+#: Set by test_install.py when it reruns these tests in a venv with the examples installed.
+INSTALLED = os.environ.get("FLEET_EXAMPLES_INSTALLED") == "1"
+
 # The example packages are plain source trees: import them in place instead of
-# pip-installing them into the test environment.
-for _d in EXAMPLE_DIRS:
-    if str(_d) not in sys.path:
-        sys.path.insert(0, str(_d))
+# pip-installing them into the shared test environment.
+if not INSTALLED:
+    for _d in EXAMPLE_DIRS:
+        if str(_d) not in sys.path:
+            sys.path.insert(0, str(_d))
 
 _memory_counter = 0
 
