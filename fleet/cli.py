@@ -16,7 +16,11 @@ import click
 import fleet
 
 #: Subcommand name -> "module:attribute" of its click command.
-COMMANDS: dict[str, str] = {}
+COMMANDS: dict[str, str] = {
+    "worker": "fleet.worker.cli:worker",
+    "run": "fleet.worker.cli:run",
+    "plugins": "fleet.worker.cli:plugins",
+}
 
 
 class LazyGroup(click.Group):

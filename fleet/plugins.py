@@ -1,0 +1,155 @@
+"""Plugin discovery: entry points of group ``fleet.automations`` and explicit
+``--plugin MODULE[:ATTR]`` specs (also ``FLEET_PLUGINS``, comma separated).
+
+A plugin that fails to import is recorded with its traceback and skipped, so one
+broken package never keeps the others from running.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import traceback
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from types import ModuleType
+from typing import Any
+
+from fleet.core.automation import Automation, registered
+
+#: Entry-point group of automation plugins.
+GROUP = "fleet.automations"
+#: Environment variable naming extra plugin specs, comma separated.
+ENV_PLUGINS = "FLEET_PLUGINS"
+
+
+@dataclass(frozen=True, slots=True)
+class PluginError:
+    """A plugin that could not be loaded.
+
+    Attributes:
+        source: ``entry point <name> = <value>`` or ``--plugin <spec>``.
+        error: The exception, one line.
+        traceback: The full traceback text.
+    """
+
+    source: str
+    error: str
+    traceback: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"source": self.source, "error": self.error, "traceback": self.traceback}
+
+
+@dataclass(slots=True)
+class Plugins:
+    """What discovery found.
+
+    Attributes:
+        types: Automation classes by type name.
+        sources: Where each type came from (entry point or spec).
+        errors: Plugins that failed to load.
+    """
+
+    types: dict[str, type[Automation[Any]]] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    errors: list[PluginError] = field(default_factory=list)
+
+
+def _automations_in(obj: Any, before: set[str]) -> list[type[Automation[Any]]]:
+    """The automation classes an entry point or spec target stands for."""
+    if isinstance(obj, type):
+        name = getattr(obj, "automation_type", "")
+        if issubclass(obj, Automation) and name and registered().get(name) is obj:
+            return [obj]
+        raise TypeError(
+            f"{obj.__module__}.{obj.__qualname__} is not a registered automation "
+            "(decorate it with @register(...))"
+        )
+    if isinstance(obj, ModuleType):
+        found: dict[str, type[Automation[Any]]] = {}
+        for name, cls in registered().items():
+            if name not in before or cls.__module__ == obj.__name__:
+                found[name] = cls
+        for value in vars(obj).values():
+            if isinstance(value, type) and issubclass(value, Automation):
+                name = getattr(value, "automation_type", "")
+                if name and registered().get(name) is value:
+                    found[name] = value
+        return list(found.values())
+    raise TypeError(f"{obj!r} is neither an automation class nor a module")
+
+
+def load_spec(spec: str) -> list[type[Automation[Any]]]:
+    """Import ``MODULE`` or ``MODULE:ATTR`` and return the automations it provides.
+
+    Raises:
+        ImportError: The module cannot be imported.
+        AttributeError: ``ATTR`` does not exist.
+        TypeError: The target is not a registered automation or a module.
+    """
+    module_name, _, attr = spec.strip().partition(":")
+    before = set(registered())
+    module = importlib.import_module(module_name)
+    target: Any = module
+    for part in filter(None, attr.split(".")):
+        target = getattr(target, part)
+    return _automations_in(target, before)
+
+
+def _load_entry_point(ep: EntryPoint) -> list[type[Automation[Any]]]:
+    before = set(registered())
+    return _automations_in(ep.load(), before)
+
+
+def _add(found: Plugins, classes: Iterable[type[Automation[Any]]], source: str) -> None:
+    for cls in classes:
+        found.types[cls.automation_type] = cls
+        found.sources.setdefault(cls.automation_type, source)
+
+
+def env_specs(environ: dict[str, str] | None = None) -> list[str]:
+    """The plugin specs listed in ``FLEET_PLUGINS``."""
+    raw = (os.environ if environ is None else environ).get(ENV_PLUGINS, "")
+    return [s.strip() for s in raw.split(",") if s.strip()]
+
+
+def discover(
+    specs: Sequence[str] = (), *, use_entry_points: bool = True, use_env: bool = True
+) -> Plugins:
+    """Load every plugin: entry points, then ``FLEET_PLUGINS``, then ``specs``.
+
+    Args:
+        specs: ``MODULE`` or ``MODULE:ATTR`` strings to import directly.
+        use_entry_points: Also load the ``fleet.automations`` entry points.
+        use_env: Also load the specs in ``FLEET_PLUGINS``.
+
+    Returns:
+        The automation types found and the plugins that failed (never raises for a
+        broken plugin).
+    """
+    found = Plugins()
+    if use_entry_points:
+        for ep in entry_points(group=GROUP):
+            source = f"entry point {ep.name} = {ep.value}"
+            try:
+                _add(found, _load_entry_point(ep), source)
+            except Exception as exc:
+                found.errors.append(_error(source, exc))
+    all_specs = [*(env_specs() if use_env else []), *specs]
+    for spec in dict.fromkeys(all_specs):
+        source = f"--plugin {spec}"
+        try:
+            _add(found, load_spec(spec), source)
+        except Exception as exc:
+            found.errors.append(_error(source, exc))
+    return found
+
+
+def _error(source: str, exc: BaseException) -> PluginError:
+    return PluginError(
+        source=source,
+        error=f"{type(exc).__name__}: {exc}",
+        traceback="".join(traceback.format_exception(exc)),
+    )

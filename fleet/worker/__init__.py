@@ -1,0 +1,1 @@
+"""The worker: loads plugins, runs their slots, reports state over the backend."""

@@ -1,0 +1,280 @@
+"""The worker process: registration, heartbeat, config and control events,
+the safety-net re-read, and graceful shutdown (docs/protocol.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import fleet
+from fleet.backends.base import Backend
+from fleet.core.automation import Automation
+from fleet.core.catalog import catalog_entry
+from fleet.core.errors import BackendError
+from fleet.worker.backoff import RetryPolicy, backoff_delay
+from fleet.worker.hardware import ProcessSampler, hardware, host_name
+from fleet.worker.runner import TypeRunner
+from fleet.worker.slots import Outcome
+
+log = logging.getLogger("fleet.worker")
+
+#: KV namespace of control flags; key ``drain:<type>:<worker_id>``.
+CONTROL_NS = "fleet-control"
+#: How often the desired config and the drain flag are re-read without an event.
+RESYNC_SECONDS = 30.0
+
+
+def drain_key(automation_type: str, worker_id: str) -> str:
+    """The ``fleet-control`` KV key whose value ``"true"`` drains a worker's type."""
+    return f"drain:{automation_type}:{worker_id}"
+
+
+class Worker:
+    """Runs automation types against one backend until :meth:`request_stop`.
+
+    Args:
+        backend: A connected backend (the caller closes it).
+        classes: The automation classes to run.
+        worker_id: This worker's id.
+        grace: Seconds running tasks get at shutdown before they are cancelled.
+        heartbeat_seconds: Period of state and stats writes.
+        resync_seconds: Period of the safety-net config and drain re-read.
+        policy: Backoff of task retries and continuous respawns.
+        fixed_config: If set, run every type with this config and skip the
+            backend's config, registration and heartbeats (``fleet run``).
+        on_finished: Called with ``(task_id, outcome)`` after each settled task.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        classes: Sequence[type[Automation[Any]]],
+        worker_id: str | None = None,
+        *,
+        grace: float = 30.0,
+        heartbeat_seconds: float = 5.0,
+        resync_seconds: float = RESYNC_SECONDS,
+        policy: RetryPolicy | None = None,
+        fixed_config: dict[str, Any] | None = None,
+        on_finished: Callable[[str, Outcome], None] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.worker_id = worker_id or host_name()
+        self.grace = grace
+        self.heartbeat_seconds = heartbeat_seconds
+        self.resync_seconds = resync_seconds
+        self.fixed_config = fixed_config
+        self.runners = {
+            cls.automation_type: TypeRunner(
+                cls,
+                backend,
+                self.worker_id,
+                grace=grace,
+                policy=policy,
+                on_finished=on_finished,
+            )
+            for cls in classes
+        }
+        self.started_at = time.time()
+        self._hardware = hardware()
+        self._sampler = ProcessSampler()
+        self._written_state: dict[str, str] = {}
+        self._stop = asyncio.Event()
+        self._loops: list[asyncio.Task[None]] = []
+
+    @property
+    def standalone(self) -> bool:
+        return self.fixed_config is not None
+
+    # ------------------------------------------------------------------ lifecycle
+    async def run(self) -> None:
+        """Start, run until :meth:`request_stop`, then shut down gracefully."""
+        await self.start()
+        try:
+            await self._stop.wait()
+        finally:
+            await self.shutdown()
+
+    @property
+    def stop_requested(self) -> asyncio.Event:
+        """Set once :meth:`request_stop` was called."""
+        return self._stop
+
+    def request_stop(self) -> None:
+        """Begin a graceful shutdown (safe to call from a signal handler)."""
+        self._stop.set()
+
+    async def start(self) -> None:
+        """Register every type, read its config and drain flag, start its slots
+        and the background loops.
+
+        Raises:
+            BackendError: The backend cannot be reached at start.
+        """
+        for t, runner in self.runners.items():
+            if self.standalone:
+                runner.apply(dict(self.fixed_config or {}), 0)
+            else:
+                await self.backend.worker_register(t, self.worker_id, self._hardware)
+                await self.backend.catalog_put(t, catalog_entry(runner.cls))
+                await runner.sync_config()
+                runner.draining = await self._drain_flag(t)
+            runner.start()
+        self._loops.append(asyncio.create_task(self._events_loop(), name="worker-events"))
+        if not self.standalone:
+            for runner in self.runners.values():
+                await self._write_state(runner, heartbeat=True)
+            self._loops.append(asyncio.create_task(self._heartbeat_loop(), name="heartbeat"))
+            self._loops.append(asyncio.create_task(self._resync_loop(), name="resync"))
+            for runner in self.runners.values():
+                name = f"state:{runner.automation_type}"
+                self._loops.append(asyncio.create_task(self._state_loop(runner), name=name))
+        log.info(
+            "worker %s running %s",
+            self.worker_id,
+            ", ".join(f"{t}({r.state()})" for t, r in self.runners.items()),
+        )
+
+    async def shutdown(self) -> None:
+        """Drain every type within the grace period, then write state STOPPED."""
+        log.info("worker %s stopping (grace %.0fs)", self.worker_id, self.grace)
+        await asyncio.gather(*(r.shutdown() for r in self.runners.values()))
+        for task in self._loops:
+            task.cancel()
+        for task in self._loops:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._loops.clear()
+        if not self.standalone:
+            for runner in self.runners.values():
+                with contextlib.suppress(BackendError):
+                    await self._write_state(runner, heartbeat=True, state="STOPPED")
+        log.info("worker %s stopped", self.worker_id)
+
+    # ------------------------------------------------------------------ state
+    def state_fields(self, runner: TypeRunner, state: str | None = None) -> dict[str, str]:
+        """The ``wkr:<type>:<id>:state`` hash of one type."""
+        return {
+            "state": state or runner.state(),
+            "last_seen": f"{time.time():.3f}",
+            "last_error": runner.error or "",
+            "applied_gen": str(runner.held_gen),
+            "slots": str(len(runner.slots)),
+            "host": str(self._hardware["host"]),
+            "pid": str(os.getpid()),
+            "started_at": f"{self.started_at:.3f}",
+            "version": fleet.__version__,
+        }
+
+    async def _write_state(
+        self, runner: TypeRunner, *, heartbeat: bool = False, state: str | None = None
+    ) -> None:
+        t = runner.automation_type
+        fields = self.state_fields(runner, state)
+        key = f"{fields['state']}|{fields['last_error']}|{fields['slots']}"
+        previous = self._written_state.get(t)
+        if not heartbeat and previous == key:
+            return
+        await self.backend.worker_set_state(t, self.worker_id, fields)
+        self._written_state[t] = key
+        if previous is None or previous.split("|", 1)[0] != fields["state"]:
+            await self.backend.publish(
+                f"worker.{t}", {"worker_id": self.worker_id, "state": fields["state"]}
+            )
+
+    async def _state_loop(self, runner: TypeRunner) -> None:
+        # Writes the state as soon as it changes (slots started/stopped, error).
+        while True:
+            await runner.changed.wait()
+            runner.changed.clear()
+            await asyncio.sleep(0.05)  # coalesce a burst of changes into one write
+            try:
+                await self._write_state(runner)
+            except BackendError as exc:
+                log.warning("could not write state of %s: %s", runner.automation_type, exc)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_seconds)
+            cpu, rss = self._sampler.sample()
+            for t, runner in self.runners.items():
+                runner.reconcile()  # recycles slots past recycle_seconds
+                try:
+                    # Registering again is how a forgotten live worker comes back.
+                    await self.backend.worker_register(t, self.worker_id, self._hardware)
+                    await self._write_state(runner, heartbeat=True)
+                    await self.backend.worker_put_stats(t, self.worker_id, runner.stats(cpu, rss))
+                except BackendError as exc:
+                    log.warning("heartbeat of %s failed: %s", t, exc)
+
+    async def _drain_flag(self, automation_type: str) -> bool:
+        value = await self.backend.kv_get(CONTROL_NS, drain_key(automation_type, self.worker_id))
+        return value == "true"
+
+    async def resync(self) -> None:
+        """Re-read every type's desired config and drain flag (the safety net)."""
+        for t, runner in self.runners.items():
+            try:
+                await runner.sync_config()
+                runner.set_draining(await self._drain_flag(t))
+            except BackendError as exc:
+                log.warning("config re-read of %s failed: %s", t, exc)
+
+    async def _resync_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.resync_seconds)
+            await self.resync()
+
+    # ------------------------------------------------------------------ events
+    def _topics(self) -> list[str]:
+        kinds = ("cancel",) if self.standalone else ("config", "control", "cancel")
+        return [f"{k}.{t}" for t in self.runners for k in kinds]
+
+    async def _events_loop(self) -> None:
+        failures = 0
+        while True:
+            try:
+                sub = await self.backend.subscribe(*self._topics())
+                async with sub:
+                    if failures and not self.standalone:
+                        await self.resync()  # events may have been missed meanwhile
+                    failures = 0
+                    async for topic, message in sub:
+                        await self._on_event(topic, message)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failures += 1
+                delay = backoff_delay(failures, base=0.5, cap=30.0)
+                log.warning("event subscription failed (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+
+    async def _on_event(self, topic: str, message: Any) -> None:
+        kind, _, t = topic.partition(".")
+        runner = self.runners.get(t)
+        if runner is None or not isinstance(message, dict):
+            return
+        target = message.get("worker_id")
+        if kind == "cancel":
+            task_id = message.get("task_id")
+            if isinstance(task_id, str):
+                runner.cancel_task(task_id)
+            return
+        if target not in (None, self.worker_id):
+            return
+        try:
+            if kind == "config":
+                gen = message.get("gen")
+                if not isinstance(gen, int) or gen > runner.held_gen:
+                    await runner.sync_config()
+            elif kind == "control":
+                action = message.get("action")
+                if action in ("drain", "resume"):
+                    runner.set_draining(action == "drain")
+        except BackendError as exc:
+            log.warning("handling %s failed: %s", topic, exc)

@@ -1,0 +1,199 @@
+"""Keeping leases alive while tasks run, and acking finished tasks in batches.
+
+Both serve every slot of one automation type: one ``LeaseKeeper`` renews the
+leases of all running tasks (a no-op task never gets renewed, so fast tasks pay
+nothing), and one ``AckBatcher`` turns the acks of many slots into one backend
+call. A task's lease stays valid until its ack lands, so batching never lets a
+finished task be handed out again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fleet.backends.base import Backend
+from fleet.backends.records import LeaseStatus
+from fleet.core.errors import BackendError
+
+log = logging.getLogger("fleet.worker.leases")
+
+
+@dataclass(slots=True)
+class Lease:
+    """One running task's lease.
+
+    Attributes:
+        task_id: The task.
+        token: The reservation token.
+        visibility: Lease length (seconds) to renew to.
+        renew_at: Monotonic time of the next renewal.
+        on_cancel: Called once when the backend says the task was cancelled.
+        lost: True once the backend said the token is stale.
+    """
+
+    task_id: str
+    token: str
+    visibility: float
+    renew_at: float
+    on_cancel: Callable[[], object]
+    lost: bool = False
+
+
+class LeaseKeeper:
+    """Renews every tracked lease each ``visibility / 3`` seconds.
+
+    Args:
+        backend: The backend.
+        automation_type: The type whose leases these are.
+        tick: Longest sleep between checks (seconds).
+    """
+
+    def __init__(self, backend: Backend, automation_type: str, tick: float = 1.0) -> None:
+        self._backend = backend
+        self._type = automation_type
+        self._tick = tick
+        self._leases: dict[str, Lease] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name=f"leases:{self._type}")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def track(
+        self, task_id: str, token: str, visibility: float, on_cancel: Callable[[], object]
+    ) -> Lease:
+        """Start renewing a task's lease; returns the record (see ``Lease.lost``)."""
+        lease = Lease(task_id, token, visibility, time.monotonic() + visibility / 3, on_cancel)
+        self._leases[task_id] = lease
+        return lease
+
+    def untrack(self, task_id: str) -> None:
+        """Stop renewing (the task finished)."""
+        self._leases.pop(task_id, None)
+
+    def get(self, task_id: str) -> Lease | None:
+        """The tracked lease of a running task, if any."""
+        return self._leases.get(task_id)
+
+    async def _loop(self) -> None:
+        while True:
+            now = time.monotonic()
+            due = [lease for lease in self._leases.values() if lease.renew_at <= now]
+            for lease in due:
+                await self._renew(lease)
+            nxt = min((lease.renew_at for lease in self._leases.values()), default=now + self._tick)
+            await asyncio.sleep(min(max(nxt - time.monotonic(), 0.01), self._tick))
+
+    async def _renew(self, lease: Lease) -> None:
+        try:
+            status = await self._backend.extend(
+                self._type, lease.task_id, lease.token, lease.visibility
+            )
+        except BackendError as exc:
+            # Try again soon: the lease still has two thirds of its time left.
+            log.warning("%s: renewing task %s failed: %s", self._type, lease.task_id, exc)
+            lease.renew_at = time.monotonic() + min(self._tick, lease.visibility / 10)
+            return
+        if self._leases.get(lease.task_id) is not lease:
+            return  # finished while we were renewing
+        if status is LeaseStatus.STALE:
+            log.warning(
+                "%s: lease of task %s was lost (it expired and was handed out again); "
+                "this attempt's result will be refused",
+                self._type,
+                lease.task_id,
+            )
+            lease.lost = True
+            self._leases.pop(lease.task_id, None)
+            return
+        lease.renew_at = time.monotonic() + lease.visibility / 3
+        if status is LeaseStatus.CANCELLED:
+            lease.on_cancel()
+
+
+class AckBatcher:
+    """Collects ``(task_id, token)`` acks from all slots and sends them together.
+
+    Args:
+        backend: The backend.
+        automation_type: The type of the tasks.
+        on_stale: Called with the task id of every ack the backend refused.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        automation_type: str,
+        on_stale: Callable[[str], None] | None = None,
+    ) -> None:
+        self._backend = backend
+        self._type = automation_type
+        self._on_stale = on_stale
+        self._pending: list[tuple[str, str]] = []
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name=f"acks:{self._type}")
+
+    def ack(self, task_id: str, token: str) -> None:
+        """Queue an ack; it is sent with the next batch."""
+        self._pending.append((task_id, token))
+        self._idle.clear()
+        self._wake.set()
+
+    async def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every queued ack was sent; False if ``timeout`` passed first."""
+        if self._task is None:
+            self.start()
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """Flush, then stop the sender."""
+        await self.flush(timeout)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _loop(self) -> None:
+        failures = 0
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                batch, self._pending = self._pending, []
+                try:
+                    results = await self._backend.ack(self._type, batch)
+                except BackendError as exc:
+                    failures += 1
+                    log.warning("%s: ack of %d task(s) failed: %s", self._type, len(batch), exc)
+                    self._pending[:0] = batch
+                    await asyncio.sleep(min(0.1 * 2**failures, 5.0))
+                    continue
+                failures = 0
+                if self._on_stale is not None:
+                    for (task_id, _), ok in zip(batch, results, strict=False):
+                        if not ok:
+                            self._on_stale(task_id)
+            self._idle.set()

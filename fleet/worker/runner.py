@@ -1,0 +1,298 @@
+"""One automation type inside a worker: its config, its slots, and the
+reconcile step that keeps the slots matching the desired config."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fleet.backends.base import Backend
+from fleet.core.automation import Automation, BatchAutomation
+from fleet.core.config import BaseConfig, merge_config
+from fleet.core.context import Context
+from fleet.core.errors import ConfigError
+from fleet.core.metrics import Metrics, merge_snapshots
+from fleet.worker.backoff import RetryPolicy
+from fleet.worker.configstate import check_config, config_action, proxy_changed
+from fleet.worker.feeder import Feeder
+from fleet.worker.leases import AckBatcher, LeaseKeeper
+from fleet.worker.proxies import build_proxy
+from fleet.worker.reconcile import Desired, SlotView, WorkerState, decide, type_state
+from fleet.worker.slots import BatchSlot, ContinuousSlot, Outcome, Slot, SlotEnv
+from fleet.worker.stats import RateMeter, stats_frame
+
+log = logging.getLogger("fleet.worker")
+
+#: Delay before a slot whose loop crashed is started again.
+CRASH_RESTART_SECONDS = 1.0
+
+
+class TypeRunner:
+    """Runs the slots of one automation type in this worker.
+
+    Args:
+        cls: The automation class.
+        backend: The backend.
+        worker_id: This worker's id.
+        grace: Seconds a stopping continuous slot (or, at shutdown, any slot) gets
+            before its ``run_*`` is cancelled.
+        policy: Backoff of task retries and of continuous respawns.
+        on_finished: Called with ``(task_id, outcome)`` after each settled task.
+    """
+
+    def __init__(
+        self,
+        cls: type[Automation[Any]],
+        backend: Backend,
+        worker_id: str,
+        *,
+        grace: float = 30.0,
+        policy: RetryPolicy | None = None,
+        on_finished: Callable[[str, Outcome], None] | None = None,
+    ) -> None:
+        self.cls = cls
+        self.automation_type = cls.automation_type
+        self.backend = backend
+        self.worker_id = worker_id
+        self.grace = grace
+        self.config: BaseConfig | None = None
+        self.raw_config: dict[str, Any] = {}
+        self.held_gen = 0
+        self.error: str | None = None
+        self.draining = False
+        self.shutting_down = False
+        self.slots: dict[int, Slot] = {}
+        self.changed = asyncio.Event()
+        self._retired_metrics: dict[str, Any] | None = None
+        self._rate = RateMeter(time.time())
+        self._closed = False
+        self.is_batch = issubclass(cls, BatchAutomation)
+        self.env = SlotEnv(
+            automation_type=self.automation_type,
+            automation=cls(),
+            backend=backend,
+            config=self._current_config,
+            policy=policy or RetryPolicy(),
+            on_finished=on_finished,
+        )
+        if self.is_batch:
+            self.env.feeder = Feeder(backend, self.automation_type, self._lease_params)
+            self.env.keeper = LeaseKeeper(backend, self.automation_type)
+            self.env.acker = AckBatcher(backend, self.automation_type, self._on_stale_ack)
+        if cls.Browser is not None:
+            log.warning(
+                "%s declares Browser=%r but the browser pool is not available in this "
+                "worker; ctx.browser is None",
+                self.automation_type,
+                cls.Browser,
+            )
+
+    # ------------------------------------------------------------------ config
+    def _current_config(self) -> BaseConfig:
+        if self.config is None:  # slots only exist once a config was applied
+            raise RuntimeError(f"{self.automation_type}: no config applied yet")
+        return self.config
+
+    def _lease_params(self) -> tuple[float, int]:
+        cfg = self._current_config()
+        return cfg.visibility_seconds, cfg.max_attempts
+
+    def _on_stale_ack(self, task_id: str) -> None:
+        log.warning(
+            "%s: ack of task %s was refused: its lease had been lost", self.automation_type, task_id
+        )
+
+    def apply(self, raw: dict[str, Any], gen: int) -> bool:
+        """Apply a desired config (already known to be newer); True if it validated.
+
+        An invalid config is not applied: the type goes to ERROR (its slots stop)
+        until a valid one arrives.
+        """
+        checked = check_config(self.cls.Config, raw)
+        error = checked.error
+        new = checked.config
+        if new is not None:
+            try:
+                build_proxy(new, 0)
+            except ConfigError as exc:
+                error, new = exc.message, None
+        if new is None:
+            if error != self.error:
+                log.error(
+                    "%s: config generation %d not applied: %s", self.automation_type, gen, error
+                )
+            self.error = error
+            self.reconcile()
+            return False
+        old = self.config
+        self.config, self.raw_config, self.held_gen, self.error = new, dict(raw), gen, None
+        if proxy_changed(old, new):
+            for slot in self.slots.values():
+                slot.ctx.proxy = build_proxy(new, slot.slot_id)
+        log.info("%s: applied config generation %d", self.automation_type, gen)
+        self.reconcile()
+        return True
+
+    async def sync_config(self) -> None:
+        """Read the desired config from the backend and act on it (docs/protocol.md).
+
+        Raises:
+            BackendError: The backend failed (the caller retries later).
+        """
+        b, t, wid = self.backend, self.automation_type, self.worker_id
+        stored, gen = await b.worker_config_get(t, wid)
+        action = config_action(self.held_gen, stored, gen)
+        if action == "initialize":
+            merged = merge_config(await b.config_get(t), await b.config_get(t, wid))
+            await b.worker_config_put(t, wid, merged, await b.next_generation(t))
+            stored, gen = await b.worker_config_get(t, wid)
+            action = config_action(self.held_gen, stored, gen)
+        if action == "apply" and stored is not None:
+            self.apply(stored, gen)
+        elif action == "write_back":
+            log.warning(
+                "%s: backend holds config generation %d, lower than our %d; writing ours back",
+                t,
+                gen,
+                self.held_gen,
+            )
+            await b.worker_config_put(t, wid, self.raw_config, self.held_gen)
+
+    def set_draining(self, draining: bool) -> None:
+        """Drain (stop taking tasks, let running ones finish) or resume."""
+        if draining != self.draining:
+            log.info("%s: %s", self.automation_type, "draining" if draining else "resuming")
+            self.draining = draining
+            self.reconcile()
+
+    # ------------------------------------------------------------------ slots
+    def desired(self) -> Desired:
+        cfg = self.config
+        return Desired(
+            slots=cfg.slots if cfg is not None else 0,
+            enabled=cfg.enabled if cfg is not None else False,
+            recycle_seconds=cfg.recycle_seconds if cfg is not None else None,
+            config_ok=cfg is not None and self.error is None,
+            draining=self.draining,
+            shutting_down=self.shutting_down,
+        )
+
+    def state(self) -> WorkerState:
+        return type_state(self.desired(), len(self.slots))
+
+    def start(self) -> None:
+        """Start the shared helpers and the slots the config asks for."""
+        if self.env.feeder is not None:
+            self.env.feeder.start()
+        if self.env.keeper is not None:
+            self.env.keeper.start()
+        if self.env.acker is not None:
+            self.env.acker.start()
+        self.reconcile()
+
+    def reconcile(self) -> None:
+        """Start, stop and recycle slots to match :meth:`desired` (see reconcile.py)."""
+        if self._closed:
+            return
+        views = [SlotView(s.slot_id, s.started_at, s.stopping) for s in self.slots.values()]
+        plan = decide(views, self.desired(), time.time())
+        for sid in (*plan.stop, *plan.recycle):
+            self._stop_slot(self.slots[sid])
+        for sid in plan.start:
+            self._start_slot(sid)
+        self.changed.set()
+
+    def _start_slot(self, slot_id: int) -> None:
+        cfg = self._current_config()
+        ctx: Context[Any] = Context(
+            backend=self.backend,
+            automation_type=self.automation_type,
+            config=self._current_config,
+            slot_id=slot_id,
+            worker_id=self.worker_id,
+            output=self.cls.Output,
+            shutdown=asyncio.Event(),
+            proxy=build_proxy(cfg, slot_id),
+            browser=None,
+            logger=logging.getLogger(f"{self.automation_type}.slot.{slot_id}"),
+            metrics=Metrics(),
+        )
+        slot: Slot = BatchSlot(self.env, ctx) if self.is_batch else ContinuousSlot(self.env, ctx)
+        self.slots[slot_id] = slot
+        slot.start().add_done_callback(lambda task: self._slot_done(slot, task))
+
+    def _stop_slot(self, slot: Slot) -> None:
+        slot.stop()
+        if not self.is_batch:
+            # run_slot should return once it sees ctx.shutdown; if it does not
+            # within the grace period it is cancelled.
+            asyncio.get_running_loop().call_later(self.grace, slot.interrupt)
+
+    def _slot_done(self, slot: Slot, task: asyncio.Task[None]) -> None:
+        if self.slots.get(slot.slot_id) is slot:
+            del self.slots[slot.slot_id]
+        self._retired_metrics = merge_snapshots(
+            [s for s in (self._retired_metrics, slot.stats.metrics.snapshot()) if s]
+        )
+        crashed = not task.cancelled() and task.exception() is not None
+        if crashed:
+            log.error(
+                "%s: slot %d crashed; restarting it",
+                self.automation_type,
+                slot.slot_id,
+                exc_info=task.exception(),
+            )
+            asyncio.get_running_loop().call_later(CRASH_RESTART_SECONDS, self.reconcile)
+        else:
+            self.reconcile()
+        self.changed.set()
+
+    def cancel_task(self, task_id: str) -> bool:
+        """Cancel ``run_one`` of a task running in one of our slots; True if found."""
+        return any(s.cancel_task(task_id) for s in list(self.slots.values()))
+
+    async def shutdown(self, grace: float | None = None) -> None:
+        """Stop taking tasks, give running ones ``grace`` seconds, then cancel them
+        (their tasks go back to the head of their tier), and stop the helpers."""
+        grace = self.grace if grace is None else grace
+        self.shutting_down = True
+        if self.env.feeder is not None:
+            await self.env.feeder.close()
+        self.reconcile()
+        self._closed = True
+        tasks = [s.task for s in self.slots.values() if s.task is not None]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace)
+            if pending:
+                log.warning(
+                    "%s: %d slot(s) still busy after %.0fs; cancelling them",
+                    self.automation_type,
+                    len(pending),
+                    grace,
+                )
+                for slot in list(self.slots.values()):
+                    slot.interrupt()
+                await asyncio.wait(pending, timeout=max(grace, 10.0))
+        if self.env.acker is not None:
+            await self.env.acker.close()
+        if self.env.keeper is not None:
+            await self.env.keeper.close()
+        self.changed.set()
+
+    # ------------------------------------------------------------------ stats
+    def stats(self, cpu_percent: float, rss_bytes: int) -> dict[str, Any]:
+        """The stats frame of this type (docs/protocol.md)."""
+        now = time.time()
+        per_second = self._rate.update(now, self.env.counters.completed)
+        return stats_frame(
+            ts=now,
+            slots=[s.stats for s in self.slots.values()],
+            counters=self.env.counters,
+            per_second=per_second,
+            cpu_percent=cpu_percent,
+            rss_bytes=rss_bytes,
+            retired_metrics=self._retired_metrics,
+        )

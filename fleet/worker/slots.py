@@ -1,0 +1,323 @@
+"""The slot loops: a batch slot takes tasks one at a time and settles each
+(ack, retry or dead-letter); a continuous slot runs ``run_slot`` and respawns it
+with backoff. ``cleanup(ctx)`` runs after every ``run_one``/``run_slot``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from fleet.backends.base import Backend
+from fleet.backends.records import Reservation
+from fleet.core.automation import Automation, BatchAutomation, ContinuousAutomation
+from fleet.core.config import BaseConfig
+from fleet.core.context import Context
+from fleet.core.errors import BackendError
+from fleet.core.task import Task
+from fleet.worker.backoff import RetryPolicy
+from fleet.worker.feeder import Feeder
+from fleet.worker.leases import AckBatcher, LeaseKeeper
+from fleet.worker.stats import SlotStats, TypeCounters
+
+log = logging.getLogger("fleet.worker.slots")
+
+#: How a finished task ended, reported to ``SlotEnv.on_finished``.
+Outcome = Literal["done", "dead", "retry", "released", "stale"]
+#: Where a slot is; cancelling is only safe while waiting, running or cleaning up.
+Phase = Literal["idle", "wait", "run", "cleanup", "settle", "sleep"]
+_CANCELLABLE: frozenset[str] = frozenset({"wait", "run", "cleanup", "sleep"})
+#: A continuous run shorter than this counts towards the respawn backoff.
+SHORT_RUN_SECONDS = 30.0
+
+
+@dataclass(slots=True)
+class SlotEnv:
+    """What every slot of one type shares.
+
+    Attributes:
+        automation_type: The type.
+        automation: The type's automation instance (one per worker).
+        backend: The backend.
+        config: Returns the current validated config.
+        counters: The type's totals.
+        policy: Retry and respawn backoff.
+        feeder: Task source (batch types only).
+        keeper: Lease renewer (batch types only).
+        acker: Ack batcher (batch types only).
+        on_finished: Called with ``(task_id, outcome)`` after a task is settled.
+    """
+
+    automation_type: str
+    automation: Automation[Any]
+    backend: Backend
+    config: Callable[[], BaseConfig]
+    counters: TypeCounters = field(default_factory=TypeCounters)
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    feeder: Feeder | None = None
+    keeper: LeaseKeeper | None = None
+    acker: AckBatcher | None = None
+    on_finished: Callable[[str, Outcome], None] | None = None
+
+
+class Slot:
+    """One slot: an asyncio task running the slot loop, and its context.
+
+    Args:
+        env: The type's shared parts.
+        ctx: This slot's context.
+    """
+
+    def __init__(self, env: SlotEnv, ctx: Context[Any]) -> None:
+        self.env = env
+        self.ctx = ctx
+        self.slot_id = ctx.slot_id
+        self.started_at = time.time()
+        self.stats = SlotStats(slot=ctx.slot_id, started_at=self.started_at, metrics=ctx.metrics)
+        self.stopping = False
+        self.task: asyncio.Task[None] | None = None
+        self.phase: Phase = "idle"
+        self.running_task_id: str | None = None
+        self._cancel_reason: str | None = None
+
+    def start(self) -> asyncio.Task[None]:
+        """Start the slot loop as an asyncio task."""
+        name = f"{self.env.automation_type}.slot.{self.slot_id}"
+        self.task = asyncio.create_task(self._main(), name=name)
+        return self.task
+
+    def stop(self) -> None:
+        """Stop gracefully: finish the current task (or let ``run_slot`` see
+        ``ctx.shutdown``), take no new one."""
+        self.stopping = True
+        self.ctx.shutdown.set()
+        if self.phase in ("wait", "sleep"):
+            self._cancel("stop")
+
+    def interrupt(self) -> None:
+        """Stop now: cancel a running ``run_one``/``run_slot`` (a batch task is
+        given back at the head of its tier with its attempt refunded)."""
+        self.stopping = True
+        self.ctx.shutdown.set()
+        self._cancel("shutdown")
+
+    def cancel_task(self, task_id: str) -> bool:
+        """Cancel ``run_one`` if it is running ``task_id`` (the task is then acked
+        as cancelled). True if it was."""
+        if self.running_task_id != task_id or self.phase != "run":
+            return False
+        return self._cancel("task")
+
+    def _cancel(self, reason: str) -> bool:
+        if self.task is None or self.task.done() or self.phase not in _CANCELLABLE:
+            return False
+        if self._cancel_reason is None:
+            self._cancel_reason = reason
+            self.task.cancel()
+        return True
+
+    def _take_cancel(self) -> str | None:
+        """Consume our own cancellation request (None: someone else cancelled us)."""
+        reason, self._cancel_reason = self._cancel_reason, None
+        if reason is not None:
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+        return reason
+
+    async def _cleanup(self) -> None:
+        self.phase = "cleanup"
+        try:
+            await self.env.automation.cleanup(self.ctx)
+        except asyncio.CancelledError:
+            if self._take_cancel() is None:
+                raise
+            self.ctx.logger.warning("cleanup was interrupted by shutdown")
+        except Exception:
+            self.ctx.logger.exception("cleanup raised")
+
+    async def _main(self) -> None:
+        raise NotImplementedError
+
+
+class BatchSlot(Slot):
+    """Reserve → validate → ``run_one`` → cleanup → ack / nack, until stopped."""
+
+    async def _main(self) -> None:
+        feeder = self.env.feeder
+        assert feeder is not None
+        while not self.stopping:
+            self.phase = "wait"
+            try:
+                res = await feeder.get()
+            except asyncio.CancelledError:
+                if self._take_cancel() is None:
+                    raise
+                break
+            finally:
+                self.phase = "idle"
+            if res is None:
+                break
+            await self._handle(res)
+        self.phase = "idle"
+
+    async def _handle(self, res: Reservation) -> None:
+        env = self.env
+        automation = env.automation
+        assert isinstance(automation, BatchAutomation)
+        body = res.body
+        model: type[BaseModel] = type(automation).TaskPayload
+        try:
+            payload = model.model_validate(body.payload)
+        except ValidationError as exc:
+            self.phase = "settle"
+            invalid = f"invalid payload for {env.automation_type}: {exc}"
+            await self._nack(res, invalid, None, dead=True)
+            return
+        config = env.config()
+        task: Task[Any] = Task(
+            id=body.id,
+            payload=payload,
+            automation_type=env.automation_type,
+            attempt=body.attempt,
+            max_attempts=body.max_attempts or config.max_attempts,
+            priority=body.priority,
+            enqueued_at=body.enqueued_at,
+        )
+        keeper = env.keeper
+        assert keeper is not None
+        lease = keeper.track(
+            body.id, res.token, config.visibility_seconds, lambda: self.cancel_task(body.id)
+        )
+        self.stats.busy = True
+        self.running_task_id = body.id
+        self.phase = "run"
+        outcome = "ok"
+        error: str | None = None
+        tb: str | None = None
+        try:
+            await automation.run_one(task, self.ctx)
+        except asyncio.CancelledError:
+            reason = self._take_cancel()
+            if reason is None:
+                raise
+            outcome = "cancelled" if reason == "task" else "release"
+        except Exception as exc:
+            outcome = "failed"
+            error = f"{type(exc).__name__}: {exc}"
+            tb = traceback.format_exc()
+        finally:
+            self.running_task_id = None
+        await self._cleanup()
+        keeper.untrack(body.id)
+        self.stats.busy = False
+        self.phase = "settle"
+        if lease.lost:
+            self._finished(body.id, "stale")
+        elif outcome in ("ok", "cancelled"):
+            assert env.acker is not None
+            env.acker.ack(body.id, res.token)
+            env.counters.completed += 1
+            self.stats.completed += 1
+            self._finished(body.id, "done")
+        elif outcome == "release":
+            await self._release(res)
+        else:
+            env.counters.failed += 1
+            self.stats.failed += 1
+            await self._nack(res, error, tb, dead=False)
+
+    async def _nack(
+        self, res: Reservation, error: str | None, tb: str | None, *, dead: bool
+    ) -> None:
+        env = self.env
+        body = res.body
+        delay = 0.0 if dead else env.policy.delay(body.attempt)
+        try:
+            result = await env.backend.nack(
+                env.automation_type,
+                body.id,
+                res.token,
+                delay_seconds=delay,
+                error=error,
+                traceback=tb,
+                dead=dead,
+            )
+        except BackendError as exc:
+            # The lease runs out and the sweeper re-queues the task: not lost.
+            self.ctx.logger.warning("could not fail task %s: %s", body.id, exc)
+            return
+        if result == "dead":
+            env.counters.dead += 1
+            self.ctx.logger.error(
+                "task %s dead-lettered after attempt %d: %s", body.id, body.attempt, error
+            )
+            self._finished(body.id, "dead")
+        elif result == "retry":
+            env.counters.retried += 1
+            self.ctx.logger.warning(
+                "task %s attempt %d failed (%s); retry in %.2fs",
+                body.id,
+                body.attempt,
+                error,
+                delay,
+            )
+            self._finished(body.id, "retry")
+        else:
+            self._finished(body.id, "stale")
+
+    async def _release(self, res: Reservation) -> None:
+        try:
+            await self.env.backend.release(self.env.automation_type, res.body.id, res.token)
+        except BackendError as exc:
+            self.ctx.logger.warning("could not give back task %s: %s", res.body.id, exc)
+            return
+        self._finished(res.body.id, "released")
+
+    def _finished(self, task_id: str, outcome: Outcome) -> None:
+        if self.env.on_finished is not None:
+            self.env.on_finished(task_id, outcome)
+
+
+class ContinuousSlot(Slot):
+    """``run_slot`` → cleanup, respawned with backoff until the slot stops."""
+
+    async def _main(self) -> None:
+        automation = self.env.automation
+        assert isinstance(automation, ContinuousAutomation)
+        short_runs = 0
+        while not self.stopping:
+            started = time.monotonic()
+            self.stats.busy = True
+            self.phase = "run"
+            try:
+                await automation.run_slot(self.ctx)
+                self.stats.completed += 1
+                if not self.stopping:
+                    self.ctx.logger.warning("run_slot returned; respawning it")
+            except asyncio.CancelledError:
+                if self._take_cancel() is None:
+                    raise
+            except Exception:
+                self.stats.failed += 1
+                self.env.counters.failed += 1
+                self.ctx.logger.exception("run_slot raised; respawning it")
+            await self._cleanup()
+            self.stats.busy = False
+            if self.stopping:
+                break
+            short = time.monotonic() - started < SHORT_RUN_SECONDS
+            short_runs = short_runs + 1 if short else 1
+            self.phase = "sleep"
+            try:
+                await asyncio.sleep(self.env.policy.delay(short_runs))
+            except asyncio.CancelledError:
+                if self._take_cancel() is None:
+                    raise
+        self.phase = "idle"

@@ -1,0 +1,1 @@
+"""Automations used by the worker tests (loaded with ``--plugin``)."""

@@ -1,0 +1,89 @@
+"""Plugin discovery: entry points, --plugin specs, FLEET_PLUGINS, broken plugins."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fleet.cli import main
+from fleet.plugins import discover, load_spec
+from tests.plugins_fixture.echo import EchoAutomation
+from tests.plugins_fixture.loop import LoopAutomation
+
+
+@pytest.fixture
+def installed_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A distribution on sys.path declaring three fleet.automations entry points
+    (a class, a module, and a module that fails to import)."""
+    dist = tmp_path / "fixtureplug-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fixtureplug\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        "[fleet.automations]\n"
+        "echo = tests.plugins_fixture.echo:EchoAutomation\n"
+        "loop = tests.plugins_fixture.loop\n"
+        "broken = tests.plugins_fixture.broken\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def test_entry_points_load_classes_and_modules_and_report_broken(installed_plugins: Path) -> None:
+    found = discover(use_env=False)
+    assert found.types["wt-echo"] is EchoAutomation
+    assert found.types["wt-loop"] is LoopAutomation
+    assert found.sources["wt-echo"] == "entry point echo = tests.plugins_fixture.echo:EchoAutomation"
+    (error,) = [e for e in found.errors if "broken" in e.source]
+    assert error.error == "RuntimeError: this plugin is broken on purpose"
+    assert "Traceback" in error.traceback and "broken.py" in error.traceback
+
+
+def test_spec_forms() -> None:
+    assert load_spec("tests.plugins_fixture.echo:EchoAutomation") == [EchoAutomation]
+    assert EchoAutomation in load_spec("tests.plugins_fixture.echo")
+    with pytest.raises(TypeError, match="not a registered automation"):
+        load_spec("tests.plugins_fixture.echo:EchoTask")
+    with pytest.raises(AttributeError):
+        load_spec("tests.plugins_fixture.echo:Nope")
+
+
+def test_env_and_specs_with_a_broken_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLEET_PLUGINS", "tests.plugins_fixture.loop, tests.plugins_fixture.broken")
+    found = discover(["tests.plugins_fixture.echo", "no.such.module"], use_entry_points=False)
+    assert {"wt-loop", "wt-echo"} <= set(found.types)
+    sources = sorted(e.source for e in found.errors)
+    assert sources == ["--plugin no.such.module", "--plugin tests.plugins_fixture.broken"]
+
+
+def test_fleet_plugins_json_lists_kinds_schemas_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FLEET_PLUGINS", raising=False)
+    args = ["plugins", "--json", "--plugin", "tests.plugins_fixture.required"]
+    args += ["--plugin", "tests.plugins_fixture.broken"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1  # a plugin failed to load
+    doc = json.loads(result.output)
+    row = next(r for r in doc["types"] if r["type"] == "wt-required")
+    assert row["kind"] == "BatchAutomation"
+    assert row["task_payload"] == "KeyTask" and row["output"] == "KeyOut"
+    assert row["required_config"] == ["api_key"]
+    assert "broken on purpose" in doc["errors"][0]["error"]
+
+
+def test_fleet_plugins_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FLEET_PLUGINS", raising=False)
+    result = CliRunner().invoke(main, ["plugins", "--plugin", "tests.plugins_fixture.required"])
+    assert result.exit_code == 0, result.output
+    assert "wt-required" in result.output and "api_key*" in result.output
+
+
+def test_worker_refuses_unknown_type() -> None:
+    result = CliRunner().invoke(
+        main, ["worker", "--plugin", "tests.plugins_fixture.echo", "--type", "nope"]
+    )
+    assert result.exit_code == 2
+    assert "unknown type(s) nope" in result.output
+    assert sys.modules.get("tests.plugins_fixture.echo") is not None
