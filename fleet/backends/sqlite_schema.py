@@ -1,0 +1,219 @@
+"""The SQLite backend's schema: tables, indexes and versioned migrations.
+
+The file records its schema version in ``meta(key='schema_version')``. Opening
+a file runs every migration above its version, in order, inside one
+``BEGIN IMMEDIATE`` transaction, so several processes opening a new file at
+once create the schema exactly once and nobody sees half of it. A file written
+by a newer Fleet is refused with :class:`~fleet.core.errors.SchemaVersionError`
+instead of being misread.
+
+Layout (one row per thing; ``type`` is the automation type):
+
+* ``tasks``: every queued, scheduled, processing and recently finished task;
+  ``state`` says which. Partial indexes make each state its own ordered queue:
+  queued by ``(tier, seq)``, scheduled by ``ready_at``, processing by
+  ``deadline``. ``seq`` grows at the tail and shrinks at the head of a tier.
+* ``dead``: the DLQ, in death order (``pos``).
+* ``signals``: one change counter per type, bumped whenever tasks become
+  deliverable; blocked reservers of every process watch it.
+* ``events``: the cross-process event bus (autoincrement ``seq``, pruned by age).
+* pools (``pool_items`` + the tag index ``pool_tags``), ``kv``, ``locks``,
+  ``counters``, ``catalog``, ``workers``, ``config``, ``generations``,
+  ``idempotency``, ``stream`` + ``stream_len``, ``task_counters``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from fleet.core.errors import SchemaVersionError
+
+#: The version this code reads and writes.
+SCHEMA_VERSION = 2
+
+#: Version 1: every table and the hot-path indexes.
+_V1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+
+CREATE TABLE tasks (
+    type TEXT NOT NULL,
+    id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    tier INTEGER NOT NULL,
+    seq INTEGER NOT NULL DEFAULT 0,
+    body TEXT NOT NULL,
+    enqueued_at REAL NOT NULL,
+    ready_at REAL,
+    deadline REAL,
+    token TEXT,
+    cancel INTEGER NOT NULL DEFAULT 0,
+    finished_at REAL,
+    PRIMARY KEY (type, id)
+);
+CREATE INDEX tasks_queued ON tasks (type, tier, seq) WHERE state = 'queued';
+CREATE INDEX tasks_scheduled ON tasks (type, ready_at) WHERE state = 'scheduled';
+CREATE INDEX tasks_processing ON tasks (type, deadline) WHERE state = 'processing';
+
+CREATE TABLE dead (
+    pos INTEGER PRIMARY KEY AUTOINCREMENT,
+    type TEXT NOT NULL,
+    id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    dead_at REAL NOT NULL
+);
+CREATE INDEX dead_by_type ON dead (type, pos);
+CREATE INDEX dead_by_id ON dead (type, id);
+
+CREATE TABLE task_counters (
+    type TEXT NOT NULL, name TEXT NOT NULL, value INTEGER NOT NULL,
+    PRIMARY KEY (type, name)
+) WITHOUT ROWID;
+
+CREATE TABLE idempotency (
+    type TEXT NOT NULL, key TEXT NOT NULL, task_id TEXT NOT NULL, expires_at REAL NOT NULL,
+    PRIMARY KEY (type, key)
+) WITHOUT ROWID;
+
+CREATE TABLE signals (type TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+
+CREATE TABLE stream (
+    type TEXT NOT NULL, id TEXT NOT NULL, ts REAL NOT NULL,
+    worker_id TEXT NOT NULL, payload TEXT NOT NULL,
+    PRIMARY KEY (type, id)
+) WITHOUT ROWID;
+CREATE TABLE stream_len (type TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+
+CREATE TABLE pool_items (
+    name TEXT NOT NULL, id TEXT NOT NULL, payload TEXT NOT NULL, tags TEXT NOT NULL,
+    expires_at REAL, xs REAL NOT NULL, rnd REAL NOT NULL, created_at REAL NOT NULL,
+    claim_token TEXT, claim_until REAL,
+    PRIMARY KEY (name, id)
+) WITHOUT ROWID;
+CREATE INDEX pool_items_xs ON pool_items (name, xs);
+CREATE INDEX pool_items_rnd ON pool_items (name, rnd);
+CREATE TABLE pool_tags (
+    name TEXT NOT NULL, item_id TEXT NOT NULL, k TEXT NOT NULL, v TEXT NOT NULL,
+    xs REAL NOT NULL, rnd REAL NOT NULL,
+    PRIMARY KEY (name, item_id, k)
+) WITHOUT ROWID;
+CREATE INDEX pool_tags_xs ON pool_tags (name, k, v, xs);
+CREATE INDEX pool_tags_rnd ON pool_tags (name, k, v, rnd);
+CREATE TRIGGER pool_items_delete AFTER DELETE ON pool_items BEGIN
+    DELETE FROM pool_tags WHERE name = old.name AND item_id = old.id;
+END;
+
+CREATE TABLE kv (
+    ns TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, expires_at REAL,
+    PRIMARY KEY (ns, key)
+) WITHOUT ROWID;
+CREATE TABLE locks (name TEXT PRIMARY KEY, token TEXT NOT NULL, expires_at REAL NOT NULL)
+    WITHOUT ROWID;
+CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE catalog (type TEXT PRIMARY KEY, entry TEXT NOT NULL) WITHOUT ROWID;
+
+CREATE TABLE workers (
+    type TEXT NOT NULL, id TEXT NOT NULL,
+    registered INTEGER NOT NULL DEFAULT 0,
+    hardware TEXT, config TEXT, gen INTEGER NOT NULL DEFAULT 0,
+    state TEXT NOT NULL DEFAULT '{}', stats TEXT,
+    PRIMARY KEY (type, id)
+) WITHOUT ROWID;
+CREATE TABLE config (
+    type TEXT NOT NULL, worker_id TEXT NOT NULL, config TEXT NOT NULL,
+    PRIMARY KEY (type, worker_id)
+) WITHOUT ROWID;
+CREATE TABLE generations (type TEXT PRIMARY KEY, gen INTEGER NOT NULL) WITHOUT ROWID;
+
+CREATE TABLE events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    topic TEXT NOT NULL, message TEXT NOT NULL, ts REAL NOT NULL
+);
+"""
+
+#: Version 2: indexes for the retention pruning that sweeps and publishes do
+#: (finished task states, idempotency keys, KV expiry, old events).
+_V2 = """
+CREATE INDEX tasks_finished ON tasks (finished_at) WHERE state IN ('done', 'cancelled');
+CREATE INDEX idempotency_expiry ON idempotency (expires_at);
+CREATE INDEX kv_expiry ON kv (expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX events_ts ON events (ts);
+"""
+
+
+def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
+    def apply(conn: sqlite3.Connection) -> None:
+        # executescript would COMMIT our transaction; run statement by statement.
+        for statement in split_statements(sql):
+            conn.execute(statement)
+
+    return apply
+
+
+#: ``MIGRATIONS[n]`` upgrades a file from version ``n - 1`` to ``n``. Version 0
+#: is an empty file. Append new steps; never edit a released one.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    1: _script(_V1),
+    2: _script(_V2),
+}
+
+
+def split_statements(sql: str) -> list[str]:
+    """Split a DDL script into complete statements (triggers stay whole).
+
+    Args:
+        sql: Statements separated by ``;``.
+
+    Returns:
+        Each complete statement, stripped, in order.
+    """
+    out: list[str] = []
+    pending = ""
+    for piece in sql.split(";"):
+        pending += piece + ";"
+        if pending.strip() != ";" and sqlite3.complete_statement(pending):
+            out.append(pending.strip())
+            pending = ""
+    return out
+
+
+def read_version(conn: sqlite3.Connection) -> int:
+    """The file's schema version: 0 for a file without the ``meta`` table."""
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+    ).fetchone()
+    if row is None:
+        return 0
+    found = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(found[0]) if found is not None else 0
+
+
+def migrate(conn: sqlite3.Connection, path: str, target: int = SCHEMA_VERSION) -> int:
+    """Bring the file to ``target`` inside the caller's write transaction.
+
+    Args:
+        conn: A connection inside ``BEGIN IMMEDIATE``.
+        path: The file name, for error messages.
+        target: The version to reach (tests build older layouts with it).
+
+    Returns:
+        The version the file had before.
+
+    Raises:
+        SchemaVersionError: The file is newer than this Fleet understands.
+    """
+    found = read_version(conn)
+    if found > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"SQLite file {path} has schema version {found}, but this Fleet only "
+            f"understands up to version {SCHEMA_VERSION}; upgrade Fleet "
+            "(pip install -U fleet) or point FLEET_BACKEND_URL at another file"
+        )
+    for version in range(found + 1, target + 1):
+        MIGRATIONS[version](conn)
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (str(version),),
+        )
+    return found
