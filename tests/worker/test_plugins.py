@@ -36,7 +36,9 @@ def test_entry_points_load_classes_and_modules_and_report_broken(installed_plugi
     found = discover(use_env=False)
     assert found.types["wt-echo"] is EchoAutomation
     assert found.types["wt-loop"] is LoopAutomation
-    assert found.sources["wt-echo"] == "entry point echo = tests.plugins_fixture.echo:EchoAutomation"
+    assert found.sources["wt-echo"] == (
+        "entry point echo = tests.plugins_fixture.echo:EchoAutomation"
+    )
     (error,) = [e for e in found.errors if "broken" in e.source]
     assert error.error == "RuntimeError: this plugin is broken on purpose"
     assert "Traceback" in error.traceback and "broken.py" in error.traceback
