@@ -1,0 +1,125 @@
+// Entry point: sign-in, hash routing, live connection.
+
+import { api, getToken, setToken, clearToken } from "./api.js";
+import { connectEvents } from "./sse.js";
+import { store } from "./store.js";
+import { h, mount, note } from "./render.js";
+import { overviewView } from "./views/overview.js";
+import { workersView } from "./views/workers.js";
+import { automationView } from "./views/automation.js";
+import { poolsView } from "./views/pools.js";
+
+const main = document.getElementById("main");
+const nav = document.getElementById("nav");
+const live = document.getElementById("live");
+const signOutBtn = document.getElementById("sign-out");
+
+let view = null;
+let stopEvents = null;
+
+/** The view a location hash names: "#/automation/<type>" and friends. */
+export function parseRoute(hash) {
+  const parts = (hash || "").replace(/^#\/?/, "").split("/");
+  if (parts[0] === "automation" && parts[1]) return { name: "automation", type: decodeURIComponent(parts[1]) };
+  if (parts[0] === "workers" || parts[0] === "pools") return { name: parts[0] };
+  return { name: "overview" };
+}
+
+function showSignIn(message) {
+  if (view && view.destroy) view.destroy();
+  view = null;
+  nav.hidden = true;
+  signOutBtn.hidden = true;
+  live.hidden = true;
+  const input = h("input", { id: "token", type: "password", name: "token", autocomplete: "current-password", required: true });
+  const msg = h("div", { "aria-live": "polite" }, message ? note("error", message) : null);
+  const button = h("button", { type: "submit", class: "btn primary" }, "Sign in");
+  mount(
+    main,
+    h(
+      "section",
+      { class: "view signin", id: "signin" },
+      h("h2", {}, "Sign in"),
+      h("p", { class: "muted" }, "Paste an API token (admin, read or scoped). It is kept in this tab only."),
+      h(
+        "form",
+        {
+          onsubmit: async (e) => {
+            e.preventDefault();
+            const token = input.value.trim();
+            if (!token) return;
+            button.disabled = true;
+            try {
+              await api("/automations", { token });
+              setToken(token);
+              input.value = "";
+              start();
+            } catch (err) {
+              mount(msg, note("error", err.status === 401 ? "That token is not known to the master." : err.summary || err.message));
+            } finally {
+              button.disabled = false;
+            }
+          },
+        },
+        h("label", { for: "token" }, "Token"),
+        input,
+        msg,
+        button,
+      ),
+    ),
+  );
+  input.focus();
+}
+
+function route() {
+  if (!getToken()) return;
+  if (view && view.destroy) view.destroy();
+  const r = parseRoute(location.hash);
+  for (const a of nav.querySelectorAll("a")) {
+    a.classList.toggle("active", a.dataset.route === r.name);
+  }
+  if (r.name === "automation") view = automationView(main, r.type);
+  else if (r.name === "workers") view = workersView(main);
+  else if (r.name === "pools") view = poolsView(main);
+  else view = overviewView(main);
+  view.update();
+}
+
+function setLive(status) {
+  live.dataset.status = status;
+  live.textContent = { live: "live", connecting: "connecting…", offline: "offline" }[status] || status;
+}
+
+function start() {
+  nav.hidden = false;
+  signOutBtn.hidden = false;
+  live.hidden = false;
+  store.start();
+  if (stopEvents) stopEvents();
+  stopEvents = connectEvents((ev) => store.onServerEvent(ev), setLive);
+  route();
+}
+
+function stop() {
+  store.stop();
+  if (stopEvents) stopEvents();
+  stopEvents = null;
+}
+
+store.addEventListener("update", () => {
+  if (view) view.update();
+});
+window.addEventListener("hashchange", route);
+window.addEventListener("fleet:unauthorized", (e) => {
+  clearToken();
+  stop();
+  showSignIn(e.detail);
+});
+signOutBtn.addEventListener("click", () => {
+  clearToken();
+  stop();
+  showSignIn("Signed out.");
+});
+
+if (getToken()) start();
+else showSignIn();

@@ -1,0 +1,190 @@
+// One automation type: summary, config editor, submit form, DLQ, output tail,
+// its workers and its schemas.
+
+import { api, seg } from "../api.js";
+import { store, queueOf } from "../store.js";
+import { buildForm } from "../schemaform.js";
+import { entrySchemas } from "../schemas.js";
+import { h, mount, note, fmtJSON, fmtTime } from "../render.js";
+import { typeCard } from "./overview.js";
+import { workersTable } from "./workers.js";
+import { configEditor } from "./config_editor.js";
+import { dlqPanel } from "./dlq.js";
+
+/** Most output entries kept in the tail. */
+const TAIL = 100;
+
+function submitPanel(type, entry) {
+  const msg = h("div", { class: "messages", "aria-live": "polite" });
+  const payload = buildForm(entry.queue.payload, { idPrefix: "task" });
+  const options = buildForm(
+    {
+      type: "object",
+      properties: {
+        priority: { type: "integer", title: "priority", default: 0, description: ">0 high tier, <0 low tier" },
+        delay_seconds: { anyOf: [{ type: "number", minimum: 0 }, { type: "null" }], title: "delay (s)" },
+        max_attempts: { anyOf: [{ type: "integer", minimum: 1 }, { type: "null" }], title: "max attempts" },
+      },
+    },
+    { idPrefix: "opt" },
+  );
+  const button = h("button", { type: "submit", class: "btn primary" }, "Submit task");
+
+  async function submit() {
+    payload.clearErrors();
+    options.clearErrors();
+    let body;
+    try {
+      body = { payload: payload.read(), ...options.read() };
+    } catch (err) {
+      mount(msg, note("error", err.message));
+      return;
+    }
+    for (const k of ["delay_seconds", "max_attempts"]) if (body[k] === null) delete body[k];
+    button.disabled = true;
+    try {
+      const res = await api(`/automations/${seg(type)}/tasks`, { method: "POST", body });
+      mount(msg, note("ok", `Task ${res.task_id} ${res.duplicate ? "was already submitted" : "queued"}.`));
+      store.refreshSoon(0);
+    } catch (err) {
+      if (err.status === 422) {
+        const detail = err.fieldErrors;
+        const inPayload = detail.filter((e) => (e.loc || [])[1] === "payload");
+        const rest = [
+          ...payload.showErrors(inPayload, ["body", "payload"]),
+          ...options.showErrors(detail.filter((e) => !inPayload.includes(e)), ["body"]),
+        ];
+        mount(msg, note("error", rest.length ? rest.join("; ") : "The master refused the task: see the fields marked in red."));
+      } else {
+        mount(msg, note("error", err.summary || err.message));
+      }
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  return h(
+    "section",
+    { class: "panel", id: "submit" },
+    h("h3", {}, "Submit a task"),
+    h(
+      "form",
+      { novalidate: true, onsubmit: (e) => { e.preventDefault(); submit(); } },
+      h("fieldset", {}, h("legend", {}, "payload"), payload.el),
+      h("details", { class: "options" }, h("summary", {}, "options"), options.el),
+      msg,
+      button,
+    ),
+  );
+}
+
+function tailPanel(type) {
+  const list = h("ul", { class: "tail", "data-role": "tail" });
+  const empty = h("p", { class: "empty" }, "Waiting for output…");
+  const seen = new Set();
+
+  function add(entry) {
+    if (!entry || (entry.id && seen.has(entry.id))) return;
+    if (entry.id) seen.add(entry.id);
+    empty.hidden = true;
+    list.prepend(
+      h(
+        "li",
+        { "data-entry": entry.id || "" },
+        h("div", { class: "tail-meta" }, fmtTime(entry.ts), " · ", h("span", { class: "mono" }, entry.worker_id || "?")),
+        h("pre", { class: "payload" }, fmtJSON(entry.payload)),
+      ),
+    );
+    while (list.children.length > TAIL) list.lastElementChild.remove();
+  }
+
+  async function load() {
+    try {
+      const entries = await api(`/automations/${seg(type)}/output?n=20`);
+      entries.forEach(add);
+    } catch (err) {
+      list.before(note("error", `Could not peek the output: ${err.summary || err.message}`));
+    }
+  }
+
+  const el = h(
+    "section",
+    { class: "panel", id: "tail" },
+    h("h3", {}, "Output (live)"),
+    h("p", { class: "muted" }, "Oldest retained entries, then every new emit as it happens (newest first)."),
+    empty,
+    list,
+  );
+  return { el, add, load };
+}
+
+export function automationView(root, type) {
+  const head = h("div", {});
+  const msg = h("div", {});
+  const grid = h("div", { class: "panels" });
+  const workersHost = h("div", {});
+  const workerMsg = h("div", { class: "messages", "aria-live": "polite" });
+  const schemas = h("div", {});
+  mount(
+    root,
+    h(
+      "section",
+      { class: "view", id: "automation", "data-type": type },
+      h("p", {}, h("a", { href: "#/overview" }, "← overview")),
+      head,
+      msg,
+      grid,
+      h("section", { class: "panel wide" }, h("h3", {}, "Workers"), workerMsg, workersHost),
+      h("section", { class: "panel wide", id: "schemas" }, h("h3", {}, "Schemas"), schemas),
+    ),
+  );
+  let editor = null;
+  let dlq = null;
+  let tail = null;
+
+  async function build() {
+    let entry;
+    try {
+      entry = await store.entry(type);
+    } catch (err) {
+      mount(msg, note("error", `Unknown automation ${type}: ${err.summary || err.message}`));
+      return;
+    }
+    editor = configEditor(type);
+    grid.append(editor.el);
+    if (entry.queue) grid.append(submitPanel(type, entry));
+    if (entry.stream) {
+      tail = tailPanel(type);
+      grid.append(tail.el);
+      tail.load();
+    }
+    if (entry.queue) {
+      dlq = dlqPanel(type);
+      grid.append(dlq.el);
+    }
+    mount(schemas, entrySchemas(entry));
+    update();
+  }
+
+  function update() {
+    const row = store.automations.find((r) => r.type === type);
+    mount(head, row ? typeCard(row, store.workers, store.series.get(type), { link: false }) : h("h2", {}, type));
+    const workers = store.workersOf(type);
+    mount(workersHost, workers.length ? workersTable(workers, workerMsg, { withType: false }) : h("p", { class: "empty" }, "No worker runs this type."));
+    if (editor) editor.update();
+    if (dlq) dlq.update((queueOf(row) || {}).dead);
+  }
+
+  function onEmit(ev) {
+    if (tail && ev.detail.type === type) tail.add(ev.detail.entry);
+  }
+  store.addEventListener("emit", onEmit);
+  build();
+
+  return {
+    update,
+    destroy() {
+      store.removeEventListener("emit", onEmit);
+    },
+  };
+}

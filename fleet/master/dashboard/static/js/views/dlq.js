@@ -1,0 +1,118 @@
+// The dead-letter queue inspector: peek, replay selected or all, drain.
+
+import { api, seg } from "../api.js";
+import { store } from "../store.js";
+import { h, mount, note, fmtJSON, fmtTime, table } from "../render.js";
+
+const PEEK = 50;
+
+export function dlqPanel(type) {
+  const msg = h("div", { class: "messages", "aria-live": "polite" });
+  const body = h("div", { "data-role": "dead-list" });
+  const base = `/automations/${seg(type)}/dead`;
+  let lastCount = null;
+
+  function selected() {
+    return [...body.querySelectorAll("input[name=dead-pick]:checked")].map((box) => box.value);
+  }
+
+  async function run(label, fn) {
+    try {
+      const res = await fn();
+      mount(msg, note("ok", `${label}: ${fmtJSON(res)}`));
+    } catch (err) {
+      mount(msg, note("error", `${label}: ${err.summary || err.message}`));
+    }
+    await refresh();
+    store.refreshSoon(0);
+  }
+
+  const el = h(
+    "section",
+    { class: "panel", id: "dlq" },
+    h("h3", {}, "Dead letters"),
+    h(
+      "div",
+      { class: "toolbar" },
+      h("button", { type: "button", class: "btn", onclick: () => refresh() }, "Refresh"),
+      h(
+        "button",
+        {
+          type: "button",
+          class: "btn",
+          "data-action": "replay-selected",
+          onclick: () => {
+            const ids = selected();
+            if (!ids.length) {
+              mount(msg, note("info", "Select tasks to replay first."));
+              return;
+            }
+            run("Replay", () => api(`${base}/replay`, { method: "POST", body: { task_ids: ids } }));
+          },
+        },
+        "Replay selected",
+      ),
+      h(
+        "button",
+        { type: "button", class: "btn", "data-action": "replay-all", onclick: () => run("Replay all", () => api(`${base}/replay`, { method: "POST", body: {} })) },
+        "Replay all",
+      ),
+      h(
+        "button",
+        {
+          type: "button",
+          class: "btn danger",
+          "data-action": "drain",
+          onclick: () => {
+            if (!window.confirm(`Delete every dead task of ${type}? This cannot be undone.`)) return;
+            run("Drain", () => api(base, { method: "DELETE" }));
+          },
+        },
+        "Drain…",
+      ),
+    ),
+    msg,
+    body,
+  );
+
+  async function refresh() {
+    let dead;
+    try {
+      dead = await api(`${base}?n=${PEEK}`);
+    } catch (err) {
+      mount(body, note("error", `Could not peek the DLQ: ${err.summary || err.message}`));
+      return;
+    }
+    if (!dead.length) {
+      mount(body, h("p", { class: "empty" }, "No dead tasks."));
+      return;
+    }
+    const rows = dead.map((t) =>
+      h(
+        "tr",
+        { "data-task": t.id },
+        h("td", {}, h("input", { type: "checkbox", name: "dead-pick", value: t.id, "aria-label": `select ${t.id}` })),
+        h("td", { class: "mono" }, t.id),
+        h("td", { class: "num" }, `${t.attempt} / ${t.max_attempts}`),
+        h("td", {}, fmtTime(t.failed_at)),
+        h(
+          "td",
+          { class: "error-text" },
+          t.last_error || "",
+          t.traceback ? h("details", {}, h("summary", {}, "traceback"), h("pre", {}, t.traceback)) : null,
+        ),
+        h("td", {}, h("pre", { class: "payload" }, fmtJSON(t.payload))),
+      ),
+    );
+    mount(body, table(["", "task", "attempts", "died", "last error", "payload"], rows, { class: "dead" }));
+  }
+
+  /** Re-peek when the type's dead count changes (not on every snapshot). */
+  function update(deadCount) {
+    if (deadCount === lastCount) return;
+    lastCount = deadCount;
+    refresh();
+  }
+
+  return { el, update, refresh };
+}
