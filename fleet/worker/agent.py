@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import fleet
-from fleet.backends.base import Backend
+from fleet.backends.base import Backend, Subscription
 from fleet.core.automation import Automation
 from fleet.core.catalog import catalog_entry
 from fleet.core.errors import BackendError
@@ -125,7 +125,9 @@ class Worker:
                 await runner.sync_config()
                 runner.draining = await self._drain_flag(t)
             runner.start()
-        self._loops.append(asyncio.create_task(self._events_loop(), name="worker-events"))
+        # Subscribed before start returns, so no event published afterwards is missed.
+        first = await self.backend.subscribe(*self._topics())
+        self._loops.append(asyncio.create_task(self._events_loop(first), name="worker-events"))
         if not self.standalone:
             for runner in self.runners.values():
                 await self._write_state(runner, heartbeat=True)
@@ -235,20 +237,24 @@ class Worker:
         kinds = ("cancel",) if self.standalone else ("config", "control", "cancel")
         return [f"{k}.{t}" for t in self.runners for k in kinds]
 
-    async def _events_loop(self) -> None:
+    async def _events_loop(self, first: Subscription) -> None:
         failures = 0
+        sub: Subscription | None = first
         while True:
             try:
-                sub = await self.backend.subscribe(*self._topics())
+                if sub is None:
+                    sub = await self.backend.subscribe(*self._topics())
                 async with sub:
                     if failures and not self.standalone:
                         await self.resync()  # events may have been missed meanwhile
                     failures = 0
                     async for topic, message in sub:
                         await self._on_event(topic, message)
+                sub = None
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                sub = None
                 failures += 1
                 delay = backoff_delay(failures, base=0.5, cap=30.0)
                 log.warning("event subscription failed (%s); retrying in %.1fs", exc, delay)
