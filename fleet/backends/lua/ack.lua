@@ -1,0 +1,36 @@
+-- @include queue_common
+-- ARGV: now, retention seconds, retention max count, then (task_id, token) pairs.
+-- Returns 1|0 per lease.
+local now = tonumber(ARGV[1])
+local out = {}
+for i = 4, #ARGV, 2 do
+  local id, tok = ARGV[i], ARGV[i + 1]
+  local rec = owned(id, tok)
+  if rec then
+    unregister(id)
+    if rec.c then
+      finish(id, rec, 'C', now)
+      count('cancelled')
+    else
+      finish(id, rec, 'D', now)
+      count('completed')
+    end
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+-- Forget finished records past retention (bounded work per call).
+local old = redis.call('ZRANGEBYSCORE', K_FINISHED, '-inf', now - tonumber(ARGV[2]),
+  'LIMIT', 0, 256)
+local extra = redis.call('ZCARD', K_FINISHED) - tonumber(ARGV[3])
+if extra > 0 then
+  if extra > 256 then extra = 256 end
+  for _, id in ipairs(redis.call('ZRANGE', K_FINISHED, 0, extra - 1)) do old[#old + 1] = id end
+end
+for _, id in ipairs(old) do
+  local rec = get_rec(id)
+  if rec and (rec.s == 'D' or rec.s == 'C') then redis.call('HDEL', K_TASKS, id) end
+  redis.call('ZREM', K_FINISHED, id)
+end
+return out

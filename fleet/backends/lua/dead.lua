@@ -1,0 +1,90 @@
+-- @include queue_common
+-- ARGV: op, ...
+--   peek n            -> flat (body, info JSON or '') of the n oldest dead
+--   replay n          -> replays the n oldest (n = -1: all); returns how many
+--   replay_ids id...  -> replays the given ids; returns how many
+--   clear             -> removes every dead task; returns how many
+local op = ARGV[1]
+if op == 'peek' then
+  local n = tonumber(ARGV[2])
+  local out = {}
+  if n <= 0 then return out end
+  for _, raw in ipairs(redis.call('LRANGE', K_DEAD, 0, n - 1)) do
+    local body, id = decode_body(raw)
+    out[#out + 1] = raw
+    out[#out + 1] = (id and redis.call('HGET', K_DEADINFO, id)) or ''
+  end
+  return out
+end
+if op == 'clear' then
+  local n = redis.call('LLEN', K_DEAD)
+  redis.call('DEL', K_DEAD, K_DEADINFO)
+  return n
+end
+
+local function requeue(raw)
+  local body, id = decode_body(raw)
+  if not body then
+    redis.call('RPUSH', K_NORMAL, raw)
+    return 1
+  end
+  local info = redis.call('HGET', K_DEADINFO, id)
+  redis.call('HDEL', K_DEADINFO, id)
+  local live = get_rec(id)
+  if live and (live.s == 'q' or live.s == 's' or live.s == 'p') then
+    return 0 -- the id was pushed again meanwhile; the live task wins
+  end
+  local rec
+  if info then
+    rec = cjson.decode(info)
+  else
+    rec = {p = tonumber(jnull(body.priority)) or 0, m = tonumber(jnull(body.max_attempts))}
+  end
+  rec.a = 0
+  rec.s = 'q'
+  rec.k = nil
+  rec.c = nil
+  set_rec(id, rec)
+  redis.call('ZREM', K_FINISHED, id)
+  redis.call('RPUSH', tier_key(rec.p), raw)
+  return 1
+end
+
+local replayed = 0
+if op == 'replay' then
+  local n = tonumber(ARGV[2])
+  if n < 0 then n = redis.call('LLEN', K_DEAD) end
+  if n > 0 then
+    local items = redis.call('LPOP', K_DEAD, n)
+    if items then
+      for _, raw in ipairs(items) do replayed = replayed + requeue(raw) end
+    end
+  end
+elseif op == 'replay_ids' then
+  local want = {}
+  local left = 0
+  for i = 2, #ARGV do
+    if not want[ARGV[i]] then left = left + 1 end
+    want[ARGV[i]] = true
+  end
+  local len = redis.call('LLEN', K_DEAD)
+  local hits = {}
+  local start, chunk = 0, 1000
+  while start < len and left > 0 do
+    for _, raw in ipairs(redis.call('LRANGE', K_DEAD, start, start + chunk - 1)) do
+      local body, id = decode_body(raw)
+      if body and want[id] then
+        want[id] = nil
+        left = left - 1
+        hits[#hits + 1] = raw
+      end
+    end
+    start = start + chunk
+  end
+  for _, raw in ipairs(hits) do
+    redis.call('LREM', K_DEAD, 1, raw)
+    replayed = replayed + requeue(raw)
+  end
+end
+wake(replayed)
+return replayed

@@ -1,0 +1,29 @@
+-- @include queue_common
+-- ARGV: now, task_id, token, delay seconds, dead (1|0), error ('' + text, or '-' for
+-- none), traceback (same encoding). Returns retry|dead|stale.
+local now, id, tok = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local delay, dead = tonumber(ARGV[4]), ARGV[5] == '1'
+local rec = owned(id, tok)
+if not rec then return 'stale' end
+local raw = unregister(id)
+local function opt(v)
+  if v == '-' then return nil end
+  return string.sub(v, 2)
+end
+rec.e = opt(ARGV[6])
+rec.t = opt(ARGV[7])
+rec.f = fstr(now)
+rec.k = nil
+local m = rec.m or rec.a
+if dead or rec.a >= m then
+  bury(id, raw, rec)
+  return 'dead'
+end
+if delay < 0 then delay = 0 end
+redis.call('ZADD', K_SCHED, now + delay, raw)
+rec.s = 's'
+rec.b = raw
+set_rec(id, rec)
+count('failed')
+wake(1)
+return 'retry'

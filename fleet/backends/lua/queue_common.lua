@@ -1,0 +1,122 @@
+-- Shared by every queue script. KEYS (built by redis_keys.queue_keys):
+--  1 normal tier list   2 high tier list   3 low tier list
+--  4 :processing zset   5 :processing:body hash   6 :scheduled zset
+--  7 :dead list   8 :tasks hash   9 :counters hash   10 :finished zset
+--  11 :wake list   12 :dead:info hash
+-- Task state records (:tasks values) are JSON objects:
+--  s state (q|s|p|D|C), p priority, a attempt, m max_attempts, k lease token,
+--  c cancel requested, e last_error, t traceback, f failed_at, d finished_at,
+--  b the scheduled member (body) while scheduled. Times are strings ("%.17g")
+--  because cjson would round numbers to 14 digits. Bodies are never re-encoded.
+local K_NORMAL, K_HIGH, K_LOW = KEYS[1], KEYS[2], KEYS[3]
+local K_PROC, K_PBODY, K_SCHED = KEYS[4], KEYS[5], KEYS[6]
+local K_DEAD, K_TASKS, K_COUNTERS = KEYS[7], KEYS[8], KEYS[9]
+local K_FINISHED, K_WAKE, K_DEADINFO = KEYS[10], KEYS[11], KEYS[12]
+local WAKE_CAP = 64
+local DRAIN_LIMIT = 1000
+
+local function jnull(v)
+  if v == cjson.null then return nil end
+  return v
+end
+
+local function fstr(x)
+  return string.format('%.17g', x)
+end
+
+local function tier_key(prio)
+  prio = tonumber(prio) or 0
+  if prio > 0 then return K_HIGH end
+  if prio < 0 then return K_LOW end
+  return K_NORMAL
+end
+
+local function get_rec(id)
+  local raw = redis.call('HGET', K_TASKS, id)
+  if not raw then return nil end
+  return cjson.decode(raw)
+end
+
+local function set_rec(id, rec)
+  redis.call('HSET', K_TASKS, id, cjson.encode(rec))
+end
+
+local function count(name, n)
+  redis.call('HINCRBY', K_COUNTERS, name, n or 1)
+end
+
+-- Wake up to n blocked reservers; the list stays short whatever n is.
+local function wake(n)
+  if n <= 0 then return end
+  if n > WAKE_CAP then n = WAKE_CAP end
+  local args = {}
+  for i = 1, n do args[i] = '1' end
+  redis.call('LPUSH', K_WAKE, unpack(args))
+  redis.call('LTRIM', K_WAKE, 0, WAKE_CAP - 1)
+end
+
+-- Decode a body; returns (body table, id string) or nil if unusable.
+local function decode_body(raw)
+  local ok, body = pcall(cjson.decode, raw)
+  if not ok or type(body) ~= 'table' then return nil end
+  local id = jnull(body.id)
+  if id == nil or (type(id) ~= 'string' and type(id) ~= 'number') then return nil end
+  return body, tostring(id)
+end
+
+local function finish(id, rec, state, now)
+  rec.s = state
+  rec.k = nil
+  rec.c = nil
+  rec.b = nil
+  rec.d = fstr(now)
+  set_rec(id, rec)
+  redis.call('ZADD', K_FINISHED, now, id)
+end
+
+-- Bury a body in the DLQ with its record (the live record goes away).
+local function bury(id, raw, rec)
+  rec.s = nil
+  rec.k = nil
+  rec.b = nil
+  redis.call('HDEL', K_TASKS, id)
+  redis.call('HSET', K_DEADINFO, id, cjson.encode(rec))
+  redis.call('RPUSH', K_DEAD, raw)
+  count('dead')
+end
+
+-- Move due scheduled tasks to the tail of their tier; returns how many moved.
+local function drain_due(now)
+  local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', now, 'LIMIT', 0, DRAIN_LIMIT)
+  for _, raw in ipairs(due) do
+    redis.call('ZREM', K_SCHED, raw)
+    local body, id = decode_body(raw)
+    local prio = 0
+    if body then
+      local rec = get_rec(id)
+      if rec then
+        prio = rec.p or 0
+        rec.s = 'q'
+        rec.b = nil
+        set_rec(id, rec)
+      end
+    end
+    redis.call('RPUSH', tier_key(prio), raw)
+  end
+  wake(#due)
+  return #due
+end
+
+-- The owned record of a lease, or nil if the token does not hold the task.
+local function owned(id, token)
+  local rec = get_rec(id)
+  if rec and rec.s == 'p' and rec.k == token then return rec end
+  return nil
+end
+
+local function unregister(id)
+  redis.call('ZREM', K_PROC, id)
+  local raw = redis.call('HGET', K_PBODY, id)
+  redis.call('HDEL', K_PBODY, id)
+  return raw
+end

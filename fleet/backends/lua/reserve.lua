@@ -1,0 +1,74 @@
+-- @include queue_common
+-- ARGV: now, k, visibility seconds, default max_attempts, then k fresh tokens.
+-- Returns {next_due} followed by (body, record JSON, token) per reservation;
+-- next_due is the earliest scheduled ready_at ("" if none) when nothing was taken.
+local now, k = tonumber(ARGV[1]), tonumber(ARGV[2])
+local vis, defmax = tonumber(ARGV[3]), tonumber(ARGV[4])
+local deadline = now + vis
+drain_due(now)
+local out = {''}
+local got = 0
+for _, tk in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
+  while got < k do
+    local items = redis.call('LPOP', tk, k - got)
+    if not items then break end
+    for _, raw in ipairs(items) do
+      local body, id = decode_body(raw)
+      if not body then
+        -- No usable id: dead-letter it as is rather than deliver it unowned.
+        redis.call('RPUSH', K_DEAD, raw)
+        count('dead')
+      else
+        local rec = get_rec(id)
+        if not rec then
+          -- Pushed by hand (RPUSH): adopt it.
+          rec = {p = tonumber(jnull(body.priority)) or 0,
+                 a = tonumber(jnull(body.attempt)) or 0,
+                 m = tonumber(jnull(body.max_attempts))}
+        end
+        local ttl = tonumber(jnull(body.ttl_seconds))
+        local enq = tonumber(jnull(body.enqueued_at)) or 0
+        if rec.s == 'C' or rec.s == 'D' then
+          -- stale copy of a finished task: drop
+        elseif rec.c then
+          finish(id, rec, 'C', now)
+          count('cancelled')
+        elseif ttl and now > enq + ttl then
+          redis.call('HDEL', K_TASKS, id)
+          count('expired')
+        else
+          local m = rec.m
+          if not m or m == 0 then m = defmax end
+          rec.m = m
+          local a = (rec.a or 0) + 1
+          if a > m then
+            rec.e = 'attempt ' .. a .. ' exceeds max_attempts=' .. m ..
+              ': earlier attempts were lost with their worker'
+            rec.f = fstr(now)
+            bury(id, raw, rec)
+          else
+            got = got + 1
+            local tok = ARGV[4 + got]
+            rec.a = a
+            rec.s = 'p'
+            rec.k = tok
+            rec.b = nil
+            redis.call('ZADD', K_PROC, deadline, id)
+            redis.call('HSET', K_PBODY, id, raw)
+            local enc = cjson.encode(rec)
+            redis.call('HSET', K_TASKS, id, enc)
+            out[#out + 1] = raw
+            out[#out + 1] = enc
+            out[#out + 1] = tok
+          end
+        end
+      end
+    end
+  end
+  if got >= k then break end
+end
+if got == 0 then
+  local first = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
+  if first[2] then out[1] = first[2] end
+end
+return out

@@ -1,0 +1,76 @@
+"""The Redis backend (``redis://``, ``rediss://``, ``unix://``): what a fleet runs on.
+
+The methods live in small mixins, one concept each:
+:mod:`~fleet.backends.redis_queue` (task queues), :mod:`~fleet.backends.redis_pools`,
+:mod:`~fleet.backends.redis_streams` (streams and events) and
+:mod:`~fleet.backends.redis_state` (kv, locks, counters, catalog, workers, config).
+Key names come from :mod:`~fleet.backends.redis_keys`; the atomic steps are the
+Lua scripts in ``fleet/backends/lua``. The key schema is ``docs/redis-schema.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from fleet.backends import redis_keys as keys
+from fleet.backends.base import Backend
+from fleet.backends.redis_core import CONNECT_TIMEOUT
+from fleet.backends.redis_pools import PoolOps
+from fleet.backends.redis_queue import QueueOps
+from fleet.backends.redis_state import StateOps
+from fleet.backends.redis_streams import StreamOps
+
+__all__ = ["RedisBackend"]
+
+
+class RedisBackend(QueueOps, PoolOps, StreamOps, StateOps, Backend):
+    """Backend over one Redis database.
+
+    Args:
+        url: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://`` for TLS
+            (``?ssl_cert_reqs=...`` etc. as redis-py accepts) or
+            ``unix:///path/redis.sock?db=0``. Connection options may be given
+            in the query string (e.g. ``socket_timeout=5``).
+    """
+
+    async def connect(self) -> None:
+        """Check the server answers and load every script (idempotent).
+
+        Raises:
+            BackendUnavailable: The server cannot be reached.
+        """
+        with self._guard():
+            await self._r.ping()
+            await self._scripts.load_all(self._r)
+
+    async def close(self) -> None:
+        await self._close_clients()
+
+    async def ping(self) -> bool:
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                return bool(await self._r.ping())
+        except Exception:
+            return False
+
+    async def purge_type(self, automation_type: str) -> None:
+        t = automation_type
+        with self._guard():
+            doomed: list[str] = [*keys.queue_keys(t), keys.stream(t), keys.config(t)]
+            doomed.append(keys.config_generation(t))
+            for pattern in (keys.idempotency_pattern(t), keys.config_override_pattern(t)):
+                async for key in self._r.scan_iter(match=pattern, count=1000):
+                    doomed.append(key)
+            worker_ids = await self._r.smembers(keys.workers_index(t))
+            for wid in worker_ids:
+                doomed += [keys.worker_key(t, wid, p) for p in keys.WORKER_PARTS]
+            async with self._r.pipeline(transaction=True) as pipe:
+                for start in range(0, len(doomed), 500):
+                    pipe.delete(*doomed[start : start + 500])
+                pipe.delete(keys.workers_index(t))
+                if worker_ids:
+                    pipe.srem(
+                        keys.WORKERS_ALL, *[keys.workers_all_member(t, w) for w in worker_ids]
+                    )
+                pipe.hdel(keys.CATALOG, t)
+                await pipe.execute()

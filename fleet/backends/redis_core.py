@@ -1,0 +1,128 @@
+"""Connections, error translation and shared state of the Redis backend.
+
+Two connection pools per backend instance:
+
+* the *command* pool: every ordinary command and script, with short socket
+  timeouts so a vanished server surfaces as ``BackendUnavailable`` within
+  seconds;
+* the *blocking* pool: only for ``BLPOP`` on wake-up lists, without a socket
+  read timeout (a blocked call may legitimately wait for its whole timeout;
+  each call is bounded by an asyncio deadline instead). Blocked reservers
+  therefore never hold a command connection or delay anyone else's command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from fleet.backends import redact_url
+from fleet.backends.redis_scripts import Scripts, scripts
+from fleet.core.errors import BackendUnavailable
+
+#: Seconds to establish a TCP/TLS/unix connection before giving up.
+CONNECT_TIMEOUT = 3.0
+#: Seconds a non-blocking command may take before the server counts as gone.
+COMMAND_TIMEOUT = 10.0
+#: Extra seconds a blocking call may overrun its own timeout before it is
+#: treated as a dead connection.
+BLOCKING_GRACE = 5.0
+
+_DRIVER_ERRORS: tuple[type[BaseException], ...] = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    OSError,
+)
+
+
+def make_client(url: str, *, blocking: bool) -> Redis:
+    """A redis.asyncio client for ``url`` (redis://, rediss://, unix://).
+
+    Timeouts given in the URL's query string (``socket_timeout=...``) win over
+    the defaults. A failed connection is retried once at once (a pooled
+    connection may predate a server restart); timeouts are not retried so a
+    script never runs twice because it was slow.
+    """
+    options: dict[str, Any] = {
+        "decode_responses": True,
+        "socket_connect_timeout": CONNECT_TIMEOUT,
+        "socket_timeout": None if blocking else COMMAND_TIMEOUT,
+        "retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+        "client_name": "fleet-blocking" if blocking else "fleet",
+    }
+    return Redis.from_url(url, **options)
+
+
+class RedisCore:
+    """State every part of the Redis backend shares.
+
+    Args:
+        url: ``redis://[user:password@]host:port/db``, ``rediss://...`` (TLS) or
+            ``unix:///path/to/redis.sock?db=0``. The password is never printed.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._safe_url = redact_url(url)
+        self._scripts: Scripts = scripts()
+        self._cmd: Redis | None = None
+        self._blk: Redis | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._safe_url!r})"
+
+    # The clients are typed Any: redis-py types every reply as bytes | str, while
+    # these clients decode replies (decode_responses=True), so every reply is str.
+    @property
+    def _r(self) -> Any:
+        """The command client (connecting lazily if ``connect`` was not called)."""
+        if self._cmd is None:
+            self._cmd = make_client(self.url, blocking=False)
+        return self._cmd
+
+    @property
+    def _b(self) -> Any:
+        """The client used only for blocking commands."""
+        if self._blk is None:
+            self._blk = make_client(self.url, blocking=True)
+        return self._blk
+
+    def _unavailable(self, exc: BaseException) -> BackendUnavailable:
+        return BackendUnavailable(f"redis at {self._safe_url} is unavailable: {exc}")
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Translate driver connection errors into ``BackendUnavailable``."""
+        try:
+            yield
+        except BackendUnavailable:
+            raise
+        except _DRIVER_ERRORS as exc:
+            raise self._unavailable(exc) from exc
+
+    def _spawn(self, coro: Any) -> None:
+        """Run a cleanup coroutine in the background, kept alive until done."""
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _close_clients(self) -> None:
+        if self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+        for client in (self._cmd, self._blk):
+            if client is not None:
+                try:
+                    await client.aclose()
+                except Exception:
+                    pass
+        self._cmd = None
+        self._blk = None

@@ -1,0 +1,197 @@
+"""Every Redis key name Fleet uses, built in this one module.
+
+The names follow ``docs/redis-schema.md`` (the spec's schema plus the keys Fleet
+adds). Keeping them here means a Redis Cluster layout (hash tags) can be
+introduced by changing this file alone. Lua scripts never invent key names: they
+receive full keys in ``KEYS`` or, for per-item keys only known inside a script
+(pool claim keys, tag indexes), a prefix built here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# ------------------------------------------------------------------ workers
+
+
+def worker_key(automation_type: str, worker_id: str, part: str) -> str:
+    """``wkr:<type>:<id>:<part>`` with part in hardware|config|gen|state|stats."""
+    return f"wkr:{automation_type}:{worker_id}:{part}"
+
+
+WORKER_PARTS = ("hardware", "config", "gen", "state", "stats")
+
+
+def workers_index(automation_type: str) -> str:
+    """``wkrs:<type>``: set of every worker id of the type."""
+    return f"wkrs:{automation_type}"
+
+
+WORKERS_ALL = "wkrs:all"
+
+
+def workers_all_member(automation_type: str, worker_id: str) -> str:
+    """The ``wkrs:all`` member of one worker: ``<type>|<id>``."""
+    return f"{automation_type}|{worker_id}"
+
+
+# ------------------------------------------------------------------ streams, events, catalog
+
+
+def stream(automation_type: str) -> str:
+    """``stream:<type>``: zset score = emit time, member = JSON envelope."""
+    return f"stream:{automation_type}"
+
+
+def event_channel(topic: str) -> str:
+    """``event:<topic>``: the pub/sub channel of a topic."""
+    return f"event:{topic}"
+
+
+EVENT_PREFIX = "event:"
+CATALOG = "fleet:catalog"
+
+# ------------------------------------------------------------------ queues
+
+
+def queue(automation_type: str) -> str:
+    """``fleet:queue:<type>``: the normal tier list (also the prefix of every queue key)."""
+    return f"fleet:queue:{automation_type}"
+
+
+#: Order of the keys every queue script receives in ``KEYS`` (see ``queue_keys``).
+QUEUE_KEY_PARTS = (
+    "",  # normal tier list (the spec's fleet:queue:<type>)
+    ":high",  # high tier list
+    ":low",  # low tier list
+    ":processing",  # zset task_id -> lease deadline
+    ":processing:body",  # hash task_id -> body JSON
+    ":scheduled",  # zset body JSON -> ready_at
+    ":dead",  # list of dead-lettered bodies, oldest death first
+    ":tasks",  # hash task_id -> JSON state record (live and finished tasks)
+    ":counters",  # hash submitted|completed|failed|dead|expired|cancelled -> int
+    ":finished",  # zset task_id -> finished_at (retention of done/cancelled records)
+    ":wake",  # list of wake-up tokens blocked reservers BLPOP on
+    ":dead:info",  # hash task_id -> JSON state record at death
+)
+
+
+def queue_keys(automation_type: str) -> list[str]:
+    """The fixed ``KEYS`` of every queue script, in ``QUEUE_KEY_PARTS`` order."""
+    base = queue(automation_type)
+    return [base + part for part in QUEUE_KEY_PARTS]
+
+
+def queue_wake(automation_type: str) -> str:
+    """``fleet:queue:<type>:wake``: the list blocked reservers wait on."""
+    return queue(automation_type) + ":wake"
+
+
+def idempotency(automation_type: str, key: str) -> str:
+    """``fleet:queue:<type>:idem:<key>``: string task_id with the key's TTL."""
+    return f"{queue(automation_type)}:idem:{key}"
+
+
+def idempotency_pattern(automation_type: str) -> str:
+    """SCAN pattern of every idempotency key of a type."""
+    return f"{_glob_escape(queue(automation_type))}:idem:*"
+
+
+# ------------------------------------------------------------------ pools
+
+POOL_NAMES = "fleet:pools"
+
+
+def pool(name: str) -> str:
+    """``fleet:pool:<name>``: hash item_id -> JSON ``{p, t, x, c, i}``."""
+    return f"fleet:pool:{name}"
+
+
+def pool_claim_prefix(name: str) -> str:
+    """Prefix of ``fleet:pool:<name>:claim:<item_id>`` (value: the claim token)."""
+    return f"fleet:pool:{name}:claim:"
+
+
+def pool_claim(name: str, item_id: str) -> str:
+    """``fleet:pool:<name>:claim:<item_id>``: the claim lease of one item."""
+    return pool_claim_prefix(name) + item_id
+
+
+def pool_tag_prefix(name: str) -> str:
+    """Prefix of ``fleet:pool:<name>:idx:tag:<field>=<json value>`` tag indexes."""
+    return f"fleet:pool:{name}:idx:tag:"
+
+
+def pool_tag_suffix(field: str, value: Any) -> str:
+    """The part after :func:`pool_tag_prefix` for one tag (stored in each item)."""
+    return f"{field}={json.dumps(value, sort_keys=True, separators=(',', ':'), ensure_ascii=False)}"
+
+
+def pool_keys(name: str) -> list[str]:
+    """Fixed ``KEYS`` of every pool script: hash, available index (zset id ->
+    expires_at, +inf if never), claimed index (zset id -> lease end), expiry index
+    (zset id -> expires_at), and the set of pool names."""
+    return [
+        pool(name),
+        f"fleet:pool:{name}:idx:avail",
+        f"fleet:pool:{name}:idx:claimed",
+        f"fleet:pool:{name}:idx:expiry",
+        POOL_NAMES,
+    ]
+
+
+# ------------------------------------------------------------------ primitives
+
+
+def lock(name: str) -> str:
+    """``fleet:lock:<name>``: string token with TTL."""
+    return f"fleet:lock:{name}"
+
+
+def counter(name: str) -> str:
+    """``fleet:counter:<name>``: integer string."""
+    return f"fleet:counter:{name}"
+
+
+def kv(ns: str, key: str) -> str:
+    """``fleet:kv:<ns>:<key>``: string value, optional TTL.
+
+    ``%`` and ``:`` inside the namespace are percent-encoded so that namespace
+    ``a:b`` key ``c`` and namespace ``a`` key ``b:c`` stay two keys; namespaces
+    without those characters appear verbatim.
+    """
+    return f"fleet:kv:{ns.replace('%', '%25').replace(':', '%3A')}:{key}"
+
+
+# ------------------------------------------------------------------ config
+
+
+def config(automation_type: str) -> str:
+    """``fleet:config:<type>``: the type-wide partial config (JSON)."""
+    return f"fleet:config:{automation_type}"
+
+
+def config_override(automation_type: str, worker_id: str) -> str:
+    """``fleet:config:<type>:w:<worker_id>``: one worker's override (JSON)."""
+    return f"fleet:config:{automation_type}:w:{worker_id}"
+
+
+def config_generation(automation_type: str) -> str:
+    """``fleet:config:<type>:gen``: the type's generation counter."""
+    return f"fleet:config:{automation_type}:gen"
+
+
+def config_override_pattern(automation_type: str) -> str:
+    """SCAN pattern of every per-worker override of a type."""
+    return f"{_glob_escape(config(automation_type))}:w:*"
+
+
+def _glob_escape(text: str) -> str:
+    """Escape SCAN MATCH metacharacters so a type name matches literally."""
+    out = []
+    for ch in text:
+        if ch in "*?[]\\":
+            out.append("\\")
+        out.append(ch)
+    return "".join(out)
