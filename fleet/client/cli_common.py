@@ -1,0 +1,127 @@
+"""What every CLI client command shares: master URL and token options, the
+client, JSON or table output, clean error messages."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from fleet.client.http import ClientError, FleetClient
+from fleet.client.tokenfile import read_token
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def resolve_token(token: str | None) -> str | None:
+    """``--token``, else ``FLEET_ADMIN_TOKEN``, else the local master's token file."""
+    if token:
+        return token
+    from fleet.settings import Settings
+
+    return Settings().admin_token or read_token()
+
+
+def resolve_url(url: str | None) -> str:
+    """``--url``, else ``FLEET_MASTER_URL`` (default http://127.0.0.1:8000)."""
+    if url:
+        return url
+    from fleet.settings import Settings
+
+    return Settings().master_url
+
+
+def client_options(func: F) -> F:
+    """Add ``--url``, ``--token`` and ``--json`` to a command."""
+
+    @click.option("--url", default=None, help="Master URL (FLEET_MASTER_URL).")
+    @click.option("--token", default=None, help="Bearer token (FLEET_ADMIN_TOKEN).")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def open_client(url: str | None, token: str | None) -> Iterator[FleetClient]:
+    """A client for the command; ClientErrors become clean ``Error: ...`` exits."""
+    client = FleetClient(resolve_url(url), resolve_token(token))
+    try:
+        yield client
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        client.close()
+
+
+def console() -> Console:
+    return Console(soft_wrap=False)
+
+
+def print_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
+    """Print a rich table (plain text when not a terminal)."""
+    t = Table(title=title, show_lines=False)
+    for col in columns:
+        t.add_column(col)
+    for row in rows:
+        t.add_row(*("" if v is None else str(v) for v in row))
+    console().print(t)
+
+
+def parse_json_arg(raw: str) -> Any:
+    """A JSON argument: inline JSON, ``@file`` or ``-`` for stdin.
+
+    Raises:
+        click.BadParameter: Not valid JSON (the message says where).
+    """
+    if raw == "-":
+        text = sys.stdin.read()
+    elif raw.startswith("@"):
+        try:
+            with open(raw[1:], encoding="utf-8") as f:
+                text = f.read()
+        except OSError as exc:
+            raise click.BadParameter(f"cannot read {raw[1:]}: {exc}") from exc
+    else:
+        text = raw
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not valid JSON: {exc}") from exc
+
+
+def parse_assignment(item: str) -> tuple[str, Any]:
+    """``key=value`` with the value parsed as JSON when it is JSON (``slots=3``,
+    ``enabled=false``), else kept as a string (``user_agent=Mozilla``)."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise click.BadParameter(f"expected key=value, got {item!r}")
+    try:
+        return key.strip(), json.loads(raw)
+    except json.JSONDecodeError:
+        return key.strip(), raw
+
+
+def ago(seconds: Any) -> str:
+    """A short human duration."""
+    if seconds is None:
+        return "-"
+    s = float(seconds)
+    if s < 60:
+        return f"{s:.0f}s"
+    if s < 3600:
+        return f"{s / 60:.0f}m"
+    return f"{s / 3600:.1f}h"

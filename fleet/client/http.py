@@ -1,0 +1,259 @@
+"""``FleetClient``: a small synchronous client of the master's REST API (httpx).
+
+Every failure becomes a :class:`ClientError` whose message a person can act on:
+the master is not reachable, the token was refused (401) or lacks the scope
+(403), the input was invalid (422, one line per field), and so on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+
+class ClientError(Exception):
+    """A request to the master failed; ``str()`` says why and what to do.
+
+    Attributes:
+        status: The HTTP status, or None when the master was not reached.
+    """
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def format_validation(detail: Any) -> str:
+    """FastAPI-shaped 422 detail as ``field.path: message`` lines."""
+    if not isinstance(detail, list):
+        return str(detail)
+    lines = []
+    for err in detail:
+        if not isinstance(err, dict):
+            lines.append(str(err))
+            continue
+        loc = [str(p) for p in err.get("loc", []) if p != "body"]
+        where = ".".join(loc) or "body"
+        lines.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "\n".join(lines)
+
+
+def error_for(response: httpx.Response) -> ClientError:
+    """The :class:`ClientError` describing a failed response."""
+    try:
+        detail: Any = response.json().get("detail")
+    except (ValueError, AttributeError):
+        detail = response.text[:500]
+    code = response.status_code
+    if code == 401:
+        msg = (
+            "the master refused the token (401): set FLEET_ADMIN_TOKEN or pass --token "
+            "(a loopback master without one writes it to .fleet/admin-token)"
+        )
+    elif code == 403:
+        msg = f"this token is not allowed to do that (403): {detail}"
+    elif code == 422:
+        msg = "invalid input (422):\n" + format_validation(detail)
+    elif code == 413:
+        msg = f"request too large (413): {detail}"
+    else:
+        msg = f"{detail} ({code})"
+    return ClientError(msg, code)
+
+
+def _seg(value: str) -> str:
+    return quote(value, safe="")
+
+
+class FleetClient:
+    """Talk to one master.
+
+    Args:
+        base_url: The master's URL (``FLEET_MASTER_URL``).
+        token: A bearer token (admin, read or scoped).
+        timeout: Seconds per request.
+    """
+
+    def __init__(self, base_url: str, token: str | None, *, timeout: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> FleetClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def request(
+        self, method: str, path: str, *, json_body: Any = None, params: dict[str, Any] | None = None
+    ) -> Any:
+        """One request; the decoded JSON answer.
+
+        Raises:
+            ClientError: Connection failure or a non-2xx answer.
+        """
+        try:
+            response = self._http.request(method, path, json=json_body, params=params)
+        except httpx.ConnectError as exc:
+            raise ClientError(
+                f"cannot reach the master at {self.base_url} ({exc}); is `fleet master` "
+                "running, and is FLEET_MASTER_URL right?"
+            ) from exc
+        except httpx.TimeoutException as exc:
+            raise ClientError(f"the master at {self.base_url} did not answer in time") from exc
+        except httpx.HTTPError as exc:
+            raise ClientError(f"request to {self.base_url} failed: {exc}") from exc
+        if response.status_code >= 400:
+            raise error_for(response)
+        if not response.content:
+            return None
+        if response.headers.get("content-type", "").startswith("application/json"):
+            return response.json()
+        return response.text
+
+    # ------------------------------------------------------------ routes
+    def _type(self, automation_type: str) -> str:
+        return f"/api/v1/automations/{_seg(automation_type)}"
+
+    def submit(self, automation_type: str, payload: Any, **options: Any) -> dict[str, Any]:
+        """Submit one task; options as the REST body (priority, task_id, ...)."""
+        body = {"payload": payload, **{k: v for k, v in options.items() if v is not None}}
+        result: dict[str, Any] = self.request(
+            "POST", f"{self._type(automation_type)}/tasks", json_body=body
+        )
+        return result
+
+    def submit_batch(
+        self, automation_type: str, tasks: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Submit up to 10,000 task bodies; one result (or ``{error}``) per task."""
+        result = self.request(
+            "POST", f"{self._type(automation_type)}/tasks/batch", json_body={"tasks": tasks}
+        )
+        results: list[dict[str, Any]] = result["results"]
+        return results
+
+    def task_state(self, automation_type: str, task_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request(
+            "GET", f"{self._type(automation_type)}/tasks/{_seg(task_id)}"
+        )
+        return result
+
+    def cancel(self, automation_type: str, task_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request(
+            "DELETE", f"{self._type(automation_type)}/tasks/{_seg(task_id)}"
+        )
+        return result
+
+    def queue(self, automation_type: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", f"{self._type(automation_type)}/queue")
+        return result
+
+    def dead_peek(self, automation_type: str, n: int = 50) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.request(
+            "GET", f"{self._type(automation_type)}/dead", params={"n": n}
+        )
+        return result
+
+    def dead_replay(
+        self, automation_type: str, *, n: int | None = None, task_ids: list[str] | None = None
+    ) -> int:
+        body = {k: v for k, v in (("n", n), ("task_ids", task_ids)) if v is not None}
+        result = self.request("POST", f"{self._type(automation_type)}/dead/replay", json_body=body)
+        return int(result["replayed"])
+
+    def dead_drain(self, automation_type: str) -> int:
+        return int(self.request("DELETE", f"{self._type(automation_type)}/dead")["drained"])
+
+    def output_peek(self, automation_type: str, n: int = 20) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.request(
+            "GET", f"{self._type(automation_type)}/output", params={"n": n}
+        )
+        return result
+
+    def config_get(self, automation_type: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", f"{self._type(automation_type)}/config")
+        return result
+
+    def config_patch(
+        self,
+        automation_type: str,
+        patch: dict[str, Any],
+        *,
+        worker_id: str | None = None,
+        replace: bool = False,
+    ) -> dict[str, Any]:
+        path = f"{self._type(automation_type)}/config"
+        if worker_id is not None:
+            path = f"{self._type(automation_type)}/workers/{_seg(worker_id)}/config"
+        params = {"replace": "true"} if replace else None
+        result: dict[str, Any] = self.request("PATCH", path, json_body=patch, params=params)
+        return result
+
+    def worker(self, automation_type: str, worker_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request(
+            "GET", f"{self._type(automation_type)}/workers/{_seg(worker_id)}"
+        )
+        return result
+
+    def workers(self, automation_type: str | None = None) -> list[dict[str, Any]]:
+        path = (
+            "/api/v1/workers"
+            if automation_type is None
+            else f"{self._type(automation_type)}/workers"
+        )
+        result: list[dict[str, Any]] = self.request("GET", path)
+        return result
+
+    def worker_action(self, automation_type: str, worker_id: str, action: str) -> dict[str, Any]:
+        """``drain``, ``resume`` or ``forget`` one worker."""
+        path = f"{self._type(automation_type)}/workers/{_seg(worker_id)}"
+        if action == "forget":
+            result: dict[str, Any] = self.request("DELETE", path)
+        else:
+            result = self.request("POST", f"{path}/{action}")
+        return result
+
+    def catalog(self, automation_type: str | None = None) -> dict[str, Any]:
+        path = (
+            "/api/v1/catalog"
+            if automation_type is None
+            else f"/api/v1/catalog/{_seg(automation_type)}"
+        )
+        result: dict[str, Any] = self.request("GET", path)
+        return result
+
+    def automations(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.request("GET", "/api/v1/automations")
+        return result
+
+    def events(self, types: list[str] | None = None) -> Iterator[tuple[str, Any]]:
+        """Follow ``/api/v1/events``: yields ``(event name, data)`` until interrupted.
+
+        Raises:
+            ClientError: As :meth:`request`.
+        """
+        params = {"types": ",".join(types)} if types else None
+        try:
+            with self._http.stream(
+                "GET", "/api/v1/events", params=params, timeout=httpx.Timeout(30, read=None)
+            ) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise error_for(response)
+                name = "message"
+                for line in response.iter_lines():
+                    if line.startswith("event: "):
+                        name = line[len("event: ") :]
+                    elif line.startswith("data: "):
+                        yield name, json.loads(line[len("data: ") :])
+        except httpx.ConnectError as exc:
+            raise ClientError(f"cannot reach the master at {self.base_url} ({exc})") from exc
