@@ -20,6 +20,16 @@ COMMANDS: dict[str, str] = {
     "worker": "fleet.worker.cli:worker",
     "run": "fleet.worker.cli:run",
     "plugins": "fleet.worker.cli:plugins",
+    "master": "fleet.master.cli:master",
+    "submit": "fleet.client.cli_tasks:submit",
+    "tasks": "fleet.client.cli_tasks:tasks",
+    "dlq": "fleet.client.cli_tasks:dlq",
+    "tail": "fleet.client.cli_tasks:tail",
+    "config": "fleet.client.cli_admin:config",
+    "workers": "fleet.client.cli_admin:workers",
+    "catalog": "fleet.client.cli_admin:catalog",
+    "doctor": "fleet.client.doctor:doctor",
+    "dev": "fleet.dev.cli:dev",
 }
 
 
