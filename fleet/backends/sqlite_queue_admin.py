@@ -200,9 +200,10 @@ _PURGED = ("tasks", "dead", "task_counters", "idempotency", "stream", "stream_le
 
 
 def purge_type(conn: sqlite3.Connection, automation_type: str) -> None:
-    """Delete every piece of state of a type (its change counter stays, so
-    blocked reservers never see it go backwards)."""
+    """Delete every piece of state of a type, its config generation included
+    (its change counter stays, so blocked reservers never see it go backwards)."""
     for table in _PURGED:
         conn.execute(f"DELETE FROM {table} WHERE type = ?", (automation_type,))
     conn.execute("DELETE FROM config WHERE type = ?", (automation_type,))
     conn.execute("DELETE FROM workers WHERE type = ?", (automation_type,))
+    conn.execute("DELETE FROM generations WHERE type = ?", (automation_type,))

@@ -232,7 +232,7 @@ def worker_set_state(
         "SELECT state FROM workers WHERE type = ? AND id = ?", (automation_type, worker_id)
     ).fetchone()
     state: dict[str, str] = json.loads(row[0]) if row else {}
-    state.update(fields)
+    state.update({str(k): str(v) for k, v in fields.items()})
     worker_upsert(conn, automation_type, worker_id, "state", dumps(state))
 
 
@@ -244,7 +244,7 @@ def worker_get(
         "WHERE type = ? AND id = ?",
         (automation_type, worker_id),
     ).fetchone()
-    if row is None or not row[0]:
+    if row is None:
         return None
     _, hardware, config, gen, state, stats = row
     return WorkerRecord(

@@ -1,0 +1,166 @@
+"""Schema versions, migrations, URLs and query plans of the SQLite backend."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fleet.backends import open_backend
+from fleet.backends import sqlite_queue as q
+from fleet.backends.records import PushRequest, TaskBody
+from fleet.backends.sqlite_conn import parse_url
+from fleet.backends.sqlite_schema import SCHEMA_VERSION, migrate, read_version, split_statements
+from fleet.core.errors import ConfigError, SchemaVersionError
+from tests.sqlite.helpers import TYPE, url_for
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(path, isolation_level=None)
+
+
+@pytest.fixture
+def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+    c = _connect(tmp_path / "plain.db")
+    c.execute("BEGIN IMMEDIATE")
+    migrate(c, "plain.db")
+    yield c
+    c.execute("COMMIT")
+    c.close()
+
+
+def _indexes(c: sqlite3.Connection) -> set[str]:
+    return {n for (n,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+
+
+async def test_older_file_is_migrated_keeping_its_tasks(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    c = _connect(path)
+    c.execute("BEGIN IMMEDIATE")
+    assert migrate(c, str(path), target=1) == 0
+    q.push(c, TYPE, [PushRequest(TaskBody(id="old", payload={"v": 1}))], now=1.0)
+    c.execute("COMMIT")
+    assert read_version(c) == 1
+    assert "tasks_finished" not in _indexes(c)
+    c.close()
+
+    backend = await open_backend(url_for(path))
+    try:
+        got = await backend.reserve(TYPE)
+        assert [(r.body.id, r.body.payload) for r in got] == [("old", {"v": 1})]
+    finally:
+        await backend.close()
+    c = _connect(path)
+    assert read_version(c) == SCHEMA_VERSION == 2
+    assert {"tasks_finished", "idempotency_expiry", "events_ts"} <= _indexes(c)
+    c.close()
+
+
+async def test_newer_file_is_refused_with_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "future.db"
+    await (await open_backend(url_for(path))).close()  # creates the current schema
+    c = _connect(path)
+    c.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    c.close()
+    with pytest.raises(SchemaVersionError, match=r"schema version 99.*up to version 2.*upgrade"):
+        await open_backend(url_for(path))
+
+
+def test_split_statements_keeps_triggers_whole() -> None:
+    sql = "CREATE TABLE a (x);\nCREATE TRIGGER t AFTER DELETE ON a BEGIN DELETE FROM a; END;\n"
+    assert split_statements(sql) == [
+        "CREATE TABLE a (x);",
+        "CREATE TRIGGER t AFTER DELETE ON a BEGIN DELETE FROM a; END;",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("url", "path"),
+    [
+        ("sqlite:///./fleet.db", "fleet.db"),
+        ("sqlite:///relative/dir/f.db", "relative/dir/f.db"),
+        ("sqlite:////abs/dir/f.db", "/abs/dir/f.db"),
+    ],
+)
+def test_url_forms(url: str, path: str) -> None:
+    assert str(parse_url(url).path) == path
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:///:memory:",
+        "sqlite://",
+        "sqlite://host/f.db",
+        "sqlite:///f.db?bogus=1",
+        "sqlite:///f.db?poll_ms=0",
+    ],
+)
+def test_bad_urls_are_refused(url: str) -> None:
+    with pytest.raises(ConfigError):
+        parse_url(url)
+
+
+async def test_parent_directories_are_created(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "fleet.db"
+    backend = await open_backend(url_for(path))
+    await backend.close()
+    assert path.exists()
+
+
+def _plan(c: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> str:
+    return " | ".join(row[3] for row in c.execute("EXPLAIN QUERY PLAN " + sql, params))
+
+
+@pytest.mark.parametrize(
+    ("sql", "params", "index"),
+    [
+        (
+            "SELECT id, body, cancel FROM tasks WHERE type = ? AND state = 'queued' "
+            "ORDER BY tier, seq LIMIT ?",
+            (TYPE, 10),
+            "tasks_queued",
+        ),
+        (
+            "SELECT MAX(seq) FROM tasks WHERE type = ? AND state = 'queued' AND tier = ?",
+            (TYPE, 1),
+            "tasks_queued",
+        ),
+        (
+            "SELECT id, tier FROM tasks WHERE type = ? AND state = 'scheduled' AND ready_at <= ? "
+            "ORDER BY ready_at",
+            (TYPE, 1.0),
+            "tasks_scheduled",
+        ),
+        (
+            "SELECT id, tier FROM tasks WHERE type = ? AND state = 'processing' "
+            "AND deadline < ? ORDER BY deadline DESC",
+            (TYPE, 1.0),
+            "tasks_processing",
+        ),
+        (
+            "DELETE FROM tasks WHERE state IN ('done', 'cancelled') AND finished_at < ?",
+            (1.0,),
+            "tasks_finished",
+        ),
+        ("DELETE FROM pool_items WHERE name = ? AND xs <= ?", ("p", 1.0), "pool_items_xs"),
+        ("DELETE FROM events WHERE ts < ?", (1.0,), "events_ts"),
+    ],
+)
+def test_hot_queries_use_an_index(
+    conn: sqlite3.Connection, sql: str, params: tuple[object, ...], index: str
+) -> None:
+    plan = _plan(conn, sql, params)
+    assert index in plan, plan
+    assert "TEMP B-TREE" not in plan, plan
+
+
+def test_pool_claim_walks_the_tag_index_in_order(conn: sqlite3.Connection) -> None:
+    from fleet.backends.sqlite_pools import _matching
+
+    sql, params = _matching("p", {"region": "eu", "kind": "cookie"}, 1.0)
+    plan = _plan(conn, sql + " ORDER BY t.xs DESC LIMIT 1", tuple(params))
+    assert "pool_tags_xs" in plan, plan
+    assert "TEMP B-TREE" not in plan, plan

@@ -1,0 +1,115 @@
+"""Blocked reserves and events across processes: fast wake-ups, idle costs little."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+
+from fleet.backends import open_backend
+from fleet.backends.records import PushRequest, TaskBody, new_id
+from fleet.backends.sqlite import SQLiteBackend
+from tests.sqlite.helpers import TYPE, read_line, reap, spawn, url_for, wait_all
+
+pytestmark = pytest.mark.slow
+
+
+async def test_push_wakes_a_reserve_blocked_in_another_process(tmp_path: Path) -> None:
+    url = url_for(tmp_path / "fleet.db")
+    backend = await open_backend(url)
+    child = spawn("latency", url, TYPE, "12", capture=True)
+    try:
+        latencies: list[float] = []
+        for _ in range(12):
+            assert await read_line(child) == "waiting"
+            await asyncio.sleep(0.15)  # let it block in reserve
+            body = TaskBody(id=new_id(), payload={"t": time.time()})
+            await backend.push(TYPE, [PushRequest(body)])
+            line = await read_line(child)
+            assert line.startswith("latency "), line
+            latencies.append(float(line.split()[1]))
+        assert await wait_all([child]) == [0]
+    finally:
+        reap(child)
+        await backend.close()
+    median = statistics.median(latencies)
+    worst = max(latencies)
+    print(f"cross-process wake-up: median {median * 1000:.1f} ms, max {worst * 1000:.1f} ms")
+    assert median < 0.5, latencies
+    assert max(latencies) < 1.0, latencies
+
+
+async def test_idle_waiting_reserves_cost_few_polls(tmp_path: Path) -> None:
+    backend = await open_backend(url_for(tmp_path / "fleet.db"))
+    assert isinstance(backend, SQLiteBackend)
+    try:
+        slots = [asyncio.create_task(backend.reserve(TYPE, timeout=10.0)) for _ in range(10)]
+        await asyncio.sleep(0.3)
+        before, started = backend.watcher_polls, time.monotonic()
+        await asyncio.sleep(2.0)
+        rate = (backend.watcher_polls - before) / (time.monotonic() - started)
+        print(f"idle watcher polls/s with 10 blocked reserves: {rate:.1f}")
+        # One shared poller (20 ms), not one per slot.
+        assert 10 < rate < 80, rate
+        await backend.push(TYPE, [PushRequest(TaskBody(id=new_id(), payload=None))])
+        done, _ = await asyncio.wait(slots, timeout=2.0, return_when=asyncio.FIRST_COMPLETED)
+        assert [len(t.result()) for t in done] == [1]
+        for task in slots:
+            task.cancel()
+        await asyncio.gather(*slots, return_exceptions=True)
+    finally:
+        await backend.close()
+    # Nobody waits any more: the poller stopped.
+    stopped = backend.watcher_polls
+    await asyncio.sleep(0.1)
+    assert backend.watcher_polls == stopped
+
+
+async def test_events_reach_a_subscriber_in_another_process(tmp_path: Path) -> None:
+    url = url_for(tmp_path / "fleet.db")
+    backend = await open_backend(url)
+    await backend.publish("hello", {"before": True})  # before subscribe: never seen
+    child = spawn("listen", url, f"hello,{TYPE}.emit", "3", capture=True)
+    try:
+        assert await read_line(child) == "ready"
+        await backend.publish("other", {"x": 0})
+        await backend.publish("hello", {"n": 1})
+        entry = await backend.stream_push(TYPE, {"out": 2}, worker_id="w1")
+        await backend.publish("hello", {"n": 3})
+        got = [json.loads(await read_line(child)) for _ in range(3)]
+        assert got == [
+            ["hello", {"n": 1}],
+            [f"{TYPE}.emit", entry.to_dict()],
+            ["hello", {"n": 3}],
+        ]
+        assert await wait_all([child]) == [0]
+    finally:
+        reap(child)
+        await backend.close()
+
+
+async def test_cancelled_reserve_loses_no_task(tmp_path: Path) -> None:
+    backend = await open_backend(url_for(tmp_path / "fleet.db"))
+    try:
+        for round_ in range(20):
+            waiter = asyncio.create_task(backend.reserve(TYPE, timeout=5.0))
+            await asyncio.sleep(0.01)
+            await backend.push(TYPE, [PushRequest(TaskBody(id=f"t{round_}", payload=None))])
+            # Cancel at varying points: before, during or after its transaction.
+            await asyncio.sleep(0.0005 * round_)
+            waiter.cancel()
+            try:
+                got = await waiter
+            except asyncio.CancelledError:
+                got = []
+            if not got:
+                got = await backend.reserve(TYPE, timeout=2.0)
+            assert [r.body.id for r in got] == [f"t{round_}"]
+            assert got[0].body.attempt == 1  # a given-back attempt was refunded
+            assert await backend.ack(TYPE, [(got[0].body.id, got[0].token)]) == [True]
+    finally:
+        await backend.close()
