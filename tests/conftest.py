@@ -13,7 +13,7 @@ from tests.support.redis_server import REDIS_BIN, RedisServer, require_redis
 
 #: Every backend the conformance suite runs against. A new backend joins by
 #: adding its name here (and a branch in ``make_backend_url``).
-BACKENDS = ["memory", "redis"]
+BACKENDS = ["memory", "sqlite", "redis"]
 
 
 @pytest.fixture(scope="session")
