@@ -1,0 +1,93 @@
+"""Leases across real processes on Redis: a worker killed with -9 mid-task
+loses the task to another worker after the visibility deadline, while a task
+running three times longer than ``visibility_seconds`` on a live worker is
+never handed out twice (its slot renews the lease)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from fleet.backends import open_backend
+from fleet.backends.base import Backend
+from tests.worker.procs import WorkerProcess
+from tests.worker.support import push, state_of, wait_until
+
+E = "wt-echo"
+VISIBILITY = 10.0  # the smallest BaseConfig allows
+
+
+@pytest.fixture
+async def backend(redis_url: str) -> AsyncIterator[Backend]:
+    b = await open_backend(redis_url)
+    try:
+        yield b
+    finally:
+        await b.close()
+
+
+@pytest.fixture
+def workers() -> Iterator[list[WorkerProcess]]:
+    started: list[WorkerProcess] = []
+    yield started
+    for w in started:
+        w.close()
+
+
+async def test_kill9_mid_task_and_long_task_runs_exactly_once(
+    backend: Backend, redis_url: str, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    await backend.config_set(E, {"visibility_seconds": VISIBILITY, "max_attempts": 3})
+    await backend.config_set(E, {"slots": 2}, "keeper")
+
+    async def runs(task_id: str) -> int:
+        return await backend.counter_get(f"wt-echo:runs:{task_id}")
+
+    async def started(task_id: str) -> bool:
+        return await runs(task_id) == 1
+
+    async def up(wid: str) -> bool:
+        return (await state_of(backend, E, wid)).get("state") == "RUNNING"
+
+    # 1. the victim takes a task that would take a minute on its first attempt
+    victim = WorkerProcess(redis_url, "tests.plugins_fixture.echo", E, "victim", tmp_path)
+    workers.append(victim)
+    await wait_until(lambda: up("victim"), timeout=15, what="victim up")
+    (orphan,) = await push(backend, E, {"n": 1, "sleep_first": 60})
+    await wait_until(lambda: started(orphan), timeout=10, what="orphan started on victim")
+
+    # 2. the keeper takes a task lasting 3.1x the visibility timeout
+    keeper = WorkerProcess(redis_url, "tests.plugins_fixture.echo", E, "keeper", tmp_path)
+    workers.append(keeper)
+    await wait_until(lambda: up("keeper"), timeout=15, what="keeper up")
+    long_sleep = VISIBILITY * 3.1
+    (long_,) = await push(backend, E, {"n": 2, "sleep": long_sleep})
+    await wait_until(lambda: started(long_), timeout=10, what="long task started")
+    long_started = time.monotonic()
+
+    # 3. kill -9 the victim mid-task; sweep like the master does, all along
+    victim.kill9()
+    killed_at = time.monotonic()
+    requeued_at: float | None = None
+    while time.monotonic() - long_started < long_sleep + 10:
+        if await backend.sweep(E) and requeued_at is None:
+            requeued_at = time.monotonic()
+        done = [(await backend.task_state(E, t)).state == "done" for t in (orphan, long_)]
+        if all(done):
+            break
+        await asyncio.sleep(0.5)
+    assert requeued_at is not None, "the orphan was never swept back"
+    assert requeued_at - killed_at <= VISIBILITY + 2
+    for tid in (orphan, long_):
+        assert (await backend.task_state(E, tid)).state == "done", keeper.log()
+    assert await runs(orphan) == 2  # the killed attempt, then the keeper's
+    assert await runs(long_) == 1  # renewed lease: never handed out again
+    assert time.monotonic() - long_started >= long_sleep
+    by_n = {e.payload["n"]: e.payload for e in await backend.stream_peek(E, 10)}
+    assert by_n[1]["worker"] == "keeper" and by_n[1]["attempt"] == 2
+    assert by_n[2]["worker"] == "keeper" and by_n[2]["attempt"] == 1
+    assert (await backend.depths(E)).processing == 0
