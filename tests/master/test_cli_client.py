@@ -1,0 +1,156 @@
+"""The CLI client commands against a live master (real HTTP), and `fleet master` itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from fleet.cli import main
+from fleet.client.tokenfile import ensure_token, is_loopback, read_token, token_path
+from tests.master.conftest import ADMIN, READ
+from tests.master.plugins import SCRAPE
+from tests.support.redis_server import free_port
+
+
+@pytest.fixture
+def live(live_factory: Any, sqlite_url: str) -> Any:
+    return live_factory(sqlite_url, sweeper=False)
+
+
+def fleet(live: Any, *args: str, token: str = ADMIN) -> Any:
+    runner = CliRunner()
+    argv = [args[0], *args[1:], "--url", live.url, "--token", token]
+    return runner.invoke(main, argv, catch_exceptions=False)
+
+
+def test_submit_tasks_dlq_config_workers_catalog(live: Any, tmp_path: Path) -> None:
+    r = fleet(live, "submit", SCRAPE, '{"url": "https://a"}', "--priority", "2", "--json")
+    assert r.exit_code == 0, r.output
+    task_id = json.loads(r.output)["task_id"]
+    r = fleet(live, "tasks", SCRAPE, task_id, "--json")
+    assert json.loads(r.output)["state"] == "queued"
+    r = fleet(live, "tasks", SCRAPE)
+    assert r.exit_code == 0 and "high" in r.output
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text('{"url": "1"}\n{"url": "2"}\n{"depth": 3}\n')
+    r = fleet(live, "submit", SCRAPE, "--from-jsonl", str(jsonl))
+    assert r.exit_code == 1
+    assert "2 queued, 0 duplicates, 1 refused" in r.output
+    assert "line 3: payload.url: Field required" in r.output
+    r = fleet(live, "tasks", SCRAPE, task_id, "--cancel")
+    assert r.exit_code == 0 and "cancelled" in r.output
+    r = fleet(live, "dlq", SCRAPE, "--json")
+    assert json.loads(r.output) == []
+    r = fleet(live, "config", "set", SCRAPE, "slots=4", "user_agent=bot")
+    assert r.exit_code == 0 and "generation" in r.output
+    r = fleet(live, "config", "get", SCRAPE, "--json")
+    assert json.loads(r.output)["config"] == {"slots": 4, "user_agent": "bot"}
+    r = fleet(live, "workers")
+    assert r.exit_code == 0
+    r = fleet(live, "catalog")
+    assert r.exit_code == 0 and SCRAPE in r.output
+    r = fleet(live, "catalog", SCRAPE)
+    assert json.loads(r.output)["kind"] == "BatchAutomation"
+
+
+def test_clean_errors_for_422_401_403_and_connection_refused(live: Any) -> None:
+    r = fleet(live, "submit", SCRAPE, '{"depth": 9}')
+    assert r.exit_code == 1
+    assert "invalid input (422)" in r.output and "payload.url: Field required" in r.output
+    assert "Traceback" not in r.output
+    r = fleet(live, "catalog", token="wrong")
+    assert r.exit_code == 1 and "refused the token (401)" in r.output
+    r = fleet(live, "config", "set", SCRAPE, "slots=2", token=READ)
+    assert r.exit_code == 1 and "(403)" in r.output
+    r = CliRunner().invoke(main, ["catalog", "--url", f"http://127.0.0.1:{free_port()}"])
+    assert r.exit_code == 1 and "cannot reach the master" in r.output
+    r = fleet(live, "submit", SCRAPE, "{not json")
+    assert r.exit_code == 2 and "not valid JSON" in r.output
+
+
+def test_doctor_reports_backend_master_and_token(live: Any, sqlite_url: str) -> None:
+    r = fleet(live, "doctor", "--backend", sqlite_url, "--json")
+    checks = {c["name"]: c["status"] for c in json.loads(r.output)}
+    assert checks["backend"] == "ok" and checks["master"] == "ok" and checks["token"] == "ok"
+    r = fleet(live, "doctor", "--backend", sqlite_url, "--json", token="nope")
+    assert r.exit_code == 1
+    assert {c["name"]: c["status"] for c in json.loads(r.output)}["token"] == "fail"
+
+
+def test_doctor_warns_about_redis_without_aof(redis_url: str) -> None:
+    r = CliRunner().invoke(main, ["doctor", "--backend", redis_url, "--no-master", "--json"])
+    checks = {c["name"]: c for c in json.loads(r.output)}
+    assert checks["backend"]["status"] == "ok"
+    assert checks["redis persistence"]["status"] == "warn"
+
+
+def test_token_file_is_private_and_reused(tmp_path: Path) -> None:
+    path = token_path({"XDG_STATE_HOME": str(tmp_path)})
+    assert path == tmp_path / "fleet" / "admin-token"
+    token, written = ensure_token(path)
+    assert stat.S_IMODE(os.stat(written).st_mode) == 0o600
+    assert ensure_token(path)[0] == token == read_token(path)
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("example.com")
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")
+    env["FLEET_BACKEND_URL"] = f"sqlite:///{tmp_path / 'f.db'}"
+    return env
+
+
+def test_fleet_master_refuses_public_bind_without_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in _env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("FLEET_ADMIN_TOKEN", raising=False)
+    r = CliRunner().invoke(main, ["master", "--host", "0.0.0.0", "--port", str(free_port())])
+    assert r.exit_code == 2
+    assert "FLEET_ADMIN_TOKEN" in r.output
+    assert not (tmp_path / "state").exists()
+
+
+def test_fleet_master_on_loopback_generates_a_token_file(tmp_path: Path) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fleet", "master", "--port", str(port)],
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None, "master did not start"
+            time.sleep(0.1)
+        path = tmp_path / "state" / "fleet" / "admin-token"
+        token = path.read_text().strip()
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        r = httpx.get(f"{url}/api/v1/catalog", headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=15)
+    assert str(path) in output
+    assert token not in output
