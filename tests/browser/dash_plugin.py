@@ -1,7 +1,8 @@
 """The automation the dashboard's browser tests drive (loaded with ``--plugin``).
 
-A task echoes its text to the output stream, or fails on purpose when ``fail``
-is set, so one type shows output, retries and dead letters.
+A task echoes its text to the output stream, or fails on purpose: always with
+``fail``, or only the first time a text is seen with ``fail_first`` (so a task
+dead-lettered with ``max_attempts=1`` succeeds once it is replayed).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class EchoTask(BaseModel):
 
     text: str = Field(min_length=1, max_length=500, description="Text to echo.")
     fail: bool = Field(default=False, description="Raise instead of echoing.")
+    fail_first: bool = Field(default=False, description="Raise the first time this text is seen.")
 
 
 class EchoOut(BaseModel):
@@ -43,4 +45,6 @@ class DashEcho(BatchAutomation[EchoConfig]):
     async def run_one(self, task: Task[EchoTask], ctx: Context[EchoConfig]) -> None:
         if task.payload.fail:
             raise RuntimeError(f"asked to fail: {task.payload.text}")
+        if task.payload.fail_first and await ctx.kv(TYPE).setnx(task.payload.text, True):
+            raise RuntimeError(f"first attempt fails: {task.payload.text}")
         await ctx.emit(EchoOut(text=f"{ctx.config.prefix}: {task.payload.text}"))

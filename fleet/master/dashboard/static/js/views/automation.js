@@ -172,7 +172,12 @@ export function automationView(root, type) {
     const workers = store.workersOf(type);
     mount(workersHost, workers.length ? workersTable(workers, workerMsg, { withType: false }) : h("p", { class: "empty" }, "No worker runs this type."));
     if (editor) editor.update();
-    if (dlq) dlq.update((queueOf(row) || {}).dead);
+    if (dlq) {
+      // The monotonic dead-letter counter changes on every new death, even when
+      // the DLQ size stays the same (one replayed, another died).
+      const q = queueOf(row) || {};
+      dlq.update(`${q.dead}:${(q.counters || {}).dead}`);
+    }
   }
 
   function onEmit(ev) {

@@ -10,7 +10,7 @@ export function dlqPanel(type) {
   const msg = h("div", { class: "messages", "aria-live": "polite" });
   const body = h("div", { "data-role": "dead-list" });
   const base = `/automations/${seg(type)}/dead`;
-  let lastCount = null;
+  let lastKey = null;
 
   function selected() {
     return [...body.querySelectorAll("input[name=dead-pick]:checked")].map((box) => box.value);
@@ -76,6 +76,7 @@ export function dlqPanel(type) {
   );
 
   async function refresh() {
+    const picked = new Set(selected());
     let dead;
     try {
       dead = await api(`${base}?n=${PEEK}`);
@@ -91,7 +92,7 @@ export function dlqPanel(type) {
       h(
         "tr",
         { "data-task": t.id },
-        h("td", {}, h("input", { type: "checkbox", name: "dead-pick", value: t.id, "aria-label": `select ${t.id}` })),
+        h("td", {}, h("input", { type: "checkbox", name: "dead-pick", value: t.id, checked: picked.has(t.id), "aria-label": `select ${t.id}` })),
         h("td", { class: "mono" }, t.id),
         h("td", { class: "num" }, `${t.attempt} / ${t.max_attempts}`),
         h("td", {}, fmtTime(t.failed_at)),
@@ -107,10 +108,10 @@ export function dlqPanel(type) {
     mount(body, table(["", "task", "attempts", "died", "last error", "payload"], rows, { class: "dead" }));
   }
 
-  /** Re-peek when the type's dead count changes (not on every snapshot). */
-  function update(deadCount) {
-    if (deadCount === lastCount) return;
-    lastCount = deadCount;
+  /** Re-peek when `key` (the type's dead counts) changes, not on every snapshot. */
+  function update(key) {
+    if (key === lastKey) return;
+    lastKey = key;
     refresh();
   }
 

@@ -1,0 +1,143 @@
+"""A real master and a real worker as subprocesses, for the dashboard tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ADMIN_TOKEN = "dash-admin-token-0123456789"
+READ_TOKEN = "dash-read-token-0123456789"
+PLUGIN = "tests.browser.dash_plugin"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def fleet_env(backend_url: str) -> dict[str, str]:
+    """Environment of both processes: fast heartbeats so tests wait little."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
+    env.update(
+        FLEET_BACKEND_URL=backend_url,
+        FLEET_ADMIN_TOKEN=ADMIN_TOKEN,
+        FLEET_READ_TOKENS=READ_TOKEN,
+        FLEET_HEARTBEAT_SECONDS="1",
+        FLEET_SWEEP_SECONDS="1",
+        FLEET_RESYNC_SECONDS="2",
+        PYTHONPATH=str(REPO),
+    )
+    return env
+
+
+@dataclass
+class Stack:
+    """One master (uvicorn) and one worker process over one backend.
+
+    Attributes:
+        backend_url: The shared backend.
+        logs: Directory of the processes' output.
+        worker_id: Id the worker registers under.
+    """
+
+    backend_url: str
+    logs: Path
+    worker_id: str = "dash-worker-1"
+    port: int = field(default_factory=free_port)
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        out = (self.logs / f"{name}.log").open("wb")
+        proc = subprocess.Popen(
+            [sys.executable, *args],
+            cwd=REPO,
+            env=fleet_env(self.backend_url),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        out.close()
+        self.procs.append(proc)
+
+    def start(self) -> None:
+        """Start both processes and wait until the worker shows in the API."""
+        self._spawn(
+            "master",
+            [
+                "-m",
+                "uvicorn",
+                "--factory",
+                "fleet.master.app:create_app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+            ],
+        )
+        self._spawn(
+            "worker",
+            ["-m", "fleet", "worker", "--plugin", PLUGIN, "--id", self.worker_id],
+        )
+        self.wait_for(self._worker_up, 30, "the master to list the worker as up")
+
+    def _worker_up(self) -> bool:
+        try:
+            workers = self.api("GET", "/workers").json()
+        except httpx.HTTPError:
+            return False
+        return any(w["worker_id"] == self.worker_id and w["up"] for w in workers)
+
+    def api(self, method: str, path: str, json: Any = None) -> httpx.Response:
+        """Call the master as admin."""
+        headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        return httpx.request(
+            method, f"{self.url}/api/v1{path}", headers=headers, json=json, timeout=5
+        )
+
+    def wait_for(self, check: Callable[[], bool], timeout: float, what: str) -> None:
+        """Poll ``check()`` until true; on timeout fail with the processes' logs."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if check():
+                return
+            for proc in self.procs:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"a process exited ({proc.returncode}):\n{self.log_tail()}")
+            time.sleep(0.2)
+        raise TimeoutError(f"timed out waiting for {what}:\n{self.log_tail()}")
+
+    def log_tail(self, n: int = 3000) -> str:
+        parts = []
+        for log in sorted(self.logs.glob("*.log")):
+            parts.append(f"--- {log.name}\n{log.read_text(errors='replace')[-n:]}")
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        """Terminate both processes (worker first, so it can write STOPPED)."""
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

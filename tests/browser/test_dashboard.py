@@ -1,0 +1,286 @@
+"""The dashboard in Debian's headless Chromium against a real master and worker.
+
+One master and one worker run per backend (SQLite, then Redis); one browser is
+shared by the module and every test gets a fresh context (an empty session
+storage, so a fresh sign-in).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.browser.stack import ADMIN_TOKEN, Stack
+from tests.support.redis_server import require_redis
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+#: Set to write the documentation screenshots into docs/screenshots.
+SHOTS_ENV = "FLEET_DASHBOARD_SCREENSHOTS"
+DOCS_SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+WAIT_MS = 15_000
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One Chromium for the whole module."""
+    if not os.path.exists(CHROMIUM) and shutil.which("chromium") is None:
+        if require_redis():  # strict (CI) mode: .ci/run installs Chromium
+            pytest.fail("Debian's chromium is required but not installed")
+        pytest.skip("chromium not installed (apt-get install chromium)")
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module", params=["sqlite", "redis"])
+def stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    """A master and a worker on a fresh backend of each kind."""
+    logs = tmp_path_factory.mktemp(f"dash-{request.param}")
+    if request.param == "sqlite":
+        url = f"sqlite:///{logs / 'fleet.db'}"
+    else:
+        import redis
+
+        url = request.getfixturevalue("redis_server").url
+        client = redis.Redis.from_url(url)
+        client.flushall()
+        client.close()
+    s = Stack(backend_url=url, logs=logs)
+    try:
+        s.start()
+        yield s
+    finally:
+        s.stop()
+
+
+class Watch:
+    """What a page did that a test may want to deny: dialogs and script errors."""
+
+    def __init__(self, page: Page) -> None:
+        self.dialogs: list[str] = []
+        self.errors: list[str] = []
+        page.on("dialog", self._dialog)
+        page.on("pageerror", lambda err: self.errors.append(str(err)))
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        if dialog.type == "confirm":
+            dialog.accept()
+        else:
+            dialog.dismiss()
+
+
+@pytest.fixture
+def page(browser: Browser, stack: Stack) -> Iterator[tuple[Page, Watch]]:
+    """A fresh tab at 1280 px; fails the test if the page threw a script error."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    p = context.new_page()
+    p.set_default_timeout(WAIT_MS)
+    watch = Watch(p)
+    yield p, watch
+    context.close()
+    assert watch.errors == []
+
+
+def sign_in(page: Page, stack: Stack, route: str = "") -> None:
+    page.goto(f"{stack.url}/{route}")
+    page.fill("#token", ADMIN_TOKEN)
+    page.click("#signin button[type=submit]")
+    expect(page.locator("#nav")).to_be_visible()
+
+
+def shot(page: Page, name: str, tmp: Path) -> Path:
+    """Screenshot into docs/screenshots when asked to, else into the test's tmp dir."""
+    target = DOCS_SHOTS if os.environ.get(SHOTS_ENV) else tmp
+    target.mkdir(parents=True, exist_ok=True)
+    path = target / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 1000
+    return path
+
+
+def open_automation(page: Page, stack: Stack) -> None:
+    sign_in(page, stack, "#/automation/dash-echo")
+    expect(page.locator("#submit form")).to_be_visible()
+    expect(page.locator("#cfg-slots")).to_be_visible()
+
+
+def submit_task(
+    page: Page, text: str, *, fail_first: bool = False, max_attempts: int | None = None
+) -> str:
+    """Fill and send the submit form; returns the task id the page reports."""
+    page.fill("#task-text", text)
+    page.set_checked("#task-fail_first", fail_first)
+    if max_attempts is not None:
+        page.locator("#submit details.options").evaluate("d => { d.open = true; }")
+        page.fill("#opt-max_attempts", str(max_attempts))
+    page.click("#submit button[type=submit]")
+    done = page.locator("#submit .note-ok")
+    expect(done).to_contain_text("queued")
+    match = re.search(r"Task (\S+) queued", done.inner_text())
+    assert match is not None
+    return match.group(1)
+
+
+def test_sign_in_keeps_the_token_out_of_page_and_url(
+    page: tuple[Page, Watch], stack: Stack
+) -> None:
+    p, _ = page
+    p.goto(stack.url)
+    p.fill("#token", "not-a-token")
+    p.click("#signin button[type=submit]")
+    expect(p.locator("#signin .note-error")).to_contain_text("not known")
+    expect(p.locator("#nav")).to_be_hidden()
+
+    sign_in(p, stack)
+    assert ADMIN_TOKEN not in p.url
+    assert ADMIN_TOKEN not in p.content()
+    assert p.evaluate("sessionStorage.getItem('fleet.token')") == ADMIN_TOKEN
+    expect(p.locator("#live")).to_have_text("live")
+
+    # A token the master no longer accepts sends the tab back to sign-in with a message.
+    p.evaluate("sessionStorage.setItem('fleet.token', 'revoked-token')")
+    p.reload()
+    expect(p.locator("#signin .note-error")).to_contain_text("refused")
+    assert p.evaluate("sessionStorage.getItem('fleet.token')") is None
+
+
+def test_overview_and_workers_show_the_live_worker(
+    page: tuple[Page, Watch], stack: Stack, tmp_path: Path
+) -> None:
+    p, _ = page
+    sign_in(p, stack)
+    card = p.locator(".type-card[data-type='dash-echo']")
+    expect(card.locator("[data-stat=workers] dd")).to_have_text("1 / 1")
+    expect(card.locator("svg.spark")).to_have_count(2)
+    shot(p, "overview", tmp_path)
+
+    p.click("#nav a[data-route=workers]")
+    row = p.locator(f"tr[data-worker='{stack.worker_id}']")
+    expect(row.locator("[data-col=state]")).to_have_text(re.compile("RUNNING|IDLE"))
+    expect(row).to_contain_text("CPU")
+    shot(p, "workers", tmp_path)
+
+    # Drain, then resume, from the table: the worker reports it within a heartbeat or two.
+    row.get_by_role("button", name="Drain").click()
+    expect(row.locator("[data-col=state]")).to_have_text(re.compile("DRAINING|IDLE"))
+    row.get_by_role("button", name="Resume").click()
+    expect(row.get_by_role("button", name="Drain")).to_be_visible()
+    expect(row.locator("[data-col=state]")).to_have_text("RUNNING")
+
+
+def test_submitted_html_payload_arrives_in_the_tail_as_text(
+    page: tuple[Page, Watch], stack: Stack
+) -> None:
+    p, watch = page
+    open_automation(p, stack)
+    text = f"<img src=x onerror=alert(1)> {uuid.uuid4().hex[:8]}"
+    submit_task(p, text)
+    entry = p.locator("#tail li pre", has_text=text)
+    expect(entry).to_be_visible()
+    assert f'"text": "echo: {text}"' in entry.inner_text()
+    assert p.locator("#tail img").count() == 0
+    assert p.locator("img[src=x]").count() == 0
+    assert watch.dialogs == []
+
+
+def test_failing_task_lands_in_the_dlq_and_replays(
+    page: tuple[Page, Watch], stack: Stack, tmp_path: Path
+) -> None:
+    p, watch = page
+    open_automation(p, stack)
+    text = f"flaky-{uuid.uuid4().hex[:8]}"
+    task_id = submit_task(p, text, fail_first=True, max_attempts=1)
+    dead_row = p.locator(f"#dlq tr[data-task='{task_id}']")
+    expect(dead_row).to_contain_text("first attempt fails")
+    expect(dead_row).to_contain_text("1 / 1")
+    shot(p, "dlq", tmp_path)
+
+    dead_row.locator("input[name=dead-pick]").check()
+    p.click("#dlq [data-action=replay-selected]")
+    expect(p.locator("#dlq .note-ok")).to_contain_text('"replayed": 1')
+    expect(dead_row).to_have_count(0)
+    expect(p.locator("#tail li pre", has_text=f"echo: {text}")).to_be_visible()
+    assert stack.api("GET", f"/automations/dash-echo/tasks/{task_id}").json()["state"] == "done"
+
+    # Drain asks first (the watcher accepts the confirm) and empties the DLQ.
+    submit_task(p, f"doomed-{uuid.uuid4().hex[:8]}", fail_first=True, max_attempts=1)
+    expect(p.locator("#dlq tr[data-task]")).to_have_count(1)
+    p.click("#dlq [data-action=drain]")
+    assert any("cannot be undone" in d for d in watch.dialogs)
+    expect(p.locator("#dlq .empty")).to_have_text("No dead tasks.")
+
+
+def test_config_editor_pushes_slots_and_shows_422_at_the_field(
+    page: tuple[Page, Watch], stack: Stack, tmp_path: Path
+) -> None:
+    p, _ = page
+    open_automation(p, stack)
+    before = stack.api("GET", f"/automations/dash-echo/workers/{stack.worker_id}").json()
+
+    # A value the Config schema refuses: the master's 422 is shown at that field.
+    p.fill("#cfg-visibility_seconds", "5")
+    p.click("#config-editor button[type=submit]")
+    err = p.locator("#config-editor [data-error-for=visibility_seconds]")
+    expect(err).to_be_visible()
+    expect(err).to_contain_text("10")
+    expect(p.locator("#cfg-visibility_seconds")).to_have_attribute("aria-invalid", "true")
+    p.fill("#cfg-visibility_seconds", "300")
+
+    # A missing required payload field is put at the field of the submit form too.
+    p.click("#submit button[type=submit]")
+    expect(p.locator("#submit [data-error-for=text]")).to_contain_text(re.compile("required", re.I))
+
+    p.fill("#cfg-slots", "3")
+    p.click("#config-editor button[type=submit]")
+    expect(p.locator("#config-editor .note-ok")).to_contain_text("pushed to 1 worker")
+    saved = re.search(r"generation (\d+)", p.locator("#config-editor .note-ok").inner_text())
+    assert saved is not None
+    pushed = int(saved.group(1))
+    assert pushed > before["gen"]["desired"]
+    push_row = p.locator(f"#config-editor .push tr[data-worker='{stack.worker_id}']")
+    expect(push_row).to_contain_text("applied")
+    expect(push_row.locator("[data-col=applied]")).to_have_text(str(pushed))
+    expect(
+        p.locator(f"#automation tr[data-worker='{stack.worker_id}'] [data-col=slots]")
+    ).to_have_text(re.compile(r"/ 3$"))
+    shot(p, "automation", tmp_path)
+    stack.api("PATCH", "/automations/dash-echo/config", json={"slots": 1})
+
+
+def test_reads_at_phone_width(browser: Browser, stack: Stack) -> None:
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    p = context.new_page()
+    p.set_default_timeout(WAIT_MS)
+    try:
+        sign_in(p, stack, "#/automation/dash-echo")
+        expect(p.locator("#cfg-slots")).to_be_visible()
+        width = p.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390
+        p.click("#nav a[data-route=pools]")
+        expect(p.locator("#pools .empty")).to_be_visible()
+    finally:
+        context.close()
