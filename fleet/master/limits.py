@@ -42,6 +42,23 @@ async def _send_413(send: Send, limit: int) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+#: Bytes of an oversized body read and thrown away before answering 413, so that
+#: ordinary clients still sending get the answer instead of a reset connection.
+DRAIN_BYTES = 64 << 20
+
+
+async def _refuse(receive: Receive, send: Send, limit: int, seen: int, more: bool) -> None:
+    # Discard (never buffer) the rest of the body up to DRAIN_BYTES; a client
+    # sending more than that gets the answer and a closed connection.
+    while more and seen <= DRAIN_BYTES:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+        seen += len(message.get("body", b""))
+        more = bool(message.get("more_body", False))
+    await _send_413(send, limit)
+
+
 class BodyLimitMiddleware:
     """ASGI middleware buffering each request body up to its limit.
 
@@ -61,7 +78,7 @@ class BodyLimitMiddleware:
         limit = self.limit_for(scope.get("path", ""))
         declared = _content_length(scope)
         if declared is not None and declared > limit:
-            await _send_413(send, limit)
+            await _refuse(receive, send, limit, 0, True)
             return
         chunks: list[bytes] = []
         size = 0
@@ -72,7 +89,7 @@ class BodyLimitMiddleware:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
-                await _send_413(send, limit)
+                await _refuse(receive, send, limit, size, bool(message.get("more_body", False)))
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
