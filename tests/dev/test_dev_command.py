@@ -1,0 +1,138 @@
+"""``fleet dev --demo`` as a new user runs it: a real process in an empty directory,
+work flowing within seconds (scraper outputs, cookies in the pool, dead letters),
+and Ctrl-C (SIGINT) stopping master, worker and demo site with exit status 0."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.redis_server import free_port
+
+pytestmark = pytest.mark.slow
+
+
+def hermetic_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
+    env.pop("XDG_STATE_HOME", None)  # the token file goes to ./.fleet of the temp dir
+    return env
+
+
+def wait_for(
+    what: str, check: Callable[[], Any], timeout: float, proc: subprocess.Popen[bytes]
+) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"fleet dev exited early ({proc.returncode}) waiting for {what}"
+        try:
+            value = check()
+        except httpx.HTTPError:
+            value = None
+        if value:
+            return value
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def port_closed(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.fixture
+def dev_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
+    port = free_port()
+    log = tmp_path / "dev.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "fleet", "dev", "--demo", "--port", str(port),
+             "--demo-port", "0", "--grace", "3"],
+            cwd=tmp_path, env=hermetic_env(), stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            yield proc, port, log
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def test_fleet_dev_demo_runs_work_and_stops_cleanly_on_sigint(
+    dev_process: tuple[subprocess.Popen[bytes], int, Path], tmp_path: Path
+) -> None:
+    proc, port, log = dev_process
+    base = f"http://127.0.0.1:{port}"
+    started = time.monotonic()
+    token_file = tmp_path / ".fleet" / "admin-token"
+    wait_for("the admin token file", token_file.exists, 30, proc)
+    token = token_file.read_text().strip()
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}) as client:
+        wait_for("the master", lambda: client.get("/readyz").status_code == 200, 60, proc)
+        outputs = wait_for(
+            "scraper outputs",
+            lambda: client.get("/api/v1/automations/cf-scraper/output", params={"n": 50}).json(),
+            40,
+            proc,
+        )
+        first_output = time.monotonic() - started
+        assert all(o["payload"]["status"] == 200 and o["payload"]["body_len"] > 0 for o in outputs)
+        # Slots hold cookies while they scrape; wait for one that is free to be listed.
+        items = wait_for(
+            "an available cookie", lambda: client.get("/api/v1/pools/cf-cookies").json()["items"],
+            20, proc,
+        )  # fmt: skip
+        assert items[0]["payload"]["cookies"]["cf_clearance"]
+        dead = wait_for(
+            "dead letters",
+            lambda: client.get("/api/v1/automations/cf-scraper/dead").json(),
+            40,
+            proc,
+        )
+        assert any(d["payload"]["url"].endswith(("/13", "/42", "/77")) for d in dead)
+        # The demo's config (the demo site's port) reaches the pinger as a live push.
+        wait_for(
+            "a successful ping",
+            lambda: any(
+                p["payload"]["ok"]
+                for p in client.get("/api/v1/automations/pinger/output", params={"n": 50}).json()
+            ),
+            20,
+            proc,
+        )
+        assert client.get("/api/v1/automations/inventory-sync/output").json()
+
+    proc.send_signal(signal.SIGINT)
+    stopping = time.monotonic()
+    assert proc.wait(15) == 0
+    stop_seconds = time.monotonic() - stopping
+    text = log.read_text()
+    assert "Fleet is running." in text and f"dashboard    {base}/" in text
+    assert token in text  # printed next to the dashboard URL
+    assert "worker |" in text and "master |" in text and "dev    | stopped" in text
+    assert "httpx: HTTP Request" not in text  # request chatter stays out without --verbose
+    assert port_closed(port)
+    assert stop_seconds < 10, stop_seconds
+    print(f"first scraper output after {first_output:.1f}s; stopped in {stop_seconds:.1f}s")
+
+
+def test_fleet_dev_refuses_the_memory_backend(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "fleet", "dev", "--backend", "memory://", "--port", "0"],
+        cwd=tmp_path, env=hermetic_env(), capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert run.returncode == 1
+    assert "memory:// lives inside one process" in run.stdout + run.stderr

@@ -1,0 +1,78 @@
+"""The pure parts of ``fleet dev``: arguments, environment, demo seeds, output lines."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from fleet.dev.demo_seed import (
+    BROKEN_SEED_PAGES,
+    DEMO_PLUGINS,
+    demo_configs,
+    demo_pythonpath,
+    feed_tasks,
+    seed_tasks,
+)
+from fleet.dev.procs import is_chatter, prefix_line
+from fleet.dev.runner import DevError, DevOptions, check_backend_url, child_env, plugin_args
+
+
+def test_memory_backend_is_refused_with_a_reason() -> None:
+    with pytest.raises(DevError, match="two"):
+        check_backend_url("memory://x")
+    check_backend_url("sqlite:///./fleet.db")
+    check_backend_url("redis://127.0.0.1:6379/0")
+
+
+def test_plugin_args_add_the_demo_plugins_once() -> None:
+    opts = DevOptions(backend_url="sqlite:///x.db", plugins=("my_plugin", "cf_scraper"))
+    assert plugin_args(opts) == ["--plugin", "my_plugin", "--plugin", "cf_scraper"]
+    demo = plugin_args(DevOptions(backend_url="sqlite:///x.db", plugins=("cf_scraper",), demo=True))
+    specs = demo[1::2]
+    assert sorted(specs) == sorted(DEMO_PLUGINS) and demo[::2] == ["--plugin"] * len(specs)
+
+
+def test_child_env_carries_backend_token_and_pythonpath(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", "/existing")
+    env = child_env(DevOptions(backend_url="sqlite:///a.db", port=9000), "tok", ["/ex/a", "/ex/b"])
+    assert env["FLEET_BACKEND_URL"] == "sqlite:///a.db"
+    assert env["FLEET_ADMIN_TOKEN"] == "tok"
+    assert env["FLEET_MASTER_URL"] == "http://127.0.0.1:9000"
+    assert env["PYTHONPATH"].split(":") == ["/ex/a", "/ex/b", "/existing"]
+    assert env["PYTHONUNBUFFERED"] == "1"
+
+
+def test_demo_pythonpath_points_at_the_example_sources() -> None:
+    # The shared test venv does not install the examples: they come from examples/.
+    dirs = [Path(d) for d in demo_pythonpath()]
+    assert {d.name for d in dirs} >= {"cf-contracts", "cf-scraper", "cf-cookie-harvester"}
+    assert all((d / "pyproject.toml").exists() for d in dirs)
+
+
+def test_demo_seed_has_a_harvest_scrapes_broken_pages_and_stock_checks() -> None:
+    seeds = seed_tasks("http://127.0.0.1:8765", random.Random(1))
+    assert seeds["cf-cookie-harvester"] == [{"payload": {"site": "127.0.0.1:8765"}}]
+    urls = [t["payload"]["url"] for t in seeds["cf-scraper"]]
+    assert len(urls) == len(set(urls)) == 32  # pages 1..30 and the broken 13, 42, 77
+    broken = [t for t in seeds["cf-scraper"] if t.get("max_attempts") == 2]
+    assert sorted(int(t["payload"]["url"].rsplit("/", 1)[1]) for t in broken) == sorted(
+        BROKEN_SEED_PAGES
+    )
+    assert len(seeds["inventory-sync"]) == 5
+    feed = feed_tasks("http://127.0.0.1:8765", random.Random(2))
+    assert len(feed["cf-scraper"]) == 3 and len(feed["inventory-sync"]) == 1
+    configs = demo_configs("http://127.0.0.1:8765")
+    assert configs["pinger"]["url"] == "http://127.0.0.1:8765/health"
+    assert configs["inventory-sync"]["api_url"] == "http://127.0.0.1:8765/api"
+
+
+def test_output_lines_are_prefixed_and_request_chatter_is_recognised() -> None:
+    assert prefix_line("worker", "hello", colour=False) == "worker | hello"
+    assert prefix_line("dev", "x", colour=False) == "dev    | x"
+    assert "\x1b[" in prefix_line("master", "x", colour=True)
+    assert is_chatter('12:00:00 INFO    httpx: HTTP Request: GET http://x/ "HTTP/1.1 200 OK"')
+    assert is_chatter('INFO:     127.0.0.1:40034 - "GET /readyz HTTP/1.1" 200 OK')
+    assert not is_chatter("INFO:     Shutting down")
+    assert not is_chatter("12:00:00 ERROR   cf-scraper.slot.0: task 1 dead-lettered")
