@@ -58,14 +58,16 @@ def _opt_text(value: str | None) -> str:
 
 def _body_from(raw: str, rec: dict[str, Any]) -> TaskBody:
     """A delivered body: the immutable stored JSON plus its mutable record."""
-    body = TaskBody.from_json(raw)
-    return body.evolve(
-        attempt=int(rec.get("a", body.attempt)),
-        max_attempts=int(rec["m"]) if rec.get("m") else body.max_attempts,
-        last_error=rec.get("e"),
-        traceback=rec.get("t"),
-        failed_at=float(rec["f"]) if rec.get("f") is not None else None,
-    )
+    d: dict[str, Any] = json.loads(raw)
+    if "a" in rec:
+        d["attempt"] = rec["a"]
+    if rec.get("m"):
+        d["max_attempts"] = rec["m"]
+    d["last_error"] = rec.get("e")
+    d["traceback"] = rec.get("t")
+    f = rec.get("f")
+    d["failed_at"] = None if f is None else float(f)
+    return TaskBody.from_dict(d)
 
 
 class QueueOps(RedisCore):

@@ -3,23 +3,27 @@
 -- Returns 1|0 per lease.
 local now = tonumber(ARGV[1])
 local out = {}
+local completed, cancelled = 0, 0
 for i = 4, #ARGV, 2 do
   local id, tok = ARGV[i], ARGV[i + 1]
   local rec = owned(id, tok)
   if rec then
-    unregister(id)
+    redis.call('ZREM', K_PROC, id)
+    redis.call('HDEL', K_PBODY, id)
     if rec.c then
       finish(id, rec, 'C', now)
-      count('cancelled')
+      cancelled = cancelled + 1
     else
       finish(id, rec, 'D', now)
-      count('completed')
+      completed = completed + 1
     end
     out[#out + 1] = 1
   else
     out[#out + 1] = 0
   end
 end
+if completed > 0 then count('completed', completed) end
+if cancelled > 0 then count('cancelled', cancelled) end
 -- Forget finished records past retention (bounded work per call).
 local old = redis.call('ZRANGEBYSCORE', K_FINISHED, '-inf', now - tonumber(ARGV[2]),
   'LIMIT', 0, 256)

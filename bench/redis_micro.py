@@ -1,0 +1,185 @@
+"""Micro-benchmarks of the Redis backend (a script, not a test).
+
+Starts its own ``redis-server`` on a free port (or uses ``--url``) and prints:
+push tasks/s (one call per task, and batched), reserve+ack tasks/s (k=1 and
+batched), pool claim latency p50/p99 at 1k and 100k items, and the Redis
+command rate of 10 idle blocked reserve loops.
+
+    .venv/bin/python bench/redis_micro.py [--url redis://127.0.0.1:6390/0] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from fleet.backends.records import PushRequest, TaskBody, new_id
+from fleet.backends.redis import RedisBackend
+
+
+@contextmanager
+def redis_server() -> Iterator[str]:
+    """A throwaway redis-server on a free port (never the shared 6379)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    workdir = tempfile.mkdtemp(prefix="fleet-bench-")
+    proc = subprocess.Popen(
+        [
+            shutil.which("redis-server") or "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            workdir,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                break
+            except OSError:
+                time.sleep(0.02)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def bodies(n: int) -> list[PushRequest]:
+    return [PushRequest(TaskBody(id=new_id(), payload={"n": i})) for i in range(n)]
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+
+async def bench_push(b: RedisBackend, n_single: int, n_batch: int) -> None:
+    reqs = bodies(n_single)
+    t0 = time.perf_counter()
+    for r in reqs:
+        await b.push("bench-push", [r])
+    dt = time.perf_counter() - t0
+    print(f"push, one call per task:        {n_single / dt:10,.0f} tasks/s")
+    reqs = bodies(n_batch)
+    t0 = time.perf_counter()
+    for i in range(0, n_batch, 1000):
+        await b.push("bench-push", reqs[i : i + 1000])
+    dt = time.perf_counter() - t0
+    print(f"push, batches of 1000:          {n_batch / dt:10,.0f} tasks/s")
+    await b.purge_type("bench-push")
+
+
+async def bench_drain(b: RedisBackend, n: int, k: int) -> None:
+    t = f"bench-drain-{k}"
+    for i in range(0, n, 1000):
+        await b.push(t, bodies(min(1000, n - i)))
+    done = 0
+    t0 = time.perf_counter()
+    while done < n:
+        got = await b.reserve(t, k=k, visibility_seconds=60)
+        if not got:
+            break
+        acked = await b.ack(t, [(r.body.id, r.token) for r in got])
+        done += sum(acked)
+    dt = time.perf_counter() - t0
+    print(f"reserve+ack, k={k:<3}:              {done / dt:10,.0f} tasks/s")
+    await b.purge_type(t)
+
+
+async def bench_pool(b: RedisBackend, size: int, samples: int) -> None:
+    name = f"bench-pool-{size}"
+    sites = [f"site{i}.example" for i in range(10)]
+    sem = asyncio.Semaphore(64)
+
+    async def put(i: int) -> None:
+        async with sem:
+            await b.pool_put(name, {"cookie": i}, {"site": sites[i % 10]}, ttl_seconds=3600 + i)
+
+    for start in range(0, size, 5000):
+        await asyncio.gather(*(put(i) for i in range(start, min(size, start + 5000))))
+    for label, where in (("any", None), ("where site", {"site": sites[3]})):
+        lat: list[float] = []
+        for _ in range(samples):
+            t0 = time.perf_counter()
+            claim = await b.pool_claim(name, where=where, hold_seconds=30)
+            lat.append(time.perf_counter() - t0)
+            assert claim is not None
+            await b.pool_release(name, claim.item.id, claim.token)
+        print(
+            f"pool claim at {size:>7,} items ({label:10}): "
+            f"p50 {pct(lat, 0.5) * 1e6:6.0f} us   p99 {pct(lat, 0.99) * 1e6:6.0f} us"
+        )
+    await b.pool_drop(name)
+
+
+async def commands_processed(b: RedisBackend) -> int:
+    info = await b._r.info("stats")
+    return int(info["total_commands_processed"])
+
+
+async def bench_idle(b: RedisBackend, slots: int, seconds: float, timeout: float) -> None:
+    stop = asyncio.Event()
+
+    async def slot() -> None:
+        while not stop.is_set():
+            await b.reserve("bench-idle", k=1, timeout=timeout)
+
+    tasks = [asyncio.create_task(slot()) for _ in range(slots)]
+    await asyncio.sleep(0.5)  # let every slot block
+    before = await commands_processed(b)
+    await asyncio.sleep(seconds)
+    after = await commands_processed(b)
+    stop.set()
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    rate = (after - before - 1) / seconds  # minus the second INFO itself
+    print(
+        f"idle: {slots} blocked reserve loops (timeout {timeout:g}s) over {seconds:g}s: "
+        f"{rate:.2f} Redis commands/s"
+    )
+
+
+async def main(url: str, quick: bool) -> None:
+    b = RedisBackend(url)
+    await b.connect()
+    try:
+        scale = 5 if quick else 1
+        await bench_push(b, 5000 // scale, 100_000 // scale)
+        await bench_drain(b, 5000 // scale, 1)
+        await bench_drain(b, 100_000 // scale, 50)
+        await bench_pool(b, 1000, 2000 // scale)
+        await bench_pool(b, 100_000 // scale, 2000 // scale)
+        await bench_idle(b, 10, 10.0 / scale, 5.0)
+    finally:
+        await b.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", help="use this Redis instead of starting one (it is written to)")
+    parser.add_argument("--quick", action="store_true", help="smaller runs (smoke test)")
+    args = parser.parse_args()
+    if args.url:
+        asyncio.run(main(args.url, args.quick))
+    else:
+        with redis_server() as server_url:
+            asyncio.run(main(server_url, args.quick))

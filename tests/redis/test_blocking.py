@@ -1,0 +1,120 @@
+"""Blocking reserve on Redis: wakes on push and on due retries, never polls, and a
+cancelled waiter loses no task."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+from fleet.backends.records import PushRequest, TaskBody, new_id
+from fleet.backends.redis import RedisBackend
+
+
+def req(delay: float = 0.0) -> PushRequest:
+    return PushRequest(TaskBody(id=new_id(), payload=None), delay)
+
+
+async def round_trips(rb: RedisBackend) -> int:
+    """Commands clients sent (script calls and BLPOPs, not the calls inside scripts)."""
+    info = await rb._r.info("commandstats")
+    return sum(int(info.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "blpop"))
+
+
+async def test_blocked_reserve_wakes_on_push(rb: RedisBackend) -> None:
+    waiter = asyncio.create_task(rb.reserve("t", timeout=10))
+    await asyncio.sleep(0.2)
+    assert not waiter.done()
+    t0 = time.monotonic()
+    await rb.push("t", [req()])
+    got = await asyncio.wait_for(waiter, 5)
+    assert len(got) == 1
+    assert time.monotonic() - t0 < 1.0
+
+
+async def test_blocked_reserve_wakes_when_a_scheduled_task_comes_due(rb: RedisBackend) -> None:
+    await rb.push("t", [req(delay=0.5)])
+    t0 = time.monotonic()
+    got = await rb.reserve("t", timeout=10)
+    elapsed = time.monotonic() - t0
+    assert len(got) == 1
+    assert 0.4 < elapsed < 2.0
+
+
+async def test_delayed_push_shortens_a_running_wait(rb: RedisBackend) -> None:
+    waiter = asyncio.create_task(rb.reserve("t", timeout=20))
+    await asyncio.sleep(0.2)
+    await rb.push("t", [req(delay=0.3)])
+    got = await asyncio.wait_for(waiter, 5)
+    assert len(got) == 1
+
+
+async def test_timeout_returns_empty(rb: RedisBackend) -> None:
+    t0 = time.monotonic()
+    assert await rb.reserve("t", timeout=0.3) == []
+    assert 0.25 < time.monotonic() - t0 < 2.0
+
+
+async def test_blocked_reservers_do_not_block_other_commands(rb: RedisBackend) -> None:
+    waiters = [asyncio.create_task(rb.reserve("t", timeout=10)) for _ in range(20)]
+    await asyncio.sleep(0.2)
+    t0 = time.monotonic()
+    for i in range(50):
+        await rb.counter_incr("c", 1)
+    assert time.monotonic() - t0 < 2.0
+    await rb.push("t", [req() for _ in range(20)])
+    got = await asyncio.wait_for(asyncio.gather(*waiters), 5)
+    assert sorted(len(g) for g in got) == [1] * 20
+
+
+async def test_idle_reservers_make_few_commands(rb: RedisBackend) -> None:
+    stop = asyncio.Event()
+
+    async def loop() -> None:
+        while not stop.is_set():
+            await rb.reserve("idle", timeout=2.0)
+
+    tasks = [asyncio.create_task(loop()) for _ in range(10)]
+    await asyncio.sleep(0.3)
+    before = await round_trips(rb)
+    await asyncio.sleep(3.0)
+    used = await round_trips(rb) - before
+    stop.set()
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    # Each loop makes one script call and one BLPOP per 2 s wait: ~30 in 3 s;
+    # a polling loop would make thousands.
+    assert used <= 60, used
+
+
+async def test_cancelled_waiter_loses_no_task(rb: RedisBackend) -> None:
+    waiter = asyncio.create_task(rb.reserve("t", timeout=10))
+    await asyncio.sleep(0.2)
+    waiter.cancel()
+    await asyncio.gather(waiter, return_exceptions=True)
+    await rb.push("t", [req()])
+    got = await rb.reserve("t", timeout=1)
+    assert len(got) == 1
+
+
+async def test_cancellation_at_any_point_loses_no_task(rb: RedisBackend) -> None:
+    rng = random.Random(7)
+    pushed = 40
+    delivered: list[str] = []
+    for _ in range(pushed):
+        waiter = asyncio.create_task(rb.reserve("t", k=2, timeout=5))
+        await asyncio.sleep(rng.choice([0, 0, 0.001, 0.005]))
+        await rb.push("t", [req()])
+        await asyncio.sleep(rng.choice([0, 0.0005, 0.002, 0.01]))
+        waiter.cancel()
+        result = (await asyncio.gather(waiter, return_exceptions=True))[0]
+        if isinstance(result, list):
+            delivered += [r.body.id for r in result]
+    await asyncio.gather(*list(rb._background))  # releases of orphaned reservations
+    depths = await rb.depths("t")
+    assert depths.processing == len(delivered)
+    assert depths.pending + len(delivered) == pushed
+    rest = await rb.reserve("t", k=pushed)
+    assert len(rest) == pushed - len(delivered)
+    assert all(r.body.attempt == 1 for r in rest)  # released tasks got their attempt back

@@ -1,0 +1,121 @@
+"""What the Redis backend writes is the documented schema (docs/redis-schema.md),
+checked with a plain redis client as an operator with redis-cli would see it."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+
+from fleet.backends.records import PushRequest, TaskBody
+from fleet.backends.redis import RedisBackend
+
+
+@pytest.fixture
+async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+def req(task_id: str, priority: int = 0, delay: float = 0.0) -> PushRequest:
+    return PushRequest(TaskBody(id=task_id, payload={"x": task_id}, priority=priority), delay)
+
+
+async def test_queue_keys(rb: RedisBackend, raw: aioredis.Redis) -> None:
+    await rb.push("t", [req("n1"), req("h1", 5), req("l1", -5), req("s1", delay=60)])
+    assert [json.loads(b)["id"] for b in await raw.lrange("fleet:queue:t", 0, -1)] == ["n1"]
+    body = json.loads((await raw.lrange("fleet:queue:t", 0, -1))[0])
+    assert body["payload"] == {"x": "n1"} and body["enqueued_at"] > 0
+    assert await raw.llen("fleet:queue:t:high") == 1
+    assert await raw.llen("fleet:queue:t:low") == 1
+    sched = await raw.zrange("fleet:queue:t:scheduled", 0, -1, withscores=True)
+    assert json.loads(sched[0][0])["id"] == "s1"
+    res = (await rb.reserve("t", k=1, visibility_seconds=30))[0]
+    assert res.body.id == "h1"
+    deadline = await raw.zscore("fleet:queue:t:processing", "h1")
+    assert deadline == pytest.approx(res.deadline, abs=1e-3)
+    assert json.loads(await raw.hget("fleet:queue:t:processing:body", "h1"))["id"] == "h1"
+    assert await rb.nack("t", "h1", res.token, delay_seconds=0, error="boom", dead=True) == "dead"
+    assert json.loads((await raw.lrange("fleet:queue:t:dead", 0, -1))[0])["id"] == "h1"
+    assert await raw.zcard("fleet:queue:t:processing") == 0
+    counters = await raw.hgetall("fleet:queue:t:counters")
+    assert counters["submitted"] == "4" and counters["dead"] == "1"
+
+
+async def test_push_by_hand_with_rpush_is_delivered(rb: RedisBackend, raw: aioredis.Redis) -> None:
+    # The spec: ctx.submit does RPUSH of {"id", "payload"}; a hand-made body works.
+    await raw.rpush("fleet:queue:t", json.dumps({"id": "hand", "payload": {"a": 1}}))
+    await raw.rpush("fleet:queue:t", "not json")
+    got = await rb.reserve("t", k=2)
+    assert [r.body.id for r in got] == ["hand"]
+    assert got[0].body.attempt == 1 and got[0].body.payload == {"a": 1}
+    assert await rb.ack("t", [(got[0].body.id, got[0].token)]) == [True]
+    # The unusable body was dead-lettered, not lost and not looping.
+    assert await raw.lrange("fleet:queue:t:dead", 0, -1) == ["not json"]
+
+
+async def test_pool_keys(rb: RedisBackend, raw: aioredis.Redis) -> None:
+    item_id = await rb.pool_put("cookies", {"c": 1}, {"site": "a.com"}, ttl_seconds=100)
+    stored = json.loads(await raw.hget("fleet:pool:cookies", item_id))
+    assert json.loads(base64.b64decode(stored["p"])) == {"c": 1}
+    assert stored["t"] == {"site": "a.com"} and stored["x"] > 0
+    claim = await rb.pool_claim("cookies", hold_seconds=30)
+    assert claim is not None
+    key = f"fleet:pool:cookies:claim:{item_id}"
+    assert await raw.get(key) == claim.token
+    assert 29_000 < await raw.pttl(key) <= 30_000
+    assert await rb.pool_release("cookies", item_id, claim.token)
+    assert await raw.exists(key) == 0
+    assert await raw.smembers("fleet:pools") == {"cookies"}
+    assert await rb.pool_drop("cookies") == 1
+    assert await raw.keys("fleet:pool:*") == []
+
+
+async def test_primitive_worker_and_stream_keys(rb: RedisBackend, raw: aioredis.Redis) -> None:
+    assert await rb.lock_acquire("L", "tok", 10)
+    assert await raw.get("fleet:lock:L") == "tok"
+    await rb.counter_incr("C", 3)
+    assert await raw.get("fleet:counter:C") == "3"
+    await rb.kv_set("ns", "k", "v", ttl_seconds=10)
+    assert await raw.get("fleet:kv:ns:k") == "v" and await raw.ttl("fleet:kv:ns:k") > 0
+    await rb.catalog_put("t", {"config": {}})
+    assert json.loads(await raw.hget("fleet:catalog", "t")) == {"config": {}}
+    await rb.worker_register("t", "w1", {"host": "h"})
+    await rb.worker_set_state("t", "w1", {"state": "IDLE", "last_seen": "1"})
+    await rb.worker_put_stats("t", "w1", {"ts": 1})
+    assert await rb.worker_config_put("t", "w1", {"slots": 2}, 7)
+    assert json.loads(await raw.get("wkr:t:w1:hardware")) == {"host": "h"}
+    assert await raw.hgetall("wkr:t:w1:state") == {"state": "IDLE", "last_seen": "1"}
+    assert json.loads(await raw.get("wkr:t:w1:stats")) == {"ts": 1}
+    assert json.loads(await raw.get("wkr:t:w1:config")) == {"slots": 2}
+    assert await raw.get("wkr:t:w1:gen") == "7"
+    assert await raw.smembers("wkrs:t") == {"w1"}
+    assert await raw.smembers("wkrs:all") == {"t|w1"}
+    entry = await rb.stream_push("t", {"out": 1}, worker_id="w1")
+    members = await raw.zrange("stream:t", 0, -1, withscores=True)
+    assert json.loads(members[0][0]) == entry.to_dict()
+    assert members[0][1] == pytest.approx(entry.ts)
+
+
+async def test_purge_type_leaves_no_key(rb: RedisBackend, raw: aioredis.Redis) -> None:
+    await rb.push("t", [req("a"), req("b", 1), req("c", -1), req("d", delay=5)])
+    await rb.push("t", [PushRequest(TaskBody(id="e", payload=1), idempotency_key="k")])
+    res = await rb.reserve("t", k=1)
+    await rb.ack("t", [(res[0].body.id, res[0].token)])
+    await rb.stream_push("t", 1, worker_id="w")
+    await rb.config_set("t", {"a": 1})
+    await rb.config_set("t", {"a": 2}, worker_id="w")
+    await rb.next_generation("t")
+    await rb.worker_register("t", "w", {})
+    await rb.worker_register("other", "w", {})
+    await rb.catalog_put("t", {})
+    await rb.purge_type("t")
+    left = sorted(await raw.keys("*"))
+    assert left == ["wkr:other:w:hardware", "wkrs:all", "wkrs:other"]
+    assert await raw.smembers("wkrs:all") == {"other|w"}
