@@ -59,7 +59,7 @@ async def test_blocked_reservers_do_not_block_other_commands(rb: RedisBackend) -
     waiters = [asyncio.create_task(rb.reserve("t", timeout=10)) for _ in range(20)]
     await asyncio.sleep(0.2)
     t0 = time.monotonic()
-    for i in range(50):
+    for _ in range(50):
         await rb.counter_incr("c", 1)
     assert time.monotonic() - t0 < 2.0
     await rb.push("t", [req() for _ in range(20)])
