@@ -1,0 +1,111 @@
+"""A live master and a real `fleet worker` process, on SQLite and Redis.
+
+The master's process never imports the worker's plugin: validation, config
+and views come from the catalog entry and state the worker publishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from fleet.core.automation import get_automation
+from tests.master.conftest import ADMIN, auth
+
+E2E = "m-e2e"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.1)
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def backend_for_e2e(request: pytest.FixtureRequest, sqlite_url: str) -> str:
+    if request.param == "sqlite":
+        return sqlite_url
+    url: str = request.getfixturevalue("redis_url")
+    return url
+
+
+@pytest.fixture
+def worker(backend_for_e2e: str) -> Iterator[subprocess.Popen[str]]:
+    """A `fleet worker` process running the e2e plugin; stopped with SIGTERM."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
+    env.update(FLEET_HEARTBEAT_SECONDS="0.3", FLEET_RESYNC_SECONDS="1", PYTHONPATH=str(ROOT))
+    argv = [sys.executable, "-m", "fleet", "worker", "--plugin", "tests.master.e2e_plugin"]
+    argv += ["--type", E2E, "--id", "w-e2e", "--backend", backend_for_e2e, "--grace", "2"]
+    proc = subprocess.Popen(
+        argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    yield proc
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, stderr = proc.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, stderr = proc.communicate()
+    assert "Traceback" not in stderr, stderr
+
+
+async def test_master_steers_a_real_worker(
+    live_factory: Any, backend_for_e2e: str, worker: subprocess.Popen[str]
+) -> None:
+    assert get_automation(E2E) is None  # the master side has no plugin for it
+    live = live_factory(backend_for_e2e, sweeper=False)
+    base = f"/api/v1/automations/{E2E}"
+    async with httpx.AsyncClient(base_url=live.url, headers=auth(ADMIN), timeout=30) as c:
+
+        async def worker_up() -> bool:
+            assert worker.poll() is None, "worker exited"
+            r = await c.get(f"{base}/workers")
+            return r.status_code == 200 and any(v["up"] for v in r.json())
+
+        await eventually(worker_up)
+        # Validated from the worker's catalog entry (JSON schema).
+        r = await c.post(f"{base}/tasks", json={"payload": {"n": 5000}})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "payload", "n"]
+        r = await c.post(f"{base}/tasks", json={"payload": {"n": 7}})
+        ok_id = r.json()["task_id"]
+        r = await c.post(f"{base}/tasks", json={"payload": {"n": -1}, "max_attempts": 1})
+        bad_id = r.json()["task_id"]
+
+        async def done() -> bool:
+            state = (await c.get(f"{base}/tasks/{ok_id}")).json()["state"]
+            dead = (await c.get(f"{base}/dead")).json()
+            return state == "done" and any(d["id"] == bad_id for d in dead)
+
+        await eventually(done)
+        out = (await c.get(f"{base}/output")).json()
+        assert [e["payload"] for e in out] == [{"n": 7}]
+        dead = (await c.get(f"{base}/dead")).json()
+        assert "negative job -1" in dead[0]["last_error"]
+        # A config change reaches the worker: applied generation catches up.
+        r = await c.patch(f"{base}/config", json={"slots": 2, "label": "x"})
+        assert r.status_code == 200 and r.json()["workers"] == ["w-e2e"]
+        gen = r.json()["gen"]
+
+        async def applied() -> bool:
+            (view,) = (await c.get(f"{base}/workers")).json()
+            return view["gen"]["applied"] == gen and not view["lagging"]
+
+        await eventually(applied)
+        r = await c.patch(f"{base}/config", json={"labl": "typo"})
+        assert r.status_code == 422
+        metrics = (await c.get("/metrics")).text
+        assert f'fleet_tasks_completed_total{{type="{E2E}"}} 1.0' in metrics
+        assert f'fleet_tasks_dead_total{{type="{E2E}"}} 1.0' in metrics
