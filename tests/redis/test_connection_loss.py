@@ -1,0 +1,113 @@
+"""When Redis goes away, calls raise BackendUnavailable promptly (never hang, never
+leak a driver error); when it comes back, the same backend works again."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from fleet.backends.records import PushRequest, TaskBody, new_id
+from fleet.backends.redis import RedisBackend
+from fleet.core.errors import BackendUnavailable
+from tests.support.redis_server import REDIS_BIN, RedisServer, free_port
+
+pytestmark = pytest.mark.skipif(REDIS_BIN is None, reason="redis-server not installed")
+
+
+@pytest.fixture
+def server() -> Iterator[RedisServer]:
+    srv = RedisServer()
+    srv.start()
+    yield srv
+    srv.cleanup()
+
+
+def req() -> PushRequest:
+    return PushRequest(TaskBody(id=new_id(), payload={"a": 1}))
+
+
+async def test_calls_fail_fast_then_recover(server: RedisServer) -> None:
+    b = RedisBackend(server.url)
+    await b.connect()
+    try:
+        await b.push("t", [req()])
+        server.stop()
+        calls = [
+            lambda: b.push("t", [req()]),
+            lambda: b.reserve("t", k=5),
+            lambda: b.ack("t", [("x", "y")]),
+            lambda: b.depths("t"),
+            lambda: b.pool_claim("p"),
+            lambda: b.kv_get("ns", "k"),
+            lambda: b.stream_push("t", 1, worker_id="w"),
+            lambda: b.publish("topic", 1),
+            lambda: b.subscribe("topic"),
+            lambda: b.worker_get("t", "w"),
+        ]
+        for call in calls:
+            t0 = time.monotonic()
+            with pytest.raises(BackendUnavailable):
+                await call()
+            assert time.monotonic() - t0 < 5.0
+        assert await b.ping() is False
+
+        server.start()  # same port, empty data, empty script cache
+        assert await b.ping() is True
+        # Scripts are loaded again on NOSCRIPT, transparently.
+        result = await b.push("t", [req()])
+        assert result[0].queued
+        got = await b.reserve("t", k=1)
+        assert len(got) == 1
+        assert await b.ack("t", [(got[0].body.id, got[0].token)]) == [True]
+    finally:
+        await b.close()
+
+
+async def test_blocked_reserve_fails_when_redis_dies(server: RedisServer) -> None:
+    b = RedisBackend(server.url)
+    await b.connect()
+    try:
+        waiter = asyncio.create_task(b.reserve("t", timeout=30))
+        await asyncio.sleep(0.3)
+        t0 = time.monotonic()
+        server.stop(kill=True)
+        with pytest.raises(BackendUnavailable):
+            await asyncio.wait_for(waiter, 10)
+        assert time.monotonic() - t0 < 5.0
+        server.start()
+        waiter = asyncio.create_task(b.reserve("t", timeout=5))
+        await asyncio.sleep(0.2)
+        await b.push("t", [req()])
+        assert len(await asyncio.wait_for(waiter, 5)) == 1
+    finally:
+        await b.close()
+
+
+async def test_subscription_fails_when_redis_dies(server: RedisServer) -> None:
+    b = RedisBackend(server.url)
+    await b.connect()
+    try:
+        sub = await b.subscribe("topic")
+        server.stop()
+        with pytest.raises(BackendUnavailable):
+            await asyncio.wait_for(sub.__anext__(), 10)
+        await sub.aclose()
+    finally:
+        await b.close()
+
+
+async def test_unreachable_server_and_password_never_printed() -> None:
+    url = f"redis://:s3cret-pw@127.0.0.1:{free_port()}/0"
+    b = RedisBackend(url)
+    assert "s3cret-pw" not in repr(b)
+    t0 = time.monotonic()
+    with pytest.raises(BackendUnavailable) as info:
+        await b.connect()
+    assert time.monotonic() - t0 < 5.0
+    assert "s3cret-pw" not in str(info.value)
+    assert "***" in str(info.value)
+    assert await b.ping() is False
+    await b.close()
