@@ -111,26 +111,32 @@ class Worker:
 
     async def start(self) -> None:
         """Register every type, read its config and drain flag, start its slots
-        and the background loops.
+        and the background loops. While the backend cannot be reached this
+        retries with backoff (until :meth:`request_stop`).
 
         Raises:
-            BackendError: The backend cannot be reached at start.
+            BackendError: Only if a stop was requested before the backend answered.
         """
-        for t, runner in self.runners.items():
-            if self.standalone:
-                runner.apply(dict(self.fixed_config or {}), 0)
-            else:
-                await self.backend.worker_register(t, self.worker_id, self._hardware)
-                await self.backend.catalog_put(t, catalog_entry(runner.cls))
-                await runner.sync_config()
-                runner.draining = await self._drain_flag(t)
+        failures = 0
+        while True:
+            try:
+                first = await self._prepare()
+                break
+            except BackendError as exc:
+                failures += 1
+                delay = backoff_delay(failures, base=0.5, cap=30.0)
+                log.warning("backend not ready (%s); retrying in %.1fs", exc, delay)
+                if self._stop.is_set():
+                    raise
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), delay)
+        for runner in self.runners.values():
             runner.start()
-        # Subscribed before start returns, so no event published afterwards is missed.
-        first = await self.backend.subscribe(*self._topics())
         self._loops.append(asyncio.create_task(self._events_loop(first), name="worker-events"))
         if not self.standalone:
             for runner in self.runners.values():
-                await self._write_state(runner, heartbeat=True)
+                with contextlib.suppress(BackendError):
+                    await self._write_state(runner, heartbeat=True)
             self._loops.append(asyncio.create_task(self._heartbeat_loop(), name="heartbeat"))
             self._loops.append(asyncio.create_task(self._resync_loop(), name="resync"))
             for runner in self.runners.values():
@@ -141,6 +147,19 @@ class Worker:
             self.worker_id,
             ", ".join(f"{t}({r.state()})" for t, r in self.runners.items()),
         )
+
+    async def _prepare(self) -> Subscription:
+        for t, runner in self.runners.items():
+            if self.standalone:
+                if runner.config is None and runner.error is None:
+                    runner.apply(dict(self.fixed_config or {}), 0)
+            else:
+                await self.backend.worker_register(t, self.worker_id, self._hardware)
+                await self.backend.catalog_put(t, catalog_entry(runner.cls))
+                await runner.sync_config()
+                runner.draining = await self._drain_flag(t)
+        # Subscribed before start returns, so no event published afterwards is missed.
+        return await self.backend.subscribe(*self._topics())
 
     async def shutdown(self) -> None:
         """Drain every type within the grace period, then write state STOPPED."""

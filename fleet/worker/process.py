@@ -12,9 +12,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from fleet.backends import open_backend, redact_url
+from fleet.backends.base import Backend
 from fleet.core.automation import Automation
+from fleet.core.errors import BackendUnavailable
 from fleet.worker.agent import Worker
-from fleet.worker.backoff import RetryPolicy
+from fleet.worker.backoff import RetryPolicy, backoff_delay
 
 log = logging.getLogger("fleet.worker")
 
@@ -45,6 +47,21 @@ def install_signal_handlers(worker: Worker) -> None:
         loop.add_signal_handler(sig, handle, sig)
 
 
+async def _open_with_retry(url: str) -> Backend:
+    # A worker may start before its Redis does: wait for it instead of exiting.
+    failures = 0
+    while True:
+        try:
+            return await open_backend(url)
+        except BackendUnavailable as exc:
+            failures += 1
+            delay = backoff_delay(failures, base=0.5, cap=30.0)
+            log.warning(
+                "backend %s unavailable (%s); retrying in %.1fs", redact_url(url), exc, delay
+            )
+            await asyncio.sleep(delay)
+
+
 async def serve(
     backend_url: str,
     classes: Sequence[type[Automation[Any]]],
@@ -60,7 +77,7 @@ async def serve(
         UnsupportedBackend: Unknown backend URL scheme.
         BackendUnavailable: The backend cannot be reached at start.
     """
-    backend = await open_backend(backend_url)
+    backend = await _open_with_retry(backend_url)
     try:
         worker = Worker(
             backend,

@@ -194,3 +194,21 @@ async def test_stale_push_is_ignored(mem: Backend) -> None:
         await mem.publish(f"config.{T}", {"worker_id": None, "gen": held})
         await asyncio.sleep(0.1)
         assert runner.held_gen == held
+
+
+async def test_cancel_without_event_is_seen_at_lease_renewal(mem: Backend) -> None:
+    # visibility 10 s: the slot renews after ~3.3 s and learns of the cancel then
+    await mem.config_set(T, {"visibility_seconds": 10})
+    async with running_worker(mem, [EchoAutomation]):
+        (tid,) = await push(mem, T, {"n": 1, "sleep": 30})
+
+        async def started() -> bool:
+            return await runs(mem, tid) == 1
+
+        await wait_until(started, what="task started")
+        assert await mem.cancel(T, tid) == "cancelling"  # no cancel.<type> event
+
+        async def cancelled() -> bool:
+            return await task_state(mem, tid) == "cancelled"
+
+        await wait_until(cancelled, timeout=6, what="task cancelled at renewal")
