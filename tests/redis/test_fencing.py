@@ -1,0 +1,79 @@
+"""Leases under races: an ack racing a sweep, and concurrent reservers."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fleet.backends.records import PushRequest, TaskBody, new_id
+from fleet.backends.redis import RedisBackend
+
+
+def reqs(n: int) -> list[PushRequest]:
+    return [PushRequest(TaskBody(id=new_id(), payload=i)) for i in range(n)]
+
+
+async def test_ack_racing_sweep_never_redelivers_a_finished_task(rb: RedisBackend) -> None:
+    for _ in range(5):
+        await rb.push("t", reqs(40))
+        held = await rb.reserve("t", k=40, visibility_seconds=0.05)
+        assert len(held) == 40
+        await asyncio.sleep(0.08)
+        results = await asyncio.gather(
+            *[rb.ack("t", [(r.body.id, r.token)]) for r in held[:20]],
+            rb.sweep("t"),
+            *[rb.ack("t", [(r.body.id, r.token)]) for r in held[20:]],
+        )
+        swept = results[20]
+        assert isinstance(swept, int)
+        oks = [r[0] for r in results[:20] + results[21:] if isinstance(r, list)]
+        acked = {r.body.id for r, ok in zip(held, oks, strict=True) if ok}
+        again = await rb.reserve("t", k=100)
+        again_ids = {r.body.id for r in again}
+        assert not acked & again_ids
+        assert len(acked) + len(again_ids) == 40
+        assert swept == len(again_ids)
+        assert all(await rb.ack("t", [(r.body.id, r.token) for r in again]))
+        for r in held:
+            if r.body.id in again_ids:  # the old token lost the task for good
+                assert await rb.ack("t", [(r.body.id, r.token)]) == [False]
+    depths = await rb.depths("t")
+    assert depths.pending == depths.processing == 0
+    assert depths.counters.completed == 200
+
+
+async def test_concurrent_reservers_get_each_task_once(redis_url: str, rb: RedisBackend) -> None:
+    others = [RedisBackend(redis_url) for _ in range(3)]
+    try:
+        await rb.push("t", reqs(300))
+        seen: list[str] = []
+
+        async def drain(b: RedisBackend) -> None:
+            while True:
+                got = await b.reserve("t", k=7)
+                if not got:
+                    return
+                seen.extend(r.body.id for r in got)
+                assert all(await b.ack("t", [(r.body.id, r.token) for r in got]))
+
+        await asyncio.gather(*(drain(b) for b in [rb, *others, rb]))
+        assert len(seen) == len(set(seen)) == 300
+    finally:
+        for b in others:
+            await b.close()
+
+
+async def test_stale_tokens_are_refused_everywhere(rb: RedisBackend) -> None:
+    await rb.push("t", reqs(1))
+    first = (await rb.reserve("t", visibility_seconds=0.05))[0]
+    await asyncio.sleep(0.08)
+    assert await rb.sweep("t") == 1
+    second = (await rb.reserve("t"))[0]
+    assert second.body.id == first.body.id and second.token != first.token
+    tid = first.body.id
+    assert await rb.ack("t", [(tid, first.token)]) == [False]
+    assert await rb.nack("t", tid, first.token, delay_seconds=0) == "stale"
+    assert await rb.release("t", tid, first.token) is False
+    assert (await rb.extend("t", tid, first.token, 10)).value == "stale"
+    assert await rb.ack("t", [(tid, second.token)]) == [True]
+    # The sweep kept the attempt charged: this was the second attempt.
+    assert second.body.attempt == 2
