@@ -1,0 +1,115 @@
+"""What only the memory backend promises: named stores shared within a process.
+
+Everything else about ``memory://`` is covered by the parametrised conformance
+suite; these tests pin the URL-to-store mapping and the waiter lifecycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+from fleet.backends import open_backend
+from fleet.backends.memory_store import drop_store, store_name
+from fleet.backends.records import PushRequest, TaskBody
+
+
+def _url() -> str:
+    return f"memory://store-test-{uuid.uuid4().hex[:8]}"
+
+
+def test_store_name_from_url() -> None:
+    assert store_name("memory://") == "default"
+    assert store_name("memory://abc") == "abc"
+    assert store_name("memory://a/b/") == "a/b"
+
+
+async def test_same_url_shares_one_store() -> None:
+    url = _url()
+    a = await open_backend(url)
+    b = await open_backend(url)
+    try:
+        await a.push("t", [PushRequest(TaskBody(id="x", payload=1))])
+        got = await b.reserve("t", timeout=1)
+        assert [r.body.id for r in got] == ["x"]
+        assert await a.ack("t", [("x", got[0].token)]) == [True]
+    finally:
+        await a.close()
+        await b.close()
+        drop_store(store_name(url))
+
+
+async def test_different_names_are_independent() -> None:
+    a = await open_backend(_url())
+    b = await open_backend(_url())
+    try:
+        await a.kv_set("ns", "k", "v")
+        assert await b.kv_get("ns", "k") is None
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_data_outlives_close_until_dropped() -> None:
+    url = _url()
+    first = await open_backend(url)
+    await first.counter_incr("c", 3)
+    await first.close()
+    second = await open_backend(url)
+    assert await second.counter_get("c") == 3
+    assert drop_store(store_name(url))
+    third = await open_backend(url)
+    assert await third.counter_get("c") == 0
+    await second.close()
+    await third.close()
+
+
+def test_store_is_usable_from_successive_event_loops() -> None:
+    url = _url()
+
+    async def produce() -> None:
+        b = await open_backend(url)
+        await b.push("t", [PushRequest(TaskBody(id="x", payload=None))])
+        await b.close()
+
+    async def consume() -> list[str]:
+        b = await open_backend(url)
+        got = await b.reserve("t", timeout=1)
+        await b.close()
+        return [r.body.id for r in got]
+
+    asyncio.run(produce())
+    assert asyncio.run(consume()) == ["x"]
+    drop_store(store_name(url))
+
+
+async def test_blocked_reserve_wakes_from_another_backend_instance() -> None:
+    url = _url()
+    waiter_side = await open_backend(url)
+    pusher_side = await open_backend(url)
+    try:
+        waiting = asyncio.create_task(waiter_side.reserve("t", timeout=2.5))
+        await asyncio.sleep(0.05)
+        t0 = time.monotonic()
+        await pusher_side.push("t", [PushRequest(TaskBody(id="x", payload=None))])
+        got = await waiting
+        assert [r.body.id for r in got] == ["x"]
+        assert time.monotonic() - t0 < 0.5
+    finally:
+        await waiter_side.close()
+        await pusher_side.close()
+
+
+async def test_close_releases_blocked_reserve_and_subscriptions() -> None:
+    b = await open_backend(_url())
+    waiting = asyncio.create_task(b.reserve("t", timeout=5))
+    sub = await b.subscribe("topic")
+    listening = asyncio.create_task(sub.__anext__())
+    await asyncio.sleep(0.05)
+    t0 = time.monotonic()
+    await b.close()
+    assert await asyncio.wait_for(waiting, 1) == []
+    assert time.monotonic() - t0 < 0.5
+    ended = await asyncio.gather(listening, return_exceptions=True)
+    assert isinstance(ended[0], StopAsyncIteration)
