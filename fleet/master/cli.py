@@ -71,4 +71,11 @@ def master(
         err=True,
     )
     app = create_app(settings, sweeper=not no_sweeper, plugin_specs=plugins)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
+    # Open SSE streams never end by themselves: give them a few seconds at shutdown.
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="info",
+        timeout_graceful_shutdown=5,
+    )
