@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from click.testing import CliRunner
+
+from fleet.cli import main
 from tests.worker.procs import ROOT, fleet_env
 
 ECHO = ["--plugin", "tests.plugins_fixture.echo"]
@@ -48,11 +51,11 @@ def test_stdin_tasks_and_a_dead_letter_exit_1() -> None:
     assert "1 task(s) dead-lettered" in result.stderr
 
 
-def test_file_tasks_and_invalid_payload(tmp_path: Path) -> None:
+def test_file_tasks_and_invalid_payload_in_process(tmp_path: Path) -> None:
     f = tmp_path / "tasks.jsonl"
     f.write_text('{"n": 7}\n\n{"n": "seven"}\n')
-    result = fleet("run", "wt-echo", *ECHO, "--file", str(f))
-    assert result.returncode == 1
+    result = CliRunner().invoke(main, ["run", "wt-echo", *ECHO, "--file", str(f)])
+    assert result.exit_code == 1
     assert [p["n"] for p in emitted(result.stdout)] == [7]
 
 
@@ -67,7 +70,7 @@ def test_missing_required_config_is_reported() -> None:
 
 
 def test_bad_input_is_a_usage_error() -> None:
-    result = fleet("run", "wt-echo", *ECHO, "--payload", "{not json")
-    assert result.returncode == 2
-    result = fleet("run", "nope", *ECHO, "--payload", "{}")
-    assert result.returncode == 2 and "unknown type(s) nope" in result.stderr
+    result = CliRunner().invoke(main, ["run", "wt-echo", *ECHO, "--payload", "{not json"])
+    assert result.exit_code == 2 and "Expecting property name" in result.output
+    result = CliRunner().invoke(main, ["run", "nope", *ECHO, "--payload", "{}"])
+    assert result.exit_code == 2 and "unknown type(s) nope" in result.output
