@@ -46,6 +46,8 @@ class TypeSnapshot:
     slots_total: int = 0
     plugin: dict[str, Any] = field(default_factory=dict)  #: merged ctx.metrics snapshot
     duration: dict[str, Any] | None = None
+    per_second: float = 0.0  #: completed tasks per second, summed over live workers
+    processes: list[tuple[str, float, float]] = field(default_factory=list)  #: wid, cpu, rss
 
 
 @dataclass
@@ -64,6 +66,14 @@ def _merge_hist(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
         "sum": a["sum"] + b["sum"],
         "buckets": [x + y for x, y in zip(a["buckets"], b["buckets"], strict=False)],
     }
+
+
+def _num(value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return number if math.isfinite(number) else 0.0
 
 
 def _valid_hist(h: Any) -> bool:
@@ -103,8 +113,12 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
             continue
         raw_slots = stats.get("slots")
         slots: dict[str, Any] = raw_slots if isinstance(raw_slots, dict) else {}
-        ts.slots_busy += int(slots.get("busy") or 0)
-        ts.slots_total += int(slots.get("total") or 0)
+        ts.slots_busy += int(_num(slots.get("busy")))
+        ts.slots_total += int(_num(slots.get("total")))
+        raw_tasks = stats.get("tasks")
+        tasks: dict[str, Any] = raw_tasks if isinstance(raw_tasks, dict) else {}
+        ts.per_second += _num(tasks.get("per_second"))
+        ts.processes.append((wid, _num(stats.get("cpu_percent")), _num(stats.get("rss_bytes"))))
         if isinstance(stats.get("metrics"), dict):
             plugin_snaps.setdefault(t, []).append(stats["metrics"])
         for key in DURATION_KEYS:
@@ -158,6 +172,15 @@ class _SnapshotCollector(Collector):
         )
         busy = GaugeMetricFamily("fleet_slots_busy", "Slots running a task", labels=["type"])
         total = GaugeMetricFamily("fleet_slots", "Slots running", labels=["type"])
+        rate = GaugeMetricFamily(
+            "fleet_tasks_per_second", "Completed tasks per second (live workers)", labels=["type"]
+        )
+        cpu = GaugeMetricFamily(
+            "fleet_worker_cpu_percent", "Worker process CPU", labels=["type", "worker"]
+        )
+        rss = GaugeMetricFamily(
+            "fleet_worker_rss_bytes", "Worker process memory", labels=["type", "worker"]
+        )
         duration = HistogramMetricFamily(
             "fleet_task_duration_seconds",
             "Time run_one took, as reported by workers",
@@ -184,6 +207,10 @@ class _SnapshotCollector(Collector):
                 workers.add_metric([t, state], float(n))
             busy.add_metric([t], float(ts.slots_busy))
             total.add_metric([t], float(ts.slots_total))
+            rate.add_metric([t], ts.per_second)
+            for wid, cpu_percent, rss_bytes in ts.processes:
+                cpu.add_metric([t, wid], cpu_percent)
+                rss.add_metric([t, wid], rss_bytes)
             if ts.duration is not None:
                 duration.add_metric(
                     [t], _cumulative(ts.duration["buckets"]), float(ts.duration["sum"])
@@ -196,7 +223,8 @@ class _SnapshotCollector(Collector):
                 if _valid_hist(h):
                     p_hist.add_metric([t, str(name)], _cumulative(h["buckets"]), float(h["sum"]))
         yield from counters.values()
-        yield from (depth, oldest, workers, busy, total, duration, p_counter, p_gauge, p_hist)
+        yield from (depth, oldest, workers, busy, total, rate, cpu, rss, duration)
+        yield from (p_counter, p_gauge, p_hist)
 
 
 class MasterMetrics:

@@ -37,6 +37,9 @@ async def test_metrics_exports_queues_workers_and_plugin_metrics(master: InProce
         {
             "ts": time.time(),
             "slots": {"busy": 1, "total": 2},
+            "tasks": {"per_second": 2.5},
+            "cpu_percent": 12.0,
+            "rss_bytes": 1000,
             "metrics": m.snapshot(),
             "task_duration": duration.snapshot()["histograms"]["d"],
         },
@@ -54,6 +57,8 @@ async def test_metrics_exports_queues_workers_and_plugin_metrics(master: InProce
         'fleet_workers{state="RUNNING",type="m-scrape"} 1.0',
         'fleet_workers{state="DOWN",type="m-loop"} 1.0',
         'fleet_slots_busy{type="m-scrape"} 1.0',
+        'fleet_tasks_per_second{type="m-scrape"} 2.5',
+        'fleet_worker_rss_bytes{type="m-scrape",worker="w1"} 1000.0',
         'fleet_plugin_counter_total{name="pages_fetched",type="m-scrape"} 4.0',
         'fleet_plugin_gauge{name="lag",type="m-scrape"} 1.5',
         'fleet_plugin_histogram_bucket{le="0.5",name="fetch_seconds",type="m-scrape"} 1.0',
