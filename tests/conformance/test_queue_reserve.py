@@ -94,6 +94,25 @@ async def test_cancelled_reserver_loses_no_task(backend: Backend) -> None:
     assert await reserve_ids(backend, timeout=1.0) == ["kept"]
 
 
+async def test_wake_up_of_a_cancelled_reserver_is_not_lost(backend: Backend) -> None:
+    first = asyncio.create_task(backend.reserve(TYPE, timeout=2.5))
+    await asyncio.sleep(0.05)
+    second = asyncio.create_task(backend.reserve(TYPE, timeout=2.5))
+    await asyncio.sleep(0.05)
+    await push(backend, "x")
+    first.cancel()  # possibly after the push already woke it
+    (outcome,) = await asyncio.gather(first, return_exceptions=True)
+    if isinstance(outcome, list) and outcome:
+        second.cancel()
+        await asyncio.gather(second, return_exceptions=True)
+        assert [r.body.id for r in outcome] == ["x"]
+    else:
+        # Delivered at the latest when the other reserver's wait ends (the
+        # memory backend also hands the wake-up over at once; see test_memory_store).
+        got = await asyncio.wait_for(second, 2.8)
+        assert [r.body.id for r in got] == ["x"]
+
+
 async def test_delayed_push_is_scheduled_until_due(backend: Backend) -> None:
     await backend.push(TYPE, [req("later", delay_seconds=0.4)])
     depths = await backend.depths(TYPE)
