@@ -14,6 +14,7 @@ import asyncio
 
 from fleet.backends import redis_keys as keys
 from fleet.backends.base import Backend
+from fleet.backends.records import now
 from fleet.backends.redis_core import CONNECT_TIMEOUT
 from fleet.backends.redis_pools import PoolOps
 from fleet.backends.redis_queue import QueueOps
@@ -56,9 +57,14 @@ class RedisBackend(QueueOps, PoolOps, StreamOps, StateOps, Backend):
     async def purge_type(self, automation_type: str) -> None:
         t = automation_type
         with self._guard():
-            doomed: list[str] = [*keys.queue_keys(t), keys.stream(t), keys.config(t)]
+            doomed: list[str] = [*keys.queue_keys(t, now()), keys.stream(t), keys.config(t)]
             doomed.append(keys.config_generation(t))
-            for pattern in (keys.idempotency_pattern(t), keys.config_override_pattern(t)):
+            patterns = (
+                keys.idempotency_pattern(t),
+                keys.config_override_pattern(t),
+                keys.done_pattern(t),
+            )
+            for pattern in patterns:
                 async for key in self._r.scan_iter(match=pattern, count=1000):
                     doomed.append(key)
             worker_ids = await self._r.smembers(keys.workers_index(t))

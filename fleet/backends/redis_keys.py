@@ -71,16 +71,36 @@ QUEUE_KEY_PARTS = (
     ":dead",  # list of dead-lettered bodies, oldest death first
     ":tasks",  # hash task_id -> JSON state record (live and finished tasks)
     ":counters",  # hash submitted|completed|failed|dead|expired|cancelled -> int
-    ":finished",  # zset task_id -> finished_at (retention of done/cancelled records)
+    ":done:",  # hash task_id -> finished record, one per hour (suffix added below)
     ":wake",  # list of wake-up tokens blocked reservers BLPOP on
     ":dead:info",  # hash task_id -> JSON state record at death
+    ":done:",  # the previous hour's finished records
 )
 
+#: Width of one finished-records bucket (seconds); a bucket expires as a whole.
+DONE_BUCKET_SECONDS = 3600
 
-def queue_keys(automation_type: str) -> list[str]:
-    """The fixed ``KEYS`` of every queue script, in ``QUEUE_KEY_PARTS`` order."""
+
+def done_bucket(automation_type: str, bucket: int) -> str:
+    """``fleet:queue:<type>:done:<hour>``: finished (done/cancelled) task records
+    of one hour (``hour = int(unix_time // 3600)``), expiring as a whole."""
+    return f"{queue(automation_type)}:done:{bucket}"
+
+
+def done_pattern(automation_type: str) -> str:
+    """SCAN pattern of every finished-records bucket of a type."""
+    return f"{_glob_escape(queue(automation_type))}:done:*"
+
+
+def queue_keys(automation_type: str, at: float) -> list[str]:
+    """The fixed ``KEYS`` of every queue script at time ``at``, in
+    ``QUEUE_KEY_PARTS`` order (the two ``:done:`` buckets depend on the time)."""
     base = queue(automation_type)
-    return [base + part for part in QUEUE_KEY_PARTS]
+    hour = int(at // DONE_BUCKET_SECONDS)
+    out = [base + part for part in QUEUE_KEY_PARTS]
+    out[9] = done_bucket(automation_type, hour)
+    out[12] = done_bucket(automation_type, hour - 1)
+    return out
 
 
 def queue_wake(automation_type: str) -> str:

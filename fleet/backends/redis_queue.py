@@ -37,8 +37,6 @@ PUSH_CHUNK = 500
 ACK_CHUNK = 1000
 #: Expired leases handled per sweep script call.
 SWEEP_CHUNK = 1000
-#: Finished (done/cancelled) records kept at most, whatever their age.
-FINISHED_MAX = 1_000_000
 #: Shortest BLPOP wait (Redis rounds smaller timeouts oddly; 0 means forever).
 MIN_BLOCK = 0.01
 
@@ -73,8 +71,8 @@ def _body_from(raw: str, rec: dict[str, Any]) -> TaskBody:
 class QueueOps(RedisCore):
     """Push, reserve, leases, DLQ and inspection of task queues."""
 
-    def _qkeys(self, automation_type: str) -> list[str]:
-        return keys.queue_keys(automation_type)
+    def _qkeys(self, automation_type: str, t: float | None = None) -> list[str]:
+        return keys.queue_keys(automation_type, now() if t is None else t)
 
     # ------------------------------------------------------------ push
     async def push(self, automation_type: str, requests: Sequence[PushRequest]) -> list[PushResult]:
@@ -116,11 +114,10 @@ class QueueOps(RedisCore):
         self, automation_type: str, k: int, visibility_seconds: float, default_max: int
     ) -> tuple[list[Reservation], float | None]:
         t = now()
-        tokens = [new_token() for _ in range(k)]
-        argv: list[Any] = [repr(t), k, repr(visibility_seconds), default_max, *tokens]
-        with self._guard():
-            raw = await self._scripts.reserve(self._r, self._qkeys(automation_type), argv)
         deadline = t + visibility_seconds
+        argv: list[Any] = [repr(t), k, repr(deadline), default_max, new_token()]
+        with self._guard():
+            raw = await self._scripts.reserve(self._r, self._qkeys(automation_type, t), argv)
         out = [
             Reservation(_body_from(raw[i], json.loads(raw[i + 1])), raw[i + 2], deadline)
             for i in range(1, len(raw), 3)
@@ -191,9 +188,10 @@ class QueueOps(RedisCore):
     # ------------------------------------------------------------ lease ends
     async def ack(self, automation_type: str, leases: Sequence[tuple[str, str]]) -> list[bool]:
         out: list[bool] = []
-        base = self._qkeys(automation_type)
         for start in range(0, len(leases), ACK_CHUNK):
-            argv: list[Any] = [repr(now()), repr(FINISHED_RETENTION_SECONDS), FINISHED_MAX]
+            t = now()
+            base = self._qkeys(automation_type, t)
+            argv: list[Any] = [repr(t)]
             for task_id, token in leases[start : start + ACK_CHUNK]:
                 argv += [task_id, token]
             with self._guard():

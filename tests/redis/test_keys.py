@@ -21,7 +21,7 @@ def test_spec_key_names() -> None:
 
 
 def test_queue_keys_follow_the_spec_order() -> None:
-    qk = keys.queue_keys("t")
+    qk = keys.queue_keys("t", 7200.5)
     assert qk[0] == "fleet:queue:t"
     assert qk[3:7] == [
         "fleet:queue:t:processing",
@@ -31,6 +31,7 @@ def test_queue_keys_follow_the_spec_order() -> None:
     ]
     assert qk[1:3] == ["fleet:queue:t:high", "fleet:queue:t:low"]
     assert all(k.startswith("fleet:queue:t") for k in qk)
+    assert qk[9] == "fleet:queue:t:done:2" and qk[12] == "fleet:queue:t:done:1"
     assert len(set(qk)) == len(qk)
 
 

@@ -45,7 +45,6 @@ local function requeue(raw)
   rec.k = nil
   rec.c = nil
   set_rec(id, rec)
-  redis.call('ZREM', K_FINISHED, id)
   redis.call('RPUSH', tier_key(rec.p), raw)
   return 1
 end

@@ -36,7 +36,6 @@ for i = 0, n - 1 do
       ready = ready + 1
     end
     set_rec(id, rec)
-    redis.call('ZREM', K_FINISHED, id)
     count('submitted')
     out[#out + 1] = 1
     out[#out + 1] = id

@@ -1,8 +1,9 @@
 -- Shared by every queue script. KEYS (built by redis_keys.queue_keys):
 --  1 normal tier list   2 high tier list   3 low tier list
 --  4 :processing zset   5 :processing:body hash   6 :scheduled zset
---  7 :dead list   8 :tasks hash   9 :counters hash   10 :finished zset
---  11 :wake list   12 :dead:info hash
+--  7 :dead list   8 :tasks hash   9 :counters hash   10 :done:<hour> hash
+--  11 :wake list   12 :dead:info hash   13 previous :done:<hour> hash
+-- KEYS 10 is :done:<hour>, the hash of this hour's finished (done/cancelled) records.
 -- Task state records (:tasks values) are JSON objects:
 --  s state (q|s|p|D|C), p priority, a attempt, m max_attempts, k lease token,
 --  c cancel requested, e last_error, t traceback, f failed_at, d finished_at,
@@ -11,7 +12,10 @@
 local K_NORMAL, K_HIGH, K_LOW = KEYS[1], KEYS[2], KEYS[3]
 local K_PROC, K_PBODY, K_SCHED = KEYS[4], KEYS[5], KEYS[6]
 local K_DEAD, K_TASKS, K_COUNTERS = KEYS[7], KEYS[8], KEYS[9]
-local K_FINISHED, K_WAKE, K_DEADINFO = KEYS[10], KEYS[11], KEYS[12]
+local K_DONE, K_WAKE, K_DEADINFO, K_DONE_PREV = KEYS[10], KEYS[11], KEYS[12], KEYS[13]
+-- Finished records live in hourly hashes that expire as a whole (no per-task index).
+local DONE_TTL = 7200
+local done_ttl_set = false
 local WAKE_CAP = 64
 local DRAIN_LIMIT = 1000
 
@@ -70,8 +74,12 @@ local function finish(id, rec, state, now)
   rec.c = nil
   rec.b = nil
   rec.d = fstr(now)
-  set_rec(id, rec)
-  redis.call('ZADD', K_FINISHED, now, id)
+  redis.call('HDEL', K_TASKS, id)
+  redis.call('HSET', K_DONE, id, cjson.encode(rec))
+  if not done_ttl_set then
+    redis.call('EXPIRE', K_DONE, DONE_TTL)
+    done_ttl_set = true
+  end
 end
 
 -- Bury a body in the DLQ with its record (the live record goes away).

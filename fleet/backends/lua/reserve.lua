@@ -1,10 +1,10 @@
 -- @include queue_common
--- ARGV: now, k, visibility seconds, default max_attempts, then k fresh tokens.
+-- ARGV: now, k, deadline (now + visibility), default max_attempts, token base
+-- (fresh random text; the token of the i-th reservation is base .. "." .. i).
 -- Returns {next_due} followed by (body, record JSON, token) per reservation;
 -- next_due is the earliest scheduled ready_at ("" if none) when nothing was taken.
 local now, k = tonumber(ARGV[1]), tonumber(ARGV[2])
-local vis, defmax = tonumber(ARGV[3]), tonumber(ARGV[4])
-local deadline = now + vis
+local deadline, defmax, base = ARGV[3], tonumber(ARGV[4]), ARGV[5]
 drain_due(now)
 local out = {''}
 local got = 0
@@ -28,9 +28,7 @@ for _, tk in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
         end
         local ttl = tonumber(jnull(body.ttl_seconds))
         local enq = tonumber(jnull(body.enqueued_at)) or 0
-        if rec.s == 'C' or rec.s == 'D' then
-          -- stale copy of a finished task: drop
-        elseif rec.c then
+        if rec.c then
           finish(id, rec, 'C', now)
           count('cancelled')
         elseif ttl and now > enq + ttl then
@@ -48,7 +46,7 @@ for _, tk in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
             bury(id, raw, rec)
           else
             got = got + 1
-            local tok = ARGV[4 + got]
+            local tok = base .. '.' .. got
             rec.a = a
             rec.s = 'p'
             rec.k = tok

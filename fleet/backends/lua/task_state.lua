@@ -12,4 +12,6 @@ if raw then
 end
 local info = redis.call('HGET', K_DEADINFO, id)
 if info then return {'dead', info, ''} end
+local done = redis.call('HGET', K_DONE, id) or redis.call('HGET', K_DONE_PREV, id)
+if done then return {'live', done, ''} end
 return {'none', '', ''}
