@@ -119,6 +119,11 @@ async def test_scraper_skeleton_against_a_local_site(
     )
     await push_config(backend, t, {"api_key": "secret-1", "slots": 2, "max_attempts": 2}, ["s1"])
     await running(backend, t, "s1", w)
+
+    async def two_slots() -> bool:
+        return (await state_of(backend, t, "s1")).get("slots") == "2"
+
+    await wait_until(two_slots, timeout=10, what="2 slots after the config push")
     ok = await push(backend, t, *[{"url": f"{site}/page/{i}"} for i in range(3)])
     (bad,) = await push(backend, t, {"url": f"{site}/missing"})
     for tid in ok:
