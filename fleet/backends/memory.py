@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,7 +67,8 @@ class MemoryBackend(Backend):
         self._store = get_store(store_name(url))
         self._closed = False
         self._waiting: set[asyncio.Future[None]] = set()
-        self._subs: set[MemorySubscription] = set()
+        # Weak: a subscription closed by its user must not be kept alive here.
+        self._subs: weakref.WeakSet[MemorySubscription] = weakref.WeakSet()
 
     # ------------------------------------------------------------ lifecycle
     async def connect(self) -> None:

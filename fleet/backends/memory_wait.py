@@ -29,8 +29,8 @@ def resolve(fut: asyncio.Future[None]) -> bool:
     if loop is running:
         fut.set_result(None)
         return True
-    if loop.is_closed():
-        return False
+    if loop.is_closed() or not loop.is_running():
+        return False  # nobody can be waiting on a loop that does not run
     # A waiter of another loop: hand the wake-up to that loop's thread.
     with contextlib.suppress(RuntimeError):
         loop.call_soon_threadsafe(_set_if_pending, fut)
