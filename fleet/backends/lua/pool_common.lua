@@ -128,7 +128,9 @@ end
 -- Visit unexpired members of key in expiry order (desc: freshest first) that
 -- carry every suffix in need, until fn returns true.
 local function scan(key, desc, need, fn)
-  local off, batch = 0, 64
+  -- Without extra fields the first member usually ends the walk: fetch small first.
+  local off, batch = 0, 16
+  if #need == 0 then batch = 4 end
   while true do
     local ids
     if desc then
@@ -141,5 +143,6 @@ local function scan(key, desc, need, fn)
     end
     if #ids < batch then return end
     off = off + batch
+    if batch < 256 then batch = batch * 4 end
   end
 end
