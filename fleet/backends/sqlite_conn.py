@@ -2,9 +2,10 @@
 
 The stdlib ``sqlite3`` driver blocks, so every statement runs in a thread and
 the event loop only awaits futures. One writer thread owns the write
-connection: every write is one short ``BEGIN IMMEDIATE`` transaction (SQLite
-lets one writer at a time into a file anyway, and the busy timeout queues
-writers of other processes). Reader threads own their own connections and, in
+connection: every write is one short ``BEGIN IMMEDIATE`` transaction, or a
+savepoint in a group of them (:mod:`fleet.backends.sqlite_writer`); SQLite lets
+one writer at a time into a file anyway, and the busy timeout queues writers
+of other processes. Reader threads own their own connections and, in
 WAL mode, never wait for writers. A watcher thread owns a connection whose
 ``PRAGMA data_version`` tells cheaply whether anyone committed anything.
 """
@@ -22,12 +23,10 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from fleet.backends.sqlite_schema import migrate
+from fleet.backends.sqlite_writer import BEGIN_ATTEMPTS, Writer, is_busy
 from fleet.core.errors import BackendError, BackendUnavailable, ConfigError
 
 T = TypeVar("T")
-
-#: Attempts at ``BEGIN IMMEDIATE`` when the busy timeout runs out under contention.
-_BEGIN_ATTEMPTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +96,6 @@ def parse_url(url: str) -> SQLiteOptions:
     return options
 
 
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
-
-
 def translate(exc: sqlite3.Error, path: Path) -> BackendError:
     """Our exception for a driver exception (drivers never leak to callers)."""
     if isinstance(exc, sqlite3.IntegrityError | sqlite3.ProgrammingError):
@@ -122,7 +116,7 @@ class SQLiteDB:
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
-        self._writer: concurrent.futures.ThreadPoolExecutor | None = None
+        self._writer: Writer | None = None
         self._readers: concurrent.futures.ThreadPoolExecutor | None = None
         self._watch: concurrent.futures.ThreadPoolExecutor | None = None
 
@@ -138,7 +132,7 @@ class SQLiteDB:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise BackendUnavailable(f"sqlite {self.path}: cannot create directory: {exc}") from exc
-        self._writer = self._executor(1, "fleet-sqlite-w")
+        self._writer = Writer(self._connect, self._closed_error)
         self._readers = self._executor(self.options.readers, "fleet-sqlite-r")
         self._watch = self._executor(1, "fleet-sqlite-watch")
         await self.write(lambda conn: migrate(conn, str(self.path)))
@@ -148,64 +142,54 @@ class SQLiteDB:
 
     async def close(self) -> None:
         """Close every connection in its own thread and stop the threads."""
-        executors = [e for e in (self._writer, self._readers, self._watch) if e is not None]
-        self._writer = self._readers = self._watch = None
-        loop = asyncio.get_running_loop()
+        executors = [e for e in (self._readers, self._watch) if e is not None]
+        writer, self._writer = self._writer, None
+        self._readers = self._watch = None
+        if writer is not None:
+            writer.stop()
+            await asyncio.to_thread(writer.join)
         for executor in executors:
             executor.shutdown(wait=False)
-        await asyncio.gather(*(loop.run_in_executor(None, e.shutdown) for e in executors))
+        await asyncio.gather(*(asyncio.to_thread(e.shutdown) for e in executors))
         with self._conns_lock:
             conns, self._conns = self._conns, []
         for conn in conns:
             # Their threads have exited, so nothing else can use them now.
             conn.close()
 
+    def _closed_error(self) -> BackendUnavailable:
+        return BackendUnavailable(f"sqlite {self.path}: backend is closed")
+
+    def _connect(self) -> sqlite3.Connection:
+        """A new connection with our pragmas (WAL, busy timeout, synchronous=NORMAL)."""
+        conn = sqlite3.connect(
+            self.path,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=self.options.busy_timeout_ms / 1000,
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(self.options.busy_timeout_ms)}")
+        for attempt in range(BEGIN_ATTEMPTS):
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                break
+            except sqlite3.OperationalError as exc:
+                if not is_busy(exc) or attempt == BEGIN_ATTEMPTS - 1:
+                    raise
+        conn.execute("PRAGMA synchronous = NORMAL")
+        return conn
+
     def _connection(self) -> sqlite3.Connection:
+        # Reader and watcher threads each keep their own connection.
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(
-                self.path,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=self.options.busy_timeout_ms / 1000,
-            )
-            conn.execute(f"PRAGMA busy_timeout = {int(self.options.busy_timeout_ms)}")
-            self._set_wal(conn)
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = OFF")
+            conn = self._connect()
             self._local.conn = conn
             with self._conns_lock:
                 self._conns.append(conn)
         return conn
 
-    def _set_wal(self, conn: sqlite3.Connection) -> None:
-        for attempt in range(_BEGIN_ATTEMPTS):
-            try:
-                conn.execute("PRAGMA journal_mode = WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or attempt == _BEGIN_ATTEMPTS - 1:
-                    raise
-
     # ------------------------------------------------------------ running work
-    def _run_write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        conn = self._connection()
-        for attempt in range(_BEGIN_ATTEMPTS):
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                break
-            except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or attempt == _BEGIN_ATTEMPTS - 1:
-                    raise
-        try:
-            result = fn(conn)
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        return result
-
     def _run_read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         conn = self._connection()
         # One snapshot for every statement of the read.
@@ -225,8 +209,9 @@ class SQLiteDB:
             BackendUnavailable: The backend is closed.
         """
         if self._writer is None:
-            raise BackendUnavailable(f"sqlite {self.path}: backend is closed")
-        return self._writer.submit(self._run_write, fn)
+            raise self._closed_error()
+        future: concurrent.futures.Future[T] = self._writer.submit(fn)
+        return future
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` as one ``BEGIN IMMEDIATE`` transaction in the writer thread.

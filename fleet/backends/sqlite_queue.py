@@ -9,6 +9,7 @@ one atomic step and can be tested without an event loop. Queue order lives in
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +23,6 @@ from fleet.backends.records import (
     PushResult,
     Reservation,
     TaskBody,
-    new_token,
 )
 
 LIVE_STATES = ("queued", "scheduled", "processing")
@@ -32,6 +32,14 @@ _TIER_NUM = {name: i for i, name in enumerate(TIERS)}
 def tier_num(body: TaskBody) -> int:
     """The ``tasks.tier`` value of a body: 0 high, 1 normal, 2 low."""
     return _TIER_NUM[body.tier]
+
+
+def merged(raw: str, attempt: int, max_attempts: int | None) -> TaskBody:
+    """The task body of a row: its JSON with the ``attempt`` columns applied."""
+    d = json.loads(raw)
+    d["attempt"] = attempt
+    d["max_attempts"] = max_attempts
+    return TaskBody.from_dict(d)
 
 
 def count(conn: sqlite3.Connection, automation_type: str, name: str, n: int = 1) -> None:
@@ -144,8 +152,8 @@ def push(
             state, seq, ready_at = "queued", ends.tail(tier), None
             ready += 1
         conn.execute(
-            "INSERT OR REPLACE INTO tasks (type, id, state, tier, seq, body, enqueued_at, "
-            "ready_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO tasks (type, id, state, tier, seq, body, attempt, "
+            "max_attempts, enqueued_at, ready_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 automation_type,
                 body.id,
@@ -153,6 +161,8 @@ def push(
                 tier,
                 seq,
                 body.to_json(),
+                body.attempt,
+                body.max_attempts,
                 body.enqueued_at,
                 ready_at,
             ),
@@ -212,41 +222,39 @@ def reserve(
     out: list[Reservation] = []
     deadline = now + visibility_seconds
     while len(out) < k:
-        batch = conn.execute(
-            "SELECT id, body, cancel FROM tasks WHERE type = ? AND state = 'queued' "
-            "ORDER BY tier, seq LIMIT ?",
-            (automation_type, k - len(out)),
+        want = k - len(out)
+        # One statement leases the whole batch; rows that must not be delivered
+        # (cancelled, expired, out of attempts) are settled right after, in the
+        # same transaction. The token is 12 random bytes, like new_token().
+        taken = conn.execute(
+            "UPDATE tasks SET state = 'processing', attempt = attempt + 1, "
+            "max_attempts = COALESCE(max_attempts, ?), token = lower(hex(randomblob(12))), "
+            "deadline = ? WHERE rowid IN (SELECT rowid FROM tasks WHERE type = ? "
+            "AND state = 'queued' ORDER BY tier, seq LIMIT ?) "
+            "RETURNING tier, seq, id, body, attempt, max_attempts, token, cancel",
+            (default_max_attempts, deadline, automation_type, want),
         ).fetchall()
-        if not batch:
-            break
-        for task_id, raw, cancel in batch:
-            body = TaskBody.from_json(raw)
+        taken.sort()  # RETURNING order is unspecified; queue order is (tier, seq)
+        for _tier, _seq, task_id, raw, attempt, limit, token, cancel in taken:
+            body = merged(raw, attempt, limit)
             if cancel:
                 _finish(conn, automation_type, task_id, "cancelled", now)
                 count(conn, automation_type, "cancelled")
-                continue
-            if body.is_expired(now):
+            elif body.is_expired(now):
                 conn.execute(
                     "DELETE FROM tasks WHERE type = ? AND id = ?", (automation_type, task_id)
                 )
                 count(conn, automation_type, "expired")
-                continue
-            limit = body.max_attempts if body.max_attempts is not None else default_max_attempts
-            body = body.evolve(attempt=body.attempt + 1, max_attempts=limit)
-            if body.attempt > limit:
+            elif attempt > limit:
                 error = (
-                    f"attempt {body.attempt} exceeds max_attempts={limit}: "
+                    f"attempt {attempt} exceeds max_attempts={limit}: "
                     "earlier attempts were lost with their worker"
                 )
                 bury(conn, automation_type, body.evolve(last_error=error, failed_at=now), now)
-                continue
-            token = new_token()
-            conn.execute(
-                "UPDATE tasks SET state = 'processing', body = ?, token = ?, deadline = ? "
-                "WHERE type = ? AND id = ?",
-                (body.to_json(), token, deadline, automation_type, task_id),
-            )
-            out.append(Reservation(body=body, token=token, deadline=deadline))
+            else:
+                out.append(Reservation(body=body, token=token, deadline=deadline))
+        if len(taken) < want:
+            break
     next_due = None
     if not out:
         row = conn.execute(
@@ -277,19 +285,20 @@ def ack(
     completed = cancelled = 0
     for task_id, token in leases:
         row = conn.execute(
-            "SELECT cancel FROM tasks WHERE type = ? AND id = ? AND state = 'processing' "
-            "AND token = ?",
-            (automation_type, task_id, token),
+            "UPDATE tasks SET state = CASE WHEN cancel THEN 'cancelled' ELSE 'done' END, "
+            "finished_at = ?, token = NULL, deadline = NULL, "
+            "body = json_remove(body, '$.payload', '$.traceback') "
+            "WHERE type = ? AND id = ? AND state = 'processing' AND token = ? RETURNING cancel",
+            (now, automation_type, task_id, token),
         ).fetchone()
         if row is None:
             out.append(False)
-            continue
-        _finish(conn, automation_type, task_id, "cancelled" if row[0] else "done", now)
-        if row[0]:
+        elif row[0]:
             cancelled += 1
+            out.append(True)
         else:
             completed += 1
-        out.append(True)
+            out.append(True)
     count(conn, automation_type, "completed", completed)
     count(conn, automation_type, "cancelled", cancelled)
     return out
@@ -299,11 +308,11 @@ def _owned(
     conn: sqlite3.Connection, automation_type: str, task_id: str, token: str
 ) -> tuple[TaskBody, int] | None:
     row = conn.execute(
-        "SELECT body, tier FROM tasks WHERE type = ? AND id = ? AND state = 'processing' "
-        "AND token = ?",
+        "SELECT body, attempt, max_attempts, tier FROM tasks WHERE type = ? AND id = ? "
+        "AND state = 'processing' AND token = ?",
         (automation_type, task_id, token),
     ).fetchone()
-    return None if row is None else (TaskBody.from_json(row[0]), int(row[1]))
+    return None if row is None else (merged(row[0], row[1], row[2]), int(row[3]))
 
 
 def nack(
@@ -344,12 +353,10 @@ def release(
     owned = _owned(conn, automation_type, task_id, token)
     if owned is None:
         return False
-    body, tier = owned
-    body = body.evolve(attempt=max(body.attempt - 1, 0))
     conn.execute(
-        "UPDATE tasks SET state = 'queued', seq = ?, body = ?, token = NULL, deadline = NULL "
-        "WHERE type = ? AND id = ?",
-        (_Ends(conn, automation_type).head(tier), body.to_json(), automation_type, task_id),
+        "UPDATE tasks SET state = 'queued', seq = ?, attempt = MAX(attempt - 1, 0), "
+        "token = NULL, deadline = NULL WHERE type = ? AND id = ?",
+        (_Ends(conn, automation_type).head(owned[1]), automation_type, task_id),
     )
     signal(conn, automation_type, 1)
     return True

@@ -7,7 +7,6 @@ caller's transaction and takes the current time.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 
@@ -20,7 +19,7 @@ from fleet.backends.records import (
     TaskBody,
     TaskInfo,
 )
-from fleet.backends.sqlite_queue import LIVE_STATES, count, signal, tail_of, tier_num
+from fleet.backends.sqlite_queue import LIVE_STATES, count, merged, signal, tail_of, tier_num
 
 
 def dead_peek(conn: sqlite3.Connection, automation_type: str, n: int) -> list[TaskBody]:
@@ -65,14 +64,15 @@ def dead_replay(
         body = TaskBody.from_json(raw).evolve(attempt=0)
         tier = tier_num(body)
         conn.execute(
-            "INSERT OR REPLACE INTO tasks (type, id, state, tier, seq, body, enqueued_at) "
-            "VALUES (?, ?, 'queued', ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO tasks (type, id, state, tier, seq, body, attempt, "
+            "max_attempts, enqueued_at) VALUES (?, ?, 'queued', ?, ?, ?, 0, ?, ?)",
             (
                 automation_type,
                 task_id,
                 tier,
                 tail_of(conn, automation_type, tier),
                 body.to_json(),
+                body.max_attempts,
                 body.enqueued_at,
             ),
         )
@@ -131,14 +131,15 @@ def task_state(
 ) -> TaskInfo:
     """Where one task is; two primary-key probes at most."""
     row = conn.execute(
-        "SELECT state, body, deadline, ready_at, finished_at FROM tasks WHERE type = ? AND id = ?",
+        "SELECT state, body, attempt, max_attempts, deadline, ready_at, finished_at FROM tasks "
+        "WHERE type = ? AND id = ?",
         (automation_type, task_id),
     ).fetchone()
     if row is not None:
-        state, raw, deadline, ready_at, finished_at = row
+        state, raw, attempt, limit, deadline, ready_at, finished_at = row
         forgotten = finished_at is not None and finished_at < now - FINISHED_RETENTION_SECONDS
         if not forgotten:
-            body = TaskBody.from_dict({"id": task_id, **_loads(raw)})
+            body = merged(raw, attempt, limit)
             return TaskInfo(
                 task_id=task_id,
                 state=state,
@@ -165,11 +166,6 @@ def task_state(
         priority=body.priority,
         last_error=body.last_error,
     )
-
-
-def _loads(raw: str) -> dict[str, object]:
-    loaded: dict[str, object] = json.loads(raw)
-    return loaded
 
 
 def cancel(

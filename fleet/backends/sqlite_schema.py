@@ -13,6 +13,8 @@ Layout (one row per thing; ``type`` is the automation type):
   ``state`` says which. Partial indexes make each state its own ordered queue:
   queued by ``(tier, seq)``, scheduled by ``ready_at``, processing by
   ``deadline``. ``seq`` grows at the tail and shrinks at the head of a tier.
+  ``attempt``/``max_attempts`` columns override the copies inside ``body``, so
+  reserve and release change a task without re-encoding its JSON.
 * ``dead``: the DLQ, in death order (``pos``).
 * ``signals``: one change counter per type, bumped whenever tasks become
   deliverable; blocked reservers of every process watch it.
@@ -43,6 +45,8 @@ CREATE TABLE tasks (
     tier INTEGER NOT NULL,
     seq INTEGER NOT NULL DEFAULT 0,
     body TEXT NOT NULL,
+    attempt INTEGER NOT NULL DEFAULT 0,
+    max_attempts INTEGER,
     enqueued_at REAL NOT NULL,
     ready_at REAL,
     deadline REAL,

@@ -1,0 +1,146 @@
+"""The writer thread of the SQLite backend, with group commit.
+
+Every write operation of a backend instance goes through one thread that owns
+the write connection. When several operations are queued at once (ten slots
+acking together, a burst of pushes), the thread runs them in one ``BEGIN
+IMMEDIATE`` transaction, each inside its own ``SAVEPOINT``: an operation that
+fails is rolled back alone, the others commit together, and nobody gets an
+answer before the ``COMMIT`` succeeded. Each operation therefore stays atomic
+(all of it or none of it survives a crash) while the fixed cost of a
+transaction is paid once per group instead of once per call.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from typing import Any
+
+#: Attempts at ``BEGIN IMMEDIATE`` when the busy timeout runs out under contention.
+BEGIN_ATTEMPTS = 3
+#: Most operations committed together (bounds how long other processes wait).
+MAX_GROUP = 64
+
+Operation = Callable[[sqlite3.Connection], Any]
+_Job = tuple[Operation, "concurrent.futures.Future[Any]"]
+
+
+def is_busy(exc: sqlite3.OperationalError) -> bool:
+    """True for "database is locked/busy" (another process holds the write lock)."""
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def begin_immediate(conn: sqlite3.Connection) -> None:
+    """``BEGIN IMMEDIATE``, retried when another process kept the lock past the timeout."""
+    for attempt in range(BEGIN_ATTEMPTS):
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or attempt == BEGIN_ATTEMPTS - 1:
+                raise
+
+
+class Writer:
+    """One thread running write operations in (grouped) transactions.
+
+    Args:
+        connect: Opens the write connection (called once, in the thread).
+        closed_error: Builds the exception for operations submitted after stop.
+    """
+
+    def __init__(
+        self, connect: Callable[[], sqlite3.Connection], closed_error: Callable[[], Exception]
+    ) -> None:
+        self._connect = connect
+        self._closed_error = closed_error
+        self._conn: sqlite3.Connection | None = None
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._stopped = False
+        # Daemon: a backend never closed must not keep the interpreter alive.
+        self._thread = threading.Thread(target=self._loop, name="fleet-sqlite-w", daemon=True)
+        self._thread.start()
+
+    def submit(self, op: Operation) -> concurrent.futures.Future[Any]:
+        """Queue ``op``; the future resolves after its transaction committed."""
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        if self._stopped:
+            future.set_exception(self._closed_error())
+        else:
+            self._queue.put((op, future))
+        return future
+
+    def stop(self) -> None:
+        """Finish queued operations, then end the thread (see :meth:`join`)."""
+        self._stopped = True
+        self._queue.put(None)
+
+    def join(self) -> None:
+        """Wait for the thread to end and close its connection."""
+        self._thread.join()
+
+    def _loop(self) -> None:
+        running = True
+        while running:
+            job = self._queue.get()
+            if job is None:
+                break
+            jobs = [job]
+            while len(jobs) < MAX_GROUP:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    running = False
+                    break
+                jobs.append(more)
+            live = [(op, f) for op, f in jobs if f.set_running_or_notify_cancel()]
+            if live:
+                self._run_group(live)
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _run_group(self, jobs: list[_Job]) -> None:
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            if self._conn is None:
+                self._conn = self._connect()
+            conn = self._conn
+            begin_immediate(conn)
+            try:
+                if len(jobs) == 1:
+                    outcomes.append((True, jobs[0][0](conn)))
+                else:
+                    outcomes = [_in_savepoint(conn, op) for op, _ in jobs]
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except Exception as exc:
+            for _, future in jobs:
+                future.set_exception(exc)
+            return
+        for (ok, value), (_, future) in zip(outcomes, jobs, strict=True):
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+
+def _in_savepoint(conn: sqlite3.Connection, op: Operation) -> tuple[bool, Any]:
+    conn.execute("SAVEPOINT op")
+    try:
+        result = op(conn)
+    except Exception as exc:
+        conn.execute("ROLLBACK TO op")
+        conn.execute("RELEASE op")
+        return False, exc
+    conn.execute("RELEASE op")
+    return True, result
