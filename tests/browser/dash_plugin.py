@@ -2,16 +2,18 @@
 
 A task echoes its text to the output stream, or fails on purpose: always with
 ``fail``, or only the first time a text is seen with ``fail_first`` (so a task
-dead-lettered with ``max_attempts=1`` succeeds once it is replayed).
+dead-lettered with ``max_attempts=1`` succeeds once it is replayed). Each echo
+is also put into a pool, for the pools view.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from fleet.core import BaseConfig, BatchAutomation, Context, Task, register
+from fleet.core import BaseConfig, BatchAutomation, Context, Pool, Task, register
 
 TYPE = "dash-echo"
+POOL = "dash-echoes"
 
 
 class EchoConfig(BaseConfig):
@@ -34,6 +36,15 @@ class EchoOut(BaseModel):
     text: str
 
 
+class EchoTags(BaseModel):
+    """The queryable part of a pooled echo."""
+
+    length: int
+
+
+ECHOES = Pool[EchoOut, EchoTags](POOL, payload=EchoOut, tags=EchoTags)
+
+
 @register(TYPE)
 class DashEcho(BatchAutomation[EchoConfig]):
     """Echo a text to the stream, or fail."""
@@ -41,10 +52,13 @@ class DashEcho(BatchAutomation[EchoConfig]):
     Config = EchoConfig
     TaskPayload = EchoTask
     Output = EchoOut
+    Pools = {"echoes": ECHOES}
 
     async def run_one(self, task: Task[EchoTask], ctx: Context[EchoConfig]) -> None:
         if task.payload.fail:
             raise RuntimeError(f"asked to fail: {task.payload.text}")
         if task.payload.fail_first and await ctx.kv(TYPE).setnx(task.payload.text, True):
             raise RuntimeError(f"first attempt fails: {task.payload.text}")
-        await ctx.emit(EchoOut(text=f"{ctx.config.prefix}: {task.payload.text}"))
+        out = EchoOut(text=f"{ctx.config.prefix}: {task.payload.text}")
+        await ctx.pool(ECHOES).put(payload=out, tags=EchoTags(length=len(out.text)))
+        await ctx.emit(out)

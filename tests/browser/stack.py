@@ -63,7 +63,7 @@ class Stack:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def _spawn(self, name: str, args: list[str]) -> None:
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         out = (self.logs / f"{name}.log").open("wb")
         proc = subprocess.Popen(
             [sys.executable, *args],
@@ -74,6 +74,7 @@ class Stack:
         )
         out.close()
         self.procs.append(proc)
+        return proc
 
     def start(self) -> None:
         """Start both processes and wait until the worker shows in the API."""
@@ -92,11 +93,14 @@ class Stack:
                 "warning",
             ],
         )
-        self._spawn(
-            "worker",
-            ["-m", "fleet", "worker", "--plugin", PLUGIN, "--id", self.worker_id],
-        )
+        self.spawn_worker(self.worker_id)
         self.wait_for(self._worker_up, 30, "the master to list the worker as up")
+
+    def spawn_worker(self, worker_id: str) -> subprocess.Popen[bytes]:
+        """Start one more worker process of the test plugin."""
+        return self._spawn(
+            worker_id, ["-m", "fleet", "worker", "--plugin", PLUGIN, "--id", worker_id]
+        )
 
     def _worker_up(self) -> bool:
         try:

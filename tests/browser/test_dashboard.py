@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from tests.browser.stack import ADMIN_TOKEN, Stack
+from tests.browser.stack import ADMIN_TOKEN, READ_TOKEN, Stack
 from tests.support.redis_server import require_redis
 
 pytestmark = pytest.mark.browser
@@ -38,6 +38,7 @@ CHROMIUM_ARGS = [
 SHOTS_ENV = "FLEET_DASHBOARD_SCREENSHOTS"
 DOCS_SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 WAIT_MS = 15_000
+expect.set_options(timeout=WAIT_MS)
 
 
 @pytest.fixture(scope="module")
@@ -105,9 +106,9 @@ def page(browser: Browser, stack: Stack) -> Iterator[tuple[Page, Watch]]:
     assert watch.errors == []
 
 
-def sign_in(page: Page, stack: Stack, route: str = "") -> None:
+def sign_in(page: Page, stack: Stack, route: str = "", token: str = ADMIN_TOKEN) -> None:
     page.goto(f"{stack.url}/{route}")
-    page.fill("#token", ADMIN_TOKEN)
+    page.fill("#token", token)
     page.click("#signin button[type=submit]")
     expect(page.locator("#nav")).to_be_visible()
 
@@ -221,7 +222,7 @@ def test_failing_task_lands_in_the_dlq_and_replays(
 
     dead_row.locator("input[name=dead-pick]").check()
     p.click("#dlq [data-action=replay-selected]")
-    expect(p.locator("#dlq .note-ok")).to_contain_text('"replayed": 1')
+    expect(p.locator("#dlq .note-ok")).to_contain_text("replayed 1")
     expect(dead_row).to_have_count(0)
     expect(p.locator("#tail li pre", has_text=f"echo: {text}")).to_be_visible()
     assert stack.api("GET", f"/automations/dash-echo/tasks/{task_id}").json()["state"] == "done"
@@ -271,16 +272,131 @@ def test_config_editor_pushes_slots_and_shows_422_at_the_field(
     stack.api("PATCH", "/automations/dash-echo/config", json={"slots": 1})
 
 
-def test_reads_at_phone_width(browser: Browser, stack: Stack) -> None:
+def test_reads_at_phone_width(browser: Browser, stack: Stack, tmp_path: Path) -> None:
     context = browser.new_context(viewport={"width": 390, "height": 844})
     p = context.new_page()
     p.set_default_timeout(WAIT_MS)
     try:
         sign_in(p, stack, "#/automation/dash-echo")
         expect(p.locator("#cfg-slots")).to_be_visible()
-        width = p.evaluate("document.documentElement.scrollWidth")
-        assert width <= 390
-        p.click("#nav a[data-route=pools]")
-        expect(p.locator("#pools .empty")).to_be_visible()
+        assert p.evaluate("document.documentElement.scrollWidth") <= 390
+        shot(p, "phone", tmp_path)
+        p.click("#nav a[data-route=workers]")
+        expect(p.locator(f"tr[data-worker='{stack.worker_id}']")).to_be_visible()
+        assert p.evaluate("document.documentElement.scrollWidth") <= 390
     finally:
         context.close()
+
+
+def test_a_new_worker_appears_live_then_is_forgotten(
+    page: tuple[Page, Watch], stack: Stack
+) -> None:
+    p, watch = page
+    sign_in(p, stack, "#/workers")
+    expect(p.locator(f"tr[data-worker='{stack.worker_id}']")).to_be_visible()
+    extra = f"dash-worker-{uuid.uuid4().hex[:6]}"
+    proc = stack.spawn_worker(extra)
+    row = p.locator(f"tr[data-worker='{extra}']")
+    try:
+        expect(row.locator("[data-col=state]")).to_have_text(re.compile("RUNNING|IDLE"))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+    expect(row.locator("[data-col=state]")).to_have_text(re.compile("STOPPED|DOWN"))
+    row.get_by_role("button", name="Forget").click()
+    assert any(extra in d for d in watch.dialogs)
+    expect(row).to_have_count(0)
+    expect(p.locator(f"tr[data-worker='{stack.worker_id}']")).to_be_visible()
+
+
+def test_pools_show_items_to_admin_only(browser: Browser, stack: Stack) -> None:
+    text = f"pooled-{uuid.uuid4().hex[:8]}"
+    res = stack.api("POST", "/automations/dash-echo/tasks", json={"payload": {"text": text}})
+    assert res.status_code == 202, res.text
+    stack.wait_for(
+        lambda: (
+            stack.api("GET", f"/automations/dash-echo/tasks/{res.json()['task_id']}").json()[
+                "state"
+            ]
+            == "done"
+        ),
+        20,
+        "the pooled echo task",
+    )
+    for token, sees_payload in ((ADMIN_TOKEN, True), (READ_TOKEN, False)):
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        p = context.new_page()
+        p.set_default_timeout(WAIT_MS)
+        try:
+            sign_in(p, stack, "#/pools", token=token)
+            row = p.locator("#pools tr[data-pool='dash-echoes']")
+            expect(row).to_be_visible()
+            size = int(row.locator("td").nth(1).inner_text())
+            assert size >= 1
+            row.get_by_role("button", name="dash-echoes").click()
+            items = p.locator("[data-role=pool-items] tr[data-item]")
+            expect(items.first).to_be_visible()
+            if sees_payload:
+                expect(p.locator("[data-role=pool-items]")).to_contain_text(f"echo: {text}")
+            else:
+                expect(items.first).to_contain_text("admin only")
+                expect(p.locator("[data-role=pool-items]")).not_to_contain_text("echo:")
+                # An admin action with a read token is refused with a clear message.
+                p.click("#nav a[data-route=workers]")
+                p.locator(f"tr[data-worker='{stack.worker_id}']").get_by_role(
+                    "button", name="Drain"
+                ).click()
+                expect(p.locator("#workers .note-error")).to_contain_text("admin token")
+        finally:
+            context.close()
+
+
+def test_js_helpers(page: tuple[Page, Watch], stack: Stack) -> None:
+    """The pure helpers, run in the browser: SSE parsing, rates, routes, schemas."""
+    p, _ = page
+    p.goto(stack.url)
+    result = p.evaluate(
+        r"""async () => {
+        const { SSEParser } = await import("/js/sse.js");
+        const { rateBetween } = await import("/js/store.js");
+        const { parseRoute } = await import("/js/app.js");
+        const { escapeHtml, fmtDuration } = await import("/js/render.js");
+        const { fieldKind } = await import("/js/schemaform.js");
+        const { typeName } = await import("/js/schemas.js");
+        const parser = new SSEParser();
+        const events = [];
+        const text = ": ping\r\nevent: emit\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n" +
+          "id: 7\ndata: plain\n\nevent: x\n\nretry: 500\n";
+        for (const ch of text) events.push(...parser.feed(ch));
+        return {
+          events,
+          retry: parser.retry,
+          rate: rateBetween({t: 0, completed: 10, failed: 1, dead: 0},
+                            {t: 2, completed: 16, failed: 2, dead: 1}),
+          idle: rateBetween({t: 0, completed: 5, failed: 0, dead: 0},
+                            {t: 2, completed: 5, failed: 0, dead: 0}),
+          routes: [parseRoute("#/automation/a%2Fb"), parseRoute("#/workers"), parseRoute("")],
+          escaped: escapeHtml("<img src=x onerror='1'>&"),
+          durations: [fmtDuration(0.25), fmtDuration(75), fmtDuration(7200)],
+          kind: fieldKind({}, {anyOf: [{type: "integer"}, {type: "null"}]}),
+          type: typeName({}, {type: "array", items: {$ref: "#/$defs/Item"}}),
+        };
+    }"""
+    )
+    assert result["events"] == [
+        {"event": "emit", "data": '{"a":\n1}', "id": ""},
+        {"event": "message", "data": "plain", "id": "7"},
+    ]
+    assert result["retry"] == 500
+    assert result["rate"] == {"t": 2, "perSecond": 3, "failureRate": 0.25}
+    assert result["idle"]["failureRate"] is None
+    assert result["routes"] == [
+        {"name": "automation", "type": "a/b"},
+        {"name": "workers"},
+        {"name": "overview"},
+    ]
+    assert result["escaped"] == "&lt;img src=x onerror=&#39;1&#39;&gt;&amp;"
+    assert result["durations"] == ["250 ms", "1 m 15 s", "2 h 0 m"]
+    assert result["kind"]["widget"] == "integer"
+    assert result["kind"]["nullable"] is True
+    assert result["type"] == "list[Item]"

@@ -43,6 +43,7 @@ class Store extends EventTarget {
     this.timer = null;
     this.soon = null;
     this.running = false;
+    this.rounds = 0;
   }
 
   start() {
@@ -68,15 +69,24 @@ class Store extends EventTarget {
 
   async refresh() {
     clearTimeout(this.timer);
+    const mine = ++this.rounds;
+    let answer = null;
+    let error = null;
     try {
-      const [automations, workers] = await Promise.all([api("/automations"), api("/workers")]);
+      answer = await Promise.all([api("/automations"), api("/workers")]);
+    } catch (err) {
+      error = err;
+    }
+    // Rounds can overlap (a poll and an event-triggered refresh): only the
+    // latest renders and schedules the next poll.
+    if (mine !== this.rounds) return;
+    if (answer) {
+      const [automations, workers] = answer;
       this.automations = Array.isArray(automations) ? automations : Object.values(automations || {});
       this.workers = workers || [];
       this.sample();
-      this.error = null;
-    } catch (err) {
-      this.error = err;
     }
+    this.error = error;
     this.emit("update");
     if (this.running) this.timer = setTimeout(() => this.refresh(), POLL_MS);
   }

@@ -109,7 +109,7 @@ function tailPanel(type) {
 
   const el = h(
     "section",
-    { class: "panel", id: "tail" },
+    { class: "panel span", id: "tail" },
     h("h3", {}, "Output (live)"),
     h("p", { class: "muted" }, "Oldest retained entries, then every new emit as it happens (newest first)."),
     empty,

@@ -2,7 +2,7 @@
 
 import { api, seg } from "../api.js";
 import { store } from "../store.js";
-import { h, mount, note, fmtJSON, fmtTime, table } from "../render.js";
+import { h, mount, note, fmtTime, table } from "../render.js";
 
 const PEEK = 50;
 
@@ -11,6 +11,7 @@ export function dlqPanel(type) {
   const body = h("div", { "data-role": "dead-list" });
   const base = `/automations/${seg(type)}/dead`;
   let lastKey = null;
+  let peeks = 0;
 
   function selected() {
     return [...body.querySelectorAll("input[name=dead-pick]:checked")].map((box) => box.value);
@@ -19,7 +20,8 @@ export function dlqPanel(type) {
   async function run(label, fn) {
     try {
       const res = await fn();
-      mount(msg, note("ok", `${label}: ${fmtJSON(res)}`));
+      const counts = Object.entries(res || {}).map(([k, v]) => `${k} ${v}`);
+      mount(msg, note("ok", `${label}: ${counts.join(", ") || "done"}.`));
     } catch (err) {
       mount(msg, note("error", `${label}: ${err.summary || err.message}`));
     }
@@ -29,7 +31,7 @@ export function dlqPanel(type) {
 
   const el = h(
     "section",
-    { class: "panel", id: "dlq" },
+    { class: "panel span", id: "dlq" },
     h("h3", {}, "Dead letters"),
     h(
       "div",
@@ -76,14 +78,18 @@ export function dlqPanel(type) {
   );
 
   async function refresh() {
-    const picked = new Set(selected());
+    // Peeks can overlap (a new death while one is in flight): only the latest
+    // may render, or a slow stale answer would hide the newest dead task.
+    const mine = ++peeks;
     let dead;
     try {
       dead = await api(`${base}?n=${PEEK}`);
     } catch (err) {
-      mount(body, note("error", `Could not peek the DLQ: ${err.summary || err.message}`));
+      if (mine === peeks) mount(body, note("error", `Could not peek the DLQ: ${err.summary || err.message}`));
       return;
     }
+    if (mine !== peeks) return;
+    const picked = new Set(selected());
     if (!dead.length) {
       mount(body, h("p", { class: "empty" }, "No dead tasks."));
       return;
@@ -102,7 +108,7 @@ export function dlqPanel(type) {
           t.last_error || "",
           t.traceback ? h("details", {}, h("summary", {}, "traceback"), h("pre", {}, t.traceback)) : null,
         ),
-        h("td", {}, h("pre", { class: "payload" }, fmtJSON(t.payload))),
+        h("td", { class: "payload-cell" }, h("pre", { class: "payload" }, JSON.stringify(t.payload))),
       ),
     );
     mount(body, table(["", "task", "attempts", "died", "last error", "payload"], rows, { class: "dead" }));
