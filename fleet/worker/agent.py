@@ -216,7 +216,7 @@ class Worker:
             await asyncio.sleep(0.05)  # coalesce a burst of changes into one write
             try:
                 await self._write_state(runner)
-            except BackendError as exc:
+            except Exception as exc:
                 log.warning("could not write state of %s: %s", runner.automation_type, exc)
 
     async def _heartbeat_loop(self) -> None:
@@ -230,7 +230,7 @@ class Worker:
                     await self.backend.worker_register(t, self.worker_id, self._hardware)
                     await self._write_state(runner, heartbeat=True)
                     await self.backend.worker_put_stats(t, self.worker_id, runner.stats(cpu, rss))
-                except BackendError as exc:
+                except Exception as exc:
                     log.warning("heartbeat of %s failed: %s", t, exc)
 
     async def _drain_flag(self, automation_type: str) -> bool:
@@ -243,7 +243,7 @@ class Worker:
             try:
                 await runner.sync_config()
                 runner.set_draining(await self._drain_flag(t))
-            except BackendError as exc:
+            except Exception as exc:
                 log.warning("config re-read of %s failed: %s", t, exc)
 
     async def _resync_loop(self) -> None:
@@ -301,5 +301,5 @@ class Worker:
                 action = message.get("action")
                 if action in ("drain", "resume"):
                     runner.set_draining(action == "drain")
-        except BackendError as exc:
+        except Exception as exc:
             log.warning("handling %s failed: %s", topic, exc)

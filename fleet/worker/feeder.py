@@ -5,7 +5,8 @@ there are waiting slots in one blocking backend call, so a busy worker takes
 tasks k at a time and an idle one makes one blocking call every few seconds
 instead of one per slot. It never reserves more tasks than there are slots
 waiting for them; a task whose slot went away meanwhile is given back with
-``release`` (attempt refunded, head of its tier).
+``release`` (attempt refunded, head of its tier). A failing reserve is
+retried with backoff whatever it raised; the loop never dies.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from collections.abc import Callable
 
 from fleet.backends.base import Backend
 from fleet.backends.records import Reservation
-from fleet.core.errors import BackendError
 from fleet.worker.backoff import backoff_delay
 
 log = logging.getLogger("fleet.worker.feeder")
@@ -104,7 +104,7 @@ class Feeder:
                     timeout=self._block,
                     default_max_attempts=max_attempts,
                 )
-            except BackendError as exc:
+            except Exception as exc:
                 failures += 1
                 delay = backoff_delay(failures, base=0.2, cap=10.0)
                 log.warning("%s: reserve failed (%s); retrying in %.1fs", self._type, exc, delay)
@@ -132,7 +132,7 @@ class Feeder:
             for res in reservations:
                 try:
                     await self._backend.release(self._type, res.body.id, res.token)
-                except BackendError as exc:
+                except Exception as exc:
                     log.warning("%s: could not give back task %s: %s", self._type, res.body.id, exc)
 
         task = asyncio.create_task(release(), name=f"feeder-release:{self._type}")

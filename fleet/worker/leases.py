@@ -5,6 +5,9 @@ leases of all running tasks (a no-op task never gets renewed, so fast tasks pay
 nothing), and one ``AckBatcher`` turns the acks of many slots into one backend
 call. A task's lease stays valid until its ack lands, so batching never lets a
 finished task be handed out again.
+
+The loops here catch every exception of a backend call, not only
+``BackendError``: a failing call is retried, and the loop itself never dies.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from dataclasses import dataclass
 
 from fleet.backends.base import Backend
 from fleet.backends.records import LeaseStatus
-from fleet.core.errors import BackendError
 
 log = logging.getLogger("fleet.worker.leases")
 
@@ -101,7 +103,7 @@ class LeaseKeeper:
             status = await self._backend.extend(
                 self._type, lease.task_id, lease.token, lease.visibility
             )
-        except BackendError as exc:
+        except Exception as exc:
             # Try again soon: the lease still has two thirds of its time left.
             log.warning("%s: renewing task %s failed: %s", self._type, lease.task_id, exc)
             lease.renew_at = time.monotonic() + min(self._tick, lease.visibility / 10)
@@ -185,7 +187,7 @@ class AckBatcher:
                 batch, self._pending = self._pending, []
                 try:
                     results = await self._backend.ack(self._type, batch)
-                except BackendError as exc:
+                except Exception as exc:
                     failures += 1
                     log.warning("%s: ack of %d task(s) failed: %s", self._type, len(batch), exc)
                     self._pending[:0] = batch

@@ -19,7 +19,6 @@ from fleet.backends.records import Reservation
 from fleet.core.automation import Automation, BatchAutomation, ContinuousAutomation
 from fleet.core.config import BaseConfig
 from fleet.core.context import Context
-from fleet.core.errors import BackendError
 from fleet.core.task import Task
 from fleet.worker.backoff import RetryPolicy
 from fleet.worker.feeder import Feeder
@@ -249,7 +248,7 @@ class BatchSlot(Slot):
                 traceback=tb,
                 dead=dead,
             )
-        except BackendError as exc:
+        except Exception as exc:
             # The lease runs out and the sweeper re-queues the task: not lost.
             self.ctx.logger.warning("could not fail task %s: %s", body.id, exc)
             return
@@ -275,7 +274,7 @@ class BatchSlot(Slot):
     async def _release(self, res: Reservation) -> None:
         try:
             await self.env.backend.release(self.env.automation_type, res.body.id, res.token)
-        except BackendError as exc:
+        except Exception as exc:
             self.ctx.logger.warning("could not give back task %s: %s", res.body.id, exc)
             return
         self._finished(res.body.id, "released")
