@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+from typing import Any
+
+import pytest
 
 from fleet.backends.base import Backend
+from fleet.core.config import BaseConfig
 from tests.plugins_fixture.echo import EchoAutomation
 from tests.plugins_fixture.loop import LoopAutomation
 from tests.plugins_fixture.required import RequiredAutomation
@@ -211,3 +216,46 @@ async def test_stubborn_run_slot_is_cancelled_after_grace(mem: Backend) -> None:
         await wait_until(started, what="started")
     assert not worker.runners["wt-loop"].slots
     assert await mem.counter_get("wt-loop:cleanups:0") == 1
+
+
+async def test_unknown_proxy_provider_is_a_config_error(mem: Backend) -> None:
+    await mem.config_set(E, {"proxy_provider": "nope"})
+    async with running_worker(mem, [EchoAutomation]) as worker:
+        state = await state_of(mem, E, "w1")
+        assert state["state"] == "ERROR"
+        assert state["last_error"].startswith("unknown proxy_provider 'nope'; known: ")
+        assert "template" in state["last_error"]
+        assert not worker.runners[E].slots
+
+
+async def test_declared_browser_is_none_with_a_warning(
+    mem: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    from pydantic import BaseModel
+
+    from fleet.core import BatchAutomation, register
+    from fleet.core.automation import unregister
+    from fleet.core.browser import BrowserNeeds
+
+    seen: list[object] = []
+
+    class P(BaseModel):
+        n: int = 0
+
+    @register("wt-browser")
+    class WithBrowser(BatchAutomation[BaseConfig]):
+        TaskPayload = P
+        Browser = BrowserNeeds(size=1)
+
+        async def run_one(self, task: Any, ctx: Any) -> None:
+            seen.append(ctx.browser)
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="fleet.worker"):
+            async with running_worker(mem, [WithBrowser]):
+                (tid,) = await push(mem, "wt-browser", {"n": 1})
+                await wait_until(lambda: done(mem, "wt-browser", tid), what="task done")
+        assert seen == [None]
+        assert any("declares Browser" in r.getMessage() for r in caplog.records)
+    finally:
+        unregister("wt-browser")
