@@ -81,10 +81,10 @@ async def test_pool_claim_releases_on_error(backend: Backend) -> None:
 async def test_pool_claim_evict_and_extend(backend: Backend) -> None:
     pool = PoolHandle(backend, COOKIES)
     await pool.put(payload=Cookie(value="burnt"), tags=CookieTags(site="a"))
-    async with pool.claim(hold_seconds=0.2) as item:
+    async with pool.claim(hold_seconds=0.4) as item:
         assert item is not None
         assert await item.extend(5)
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.5)
         async with pool.claim() as other:
             assert other is None
         assert await item.evict()
@@ -220,9 +220,9 @@ async def test_lock_context_gives_up_after_wait(backend: Backend) -> None:
 
 
 async def test_lock_context_renews_while_held(backend: Backend) -> None:
-    async with Lock(backend, "conf-lock", hold_seconds=0.3, wait_seconds=0) as acquired:
+    async with Lock(backend, "conf-lock", hold_seconds=0.45, wait_seconds=0) as acquired:
         assert acquired
-        await asyncio.sleep(0.7)  # more than twice hold_seconds
+        await asyncio.sleep(1.0)  # more than twice hold_seconds
         assert not await backend.lock_acquire("conf-lock", "intruder", 5)
     assert await backend.lock_acquire("conf-lock", "intruder", 5)
 

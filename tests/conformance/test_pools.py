@@ -134,10 +134,10 @@ async def test_evict_removes_for_good(backend: Backend) -> None:
 
 async def test_lease_expiry_makes_item_claimable_again(backend: Backend) -> None:
     item_id = await _put(backend)
-    crashed = await backend.pool_claim(POOL, hold_seconds=0.2)
+    crashed = await backend.pool_claim(POOL, hold_seconds=0.4)
     assert crashed is not None
     assert await backend.pool_claim(POOL) is None
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.5)
     assert await backend.pool_size(POOL) == 1
     again = await backend.pool_claim(POOL)
     assert again is not None and again.item.id == item_id
@@ -147,10 +147,10 @@ async def test_lease_expiry_makes_item_claimable_again(backend: Backend) -> None
 
 async def test_extend_keeps_the_lease(backend: Backend) -> None:
     item_id = await _put(backend)
-    c = await backend.pool_claim(POOL, hold_seconds=0.2)
+    c = await backend.pool_claim(POOL, hold_seconds=0.4)
     assert c is not None
     assert await backend.pool_extend(POOL, item_id, c.token, 2)
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.5)
     assert await backend.pool_claim(POOL) is None
     assert await backend.pool_release(POOL, item_id, c.token)
 

@@ -29,9 +29,9 @@ async def test_kv_namespaces_do_not_collide(backend: Backend) -> None:
 
 
 async def test_kv_ttl(backend: Backend) -> None:
-    await backend.kv_set("ns", "k", "v", ttl_seconds=0.2)
+    await backend.kv_set("ns", "k", "v", ttl_seconds=0.4)
     assert await backend.kv_get("ns", "k") == "v"
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.5)
     assert await backend.kv_get("ns", "k") is None
     assert not await backend.kv_delete("ns", "k")
 
@@ -87,10 +87,10 @@ async def test_lock_expires(backend: Backend) -> None:
 
 
 async def test_lock_renew(backend: Backend) -> None:
-    assert await backend.lock_acquire("L", "t1", 0.2)
+    assert await backend.lock_acquire("L", "t1", 0.4)
     assert await backend.lock_renew("L", "t1", 2)
     assert not await backend.lock_renew("L", "t2", 2)
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.5)
     assert not await backend.lock_acquire("L", "t2", 10)
     assert not await backend.lock_renew("free-lock", "t1", 2)
 
