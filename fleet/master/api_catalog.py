@@ -10,7 +10,7 @@ from fleet.backends.base import Backend
 from fleet.master.api_workers import load_views
 from fleet.master.auth import Principal, admin_access, list_access, type_read_access
 from fleet.master.catalog import require_entry
-from fleet.master.state import get_backend, master_state
+from fleet.master.state import backend_dependency, master_state
 from fleet.master.workers_view import worker_counts
 
 router = APIRouter(tags=["catalog"])
@@ -19,7 +19,7 @@ router = APIRouter(tags=["catalog"])
 @router.get("/catalog", summary="Every automation's declared schemas")
 async def catalog(
     principal: Principal = Depends(list_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> dict[str, dict[str, Any]]:
     """Type -> ``{type, kind, config, queue, stream, pools, browser}`` (contracts.md)."""
     entries = await backend.catalog_all()
@@ -30,7 +30,7 @@ async def catalog(
 async def catalog_one(
     automation_type: str,
     _: Any = Depends(type_read_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """One catalog entry; 404 if no plugin or worker published the type."""
     return await require_entry(backend, automation_type)
@@ -40,7 +40,7 @@ async def catalog_one(
 async def automations(
     request: Request,
     principal: Principal = Depends(list_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> list[dict[str, Any]]:
     """Every catalogued type, and every type that has workers, with a summary."""
     entries = await backend.catalog_all()
@@ -72,7 +72,7 @@ async def automations(
 async def delete_type(
     automation_type: str,
     _: Any = Depends(admin_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """Delete the type's queue, task states, stream, catalog entry, config and
     worker records (the spec's manual clean-up). Workers still running it

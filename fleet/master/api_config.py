@@ -11,7 +11,7 @@ from fleet.core.config import merge_config
 from fleet.master.auth import admin_access, type_read_access
 from fleet.master.catalog import require_entry
 from fleet.master.config_ops import patch_type_config, patch_worker_config
-from fleet.master.state import get_backend
+from fleet.master.state import backend_dependency
 from fleet.master.validation import config_errors, schema_defaults, split_missing
 
 router = APIRouter(tags=["config"])
@@ -26,7 +26,7 @@ _PATCH_DOC = (
 async def get_config(
     automation_type: str,
     _: Any = Depends(type_read_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """The stored type-wide config, the defaults it falls back to, the effective
     result, required fields still unset, and the ``Config`` JSON schema."""
@@ -51,7 +51,7 @@ async def patch_config(
     patch: dict[str, Any] = Body(..., description=_PATCH_DOC),
     replace: bool = Query(False, description="Replace the stored config instead of merging."),
     _: Any = Depends(admin_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """Validate against ``Config`` (422), store, bump the generation of every worker of
     the type and push it; per-worker overrides are kept."""
@@ -70,7 +70,7 @@ async def patch_worker(
     patch: dict[str, Any] = Body(..., description=_PATCH_DOC),
     replace: bool = Query(False, description="Replace the override instead of merging."),
     _: Any = Depends(admin_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """Validate the merged config (422), store the override, bump that worker's
     generation and push it. An override of a worker not registered yet is kept for it."""

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 
 from fleet.backends.base import Backend
 from fleet.master.auth import Principal, admin_access, read_access
-from fleet.master.state import get_backend
+from fleet.master.state import backend_dependency
 
 router = APIRouter(tags=["pools"])
 
@@ -16,7 +16,7 @@ router = APIRouter(tags=["pools"])
 @router.get("/pools", summary="Pools with sizes")
 async def pools(
     _: Any = Depends(read_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> list[dict[str, Any]]:
     """Every pool holding items: total, available, claimed, expiring soon."""
     return [(await backend.pool_stats(name)).to_dict() for name in await backend.pool_names()]
@@ -27,7 +27,7 @@ async def pool_items(
     name: str,
     n: int = Query(50, ge=1, le=1_000),
     principal: Principal = Depends(read_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """The pool's counts and up to ``n`` available items, freshest first. Payloads
     (often credentials or cookies) are shown to the admin token only."""
@@ -47,7 +47,7 @@ async def pool_items(
 async def drop_pool(
     name: str,
     _: Any = Depends(admin_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """Delete every item and claim of the pool."""
     return {"dropped": await backend.pool_drop(name)}

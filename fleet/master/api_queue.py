@@ -10,7 +10,7 @@ from fleet.backends.base import Backend
 from fleet.master.auth import admin_access, type_read_access
 from fleet.master.catalog import require_entry
 from fleet.master.models import PopBody, ReplayBody
-from fleet.master.state import get_backend
+from fleet.master.state import backend_dependency
 
 router = APIRouter(tags=["dead letters and output"])
 
@@ -20,7 +20,7 @@ async def dead_peek(
     automation_type: str,
     n: int = Query(50, ge=1, le=1_000),
     _: Any = Depends(type_read_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> list[dict[str, Any]]:
     """Dead-lettered bodies, oldest death first, with last error and attempts."""
     await require_entry(backend, automation_type)
@@ -32,7 +32,7 @@ async def dead_replay(
     automation_type: str,
     body: ReplayBody | None = None,
     _: Any = Depends(admin_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """Re-enqueue dead tasks with ``attempt=0``, keeping priority: the ones named by
     ``task_ids``, else the ``n`` oldest, else all."""
@@ -46,7 +46,7 @@ async def dead_replay(
 async def dead_drain(
     automation_type: str,
     _: Any = Depends(admin_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """Remove every dead-lettered task of the type."""
     await require_entry(backend, automation_type)
@@ -58,7 +58,7 @@ async def output_peek(
     automation_type: str,
     n: int = Query(20, ge=1, le=1_000),
     _: Any = Depends(type_read_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> list[dict[str, Any]]:
     """The ``n`` oldest entries ``{id, ts, worker_id, payload}``, not removed."""
     await require_entry(backend, automation_type)
@@ -70,7 +70,7 @@ async def output_pop(
     automation_type: str,
     body: PopBody | None = None,
     _: Any = Depends(admin_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> list[dict[str, Any]]:
     """Remove and return the ``n`` oldest entries (each goes to one caller only)."""
     await require_entry(backend, automation_type)

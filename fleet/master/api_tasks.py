@@ -19,7 +19,7 @@ from fleet.master.models import (
     SubmitBody,
     SubmitResult,
 )
-from fleet.master.state import get_backend, master_state
+from fleet.master.state import backend_dependency, master_state
 from fleet.master.validation import ErrorList, InvalidInput, non_finite_errors, payload_errors
 
 router = APIRouter(tags=["tasks"])
@@ -61,7 +61,7 @@ async def submit(
     body: SubmitBody,
     request: Request,
     _: Any = Depends(submit_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> SubmitResult:
     """Validate the payload against the type's ``TaskPayload`` and enqueue it.
 
@@ -88,7 +88,7 @@ async def submit_batch(
     body: BatchBody,
     request: Request,
     _: Any = Depends(submit_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> BatchResult:
     """Validate each task on its own; valid ones are queued, invalid ones get an error."""
     entry = await require_batch_entry(backend, automation_type)
@@ -128,7 +128,7 @@ async def task_state(
     automation_type: str,
     task_id: str,
     _: Any = Depends(type_read_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """``state`` is queued, scheduled, processing, dead, done, cancelled or unknown."""
     await require_entry(backend, automation_type)
@@ -141,7 +141,7 @@ async def cancel_task(
     automation_type: str,
     task_id: str,
     _: Any = Depends(admin_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """A queued or scheduled task is removed (``cancelled``); a processing one is
     stopped in its slot (``cancelling``). 404 if the task is in neither state."""
@@ -158,7 +158,7 @@ async def cancel_task(
 async def queue_depths(
     automation_type: str,
     _: Any = Depends(type_read_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """Depths per tier, processing, scheduled and dead; the oldest pending task's age."""
     await require_entry(backend, automation_type)

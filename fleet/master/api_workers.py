@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fleet.backends.base import Backend
 from fleet.core.config import merge_config
 from fleet.master.auth import Principal, admin_access, list_access, type_read_access
-from fleet.master.state import get_backend, master_state
+from fleet.master.state import backend_dependency, master_state
 from fleet.master.workers_view import worker_view
 
 router = APIRouter(tags=["workers"])
@@ -40,7 +40,7 @@ async def load_views(
 async def all_workers(
     request: Request,
     principal: Principal = Depends(list_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> list[dict[str, Any]]:
     """Workers with state, last_seen, up, slots, desired vs applied generation."""
     pairs = [p for p in await backend.workers_all() if principal.sees_type(p[0])]
@@ -52,7 +52,7 @@ async def type_workers(
     automation_type: str,
     request: Request,
     _: Any = Depends(type_read_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> list[dict[str, Any]]:
     """Workers of the type: state, last_seen, slots, config generations, hardware."""
     pairs = [(automation_type, wid) for wid in await backend.worker_ids(automation_type)]
@@ -65,7 +65,7 @@ async def one_worker(
     worker_id: str,
     request: Request,
     _: Any = Depends(type_read_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """One worker with its config: type-wide, its override, the merged result and
     the desired config written for it (with its generation)."""
@@ -107,7 +107,7 @@ async def drain_worker(
     automation_type: str,
     worker_id: str,
     _: Any = Depends(admin_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """Stop taking tasks, finish in-flight ones, then idle (until resumed)."""
     await _control(backend, automation_type, worker_id, "drain")
@@ -119,7 +119,7 @@ async def resume_worker(
     automation_type: str,
     worker_id: str,
     _: Any = Depends(admin_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """Undo a drain: the worker takes tasks again."""
     await _control(backend, automation_type, worker_id, "resume")
@@ -131,7 +131,7 @@ async def forget_worker(
     automation_type: str,
     worker_id: str,
     _: Any = Depends(admin_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """Delete the worker's ``wkr:`` keys and index entries (a live worker comes
     back on its next heartbeat)."""

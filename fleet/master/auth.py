@@ -180,29 +180,30 @@ def authorize(request: Request, action: Action, automation_type: str | None = No
 
 
 # FastAPI dependencies, one per route class. Path parameter ``automation_type``
-# is injected by name for the per-type ones.
+# is injected by name for the per-type ones. They are ``async`` so FastAPI calls
+# them on the event loop instead of hopping to a worker thread per request.
 
 
-def read_access(request: Request) -> Principal:
+async def read_access(request: Request) -> Principal:
     """Dependency: any GET not tied to one type."""
     return authorize(request, "read")
 
 
-def list_access(request: Request) -> Principal:
+async def list_access(request: Request) -> Principal:
     """Dependency: a type listing (scoped tokens see their own types only)."""
     return authorize(request, "list")
 
 
-def type_read_access(request: Request, automation_type: str) -> Principal:
+async def type_read_access(request: Request, automation_type: str) -> Principal:
     """Dependency: a GET about one type."""
     return authorize(request, "read_type", automation_type)
 
 
-def submit_access(request: Request, automation_type: str) -> Principal:
+async def submit_access(request: Request, automation_type: str) -> Principal:
     """Dependency: submitting tasks to one type."""
     return authorize(request, "submit", automation_type)
 
 
-def admin_access(request: Request) -> Principal:
+async def admin_access(request: Request) -> Principal:
     """Dependency: any other change of state."""
     return authorize(request, "admin")

@@ -22,7 +22,7 @@ from fastapi.responses import StreamingResponse
 
 from fleet.backends.base import Backend, Subscription
 from fleet.master.auth import read_access
-from fleet.master.state import get_backend
+from fleet.master.state import backend_dependency
 
 router = APIRouter(tags=["events"])
 
@@ -118,7 +118,7 @@ async def events(
     types: str | None = Query(None, description="Comma-separated types to follow (default all)."),
     interval: float = Query(2.0, ge=0.2, le=60.0, description="Seconds between depth updates."),
     _: Any = Depends(read_access),
-    backend: Backend = Depends(get_backend),
+    backend: Backend = Depends(backend_dependency),
 ) -> StreamingResponse:
     """``text/event-stream`` of worker state changes, config and control events,
     emits and queue depths (every ``interval`` seconds)."""

@@ -44,8 +44,13 @@ def master_state(request: Request) -> MasterState:
     return state
 
 
+async def backend_dependency(request: Request) -> Backend:
+    """The app's backend (FastAPI dependency; async so it runs on the event loop)."""
+    return get_backend(request)
+
+
 def get_backend(request: Request) -> Backend:
-    """The app's backend (FastAPI dependency)."""
+    """The app's backend."""
     backend = master_state(request).backend
     if backend is None:  # pragma: no cover - only outside the lifespan
         raise RuntimeError("the master's backend is not connected (lifespan not started)")
