@@ -77,7 +77,11 @@ def test_fleet_plugins_json_lists_kinds_schemas_and_errors(monkeypatch: pytest.M
 
 def test_fleet_plugins_table(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FLEET_PLUGINS", raising=False)
-    result = CliRunner().invoke(main, ["plugins", "--plugin", "tests.plugins_fixture.required"])
+    # Wide enough that no cell is truncated, however many other plugins are installed
+    # (e.g. the examples, after `make dev`).
+    result = CliRunner().invoke(
+        main, ["plugins", "--plugin", "tests.plugins_fixture.required"], env={"COLUMNS": "250"}
+    )
     assert result.exit_code == 0, result.output
     assert "wt-required" in result.output and "api_key*" in result.output
 
