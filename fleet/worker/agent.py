@@ -183,7 +183,7 @@ class Worker:
         return {
             "state": state or runner.state(),
             "last_seen": f"{time.time():.3f}",
-            "last_error": runner.error or "",
+            "last_error": runner.last_error or "",
             "applied_gen": str(runner.held_gen),
             "slots": str(len(runner.slots)),
             "host": str(self._hardware["host"]),

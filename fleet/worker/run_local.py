@@ -139,8 +139,8 @@ async def run_local(
         await worker.start()
         if signals:
             install_signal_handlers(worker)
-        if runner.error is not None:
-            sys.stderr.write(f"fleet run: {t}: {runner.error}\n")
+        if runner.last_error is not None:
+            sys.stderr.write(f"fleet run: {t}: {runner.last_error}\n")
             await worker.shutdown()
             return 1
         bar = _Progress(len(ids)) if progress and ids else None

@@ -70,9 +70,18 @@ class TypeRunner:
         self._rate = RateMeter(time.time())
         self._closed = False
         self.is_batch = issubclass(cls, BatchAutomation)
+        #: Why the type can never run in this process (its class failed to build).
+        self.broken: str | None = None
+        try:
+            automation = cls()
+        except Exception as exc:
+            self.broken = f"{cls.__name__}() raised {type(exc).__name__}: {exc}"
+            log.exception("%s: cannot create the automation", self.automation_type)
+            # An inert instance: no slot ever starts while the type is broken.
+            automation = object.__new__(cls)
         self.env = SlotEnv(
             automation_type=self.automation_type,
-            automation=cls(),
+            automation=automation,
             backend=backend,
             config=self._current_config,
             policy=policy or RetryPolicy(),
@@ -175,10 +184,15 @@ class TypeRunner:
             slots=cfg.slots if cfg is not None else 0,
             enabled=cfg.enabled if cfg is not None else False,
             recycle_seconds=cfg.recycle_seconds if cfg is not None else None,
-            config_ok=cfg is not None and self.error is None,
+            config_ok=cfg is not None and self.last_error is None,
             draining=self.draining,
             shutting_down=self.shutting_down,
         )
+
+    @property
+    def last_error(self) -> str | None:
+        """What keeps the type in ERROR (None when it can run)."""
+        return self.broken or self.error
 
     def state(self) -> WorkerState:
         return type_state(self.desired(), len(self.slots))

@@ -259,3 +259,34 @@ async def test_declared_browser_is_none_with_a_warning(
         assert any("declares Browser" in r.getMessage() for r in caplog.records)
     finally:
         unregister("wt-browser")
+
+
+async def test_automation_that_cannot_be_created_is_an_error(mem: Backend) -> None:
+    from pydantic import BaseModel
+
+    from fleet.core import BatchAutomation, register
+    from fleet.core.automation import unregister
+
+    class P(BaseModel):
+        n: int = 0
+
+    @register("wt-badinit")
+    class BadInit(BatchAutomation[BaseConfig]):
+        TaskPayload = P
+
+        def __init__(self) -> None:
+            raise OSError("no such device")
+
+        async def run_one(self, task: Any, ctx: Any) -> None:
+            raise AssertionError("never runs")
+
+    try:
+        async with running_worker(mem, [BadInit]) as worker:
+            state = await state_of(mem, "wt-badinit", "w1")
+            assert state["state"] == "ERROR"
+            assert state["last_error"] == "BadInit() raised OSError: no such device"
+            await push_config(mem, "wt-badinit", {"slots": 2}, ["w1"])
+            await asyncio.sleep(0.1)
+            assert not worker.runners["wt-badinit"].slots
+    finally:
+        unregister("wt-badinit")
