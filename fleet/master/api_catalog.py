@@ -10,6 +10,7 @@ from fleet.backends.base import Backend
 from fleet.master.api_workers import load_views
 from fleet.master.auth import Principal, admin_access, list_access, type_read_access
 from fleet.master.catalog import require_entry
+from fleet.master.models import TypeName
 from fleet.master.state import backend_dependency, master_state
 from fleet.master.workers_view import worker_counts
 
@@ -28,7 +29,7 @@ async def catalog(
 
 @router.get("/catalog/{automation_type}", summary="One automation's declared schemas")
 async def catalog_one(
-    automation_type: str,
+    automation_type: TypeName,
     _: Any = Depends(type_read_access),
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
@@ -70,7 +71,7 @@ async def automations(
 
 @router.delete("/automations/{automation_type}", summary="Remove all state of a type")
 async def delete_type(
-    automation_type: str,
+    automation_type: TypeName,
     _: Any = Depends(admin_access),
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from fleet.core.config import merge_config
 from fleet.master.auth import admin_access, type_read_access
 from fleet.master.catalog import require_entry
 from fleet.master.config_ops import patch_type_config, patch_worker_config
+from fleet.master.models import TypeName
 from fleet.master.state import backend_dependency
 from fleet.master.validation import config_errors, schema_defaults, split_missing
 
@@ -24,7 +25,7 @@ _PATCH_DOC = (
 
 @router.get("/automations/{automation_type}/config", summary="The type-wide config")
 async def get_config(
-    automation_type: str,
+    automation_type: TypeName,
     _: Any = Depends(type_read_access),
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
@@ -47,7 +48,7 @@ async def get_config(
 
 @router.patch("/automations/{automation_type}/config", summary="Change the type-wide config")
 async def patch_config(
-    automation_type: str,
+    automation_type: TypeName,
     patch: dict[str, Any] = Body(..., description=_PATCH_DOC),
     replace: bool = Query(False, description="Replace the stored config instead of merging."),
     _: Any = Depends(admin_access),
@@ -65,7 +66,7 @@ async def patch_config(
     summary="Change one worker's override",
 )
 async def patch_worker(
-    automation_type: str,
+    automation_type: TypeName,
     worker_id: str,
     patch: dict[str, Any] = Body(..., description=_PATCH_DOC),
     replace: bool = Query(False, description="Replace the override instead of merging."),

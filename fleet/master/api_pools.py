@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 
 from fleet.backends.base import Backend
 from fleet.master.auth import Principal, admin_access, read_access
+from fleet.master.models import PoolName
 from fleet.master.state import backend_dependency
 
 router = APIRouter(tags=["pools"])
@@ -24,7 +25,7 @@ async def pools(
 
 @router.get("/pools/{name}", summary="One pool and its items")
 async def pool_items(
-    name: str,
+    name: PoolName,
     n: int = Query(50, ge=1, le=1_000),
     principal: Principal = Depends(read_access),
     backend: Backend = Depends(backend_dependency),
@@ -45,7 +46,7 @@ async def pool_items(
 
 @router.delete("/pools/{name}", summary="Drop a pool and its claims")
 async def drop_pool(
-    name: str,
+    name: PoolName,
     _: Any = Depends(admin_access),
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query
 from fleet.backends.base import Backend
 from fleet.master.auth import admin_access, type_read_access
 from fleet.master.catalog import require_entry
-from fleet.master.models import PopBody, ReplayBody
+from fleet.master.models import PopBody, ReplayBody, TypeName
 from fleet.master.state import backend_dependency
 
 router = APIRouter(tags=["dead letters and output"])
@@ -17,7 +17,7 @@ router = APIRouter(tags=["dead letters and output"])
 
 @router.get("/automations/{automation_type}/dead", summary="Peek the DLQ")
 async def dead_peek(
-    automation_type: str,
+    automation_type: TypeName,
     n: int = Query(50, ge=1, le=1_000),
     _: Any = Depends(type_read_access),
     backend: Backend = Depends(backend_dependency),
@@ -29,7 +29,7 @@ async def dead_peek(
 
 @router.post("/automations/{automation_type}/dead/replay", summary="Replay dead tasks")
 async def dead_replay(
-    automation_type: str,
+    automation_type: TypeName,
     body: ReplayBody | None = None,
     _: Any = Depends(admin_access),
     backend: Backend = Depends(backend_dependency),
@@ -44,7 +44,7 @@ async def dead_replay(
 
 @router.delete("/automations/{automation_type}/dead", summary="Drain the DLQ")
 async def dead_drain(
-    automation_type: str,
+    automation_type: TypeName,
     _: Any = Depends(admin_access),
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
@@ -55,7 +55,7 @@ async def dead_drain(
 
 @router.get("/automations/{automation_type}/output", summary="Peek the output stream")
 async def output_peek(
-    automation_type: str,
+    automation_type: TypeName,
     n: int = Query(20, ge=1, le=1_000),
     _: Any = Depends(type_read_access),
     backend: Backend = Depends(backend_dependency),
@@ -67,7 +67,7 @@ async def output_peek(
 
 @router.post("/automations/{automation_type}/output/pop", summary="Pop from the output stream")
 async def output_pop(
-    automation_type: str,
+    automation_type: TypeName,
     body: PopBody | None = None,
     _: Any = Depends(admin_access),
     backend: Backend = Depends(backend_dependency),

@@ -18,6 +18,7 @@ from fleet.master.models import (
     BatchResult,
     SubmitBody,
     SubmitResult,
+    TypeName,
 )
 from fleet.master.state import backend_dependency, master_state
 from fleet.master.validation import ErrorList, InvalidInput, non_finite_errors, payload_errors
@@ -57,7 +58,7 @@ def _task_errors(
     summary="Submit one task",
 )
 async def submit(
-    automation_type: str,
+    automation_type: TypeName,
     body: SubmitBody,
     request: Request,
     _: Any = Depends(submit_access),
@@ -84,7 +85,7 @@ async def submit(
     summary="Submit up to 10,000 tasks",
 )
 async def submit_batch(
-    automation_type: str,
+    automation_type: TypeName,
     body: BatchBody,
     request: Request,
     _: Any = Depends(submit_access),
@@ -125,7 +126,7 @@ async def submit_batch(
 
 @router.get("/automations/{automation_type}/tasks/{task_id}", summary="Where one task is")
 async def task_state(
-    automation_type: str,
+    automation_type: TypeName,
     task_id: str,
     _: Any = Depends(type_read_access),
     backend: Backend = Depends(backend_dependency),
@@ -138,7 +139,7 @@ async def task_state(
 
 @router.delete("/automations/{automation_type}/tasks/{task_id}", summary="Cancel a task")
 async def cancel_task(
-    automation_type: str,
+    automation_type: TypeName,
     task_id: str,
     _: Any = Depends(admin_access),
     backend: Backend = Depends(backend_dependency),
@@ -156,7 +157,7 @@ async def cancel_task(
 
 @router.get("/automations/{automation_type}/queue", summary="Queue depths")
 async def queue_depths(
-    automation_type: str,
+    automation_type: TypeName,
     _: Any = Depends(type_read_access),
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:

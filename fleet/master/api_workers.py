@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fleet.backends.base import Backend
 from fleet.core.config import merge_config
 from fleet.master.auth import Principal, admin_access, list_access, type_read_access
+from fleet.master.models import TypeName
 from fleet.master.state import backend_dependency, master_state
 from fleet.master.workers_view import worker_view
 
@@ -49,7 +50,7 @@ async def all_workers(
 
 @router.get("/automations/{automation_type}/workers", summary="Workers of one type")
 async def type_workers(
-    automation_type: str,
+    automation_type: TypeName,
     request: Request,
     _: Any = Depends(type_read_access),
     backend: Backend = Depends(backend_dependency),
@@ -61,7 +62,7 @@ async def type_workers(
 
 @router.get("/automations/{automation_type}/workers/{worker_id}", summary="One worker")
 async def one_worker(
-    automation_type: str,
+    automation_type: TypeName,
     worker_id: str,
     request: Request,
     _: Any = Depends(type_read_access),
@@ -104,7 +105,7 @@ async def _control(backend: Backend, automation_type: str, worker_id: str, actio
 
 @router.post("/automations/{automation_type}/workers/{worker_id}/drain", summary="Drain")
 async def drain_worker(
-    automation_type: str,
+    automation_type: TypeName,
     worker_id: str,
     _: Any = Depends(admin_access),
     backend: Backend = Depends(backend_dependency),
@@ -116,7 +117,7 @@ async def drain_worker(
 
 @router.post("/automations/{automation_type}/workers/{worker_id}/resume", summary="Resume")
 async def resume_worker(
-    automation_type: str,
+    automation_type: TypeName,
     worker_id: str,
     _: Any = Depends(admin_access),
     backend: Backend = Depends(backend_dependency),
@@ -128,7 +129,7 @@ async def resume_worker(
 
 @router.delete("/automations/{automation_type}/workers/{worker_id}", summary="Forget a worker")
 async def forget_worker(
-    automation_type: str,
+    automation_type: TypeName,
     worker_id: str,
     _: Any = Depends(admin_access),
     backend: Backend = Depends(backend_dependency),

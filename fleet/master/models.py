@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field
+
+#: Wire names (types, pools) as ``fleet.core.contracts.check_name`` accepts them.
+#: Checked at the door so that no glob character ever reaches a backend that
+#: matches key patterns (a type named ``*`` must not purge every type).
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
+TypeName = Annotated[str, Path(pattern=NAME_PATTERN, description="An automation type.")]
+PoolName = Annotated[str, Path(pattern=NAME_PATTERN, description="A pool name.")]
 
 #: Most tasks one batch submit may carry (rest-api.md).
 MAX_BATCH = 10_000

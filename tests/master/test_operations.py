@@ -230,3 +230,14 @@ async def test_automations_summary(master: InProcess) -> None:
     assert by_type[SCRAPE]["queue"]["pending_total"] == 0
     assert by_type[LOOP]["queue"] is None
     assert by_type["uncatalogued"]["catalogued"] is False
+
+
+async def test_names_with_glob_characters_are_refused(master: InProcess) -> None:
+    b = master.backend
+    await master.client.post(f"{A}/tasks", json={"payload": {"url": "u"}}, headers=H)
+    for path in ("/api/v1/automations/%2A", "/api/v1/automations/m-%3F", "/api/v1/pools/%2A"):
+        r = await master.client.delete(path, headers=H)
+        assert r.status_code == 422, path
+    assert (await b.depths(SCRAPE)).pending == 1
+    r = await master.client.get("/api/v1/automations/..bad/queue", headers=H)
+    assert r.status_code == 422

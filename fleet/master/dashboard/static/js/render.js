@@ -130,8 +130,8 @@ export function stateBadge(state) {
  * @param {{label: string, width?: number, height?: number, unit?: string, cls?: string}} opts
  */
 export function sparkline(values, opts) {
-  const width = opts.width || 120;
-  const height = opts.height || 28;
+  const width = opts.width || 150;
+  const height = opts.height || 34;
   const nums = values.filter((v) => Number.isFinite(v));
   const max = Math.max(opts.min || 0, ...nums, 1e-9);
   const step = values.length > 1 ? width / (values.length - 1) : width;

@@ -111,7 +111,11 @@ export function dlqPanel(type) {
         h("td", { class: "payload-cell" }, h("pre", { class: "payload" }, JSON.stringify(t.payload))),
       ),
     );
-    mount(body, table(["", "task", "attempts", "died", "last error", "payload"], rows, { class: "dead" }));
+    mount(
+      body,
+      h("p", { class: "muted" }, `${dead.length} oldest shown (up to ${PEEK}).`),
+      h("div", { class: "scroll" }, table(["", "task", "attempts", "died", "last error", "payload"], rows, { class: "dead" })),
+    );
   }
 
   /** Re-peek when `key` (the type's dead counts) changes, not on every snapshot. */
