@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +15,6 @@ from fleet.dev.demo_seed import (
     BROKEN_SEED_PAGES,
     DEMO_PLUGINS,
     demo_configs,
-    demo_pythonpath,
     feed_tasks,
     seed_tasks,
 )
@@ -44,11 +47,21 @@ def test_child_env_carries_backend_token_and_pythonpath(monkeypatch: pytest.Monk
     assert env["PYTHONUNBUFFERED"] == "1"
 
 
-def test_demo_pythonpath_points_at_the_example_sources() -> None:
-    # The shared test venv does not install the examples: they come from examples/.
-    dirs = [Path(d) for d in demo_pythonpath()]
-    assert {d.name for d in dirs} >= {"cf-contracts", "cf-scraper", "cf-cookie-harvester"}
-    assert all((d / "pyproject.toml").exists() for d in dirs)
+def test_demo_pythonpath_makes_every_demo_plugin_importable() -> None:
+    # A fresh interpreter: this session may have imported the examples already.
+    found = subprocess.check_output(
+        [sys.executable, "-c", "import json; from fleet.dev.demo_seed import demo_pythonpath;"
+         "print(json.dumps(demo_pythonpath()))"],
+        text=True,
+    )  # fmt: skip
+    dirs = json.loads(found)
+    # [] when the examples are pip-installed; else their source directories.
+    assert all((Path(d) / "pyproject.toml").exists() for d in dirs)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(dirs)}
+    subprocess.run(
+        [sys.executable, "-c", "import " + ", ".join(("cf_contracts", *DEMO_PLUGINS))],
+        env=env, check=True,
+    )  # fmt: skip
 
 
 def test_demo_seed_has_a_harvest_scrapes_broken_pages_and_stock_checks() -> None:
