@@ -171,3 +171,27 @@ async def test_sigterm_drains_without_losing_a_task(
     start(workers, url, tmp_path, "d2")
     for tid in queued:
         await wait_until(lambda tid=tid: _is(backend, E, tid, "done"), timeout=15, what="done")
+
+
+async def test_second_signal_exits_at_once(tmp_path: Path, workers: list[WorkerProcess]) -> None:
+    url = f"sqlite:///{tmp_path / 'twice.db'}"
+    b = await open_backend(url)
+    try:
+        w = start(workers, url, tmp_path, "t1", grace=60)
+        await running(b, E, "t1", w)
+        (tid,) = await push(b, E, {"n": 1, "sleep": 60})
+
+        async def started() -> bool:
+            return await runs(b, tid) == 1
+
+        await wait_until(started, timeout=10, what="task running")
+        w.signal(signal.SIGTERM)
+        await asyncio.sleep(0.5)
+        assert w.proc.poll() is None  # still within its 60 s grace period
+        w.signal(signal.SIGINT)
+        assert await asyncio.to_thread(w.wait, 10) == 130
+        assert "exiting now" in w.log()
+        # the task was not acked: it is still leased and comes back after its deadline
+        assert (await b.task_state(E, tid)).state == "processing"
+    finally:
+        await b.close()
