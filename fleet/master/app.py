@@ -9,6 +9,8 @@ is served at ``/`` (``index.html`` for the root); the API keeps precedence.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -35,7 +37,7 @@ from fleet.master import (
     sse,
 )
 from fleet.master.auth import TokenTable
-from fleet.master.catalog import load_plugins, publish_local_entries
+from fleet.master.catalog import keep_local_entries, load_plugins, publish_local_entries
 from fleet.master.limits import BodyLimitMiddleware, limit_for_paths
 from fleet.master.metrics import MasterMetrics
 from fleet.master.state import MasterState
@@ -47,6 +49,8 @@ log = logging.getLogger(__name__)
 
 API_PREFIX = "/api/v1"
 DASHBOARD_DIR = Path(__file__).parent / "dashboard" / "static"
+#: How often a master checks that its own plugins' catalog entries still exist.
+CATALOG_CHECK_SECONDS = 30.0
 
 
 def _validation_response(errors: list[dict[str, object]]) -> JSONResponse:
@@ -87,6 +91,7 @@ def create_app(
     sweeper: bool = True,
     plugins: bool = True,
     plugin_specs: Sequence[str] = (),
+    catalog_check_seconds: float = CATALOG_CHECK_SECONDS,
 ) -> FastAPI:
     """Build a master application.
 
@@ -98,6 +103,8 @@ def create_app(
         plugins: Discover installed plugins at start (their catalog entries are
             published); classes registered in the process are published either way.
         plugin_specs: Extra ``MODULE[:ATTR]`` plugin specs to load.
+        catalog_check_seconds: How often the master re-publishes its own
+            entries if they went missing from the backend.
 
     Returns:
         The FastAPI app; run it with uvicorn (its lifespan connects everything).
@@ -109,6 +116,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = backend is None
+        keeper: asyncio.Task[None] | None = None
         state.backend = backend if backend is not None else await open_backend(settings.backend_url)
         log.info("master on backend %s", redact_url(state.backend.url))
         try:
@@ -123,8 +131,15 @@ def create_app(
             if sweeper:
                 state.sweeper = Sweeper(state.backend, settings.sweep_seconds)
                 state.sweeper.start()
+            keeper = asyncio.create_task(
+                keep_local_entries(state.backend, catalog_check_seconds), name="fleet-catalog"
+            )
             yield
         finally:
+            if keeper is not None:
+                keeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await keeper
             if state.sweeper is not None:
                 await state.sweeper.stop()
                 state.sweeper = None

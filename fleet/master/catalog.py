@@ -3,6 +3,7 @@ the entries workers publish, all in the backend's ``fleet:catalog`` hash."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ from fastapi import HTTPException
 from fleet.backends.base import Backend
 from fleet.core.automation import registered
 from fleet.core.catalog import catalog_entry
+from fleet.core.errors import BackendError
 
 log = logging.getLogger(__name__)
 
@@ -92,3 +94,19 @@ async def require_batch_entry(backend: Backend, automation_type: str) -> dict[st
             ),
         )
     return entry
+
+
+async def keep_local_entries(backend: Backend, period: float) -> None:
+    """Re-write this process's entries whenever they are missing from the catalog
+    (a Redis restart without persistence, a ``DELETE /automations/{type}``
+    while the plugin is still installed). Runs until cancelled."""
+    while True:
+        await asyncio.sleep(period)
+        try:
+            present = await backend.catalog_all()
+            for name, entry in local_entries().items():
+                if name not in present:
+                    await backend.catalog_put(name, entry)
+                    log.info("catalog: re-published %s", name)
+        except BackendError as exc:
+            log.debug("catalog keeper: backend unavailable (%s)", exc)
