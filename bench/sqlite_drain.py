@@ -10,8 +10,8 @@ Measures, on a fresh file in a temporary directory:
   (how a worker's slots use the queue);
 * drain, N processes: ``--procs`` processes on one file, timed from a common
   start signal after every process has opened the file;
-* idle: watcher polls per second of one backend with 10 blocked reserves (each
-  poll is one ``PRAGMA data_version`` while nothing changes).
+* idle: watcher polls per second, and CPU use, of one backend with 10 blocked
+  reserves (each poll is one ``PRAGMA data_version`` while nothing changes).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fleet.backends import open_backend  # noqa: E402
-from fleet.backends.base import Backend  # noqa: E402
-from fleet.backends.records import PushRequest, TaskBody, new_id  # noqa: E402
-from fleet.backends.sqlite import SQLiteBackend  # noqa: E402
+from fleet.backends import open_backend
+from fleet.backends.base import Backend
+from fleet.backends.records import PushRequest, TaskBody, new_id
+from fleet.backends.sqlite import SQLiteBackend
 
 TYPE = "bench"
 
@@ -39,9 +39,7 @@ async def push(backend: Backend, n: int) -> float:
     """Push ``n`` no-op tasks; returns tasks/s."""
     started = time.perf_counter()
     for start in range(0, n, 1000):
-        reqs = [
-            PushRequest(TaskBody(id=new_id(), payload={})) for _ in range(min(1000, n - start))
-        ]
+        reqs = [PushRequest(TaskBody(id=new_id(), payload={})) for _ in range(min(1000, n - start))]
         await backend.push(TYPE, reqs)
     return n / (time.perf_counter() - started)
 
@@ -85,7 +83,9 @@ def drain_processes(url: str, procs: int, batch: int) -> tuple[float, int]:
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(procs + 1)
     counts: mp.Queue[int] = ctx.Queue()
-    children = [ctx.Process(target=_child, args=(url, batch, barrier, counts)) for _ in range(procs)]
+    children = [
+        ctx.Process(target=_child, args=(url, batch, barrier, counts)) for _ in range(procs)
+    ]
     for child in children:
         child.start()
     barrier.wait()
@@ -97,7 +97,8 @@ def drain_processes(url: str, procs: int, batch: int) -> tuple[float, int]:
     return elapsed, total
 
 
-async def idle_polls(url: str, seconds: float = 3.0) -> float:
+async def idle_polls(url: str, seconds: float = 3.0) -> tuple[float, float]:
+    """Polls/s and CPU % of this process with 10 reserves blocked for ``seconds``."""
     backend = await open_backend(url)
     assert isinstance(backend, SQLiteBackend)
     try:
@@ -105,13 +106,15 @@ async def idle_polls(url: str, seconds: float = 3.0) -> float:
             asyncio.create_task(backend.reserve("idle", timeout=seconds + 5)) for _ in range(10)
         ]
         await asyncio.sleep(0.5)
-        before, started = backend.watcher_polls, time.perf_counter()
+        before, started, cpu = backend.watcher_polls, time.perf_counter(), time.process_time()
         await asyncio.sleep(seconds)
-        rate = (backend.watcher_polls - before) / (time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        rate = (backend.watcher_polls - before) / elapsed
+        cpu_percent = 100 * (time.process_time() - cpu) / elapsed
         for task in waiting:
             task.cancel()
         await asyncio.gather(*waiting, return_exceptions=True)
-        return rate
+        return rate, cpu_percent
     finally:
         await backend.close()
 
@@ -138,7 +141,8 @@ async def main(args: argparse.Namespace) -> None:
         elapsed, done = drain_processes(url, args.procs, args.batch)
         assert done == args.tasks, (done, args.tasks)
         print(f"drain {args.procs} processes, k={args.batch:<4}    {done / elapsed:10,.0f} tasks/s")
-        print(f"idle, 10 blocked reserves    {await idle_polls(url):10.1f} polls/s")
+        polls, cpu = await idle_polls(url)
+        print(f"idle, 10 blocked reserves    {polls:10.1f} polls/s ({cpu:.1f}% of one CPU)")
 
 
 if __name__ == "__main__":

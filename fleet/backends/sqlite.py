@@ -130,6 +130,8 @@ class SQLiteBackend(SQLitePrimitives):
             if got.next_due is not None:
                 remaining = min(remaining, max(got.next_due - now(), 0.0) + 0.001)
             await self._watcher.wait(automation_type, got.signal, remaining)
+            if self._closed:
+                return []
 
     async def _reserve_once(
         self, automation_type: str, k: int, visibility: float, default_max_attempts: int

@@ -135,7 +135,11 @@ class SQLiteDB:
         self._writer = Writer(self._connect, self._closed_error)
         self._readers = self._executor(self.options.readers, "fleet-sqlite-r")
         self._watch = self._executor(1, "fleet-sqlite-watch")
-        await self.write(lambda conn: migrate(conn, str(self.path)))
+        try:
+            await self.write(lambda conn: migrate(conn, str(self.path)))
+        except BaseException:
+            await self.close()
+            raise
 
     def _executor(self, n: int, name: str) -> concurrent.futures.ThreadPoolExecutor:
         return concurrent.futures.ThreadPoolExecutor(max_workers=n, thread_name_prefix=name)

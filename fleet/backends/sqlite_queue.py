@@ -103,6 +103,17 @@ def tail_of(conn: sqlite3.Connection, automation_type: str, tier: int) -> int:
     return _Ends(conn, automation_type).tail(tier)
 
 
+_UPSERT_TASK = (
+    "INSERT INTO tasks (type, id, state, tier, seq, body, attempt, max_attempts, enqueued_at, "
+    "ready_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (type, id) DO UPDATE SET state = excluded.state, tier = excluded.tier, "
+    "seq = excluded.seq, body = excluded.body, attempt = excluded.attempt, "
+    "max_attempts = excluded.max_attempts, enqueued_at = excluded.enqueued_at, "
+    "ready_at = excluded.ready_at, deadline = NULL, token = NULL, cancel = 0, "
+    "finished_at = NULL WHERE tasks.state IN ('done', 'cancelled')"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Pushed:
     """Result of :func:`push`: answers, the type's new signal, tasks ready now."""
@@ -130,10 +141,28 @@ def push(
             if row is not None:
                 results.append(PushResult(str(row[0]), queued=False, duplicate=True))
                 continue
-        row = conn.execute(
-            "SELECT state FROM tasks WHERE type = ? AND id = ?", (automation_type, body.id)
-        ).fetchone()
-        if row is not None and row[0] in LIVE_STATES:
+        if not body.enqueued_at:
+            body = body.evolve(enqueued_at=now)
+        tier = tier_num(body)
+        delayed = req.delay_seconds > 0
+        # One upsert: a finished task of the same id is replaced, a live one
+        # (queued, scheduled, processing) is left alone and makes this a duplicate.
+        inserted = conn.execute(
+            _UPSERT_TASK,
+            (
+                automation_type,
+                body.id,
+                "scheduled" if delayed else "queued",
+                tier,
+                0 if delayed else ends.tail(tier),
+                body.to_json(),
+                body.attempt,
+                body.max_attempts,
+                body.enqueued_at,
+                now + req.delay_seconds if delayed else None,
+            ),
+        ).rowcount
+        if not inserted:
             results.append(PushResult(body.id, queued=False, duplicate=True))
             continue
         if key is not None:
@@ -142,31 +171,10 @@ def push(
                 "VALUES (?, ?, ?, ?)",
                 (automation_type, key, body.id, now + req.idempotency_ttl),
             )
-        if not body.enqueued_at:
-            body = body.evolve(enqueued_at=now)
-        tier = tier_num(body)
-        if req.delay_seconds > 0:
-            state, seq, ready_at = "scheduled", 0, now + req.delay_seconds
+        if delayed:
             scheduled += 1
         else:
-            state, seq, ready_at = "queued", ends.tail(tier), None
             ready += 1
-        conn.execute(
-            "INSERT OR REPLACE INTO tasks (type, id, state, tier, seq, body, attempt, "
-            "max_attempts, enqueued_at, ready_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                automation_type,
-                body.id,
-                state,
-                tier,
-                seq,
-                body.to_json(),
-                body.attempt,
-                body.max_attempts,
-                body.enqueued_at,
-                ready_at,
-            ),
-        )
         results.append(PushResult(body.id, queued=True, duplicate=False))
     count(conn, automation_type, "submitted", ready + scheduled)
     n = signal(conn, automation_type, ready + scheduled) if ready + scheduled else 0

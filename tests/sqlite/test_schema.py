@@ -13,7 +13,7 @@ from fleet.backends import sqlite_queue as q
 from fleet.backends.records import PushRequest, TaskBody
 from fleet.backends.sqlite_conn import parse_url
 from fleet.backends.sqlite_schema import SCHEMA_VERSION, migrate, read_version, split_statements
-from fleet.core.errors import ConfigError, SchemaVersionError
+from fleet.core.errors import BackendUnavailable, ConfigError, SchemaVersionError
 from tests.sqlite.helpers import TYPE, url_for
 
 
@@ -103,6 +103,14 @@ def test_bad_urls_are_refused(url: str) -> None:
         parse_url(url)
 
 
+async def test_unusable_files_raise_backend_unavailable(tmp_path: Path) -> None:
+    (tmp_path / "dir.db").mkdir()
+    (tmp_path / "junk.db").write_bytes(b"this is not a database file at all" * 100)
+    for name in ("dir.db", "junk.db"):
+        with pytest.raises(BackendUnavailable, match=name):
+            await open_backend(url_for(tmp_path / name))
+
+
 async def test_parent_directories_are_created(tmp_path: Path) -> None:
     path = tmp_path / "a" / "b" / "fleet.db"
     backend = await open_backend(url_for(path))
@@ -118,8 +126,8 @@ def _plan(c: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> str:
     ("sql", "params", "index"),
     [
         (
-            "SELECT id, body, cancel FROM tasks WHERE type = ? AND state = 'queued' "
-            "ORDER BY tier, seq LIMIT ?",
+            "UPDATE tasks SET state = 'processing' WHERE rowid IN (SELECT rowid FROM tasks "
+            "WHERE type = ? AND state = 'queued' ORDER BY tier, seq LIMIT ?)",
             (TYPE, 10),
             "tasks_queued",
         ),
