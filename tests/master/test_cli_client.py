@@ -154,3 +154,79 @@ def test_fleet_master_on_loopback_generates_a_token_file(tmp_path: Path) -> None
         output, _ = proc.communicate(timeout=15)
     assert str(path) in output
     assert token not in output
+
+
+async def _seed(url: str) -> None:
+    from fleet.backends import open_backend
+    from fleet.backends.records import PushRequest, TaskBody
+
+    b = await open_backend(url)
+    try:
+        for i in range(3):
+            await b.stream_push("m-loop", {"text": f"line{i}"}, worker_id="w")
+        body = TaskBody(id="dead-1", payload={"url": "d"}, max_attempts=1, priority=4)
+        await b.push(SCRAPE, [PushRequest(body=body)])
+        (res,) = await b.reserve(SCRAPE)
+        await b.nack(SCRAPE, "dead-1", res.token, delay_seconds=0, error="kaput")
+        await b.worker_register(SCRAPE, "w1", {"host": "box"})
+        await b.worker_set_state(SCRAPE, "w1", {"state": "IDLE", "last_seen": str(time.time())})
+    finally:
+        await b.close()
+
+
+def test_tail_dlq_and_worker_actions(live: Any, sqlite_url: str) -> None:
+    import asyncio
+
+    asyncio.run(_seed(sqlite_url))
+    r = fleet(live, "tail", "m-loop", "-n", "2")
+    assert r.exit_code == 0
+    assert [json.loads(line) for line in r.output.splitlines()] == [
+        {"text": "line0"},
+        {"text": "line1"},
+    ]
+    r = fleet(live, "dlq", SCRAPE)
+    assert r.exit_code == 0 and "dead-1" in r.output and "kaput" in r.output
+    r = fleet(live, "dlq", SCRAPE, "--replay-id", "dead-1")
+    assert "1 tasks replayed" in r.output
+    r = fleet(live, "tasks", SCRAPE, "dead-1", "--json")
+    assert json.loads(r.output)["state"] == "queued"
+    r = fleet(live, "dlq", SCRAPE, "--drain", "--yes", "--json")
+    assert json.loads(r.output) == {"drained": 0}
+    r = fleet(live, "workers", SCRAPE, "--drain", "w1")
+    assert r.exit_code == 0 and "w1: drain" in r.output
+    r = fleet(live, "workers", "--json")
+    (view,) = json.loads(r.output)
+    assert view["worker_id"] == "w1" and view["draining_requested"] is True
+    r = fleet(live, "config", "set", SCRAPE, "slots=5", "--worker", "w1")
+    assert r.exit_code == 0
+    r = fleet(live, "config", "get", SCRAPE, "--worker", "w1", "--json")
+    assert json.loads(r.output)["merged"]["slots"] == 5
+    r = fleet(live, "workers", SCRAPE, "--forget", "w1")
+    assert r.exit_code == 0
+    assert json.loads(fleet(live, "workers", "--json").output) == []
+
+
+def test_client_follows_events(live: Any, sqlite_url: str) -> None:
+    import asyncio
+    import threading
+
+    from fleet.backends import open_backend
+    from fleet.client.http import FleetClient
+
+    async def emit() -> None:
+        b = await open_backend(sqlite_url)
+        try:
+            await b.stream_push("m-loop", {"text": "live"}, worker_id="w")
+        finally:
+            await b.close()
+
+    with FleetClient(live.url, ADMIN) as client:
+        events = client.events(["m-loop"])
+        name, data = next(events)
+        assert name == "hello" and data["types"] == ["m-loop"]
+        threading.Thread(target=lambda: asyncio.run(emit())).start()
+        for name, data in events:
+            if name == "emit":
+                assert data["data"]["payload"] == {"text": "live"}
+                break
+        events.close()
