@@ -154,8 +154,3 @@ class Feeder:
                 fut.set_result(None)
         if self._releases:
             await asyncio.gather(*list(self._releases), return_exceptions=True)
-
-    def reopen(self) -> None:
-        """Allow reserving again after :meth:`close` (resume after a drain)."""
-        self._closed = False
-        self.start()
