@@ -6,7 +6,9 @@ catalogued type (``<type>.emit``, ``config.<type>``, ``control.<type>``,
 the queue depths of every batch type. When new types appear in the catalog
 the subscription is renewed to cover them. Each event is
 ``event: <name>\\ndata: <json>\\n\\n``; the names are ``hello``, ``emit``,
-``config``, ``control``, ``cancel``, ``worker`` and ``depths``.
+``config``, ``control``, ``cancel``, ``worker`` (pushed state changes),
+``depths`` and ``workers`` (every worker's view, with each tick, so that
+last-seen times and up/down stay current without polling).
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 
 from fleet.backends.base import Backend, Subscription
+from fleet.master.api_workers import load_views
 from fleet.master.auth import read_access
-from fleet.master.state import backend_dependency
+from fleet.master.state import backend_dependency, master_state
 
 router = APIRouter(tags=["events"])
 
@@ -67,8 +70,18 @@ async def _depths(backend: Backend, entries: dict[str, dict[str, Any]]) -> dict[
     return out
 
 
+async def _workers(
+    backend: Backend, types: set[str], heartbeat_seconds: float
+) -> list[dict[str, Any]]:
+    pairs = [p for p in await backend.workers_all() if p[0] in types]
+    return await load_views(backend, pairs, heartbeat_seconds)
+
+
 async def event_stream(
-    backend: Backend, interval: float, only: set[str] | None = None
+    backend: Backend,
+    interval: float,
+    only: set[str] | None = None,
+    heartbeat_seconds: float = 5.0,
 ) -> AsyncIterator[bytes]:
     """The SSE byte stream for one client; ends when the client goes away."""
     entries = {t: e for t, e in (await backend.catalog_all()).items() if not only or t in only}
@@ -78,6 +91,7 @@ async def event_stream(
     try:
         yield format_event("hello", {"types": sorted(types)})
         yield format_event("depths", await _depths(backend, entries))
+        yield format_event("workers", await _workers(backend, types, heartbeat_seconds))
         loop = asyncio.get_running_loop()
         next_tick = loop.time() + interval
         while True:
@@ -105,6 +119,7 @@ async def event_stream(
                 types = set(entries)
                 sub = await _subscribe(backend, types)
             yield format_event("depths", await _depths(backend, entries))
+            yield format_event("workers", await _workers(backend, types, heartbeat_seconds))
     finally:
         if next_msg is not None:
             next_msg.cancel()
@@ -115,6 +130,7 @@ async def event_stream(
 
 @router.get("/events", summary="Server-sent events for live views")
 async def events(
+    request: Request,
     types: str | None = Query(None, description="Comma-separated types to follow (default all)."),
     interval: float = Query(2.0, ge=0.2, le=60.0, description="Seconds between depth updates."),
     _: Any = Depends(read_access),
@@ -124,7 +140,7 @@ async def events(
     emits and queue depths (every ``interval`` seconds)."""
     only = {t.strip() for t in types.split(",") if t.strip()} if types else None
     return StreamingResponse(
-        event_stream(backend, interval, only),
+        event_stream(backend, interval, only, master_state(request).settings.heartbeat_seconds),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

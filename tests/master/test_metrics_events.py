@@ -13,6 +13,7 @@ import pytest
 from fleet.backends import open_backend
 from fleet.backends.records import PushRequest, TaskBody
 from fleet.core.metrics import Metrics
+from fleet.master.sse import format_event, topic_event
 from tests.master.conftest import ADMIN, InProcess, auth, settings_for, start_in_process
 from tests.master.plugins import LOOP, SCRAPE
 
@@ -132,5 +133,24 @@ async def test_sse_delivers_emits_config_and_depths(
             while depths[SCRAPE]["pending_total"] != 1 and time.monotonic() < deadline:
                 depths = await events.next("depths")
             assert depths[SCRAPE]["pending_total"] == 1
+            await worker_side.worker_register(SCRAPE, "w-sse", {"host": "h"})
+            await worker_side.worker_set_state(
+                SCRAPE, "w-sse", {"state": "RUNNING", "last_seen": str(time.time())}
+            )
+            workers = await events.next("workers")
+            # A tick may fall between the registration and the first state write.
+            while not (workers and workers[0]["up"]):
+                workers = await events.next("workers")
+            assert workers[0]["worker_id"] == "w-sse" and workers[0]["state"] == "RUNNING"
     finally:
         await worker_side.close()
+
+
+def test_topic_event_maps_backend_topics() -> None:
+    types = {"a", "a.b"}
+    assert topic_event("a.emit", types) == ("emit", "a")
+    assert topic_event("a.b.emit", types) == ("emit", "a.b")
+    assert topic_event("config.a", types) == ("config", "a")
+    assert topic_event("worker.a.b", types) == ("worker", "a.b")
+    assert topic_event("config.zzz", types) is None
+    assert format_event("x", {"k": 1}) == b'event: x\ndata: {"k":1}\n\n'
