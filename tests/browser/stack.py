@@ -14,6 +14,17 @@ from typing import Any
 
 import httpx
 
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 ADMIN_TOKEN = "dash-admin-token-0123456789"
 READ_TOKEN = "dash-read-token-0123456789"
 PLUGIN = "tests.browser.dash_plugin"

@@ -7,36 +7,24 @@ storage, so a fresh sign-in).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-import shutil
+import threading
 import uuid
 from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from tests.browser.stack import ADMIN_TOKEN, READ_TOKEN, Stack
+from tests.browser.stack import ADMIN_TOKEN, CHROMIUM, CHROMIUM_ARGS, READ_TOKEN, REPO, Stack
 from tests.support.redis_server import require_redis
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-#: Set to write the documentation screenshots into docs/screenshots.
-SHOTS_ENV = "FLEET_DASHBOARD_SCREENSHOTS"
-DOCS_SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 WAIT_MS = 15_000
 expect.set_options(timeout=WAIT_MS)
 
@@ -44,7 +32,7 @@ expect.set_options(timeout=WAIT_MS)
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     """One Chromium for the whole module."""
-    if not os.path.exists(CHROMIUM) and shutil.which("chromium") is None:
+    if not os.path.exists(CHROMIUM):
         if require_redis():  # strict (CI) mode: .ci/run installs Chromium
             pytest.fail("Debian's chromium is required but not installed")
         pytest.skip("chromium not installed (apt-get install chromium)")
@@ -114,10 +102,8 @@ def sign_in(page: Page, stack: Stack, route: str = "", token: str = ADMIN_TOKEN)
 
 
 def shot(page: Page, name: str, tmp: Path) -> Path:
-    """Screenshot into docs/screenshots when asked to, else into the test's tmp dir."""
-    target = DOCS_SHOTS if os.environ.get(SHOTS_ENV) else tmp
-    target.mkdir(parents=True, exist_ok=True)
-    path = target / f"{name}.png"
+    """A full-page screenshot (docs/screenshots come from take_screenshots.py)."""
+    path = tmp / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     assert path.stat().st_size > 1000
     return path
@@ -351,10 +337,36 @@ def test_pools_show_items_to_admin_only(browser: Browser, stack: Stack) -> None:
             context.close()
 
 
-def test_js_helpers(page: tuple[Page, Watch], stack: Stack) -> None:
+@pytest.fixture(scope="module")
+def static_url() -> Iterator[str]:
+    """The dashboard's files from a plain HTTP server (no master, no API)."""
+    handler = functools.partial(
+        QuietHandler, directory=str(REPO / "fleet" / "master" / "dashboard" / "static")
+    )
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_js_helpers(browser: Browser, static_url: str) -> None:
     """The pure helpers, run in the browser: SSE parsing, rates, routes, schemas."""
-    p, _ = page
-    p.goto(stack.url)
+    context = browser.new_context()
+    p = context.new_page()
+    errors: list[str] = []
+    p.on("pageerror", lambda err: errors.append(str(err)))
+    p.goto(static_url)
+    expect(p.locator("#signin")).to_be_visible()
     result = p.evaluate(
         r"""async () => {
         const { SSEParser } = await import("/js/sse.js");
@@ -400,3 +412,5 @@ def test_js_helpers(page: tuple[Page, Watch], stack: Stack) -> None:
     assert result["kind"]["widget"] == "integer"
     assert result["kind"]["nullable"] is True
     assert result["type"] == "list[Item]"
+    context.close()
+    assert errors == []
