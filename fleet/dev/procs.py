@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import re
 import signal
@@ -42,6 +43,17 @@ def make_echo(colour: bool | None = None) -> Callable[[str, str], None]:
         click.echo(prefix_line(name, line, use_colour))
 
     return echo
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when ``fleet dev`` dies, even by SIGKILL,
+    so no orphaned master keeps holding its port (Linux only; elsewhere a no-op)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class Child:
@@ -85,6 +97,7 @@ class Child:
             stderr=asyncio.subprocess.STDOUT,
             env=self.env,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         self._pump = asyncio.create_task(self._copy_output(), name=f"output:{self.name}")
 
@@ -112,6 +125,12 @@ class Child:
                 await asyncio.wait_for(self._pump, 5)
         return code
 
+    def kill(self) -> None:
+        """SIGKILL the child and anything it started (its whole session)."""
+        if self.proc is not None and self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
     async def stop(self, timeout: float) -> bool:
         """SIGINT, wait up to ``timeout`` seconds, then SIGKILL.
 
@@ -127,7 +146,6 @@ class Child:
             return True
         except TimeoutError:
             self._echo("dev", f"{self.name} did not stop within {timeout:.0f}s; killing it")
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.kill()
             await self.wait()
             return False

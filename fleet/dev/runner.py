@@ -96,6 +96,19 @@ def child_env(options: DevOptions, token: str, pythonpath: list[str]) -> dict[st
     return env
 
 
+NO_PLUGINS_HINT = (
+    "no automation plugins are installed, so only the master runs; install one "
+    "(e.g. pip install -e examples/pinger), pass --plugin MODULE, or try --demo"
+)
+
+
+def has_plugins(specs: tuple[str, ...]) -> bool:
+    """Whether a worker would find any automation (entry points, FLEET_PLUGINS, ``specs``)."""
+    from fleet.plugins import discover
+
+    return bool(discover(specs).types)
+
+
 def plugin_args(options: DevOptions) -> list[str]:
     """``--plugin`` arguments for both children (user's specs, then the demo's)."""
     specs = [*options.plugins, *(DEMO_PLUGINS if options.demo else ())]
@@ -113,6 +126,7 @@ class DevRunner:
         self.children: list[Child] = []
         self.demo_site: RunningServer | None = None
         self._feeder: asyncio.Task[None] | None = None
+        self.forced = False
 
     async def run(self) -> int:
         """Start everything, wait for a signal (or a child's death), stop everything.
@@ -132,12 +146,19 @@ class DevRunner:
             clean_stop = await self._shutdown()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
-        return 0 if clean and clean_stop else 1
+        return 0 if clean and clean_stop and not self.forced else 1
 
     def _on_signal(self, sig: int) -> None:
+        name = signal.Signals(sig).name
         if not self.stop.is_set():
-            self.echo("dev", f"{signal.Signals(sig).name}: stopping (this takes a few seconds)")
-        self.stop.set()
+            self.echo("dev", f"{name}: stopping (this takes a few seconds; again to kill)")
+            self.stop.set()
+            return
+        # A second Ctrl-C: the user does not want to wait for the graceful stop.
+        self.echo("dev", f"{name} again: killing master and worker")
+        self.forced = True
+        for child in self.children:
+            child.kill()
 
     async def _run(self) -> bool:
         opts = self.options
@@ -168,9 +189,12 @@ class DevRunner:
         # config reaches the worker as a live config push once the master is up.
         worker_argv = [*python, "worker", "--grace", str(opts.grace), *plugin_args(opts)]
         worker = Child("worker", worker_argv, env, self.echo, quiet=not opts.verbose)
-        self.children.append(worker)
         await master.start()
-        await worker.start()
+        if opts.demo or has_plugins(opts.plugins):
+            self.children.append(worker)
+            await worker.start()
+        else:
+            self.echo("dev", NO_PLUGINS_HINT)
         async with httpx.AsyncClient(
             base_url=self.master_url, headers={"Authorization": f"Bearer {token}"}, timeout=10
         ) as client:

@@ -136,3 +136,32 @@ def test_fleet_dev_refuses_the_memory_backend(tmp_path: Path) -> None:
     )  # fmt: skip
     assert run.returncode == 1
     assert "memory:// lives inside one process" in run.stdout + run.stderr
+
+
+def test_without_plugins_only_the_master_runs_and_dies_with_fleet_dev(tmp_path: Path) -> None:
+    port = free_port()
+    log = tmp_path / "dev.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "fleet", "dev", "--port", str(port)],
+            cwd=tmp_path, env=hermetic_env(), stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            wait_for(
+                "the master",
+                lambda: httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200,
+                60,
+                proc,
+            )
+            assert "only the master runs" in log.read_text()
+            # Even killed outright, fleet dev leaves no master behind holding the port.
+            proc.kill()
+            proc.wait(5)
+            deadline = time.monotonic() + 10
+            while not port_closed(port) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert port_closed(port)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
