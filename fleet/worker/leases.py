@@ -34,7 +34,7 @@ class Lease:
         token: The reservation token.
         visibility: Lease length (seconds) to renew to.
         renew_at: Monotonic time of the next renewal.
-        on_cancel: Called once when the backend says the task was cancelled.
+        on_cancel: Called with the task id when the backend says it was cancelled.
         lost: True once the backend said the token is stale.
     """
 
@@ -42,7 +42,7 @@ class Lease:
     token: str
     visibility: float
     renew_at: float
-    on_cancel: Callable[[], object]
+    on_cancel: Callable[[str], object]
     lost: bool = False
 
 
@@ -74,7 +74,7 @@ class LeaseKeeper:
             self._task = None
 
     def track(
-        self, task_id: str, token: str, visibility: float, on_cancel: Callable[[], object]
+        self, task_id: str, token: str, visibility: float, on_cancel: Callable[[str], object]
     ) -> Lease:
         """Start renewing a task's lease; returns the record (see ``Lease.lost``)."""
         lease = Lease(task_id, token, visibility, time.monotonic() + visibility / 3, on_cancel)
@@ -122,7 +122,7 @@ class LeaseKeeper:
             return
         lease.renew_at = time.monotonic() + lease.visibility / 3
         if status is LeaseStatus.CANCELLED:
-            lease.on_cancel()
+            lease.on_cancel(lease.task_id)
 
 
 class AckBatcher:

@@ -63,6 +63,10 @@ class SlotEnv:
     keeper: LeaseKeeper | None = None
     acker: AckBatcher | None = None
     on_finished: Callable[[str, Outcome], None] | None = None
+    has_cleanup: bool = True
+
+    def __post_init__(self) -> None:
+        self.has_cleanup = type(self.automation).cleanup is not Automation.cleanup
 
 
 class Slot:
@@ -131,6 +135,8 @@ class Slot:
         return reason
 
     async def _cleanup(self) -> None:
+        if not self.env.has_cleanup:
+            return  # the base hook does nothing: skip the call on the hot path
         self.phase = "cleanup"
         try:
             await self.env.automation.cleanup(self.ctx)
@@ -191,9 +197,7 @@ class BatchSlot(Slot):
         )
         keeper = env.keeper
         assert keeper is not None
-        lease = keeper.track(
-            body.id, res.token, config.visibility_seconds, lambda: self.cancel_task(body.id)
-        )
+        lease = keeper.track(body.id, res.token, config.visibility_seconds, self.cancel_task)
         self.stats.busy = True
         self.running_task_id = body.id
         self.phase = "run"
