@@ -18,6 +18,7 @@ from typing import Any
 
 from fleet.backends.base import STREAM_MAX_AGE, STREAM_MAX_LEN, Backend, Subscription
 from fleet.backends.memory_events import MemorySubscription
+from fleet.backends.memory_records import MemoryRecordsMixin
 from fleet.backends.memory_store import get_store, store_name
 from fleet.backends.memory_wait import resolve
 from fleet.backends.records import (
@@ -35,7 +36,6 @@ from fleet.backends.records import (
     StreamEntry,
     TaskBody,
     TaskInfo,
-    WorkerRecord,
     dumps,
     new_token,
     now,
@@ -51,11 +51,7 @@ def _json(value: Any) -> Any:
     return json.loads(dumps(value))
 
 
-def _kv_key(ns: str, key: str) -> str:
-    return f"{ns}\0{key}"
-
-
-class MemoryBackend(Backend):
+class MemoryBackend(MemoryRecordsMixin, Backend):
     """In-process backend over the store named by ``memory://<name>``.
 
     Args:
@@ -309,64 +305,6 @@ class MemoryBackend(Backend):
         pool.maintain(now())
         return len(pool.items)
 
-    # ------------------------------------------------------------ kv
-    async def kv_set(
-        self, ns: str, key: str, value: str, *, ttl_seconds: float | None = None
-    ) -> None:
-        self._store.kv.set(_kv_key(ns, key), value, ttl_seconds, now())
-
-    async def kv_setnx(
-        self, ns: str, key: str, value: str, *, ttl_seconds: float | None = None
-    ) -> bool:
-        t = now()
-        k = _kv_key(ns, key)
-        if self._store.kv.get(k, t) is not None:
-            return False
-        self._store.kv.set(k, value, ttl_seconds, t)
-        return True
-
-    async def kv_get(self, ns: str, key: str) -> str | None:
-        return self._store.kv.get(_kv_key(ns, key), now())
-
-    async def kv_delete(self, ns: str, key: str) -> bool:
-        return self._store.kv.delete(_kv_key(ns, key), now())
-
-    # ------------------------------------------------------------ locks
-    async def lock_acquire(self, name: str, token: str, hold_seconds: float) -> bool:
-        t = now()
-        if self._store.locks.get(name, t) is not None:
-            return False
-        self._store.locks.set(name, token, hold_seconds, t)
-        return True
-
-    async def lock_renew(self, name: str, token: str, hold_seconds: float) -> bool:
-        t = now()
-        if self._store.locks.get(name, t) != token:
-            return False
-        self._store.locks.set(name, token, hold_seconds, t)
-        return True
-
-    async def lock_release(self, name: str, token: str) -> bool:
-        t = now()
-        if self._store.locks.get(name, t) != token:
-            return False
-        return self._store.locks.delete(name, t)
-
-    # ------------------------------------------------------------ counters
-    async def counter_incr(self, name: str, n: int = 1) -> int:
-        value = self._store.counters.get(name, 0) + n
-        self._store.counters[name] = value
-        return value
-
-    async def counter_get(self, name: str) -> int:
-        return self._store.counters.get(name, 0)
-
-    async def counter_set(self, name: str, value: int) -> None:
-        self._store.counters[name] = int(value)
-
-    async def counter_delete(self, name: str) -> None:
-        self._store.counters.pop(name, None)
-
     # ------------------------------------------------------------ events
     async def publish(self, topic: str, message: Any) -> None:
         self._store.hub.publish(topic, message)
@@ -377,102 +315,6 @@ class MemoryBackend(Backend):
         sub = self._store.hub.subscribe(tuple(topics))
         self._subs.add(sub)
         return sub
-
-    # ------------------------------------------------------------ catalog
-    async def catalog_put(self, automation_type: str, entry: dict[str, Any]) -> None:
-        self._store.catalog[automation_type] = dumps(entry)
-
-    async def catalog_get(self, automation_type: str) -> dict[str, Any] | None:
-        raw = self._store.catalog.get(automation_type)
-        return None if raw is None else dict(json.loads(raw))
-
-    async def catalog_all(self) -> dict[str, dict[str, Any]]:
-        return {t: dict(json.loads(raw)) for t, raw in self._store.catalog.items()}
-
-    async def catalog_delete(self, automation_type: str) -> None:
-        self._store.catalog.pop(automation_type, None)
-
-    # ------------------------------------------------------------ workers
-    async def worker_register(
-        self, automation_type: str, worker_id: str, hardware: dict[str, Any]
-    ) -> None:
-        self._store.worker(automation_type, worker_id).hardware = dumps(hardware)
-        self._store.worker_index.setdefault(automation_type, set()).add(worker_id)
-        self._store.workers_all.add((automation_type, worker_id))
-
-    async def worker_set_state(
-        self, automation_type: str, worker_id: str, fields: dict[str, str]
-    ) -> None:
-        state = self._store.worker(automation_type, worker_id).state
-        state.update({str(k): str(v) for k, v in fields.items()})
-
-    async def worker_put_stats(
-        self, automation_type: str, worker_id: str, stats: dict[str, Any]
-    ) -> None:
-        self._store.worker(automation_type, worker_id).stats = dumps(stats)
-
-    async def worker_get(self, automation_type: str, worker_id: str) -> WorkerRecord | None:
-        w = self._store.workers.get((automation_type, worker_id))
-        if w is None:
-            return None
-        return WorkerRecord(
-            automation_type=automation_type,
-            worker_id=worker_id,
-            hardware={} if w.hardware is None else dict(json.loads(w.hardware)),
-            config=None if w.config is None else dict(json.loads(w.config)),
-            gen=w.gen,
-            state=dict(w.state),
-            stats=None if w.stats is None else dict(json.loads(w.stats)),
-        )
-
-    async def worker_ids(self, automation_type: str) -> list[str]:
-        return sorted(self._store.worker_index.get(automation_type, ()))
-
-    async def workers_all(self) -> list[tuple[str, str]]:
-        return sorted(self._store.workers_all)
-
-    async def worker_forget(self, automation_type: str, worker_id: str) -> None:
-        self._store.forget_worker(automation_type, worker_id)
-
-    # ------------------------------------------------------------ config
-    async def config_get(
-        self, automation_type: str, worker_id: str | None = None
-    ) -> dict[str, Any]:
-        if worker_id is None:
-            raw = self._store.config.get(automation_type)
-        else:
-            raw = self._store.overrides.get((automation_type, worker_id))
-        return {} if raw is None else dict(json.loads(raw))
-
-    async def config_set(
-        self, automation_type: str, config: dict[str, Any], worker_id: str | None = None
-    ) -> None:
-        if worker_id is None:
-            self._store.config[automation_type] = dumps(config)
-        else:
-            self._store.overrides[(automation_type, worker_id)] = dumps(config)
-
-    async def next_generation(self, automation_type: str) -> int:
-        gen = self._store.generations.get(automation_type, 0) + 1
-        self._store.generations[automation_type] = gen
-        return gen
-
-    async def worker_config_put(
-        self, automation_type: str, worker_id: str, config: dict[str, Any], gen: int
-    ) -> bool:
-        w = self._store.worker(automation_type, worker_id)
-        if gen <= w.gen:
-            return False
-        w.config, w.gen = dumps(config), gen
-        return True
-
-    async def worker_config_get(
-        self, automation_type: str, worker_id: str
-    ) -> tuple[dict[str, Any] | None, int]:
-        w = self._store.workers.get((automation_type, worker_id))
-        if w is None or w.config is None:
-            return None, 0
-        return dict(json.loads(w.config)), w.gen
 
 
 # ------------------------------------------------------------ copies
