@@ -8,6 +8,8 @@ Modes (every one opens its own backend on the file it is given):
   come back, and runs until nothing is pending, scheduled or processing.
 * ``latency URL TYPE N``: N times, block in reserve and print how long after
   the push (payload ``t``) the task arrived.
+* ``prims URL POOL OUT N``: claim pool items until none is left (logging each
+  id to OUT), then add 1 to the counter ``hits`` N times.
 * ``listen URL TOPICS N``: subscribe to the comma-separated TOPICS, print
   ``ready``, then print N messages as JSON.
 """
@@ -61,6 +63,14 @@ async def _drain(backend: Backend, automation_type: str, out: str, *rest: str) -
                     return
 
 
+async def _prims(backend: Backend, pool: str, out: str, n: str) -> None:
+    with _append(out) as log:
+        while (claim := await backend.pool_claim(pool, hold_seconds=60)) is not None:
+            log.write(claim.item.id + "\n")
+    for _ in range(int(n)):
+        await backend.counter_incr("hits")
+
+
 async def _latency(backend: Backend, automation_type: str, n: str) -> None:
     for _ in range(int(n)):
         print("waiting", flush=True)
@@ -88,6 +98,8 @@ async def main(argv: list[str]) -> None:
     try:
         if mode == "drain":
             await _drain(backend, *args)
+        elif mode == "prims":
+            await _prims(backend, *args)
         elif mode == "latency":
             await _latency(backend, *args)
         elif mode == "listen":

@@ -91,3 +91,18 @@ async def test_processes_opening_a_new_file_at_once_create_one_schema(tmp_path: 
         assert read_version(conn) == SCHEMA_VERSION
     finally:
         conn.close()
+
+
+async def test_pool_claims_and_counters_are_exclusive_across_processes(tmp_path: Path) -> None:
+    url = url_for(tmp_path / "fleet.db")
+    backend = await open_backend(url)
+    try:
+        items = {await backend.pool_put("cookies", {"n": i}, {"site": "a"}) for i in range(300)}
+        logs = [tmp_path / f"claims-{i}.txt" for i in range(4)]
+        procs = [spawn("prims", url, "cookies", str(log), "250") for log in logs]
+        assert await wait_all(procs) == [0, 0, 0, 0]
+        claimed = [line for log in logs if log.exists() for line in log.read_text().split()]
+        assert sorted(claimed) == sorted(items)  # each item went to exactly one process
+        assert await backend.counter_get("hits") == 1000
+    finally:
+        await backend.close()

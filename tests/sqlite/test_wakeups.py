@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import statistics
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from fleet.backends import open_backend
 from fleet.backends.records import PushRequest, TaskBody, new_id
 from fleet.backends.sqlite import SQLiteBackend
+from fleet.backends.sqlite_state import EVENT_RETENTION_SECONDS
 from tests.sqlite.helpers import TYPE, read_line, reap, spawn, url_for, wait_all
 
 pytestmark = pytest.mark.slow
@@ -111,5 +113,25 @@ async def test_cancelled_reserve_loses_no_task(tmp_path: Path) -> None:
             assert [r.body.id for r in got] == [f"t{round_}"]
             assert got[0].body.attempt == 1  # a given-back attempt was refunded
             assert await backend.ack(TYPE, [(got[0].body.id, got[0].token)]) == [True]
+    finally:
+        await backend.close()
+
+
+async def test_old_events_are_pruned_and_never_replayed(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.db"
+    backend = await open_backend(url_for(path))
+    try:
+        await backend.publish("t", {"n": 0})
+        conn = sqlite3.connect(path)
+        conn.execute("UPDATE events SET ts = ts - ?", (EVENT_RETENTION_SECONDS + 1,))
+        conn.commit()
+        conn.close()
+        async with await backend.subscribe("t") as sub:
+            await backend.publish("t", {"n": 1})
+            assert await asyncio.wait_for(anext(sub), 2.0) == ("t", {"n": 1})
+        conn = sqlite3.connect(path)
+        messages = [m for (m,) in conn.execute("SELECT message FROM events")]
+        conn.close()
+        assert messages == ['{"n":1}']
     finally:
         await backend.close()
