@@ -82,7 +82,7 @@ class QueueOps(RedisCore):
             chunk = requests[start : start + PUSH_CHUNK]
             t = now()
             extra: list[str] = []
-            argv: list[Any] = [repr(t), len(chunk)]
+            rows: list[list[Any]] = []
             for req in chunk:
                 body = req.body
                 if body.enqueued_at <= 0:
@@ -92,16 +92,23 @@ class QueueOps(RedisCore):
                     extra.append(keys.idempotency(automation_type, req.idempotency_key))
                     idem_index = len(base) + len(extra)
                 ready_at = t + req.delay_seconds if req.delay_seconds > 0 else 0
-                argv += [
-                    body.id,
-                    body.to_json(),
-                    body.priority,
-                    repr(ready_at),
-                    idem_index,
-                    max(1, int(req.idempotency_ttl * 1000)),
-                    body.attempt,
-                    "" if body.max_attempts is None else body.max_attempts,
-                ]
+                expires = None
+                if body.ttl_seconds is not None:
+                    expires = repr(body.enqueued_at + body.ttl_seconds)
+                rows.append(
+                    [
+                        body.id,
+                        body.to_json(),
+                        body.priority,
+                        ready_at,
+                        idem_index,
+                        max(1, int(req.idempotency_ttl * 1000)),
+                        body.attempt,
+                        body.max_attempts,
+                        expires,
+                    ]
+                )
+            argv = [repr(t), json.dumps(rows, separators=(",", ":"), ensure_ascii=False)]
             with self._guard():
                 raw = await self._scripts.push(self._r, base + extra, argv)
             for i in range(0, len(raw), 2):
@@ -191,9 +198,10 @@ class QueueOps(RedisCore):
         for start in range(0, len(leases), ACK_CHUNK):
             t = now()
             base = self._qkeys(automation_type, t)
-            argv: list[Any] = [repr(t)]
+            flat: list[str] = []
             for task_id, token in leases[start : start + ACK_CHUNK]:
-                argv += [task_id, token]
+                flat += [task_id, token]
+            argv = [repr(t), json.dumps(flat, separators=(",", ":"), ensure_ascii=False)]
             with self._guard():
                 raw = await self._scripts.ack(self._r, base, argv)
             out += [bool(int(x)) for x in raw]

@@ -119,3 +119,16 @@ async def test_purge_type_leaves_no_key(rb: RedisBackend, raw: aioredis.Redis) -
     left = sorted(await raw.keys("*"))
     assert left == ["wkr:other:w:hardware", "wkrs:all", "wkrs:other"]
     assert await raw.smembers("wkrs:all") == {"other|w"}
+
+
+async def test_payloads_and_ids_survive_byte_for_byte(rb: RedisBackend) -> None:
+    payload = {"big": 12345678901234567890, "f": 0.1, "emoji": '😀 ü \\ " /', "e": [], "o": {}}
+    task_id = 'id "quoted" \\ ü 😀'
+    await rb.push("t", [PushRequest(TaskBody(id=task_id, payload=payload, ttl_seconds=60))])
+    got = await rb.reserve("t")
+    assert got[0].body.id == task_id
+    assert got[0].body.payload == payload
+    assert json.dumps(got[0].body.payload) == json.dumps(payload)
+    assert (await rb.task_state("t", task_id)).state == "processing"
+    assert await rb.ack("t", [(task_id, got[0].token)]) == [True]
+    assert (await rb.task_state("t", task_id)).state == "done"

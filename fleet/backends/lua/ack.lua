@@ -1,11 +1,12 @@
 -- @include queue_common
--- ARGV: now, then (task_id, token) pairs.
+-- ARGV: now, JSON array [task_id, token, task_id, token, ...].
 -- Returns 1|0 per lease.
 local now = tonumber(ARGV[1])
+local flat = cjson.decode(ARGV[2])
 local out = {}
 local completed, cancelled = 0, 0
-for i = 2, #ARGV, 2 do
-  local id, tok = ARGV[i], ARGV[i + 1]
+for i = 1, #flat, 2 do
+  local id, tok = flat[i], flat[i + 1]
   local rec = owned(id, tok)
   if rec then
     redis.call('ZREM', K_PROC, id)

@@ -39,6 +39,8 @@ local function requeue(raw)
     rec = cjson.decode(info)
   else
     rec = {p = tonumber(jnull(body.priority)) or 0, m = tonumber(jnull(body.max_attempts))}
+    local ttl = tonumber(jnull(body.ttl_seconds))
+    if ttl then rec.x = fstr((tonumber(jnull(body.enqueued_at)) or 0) + ttl) end
   end
   rec.a = 0
   rec.s = 'q'

@@ -1,16 +1,16 @@
 -- @include queue_common
--- ARGV: now, n, then per request 8 fields:
---   id, body JSON, priority, ready_at (0 = now), idempotency KEYS index (0 = none),
---   idempotency ttl ms, attempt, max_attempts ('' = none)
+-- ARGV: now, JSON array of requests, each
+--   [id, body JSON, priority, ready_at (0 = now), idempotency KEYS index (0 = none),
+--    idempotency ttl ms, attempt, max_attempts (null = none), expires_at (null = no ttl)]
+-- (one JSON argument instead of nine per request: far cheaper to send and parse).
 -- Returns per request: queued (1|0), task id (the original one for a duplicate).
 local now = tonumber(ARGV[1])
-local n = tonumber(ARGV[2])
+local reqs = cjson.decode(ARGV[2])
 local out = {}
-local ready, delayed = 0, 0
-for i = 0, n - 1 do
-  local b = 3 + i * 8
-  local id, raw, prio = ARGV[b], ARGV[b + 1], tonumber(ARGV[b + 2])
-  local ready_at, ik, ittl = tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), ARGV[b + 5]
+local tails = {[K_HIGH] = {}, [K_NORMAL] = {}, [K_LOW] = {}}
+local ready, delayed, submitted = 0, 0, 0
+for _, r in ipairs(reqs) do
+  local id, raw, prio, ready_at, ik = r[1], r[2], r[3], r[4], r[5]
   local dup = nil
   if ik > 0 then
     dup = redis.call('GET', KEYS[ik]) or nil
@@ -23,24 +23,31 @@ for i = 0, n - 1 do
     out[#out + 1] = 0
     out[#out + 1] = dup
   else
-    if ik > 0 then redis.call('SET', KEYS[ik], id, 'PX', ittl) end
-    local rec = {p = prio, a = tonumber(ARGV[b + 6]) or 0, m = tonumber(ARGV[b + 7])}
+    if ik > 0 then redis.call('SET', KEYS[ik], id, 'PX', r[6]) end
+    local rec = {p = prio, a = r[7], m = jnull(r[8]), x = jnull(r[9])}
     if ready_at > 0 then
       redis.call('ZADD', K_SCHED, ready_at, raw)
       rec.s = 's'
       rec.b = raw
       delayed = 1
     else
-      redis.call('RPUSH', tier_key(prio), raw)
+      local tail = tails[tier_key(prio)]
+      tail[#tail + 1] = raw
       rec.s = 'q'
       ready = ready + 1
     end
     set_rec(id, rec)
-    count('submitted')
+    submitted = submitted + 1
     out[#out + 1] = 1
     out[#out + 1] = id
   end
 end
+for key, tail in pairs(tails) do
+  for i = 1, #tail, 500 do
+    redis.call('RPUSH', key, unpack(tail, i, math.min(i + 499, #tail)))
+  end
+end
+if submitted > 0 then count('submitted', submitted) end
 -- A delayed push also wakes one reserver so it re-bounds its wait by the new due time.
 wake(ready + delayed)
 return out

@@ -13,25 +13,33 @@ for _, tk in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
     local items = redis.call('LPOP', tk, k - got)
     if not items then break end
     for _, raw in ipairs(items) do
-      local body, id = decode_body(raw)
-      if not body then
+      -- Fleet's bodies start with a plain id: read it without decoding the payload.
+      local id = string.match(raw, '^{"id":"([^"\\]*)"')
+      local rec = id and get_rec(id)
+      if not rec then
+        local body
+        body, id = decode_body(raw)
+        if body then
+          rec = get_rec(id)
+          if not rec then
+            -- Pushed by hand (RPUSH): adopt it.
+            local ttl = tonumber(jnull(body.ttl_seconds))
+            rec = {p = tonumber(jnull(body.priority)) or 0,
+                   a = tonumber(jnull(body.attempt)) or 0,
+                   m = tonumber(jnull(body.max_attempts))}
+            if ttl then rec.x = fstr((tonumber(jnull(body.enqueued_at)) or 0) + ttl) end
+          end
+        end
+      end
+      if not rec then
         -- No usable id: dead-letter it as is rather than deliver it unowned.
         redis.call('RPUSH', K_DEAD, raw)
         count('dead')
       else
-        local rec = get_rec(id)
-        if not rec then
-          -- Pushed by hand (RPUSH): adopt it.
-          rec = {p = tonumber(jnull(body.priority)) or 0,
-                 a = tonumber(jnull(body.attempt)) or 0,
-                 m = tonumber(jnull(body.max_attempts))}
-        end
-        local ttl = tonumber(jnull(body.ttl_seconds))
-        local enq = tonumber(jnull(body.enqueued_at)) or 0
         if rec.c then
           finish(id, rec, 'C', now)
           count('cancelled')
-        elseif ttl and now > enq + ttl then
+        elseif rec.x and now > tonumber(rec.x) then
           redis.call('HDEL', K_TASKS, id)
           count('expired')
         else
