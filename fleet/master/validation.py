@@ -11,6 +11,7 @@ pydantic's own messages. Either way errors come out in FastAPI's shape:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -194,6 +195,22 @@ class InvalidInput(Exception):
         self.errors = errors
 
 
+def _has_non_finite(value: Any) -> bool:
+    # Iterative (a deeply nested payload must not hit the recursion limit) and
+    # without building locations: this runs on every submitted task.
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def non_finite_errors(value: Any, loc: Loc) -> ErrorList:
     """Errors for NaN/Infinity anywhere in a decoded JSON value.
 
@@ -201,11 +218,13 @@ def non_finite_errors(value: Any, loc: Loc) -> ErrorList:
     schema rejects and no standard JSON encoder can write back, so they are
     refused at the door instead of being stored.
     """
+    if not _has_non_finite(value):
+        return []
     out: ErrorList = []
     stack: list[tuple[Any, Loc]] = [(value, loc)]
     while stack:
         item, where = stack.pop()
-        if isinstance(item, float) and (item != item or item in (float("inf"), float("-inf"))):
+        if isinstance(item, float) and not math.isfinite(item):
             out.append(
                 {
                     "type": "finite_number",
@@ -224,7 +243,7 @@ def non_finite_errors(value: Any, loc: Loc) -> ErrorList:
 def finite_json(value: Any) -> Any:
     """``value`` with NaN/Infinity floats replaced by their names, so that error
     answers echoing bad input can always be encoded."""
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+    if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, dict):
         return {str(k): finite_json(v) for k, v in value.items()}
