@@ -236,8 +236,9 @@ def reserve(
         # same transaction. The token is 12 random bytes, like new_token().
         taken = conn.execute(
             "UPDATE tasks SET state = 'processing', attempt = attempt + 1, "
-            "max_attempts = COALESCE(max_attempts, ?), token = lower(hex(randomblob(12))), "
-            "deadline = ? WHERE rowid IN (SELECT rowid FROM tasks WHERE type = ? "
+            "max_attempts = COALESCE(NULLIF(max_attempts, 0), ?), "
+            "token = lower(hex(randomblob(12))), deadline = ? "
+            "WHERE rowid IN (SELECT rowid FROM tasks WHERE type = ? "
             "AND state = 'queued' ORDER BY tier, seq LIMIT ?) "
             "RETURNING tier, seq, id, body, attempt, max_attempts, token, cancel",
             (default_max_attempts, deadline, automation_type, want),
@@ -246,6 +247,11 @@ def reserve(
         for _tier, _seq, task_id, raw, attempt, limit, token, cancel in taken:
             body = merged(raw, attempt, limit)
             if cancel:
+                # Dropped, not delivered: no attempt is charged.
+                conn.execute(
+                    "UPDATE tasks SET attempt = attempt - 1 WHERE type = ? AND id = ?",
+                    (automation_type, task_id),
+                )
                 _finish(conn, automation_type, task_id, "cancelled", now)
                 count(conn, automation_type, "cancelled")
             elif body.is_expired(now):
@@ -258,7 +264,9 @@ def reserve(
                     f"attempt {attempt} exceeds max_attempts={limit}: "
                     "earlier attempts were lost with their worker"
                 )
-                bury(conn, automation_type, body.evolve(last_error=error, failed_at=now), now)
+                # The DLQ records the attempts actually made.
+                lost = body.evolve(attempt=attempt - 1, last_error=error, failed_at=now)
+                bury(conn, automation_type, lost, now)
             else:
                 out.append(Reservation(body=body, token=token, deadline=deadline))
         if len(taken) < want:
