@@ -205,21 +205,25 @@ class BatchSlot(Slot):
         error: str | None = None
         tb: str | None = None
         try:
-            await automation.run_one(task, self.ctx)
-        except asyncio.CancelledError:
-            reason = self._take_cancel()
-            if reason is None:
-                raise
-            outcome = "cancelled" if reason == "task" else "release"
-        except Exception as exc:
-            outcome = "failed"
-            error = f"{type(exc).__name__}: {exc}"
-            tb = traceback.format_exc()
+            try:
+                await automation.run_one(task, self.ctx)
+            except asyncio.CancelledError:
+                reason = self._take_cancel()
+                if reason is None:
+                    raise  # not ours (the loop is going away): the lease runs out
+                outcome = "cancelled" if reason == "task" else "release"
+            except Exception as exc:
+                outcome = "failed"
+                error = f"{type(exc).__name__}: {exc}"
+                tb = traceback.format_exc()
+            finally:
+                self.running_task_id = None
+            await self._cleanup()
         finally:
-            self.running_task_id = None
-        await self._cleanup()
-        keeper.untrack(body.id)
-        self.stats.busy = False
+            keeper.untrack(body.id)
+            self.stats.busy = False
+        if outcome == "cancelled":
+            self.ctx.logger.info("task %s cancelled while running", body.id)
         self.phase = "settle"
         if lease.lost:
             self._finished(body.id, "stale")
