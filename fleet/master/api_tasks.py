@@ -21,7 +21,7 @@ from fleet.master.models import (
     TypeName,
 )
 from fleet.master.state import backend_dependency, master_state
-from fleet.master.validation import ErrorList, InvalidInput, non_finite_errors, payload_errors
+from fleet.master.validation import ErrorList, InvalidInput, PayloadChecker, non_finite_errors
 
 router = APIRouter(tags=["tasks"])
 
@@ -43,12 +43,12 @@ def _push_request(body: SubmitBody, idempotency_ttl: float) -> PushRequest:
 
 
 def _task_errors(
-    automation_type: str, entry: dict[str, Any], body: SubmitBody, loc: tuple[str | int, ...]
+    checker: PayloadChecker, body: SubmitBody, loc: tuple[str | int, ...]
 ) -> ErrorList:
     errors = non_finite_errors(body.payload, (*loc, "payload"))
     if errors:
         return errors
-    return payload_errors(automation_type, entry, body.payload, (*loc, "payload"))
+    return checker.errors(body.payload, (*loc, "payload"))
 
 
 @router.post(
@@ -70,7 +70,7 @@ async def submit(
     duplicate=true``; so does a ``task_id`` that is already queued or running.
     """
     entry = await require_batch_entry(backend, automation_type)
-    errors = _task_errors(automation_type, entry, body, ("body",))
+    errors = _task_errors(PayloadChecker(automation_type, entry), body, ("body",))
     if errors:
         raise InvalidInput(errors)
     ttl = master_state(request).settings.idempotency_ttl_seconds
@@ -94,6 +94,7 @@ async def submit_batch(
     """Validate each task on its own; valid ones are queued, invalid ones get an error."""
     entry = await require_batch_entry(backend, automation_type)
     ttl = master_state(request).settings.idempotency_ttl_seconds
+    checker = PayloadChecker(automation_type, entry)
     results: list[SubmitResult | BatchItemError | None] = [None] * len(body.tasks)
     pending: list[tuple[int, PushRequest]] = []
     for i, raw in enumerate(body.tasks):
@@ -107,7 +108,7 @@ async def submit_batch(
             ]
             results[i] = BatchItemError(error=detail[0]["msg"], detail=detail)
             continue
-        errors = _task_errors(automation_type, entry, task, loc)
+        errors = _task_errors(checker, task, loc)
         if errors:
             detail = [{k: v for k, v in e.items() if k != "input"} for e in errors]
             where = ".".join(str(p) for p in detail[0]["loc"][3:])
