@@ -15,6 +15,7 @@ unordered *group*: a reserve may take any member of the first group first.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from collections import deque
@@ -53,6 +54,10 @@ class ModelTask:
     attempt: int = 0
     token: str | None = None
     short_lease: bool = False
+    #: A cancel was requested while it ran; the flag travels with the task until
+    #: an ack or a reserve settles it. None: it went to the DLQ flagged, and
+    #: whether a replay keeps the flag is not specified, so it is never replayed.
+    cancel: bool | None = False
 
     @property
     def tier(self) -> Tier:
@@ -82,6 +87,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
             self.processing: dict[str, ModelTask] = {}
             self.dead: set[str] = set()
             self.done: set[str] = set()
+            self.cancelled: set[str] = set()
             self.stale: list[tuple[str, str]] = []
             self.counter = 0
 
@@ -121,6 +127,16 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
                 if group:
                     self.tiers[tier].append(group)
             self.due.clear()
+
+        def settle(self, task: ModelTask, place: str) -> None:
+            if place == "dead":
+                if task.cancel:
+                    task.cancel = None
+                self.dead.add(task.id)
+            elif place == "cancelled":
+                self.cancelled.add(task.id)
+            else:
+                self.done.add(task.id)
 
         def lose_lease(self, task: ModelTask) -> None:
             assert task.token is not None
@@ -168,15 +184,17 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
             )
             assert len(got) <= k
             self.promote_due()
-            # Undeliverable tasks the backend met on its way were dead-lettered.
+            # Cancelled and undeliverable tasks the backend met on its way were
+            # dropped or dead-lettered; which ones it met is read back.
             for tid in list(self.pending_ids()):
                 task = self.tasks[tid]
-                if not task.deliverable():
+                if task.cancel or not task.deliverable():
                     state = self.run(self.backend.task_state(self.type, tid)).state
-                    assert state in ("queued", "dead"), (tid, state)
-                    if state == "dead":
+                    gone = "cancelled" if task.cancel else "dead"
+                    assert state in ("queued", gone), (tid, state)
+                    if state != "queued":
                         self.remove_pending(tid)
-                        self.dead.add(tid)
+                        self.settle(task, gone)
             for res in got:
                 tid = res.body.id
                 group = self.first_group()
@@ -185,6 +203,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
                 group.discard(tid)
                 task = self.tasks[tid]
                 assert task.deliverable(), f"{tid} delivered beyond max_attempts"
+                assert not task.cancel, f"{tid} delivered after it was cancelled"
                 task.attempt += 1
                 assert res.body.attempt == task.attempt
                 assert res.body.priority == task.priority
@@ -203,7 +222,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
             assert task.token is not None
             assert self.run(self.backend.ack(self.type, [(task.id, task.token)])) == [True]
             self.lose_lease(task)
-            self.done.add(task.id)
+            self.settle(task, "cancelled" if task.cancel else "done")
 
         @precondition(lambda self: self.processing)
         @rule(data=st.data(), far=st.booleans(), dead=st.booleans())
@@ -223,7 +242,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
             self.lose_lease(task)
             if dead or task.attempt >= task.limit:
                 assert outcome == "dead"
-                self.dead.add(task.id)
+                self.settle(task, "dead")
             else:
                 assert outcome == "retry"
                 (self.far if far else self.due).add(task.id)
@@ -244,7 +263,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
             task = data.draw(st.sampled_from(sorted(self.processing.values(), key=lambda t: t.id)))
             assert task.token is not None
             status = self.run(self.backend.extend(self.type, task.id, task.token, LONG_VISIBILITY))
-            assert status == LeaseStatus.OK
+            assert status == (LeaseStatus.CANCELLED if task.cancel else LeaseStatus.OK)
             task.short_lease = False
 
         @rule()
@@ -273,18 +292,42 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
             assert self.run(b.extend(ty, tid, token, 1)) == LeaseStatus.STALE
             assert not self.run(b.release(ty, tid, token))
 
-        @precondition(lambda self: self.dead)
+        @precondition(lambda self: any(self.tasks[i].cancel is False for i in self.dead))
         @rule()
         def replay_dead(self) -> None:
-            assert self.run(self.backend.dead_replay(self.type)) == len(self.dead)
+            chosen = {i for i in self.dead if self.tasks[i].cancel is False}
+            if chosen == self.dead:
+                replayed = self.run(self.backend.dead_replay(self.type))
+            else:
+                ids = sorted(chosen)
+                replayed = self.run(self.backend.dead_replay(self.type, task_ids=ids))
+            assert replayed == len(chosen)
             by_tier: dict[Tier, set[str]] = {t: set() for t in TIERS}
-            for tid in self.dead:
+            for tid in chosen:
                 self.tasks[tid].attempt = 0
                 by_tier[self.tasks[tid].tier].add(tid)
             for tier, group in by_tier.items():
                 if group:
                     self.tiers[tier].append(group)
-            self.dead.clear()
+            self.dead -= chosen
+
+        @precondition(lambda self: self.tasks)
+        @rule(data=st.data())
+        def cancel(self, data: st.DataObject) -> None:
+            tid = data.draw(st.sampled_from(sorted(self.tasks)))
+            task = self.tasks[tid]
+            outcome = self.run(self.backend.cancel(self.type, tid))
+            if tid in self.processing:
+                assert outcome == "cancelling"
+                task.cancel = True
+            elif tid in self.pending_ids() or tid in self.due or tid in self.far:
+                assert outcome == "cancelled"
+                self.remove_pending(tid)
+                self.due.discard(tid)
+                self.far.discard(tid)
+                self.settle(task, "cancelled")
+            else:
+                assert outcome == "not_found", (tid, outcome)
 
         # ------------------------------------------------------------ invariants
         @invariant()
@@ -296,6 +339,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
                 "processing": set(self.processing),
                 "dead": set(self.dead),
                 "done": set(self.done),
+                "cancelled": set(self.cancelled),
             }
             seen: list[str] = [i for ids in places.values() for i in ids]
             assert sorted(seen) == sorted(self.tasks), "model lost or duplicated a task"
@@ -320,6 +364,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
                 due_here = sum(1 for i in self.due if self.tasks[i].tier == tier)
                 assert in_tier <= getattr(d, tier) <= in_tier + due_here
             assert d.counters.completed == len(self.done)
+            assert d.counters.cancelled == len(self.cancelled)
 
         @invariant()
         def dead_letters_match(self) -> None:
@@ -337,11 +382,12 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
 
 
 def test_queue_state_machine(backend_url: str) -> None:
+    """Runs in a few seconds per backend; FLEET_MACHINE_EXAMPLES=500 digs deeper."""
     machine = queue_machine(backend_url)
     run_state_machine_as_test(
         machine,
         settings=settings(
-            max_examples=20,
+            max_examples=int(os.environ.get("FLEET_MACHINE_EXAMPLES", "30")),
             stateful_step_count=30,
             deadline=None,
             suppress_health_check=list(HealthCheck),
