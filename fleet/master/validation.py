@@ -158,13 +158,6 @@ class PayloadChecker:
         return []
 
 
-def payload_errors(
-    automation_type: str, entry: dict[str, Any], payload: Any, loc: Loc = ("body", "payload")
-) -> ErrorList:
-    """Errors of a task payload for a batch type's catalog ``entry`` (empty if valid)."""
-    return PayloadChecker(automation_type, entry).errors(payload, loc)
-
-
 def config_errors(
     automation_type: str, entry: dict[str, Any], config: dict[str, Any], loc: Loc = ("body",)
 ) -> ErrorList:
