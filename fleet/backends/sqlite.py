@@ -74,6 +74,11 @@ class SQLiteBackend(SQLitePrimitives):
         """How many cross-process polls this instance made (for idle-cost checks)."""
         return self._watcher.polls
 
+    @property
+    def write_ops(self) -> int:
+        """How many write operations this instance submitted (for idle-cost checks)."""
+        return self._db.write_ops
+
     # ------------------------------------------------------------ lifecycle
     async def connect(self) -> None:
         if self._connected:

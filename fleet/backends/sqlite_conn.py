@@ -119,6 +119,8 @@ class SQLiteDB:
         self._writer: Writer | None = None
         self._readers: concurrent.futures.ThreadPoolExecutor | None = None
         self._watch: concurrent.futures.ThreadPoolExecutor | None = None
+        #: Write operations submitted so far (to check that idle waiters do not write).
+        self.write_ops = 0
 
     # ------------------------------------------------------------ lifecycle
     async def open(self) -> None:
@@ -214,6 +216,7 @@ class SQLiteDB:
         """
         if self._writer is None:
             raise self._closed_error()
+        self.write_ops += 1
         future: concurrent.futures.Future[T] = self._writer.submit(fn)
         return future
 

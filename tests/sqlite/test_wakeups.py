@@ -135,3 +135,29 @@ async def test_old_events_are_pruned_and_never_replayed(tmp_path: Path) -> None:
         assert messages == ['{"n":1}']
     finally:
         await backend.close()
+
+
+async def test_a_push_from_elsewhere_wakes_one_waiter_not_all(tmp_path: Path) -> None:
+    # Two instances on one file behave like two processes (separate watchers).
+    url = url_for(tmp_path / "fleet.db")
+    waiting, pusher = await open_backend(url), await open_backend(url)
+    assert isinstance(waiting, SQLiteBackend)
+    try:
+        slots = [asyncio.create_task(waiting.reserve(TYPE, timeout=5.0)) for _ in range(10)]
+        await asyncio.sleep(0.3)
+        before = waiting.write_ops
+        await asyncio.sleep(0.3)
+        assert waiting.write_ops == before, "blocked reserves must not write while idle"
+        await pusher.push(TYPE, [PushRequest(TaskBody(id="one", payload=None))])
+        done, _ = await asyncio.wait(slots, timeout=2.0, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.sleep(0.2)
+        assert [r.body.id for t in done for r in t.result()] == ["one"]
+        # One reserve for the one task (plus at most one chained look), not ten.
+        assert waiting.write_ops - before <= 2
+        assert sum(t.done() for t in slots) == 1
+        for task in slots:
+            task.cancel()
+        await asyncio.gather(*slots, return_exceptions=True)
+    finally:
+        await waiting.close()
+        await pusher.close()
