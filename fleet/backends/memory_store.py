@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from fleet.backends.memory_events import EventHub
 from fleet.backends.memory_pool import PoolState
@@ -134,8 +135,8 @@ _STORES: dict[str, MemoryStore] = {}
 
 def store_name(url: str) -> str:
     """The store name of a ``memory://<name>`` URL (``default`` if empty)."""
-    _, _, rest = url.partition("://")
-    return rest.strip("/") or "default"
+    parts = urlsplit(url)
+    return (parts.netloc + parts.path).strip("/") or "default"
 
 
 def get_store(name: str) -> MemoryStore:

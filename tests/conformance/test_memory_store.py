@@ -23,6 +23,7 @@ def test_store_name_from_url() -> None:
     assert store_name("memory://") == "default"
     assert store_name("memory://abc") == "abc"
     assert store_name("memory://a/b/") == "a/b"
+    assert store_name("memory://abc?x=1") == "abc"
 
 
 async def test_same_url_shares_one_store() -> None:
