@@ -20,6 +20,9 @@ E = "wt-echo"
 ECHO = "tests.plugins_fixture.echo"
 
 
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(params=["sqlite", "redis"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":

@@ -17,6 +17,9 @@ from tests.worker.support import push, state_of, wait_until
 E = "wt-echo"
 
 
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture
 def aof_redis() -> Iterator[RedisServer]:
     if REDIS_BIN is None:

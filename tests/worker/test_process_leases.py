@@ -21,6 +21,9 @@ E = "wt-echo"
 VISIBILITY = 10.0  # the smallest BaseConfig allows
 
 
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture
 async def backend(redis_url: str) -> AsyncIterator[Backend]:
     b = await open_backend(redis_url)
