@@ -382,7 +382,8 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
 
 
 def test_queue_state_machine(backend_url: str) -> None:
-    """Runs in a few seconds per backend; FLEET_MACHINE_EXAMPLES=500 digs deeper."""
+    """Runs in a few seconds per backend; for a deeper search run it with
+    ``FLEET_MACHINE_EXAMPLES=500 pytest --timeout=0``."""
     machine = queue_machine(backend_url)
     run_state_machine_as_test(
         machine,
