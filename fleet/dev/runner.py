@@ -33,6 +33,7 @@ from fleet.dev.demo_seed import (
 from fleet.dev.demo_site import create_demo_app
 from fleet.dev.procs import Child
 from fleet.dev.serve import RunningServer, start_server
+from fleet.dev.summary import summary_line
 
 Echo = Callable[[str, str], None]
 
@@ -57,6 +58,7 @@ class DevOptions:
         ready_timeout: Seconds to wait for the master to answer ``/readyz``.
         fleet_argv: The command that runs the ``fleet`` CLI in a child.
         verbose: Also show one log line per HTTP request.
+        summary_seconds: Period of the progress summary line (0: none).
     """
 
     backend_url: str
@@ -71,6 +73,7 @@ class DevOptions:
     ready_timeout: float = 60.0
     fleet_argv: tuple[str, ...] = (sys.executable, "-m", "fleet")
     verbose: bool = False
+    summary_seconds: float = 10.0
 
 
 def check_backend_url(url: str) -> None:
@@ -126,6 +129,7 @@ class DevRunner:
         self.children: list[Child] = []
         self.demo_site: RunningServer | None = None
         self._feeder: asyncio.Task[None] | None = None
+        self._reporter: asyncio.Task[None] | None = None
         self.forced = False
 
     async def run(self) -> int:
@@ -205,6 +209,8 @@ class DevRunner:
             self._banner(token, site_url)
             if site_url is not None:
                 self._feeder = asyncio.create_task(self._feed(client, site_url), name="demo-feed")
+            if opts.summary_seconds > 0:
+                self._reporter = asyncio.create_task(self._report(client), name="dev-summary")
             return await self._wait_for_stop()
 
     async def _wait_ready(self, client: httpx.AsyncClient, master: Child) -> bool:
@@ -244,10 +250,11 @@ class DevRunner:
 
     async def _shutdown(self) -> bool:
         """Stop the feeder, then every child, then the demo site; True if all went cleanly."""
-        if self._feeder is not None:
-            self._feeder.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._feeder
+        for task in (self._feeder, self._reporter):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         timeout = self.options.grace + 10
         results = await asyncio.gather(*(c.stop(timeout) for c in reversed(self.children)))
         if self.demo_site is not None:
@@ -295,6 +302,23 @@ class DevRunner:
                 await self._submit(client, feed_tasks(site_url, rng))
         except httpx.HTTPError as exc:
             self.echo("dev", f"demo feed stopped: {exc!r}")
+
+    async def _report(self, client: httpx.AsyncClient) -> None:
+        """Print a one-line summary of queues and pools every ``summary_seconds``."""
+        last = ""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), self.options.summary_seconds)
+                return
+            try:
+                automations = (await client.get("/api/v1/automations")).raise_for_status()
+                pools = (await client.get("/api/v1/pools")).raise_for_status()
+            except httpx.HTTPError:
+                continue  # the master is restarting or stopping; its own log says why
+            line = summary_line(automations.json(), pools.json())
+            if line != last:
+                self.echo("dev", line)
+                last = line
 
     def _banner(self, token: str, site_url: str | None) -> None:
         where = "FLEET_ADMIN_TOKEN" if os.environ.get("FLEET_ADMIN_TOKEN") else str(token_path())

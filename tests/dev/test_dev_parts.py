@@ -20,6 +20,7 @@ from fleet.dev.demo_seed import (
 )
 from fleet.dev.procs import is_chatter, prefix_line
 from fleet.dev.runner import DevError, DevOptions, check_backend_url, child_env, plugin_args
+from fleet.dev.summary import summary_line
 
 
 def test_memory_backend_is_refused_with_a_reason() -> None:
@@ -89,3 +90,28 @@ def test_output_lines_are_prefixed_and_request_chatter_is_recognised() -> None:
     assert is_chatter('INFO:     127.0.0.1:40034 - "GET /readyz HTTP/1.1" 200 OK')
     assert not is_chatter("INFO:     Shutting down")
     assert not is_chatter("12:00:00 ERROR   cf-scraper.slot.0: task 1 dead-lettered")
+
+
+def test_summary_line_counts_queues_workers_and_pools() -> None:
+    automations = [
+        {
+            "type": "cf-scraper",
+            "workers": {"up": 1},
+            "queue": {
+                "pending_total": 2,
+                "scheduled": 1,
+                "processing": 3,
+                "dead": 4,
+                "counters": {"completed": 40},
+            },
+        },
+        {"type": "quiet", "workers": {"up": 1}, "queue": {"counters": {"completed": 0}}},
+        {"type": "pinger", "workers": {"up": 1}, "queue": None},
+        {"type": "orphan", "workers": {"up": 0}, "queue": None},
+    ]
+    pools = [{"name": "cf-cookies", "available": 3, "total": 5}]
+    assert summary_line(automations, pools) == (
+        "cf-scraper 40 done, 4 dead, 6 waiting · quiet 0 done · pinger running · "
+        "orphan no worker · pool cf-cookies 3/5 free"
+    )
+    assert summary_line([], []) == "no automations yet"
