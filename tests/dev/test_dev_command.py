@@ -72,6 +72,7 @@ def dev_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, 
                     proc.wait()
 
 
+@pytest.mark.timeout(150)  # three Python processes starting on a busy CI machine
 def test_fleet_dev_demo_runs_work_and_stops_cleanly_on_sigint(
     dev_process: tuple[subprocess.Popen[bytes], int, Path], tmp_path: Path
 ) -> None:
@@ -139,6 +140,7 @@ def test_fleet_dev_refuses_the_memory_backend(tmp_path: Path) -> None:
     assert "memory:// lives inside one process" in run.stdout + run.stderr
 
 
+@pytest.mark.timeout(120)
 def test_master_dies_with_fleet_dev_and_runs_alone_without_plugins(tmp_path: Path) -> None:
     port = free_port()
     log = tmp_path / "dev.log"

@@ -39,6 +39,7 @@ def make_venv(path: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # a pip install and a nested pytest run
 def test_examples_install_with_pip_and_pass_their_tests(tmp_path: Path) -> None:
     python = make_venv(tmp_path / "venv")
     editables = [arg for d in EXAMPLE_DIRS for arg in ("-e", str(d))]
