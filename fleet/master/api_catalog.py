@@ -10,11 +10,11 @@ from fleet.backends.base import Backend
 from fleet.master.api_workers import load_views
 from fleet.master.auth import Principal, admin_access, list_access, type_read_access
 from fleet.master.catalog import require_entry
-from fleet.master.models import TypeName
+from fleet.master.models import TypeName, error_responses
 from fleet.master.state import backend_dependency, master_state
 from fleet.master.workers_view import worker_counts
 
-router = APIRouter(tags=["catalog"])
+router = APIRouter(tags=["catalog"], responses=error_responses(401, 403, 404, 413, 503))
 
 
 @router.get("/catalog", summary="Every automation's declared schemas")

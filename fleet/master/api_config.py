@@ -11,11 +11,11 @@ from fleet.core.config import merge_config
 from fleet.master.auth import admin_access, type_read_access
 from fleet.master.catalog import require_entry
 from fleet.master.config_ops import patch_type_config, patch_worker_config
-from fleet.master.models import TypeName
+from fleet.master.models import TypeName, error_responses
 from fleet.master.state import backend_dependency
 from fleet.master.validation import config_errors, schema_defaults, split_missing
 
-router = APIRouter(tags=["config"])
+router = APIRouter(tags=["config"], responses=error_responses(401, 403, 404, 413, 503))
 
 _PATCH_DOC = (
     "A partial config: the keys given replace the stored ones (nested dicts such as "

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from fleet.master.auth import authorize
+from fleet.master.models import error_responses
 from fleet.master.state import get_backend, master_state
 
 router = APIRouter(tags=["health"])
@@ -30,7 +31,12 @@ async def readyz(request: Request) -> Response:
     )
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    response_class=Response,
+    responses=error_responses(401, 403, 503),
+)
 async def metrics(request: Request) -> Response:
     """Prometheus text; needs the admin or a read token unless ``FLEET_METRICS_PUBLIC=1``."""
     state = master_state(request)

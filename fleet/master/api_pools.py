@@ -8,10 +8,10 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 
 from fleet.backends.base import Backend
 from fleet.master.auth import Principal, admin_access, read_access
-from fleet.master.models import PoolName
+from fleet.master.models import PoolName, error_responses
 from fleet.master.state import backend_dependency
 
-router = APIRouter(tags=["pools"])
+router = APIRouter(tags=["pools"], responses=error_responses(401, 403, 404, 413, 503))
 
 
 @router.get("/pools", summary="Pools with sizes")

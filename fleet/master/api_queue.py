@@ -9,10 +9,12 @@ from fastapi import APIRouter, Depends, Query
 from fleet.backends.base import Backend
 from fleet.master.auth import admin_access, type_read_access
 from fleet.master.catalog import require_entry
-from fleet.master.models import PopBody, ReplayBody, TypeName
+from fleet.master.models import PopBody, ReplayBody, TypeName, error_responses
 from fleet.master.state import backend_dependency
 
-router = APIRouter(tags=["dead letters and output"])
+router = APIRouter(
+    tags=["dead letters and output"], responses=error_responses(401, 403, 404, 413, 503)
+)
 
 
 @router.get("/automations/{automation_type}/dead", summary="Peek the DLQ")

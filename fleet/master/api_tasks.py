@@ -19,11 +19,12 @@ from fleet.master.models import (
     SubmitBody,
     SubmitResult,
     TypeName,
+    error_responses,
 )
 from fleet.master.state import backend_dependency, master_state
 from fleet.master.validation import ErrorList, InvalidInput, PayloadChecker, non_finite_errors
 
-router = APIRouter(tags=["tasks"])
+router = APIRouter(tags=["tasks"], responses=error_responses(401, 403, 404, 409, 413, 503))
 
 #: Requests per backend push call of a batch (keeps each backend transaction short).
 PUSH_CHUNK = 500

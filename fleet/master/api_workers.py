@@ -10,11 +10,11 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fleet.backends.base import Backend
 from fleet.core.config import merge_config
 from fleet.master.auth import Principal, admin_access, list_access, type_read_access
-from fleet.master.models import TypeName
+from fleet.master.models import TypeName, error_responses
 from fleet.master.state import backend_dependency, master_state
 from fleet.master.workers_view import worker_view
 
-router = APIRouter(tags=["workers"])
+router = APIRouter(tags=["workers"], responses=error_responses(401, 403, 404, 413, 503))
 
 #: KV namespace of control flags (docs/protocol.md "Control").
 CONTROL_NS = "fleet-control"

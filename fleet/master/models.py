@@ -78,3 +78,22 @@ class PopBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     n: int = Field(default=1, ge=1, le=10_000)
+
+
+class ErrorBody(BaseModel):
+    """Every non-validation error: ``{"detail": "..."}``."""
+
+    detail: str
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries for the error codes a router's routes answer."""
+    words = {
+        401: "Missing or unknown token",
+        403: "The token lacks the scope",
+        404: "Unknown automation type, task, worker or pool",
+        409: "The type has no task queue",
+        413: "Request body too large",
+        503: "The backend is unavailable",
+    }
+    return {code: {"model": ErrorBody, "description": words[code]} for code in codes}

@@ -25,9 +25,10 @@ from fastapi.responses import StreamingResponse
 from fleet.backends.base import Backend, Subscription
 from fleet.master.api_workers import load_views
 from fleet.master.auth import read_access
+from fleet.master.models import error_responses
 from fleet.master.state import backend_dependency, master_state
 
-router = APIRouter(tags=["events"])
+router = APIRouter(tags=["events"], responses=error_responses(401, 403, 503))
 
 #: Topic templates per type and the event name each is sent under.
 TOPICS = (

@@ -2,8 +2,8 @@
 
 A small, bounded stand-in for a schemathesis run: hypothesis draws path
 parameters, query values and JSON bodies (random, and shaped like a submit)
-for every operation the master publishes, and every answer must be a 2xx/4xx
-with a JSON body.
+for every operation the master publishes; every answer must be a status the
+document declares for the operation, with a body that matches its schema.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from urllib.parse import quote
 import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 
 from tests.master.conftest import ADMIN, auth, memory_url
 from tests.master.plugins import LOOP, SCRAPE
@@ -53,7 +54,10 @@ submit_like = st.fixed_dictionaries(
 bodies = st.one_of(st.none(), json_values, submit_like)
 path_values = st.one_of(
     st.sampled_from([SCRAPE, LOOP, "nope", "w1", "t1"]),
-    st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12),
+    # "." and ".." are dot segments the client normalises away: another URL.
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12).filter(
+        lambda v: v not in (".", "..")
+    ),
 )
 
 
@@ -69,6 +73,12 @@ def operations(app: Any) -> list[tuple[str, str, dict[str, Any]]]:
 
 def test_no_server_error_on_random_input(live_factory: Any) -> None:
     live = live_factory(memory_url(), sweeper=False)
+    components = live.app.openapi()["components"]
+
+    def validator_for(schema: dict[str, Any]) -> Draft202012Validator:
+        # "#/components/..." references resolve against this root document.
+        return Draft202012Validator({**schema, "components": components})
+
     with httpx.Client(base_url=live.url, timeout=30) as client:
         ops = operations(live.app)
         assert len(ops) == 29
@@ -85,7 +95,7 @@ def test_no_server_error_on_random_input(live_factory: Any) -> None:
             params: dict[str, Any] = {}
             for p in spec.get("parameters", []):
                 if p["in"] == "path":
-                    value = quote(data.draw(path_values), safe="")
+                    value = quote(data.draw(path_values).replace("/", "_"), safe="")
                     path = path.replace("{" + p["name"] + "}", value)
                 elif p["in"] == "query" and data.draw(st.booleans()):
                     params[p["name"]] = data.draw(
@@ -103,7 +113,11 @@ def test_no_server_error_on_random_input(live_factory: Any) -> None:
                 headers={**auth(ADMIN), "Content-Type": "application/json"},
             )
             assert r.status_code < 500, (method, path, params, content, r.text)
-            if r.headers.get("content-type", "").startswith("application/json"):
-                r.json()
+            documented = spec["responses"].get(str(r.status_code))
+            assert documented is not None, (r.status_code, method, path, r.text)
+            schema = documented.get("content", {}).get("application/json", {}).get("schema")
+            if schema and r.headers.get("content-type", "").startswith("application/json"):
+                errors = list(validator_for(schema).iter_errors(r.json()))
+                assert not errors, (method, path, r.status_code, errors[0].message)
 
         one()
