@@ -40,6 +40,7 @@ class RedisBackend(QueueOps, PoolOps, StreamOps, StateOps, Backend):
         Raises:
             BackendUnavailable: The server cannot be reached.
         """
+        self._closed = False
         with self._guard():
             await self._r.ping()
             await self._scripts.load_all(self._r)

@@ -14,6 +14,7 @@ Two connection pools per backend instance:
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -76,6 +77,11 @@ class RedisCore:
         self._cmd: Redis | None = None
         self._blk: Redis | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        self._closed = False
+        #: BLPOP calls in flight, cancelled by close().
+        self._blocked: set[asyncio.Future[Any]] = set()
+        #: Live subscriptions, closed with the backend.
+        self._subs: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._safe_url!r})"
@@ -116,6 +122,11 @@ class RedisCore:
         task.add_done_callback(self._background.discard)
 
     async def _close_clients(self) -> None:
+        self._closed = True
+        for blocked in list(self._blocked):
+            blocked.cancel()
+        for sub in list(self._subs):
+            await sub.aclose()
         if self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
         for client in (self._cmd, self._blk):

@@ -8,6 +8,7 @@ used only for key TTLs (idempotency keys), which are relative.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -30,6 +31,7 @@ from fleet.backends.records import (
     now,
 )
 from fleet.backends.redis_core import BLOCKING_GRACE, RedisCore
+from fleet.core.errors import BackendUnavailable
 
 #: Requests per push script call (bounds one script's run time).
 PUSH_CHUNK = 500
@@ -171,7 +173,7 @@ class QueueOps(RedisCore):
             got, next_due = await self._reserve_shielded(
                 automation_type, k, visibility_seconds, default_max_attempts
             )
-            if got or timeout <= 0:
+            if got or timeout <= 0 or self._closed:
                 return got
             wait = give_up - loop.time()
             if wait <= 0:
@@ -180,17 +182,42 @@ class QueueOps(RedisCore):
                 wait = min(wait, next_due - now())
             if wait > 0:
                 await self._wait_wake(automation_type, max(wait, MIN_BLOCK))
+                if self._closed:
+                    return []
 
     async def _wait_wake(self, automation_type: str, seconds: float) -> None:
         """Block on the type's wake-up list for at most ``seconds`` (one BLPOP on
         the blocking pool). A cancelled wait drops its connection, so a half-read
-        reply can never confuse a later command; only a wake token is lost."""
-        with self._guard():
-            try:
-                async with asyncio.timeout(seconds + BLOCKING_GRACE):
-                    await self._b.blpop([keys.queue_wake(automation_type)], timeout=seconds)
-            except TimeoutError as exc:
-                raise self._unavailable(exc) from exc
+        reply can never confuse a later command, and puts a token back in case it
+        had consumed one meant for another reserver (a spare wake-up is harmless)."""
+        wake_key = keys.queue_wake(automation_type)
+        # The BLPOP runs as its own task so close() can end it (see _close_clients).
+        blpop = asyncio.ensure_future(self._b.blpop([wake_key], timeout=seconds))
+        self._blocked.add(blpop)
+        try:
+            with self._guard():
+                try:
+                    async with asyncio.timeout(seconds + BLOCKING_GRACE):
+                        await blpop
+                except TimeoutError as exc:
+                    raise self._unavailable(exc) from exc
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if self._closed and (me is None or me.cancelling() == 0):
+                return  # ended by close(), not by our caller
+            if not self._closed:
+                self._spawn(self._give_back_wake(wake_key))
+            raise
+        except BackendUnavailable:
+            if self._closed:
+                return  # close() dropped the connection under us: end quietly
+            raise
+        finally:
+            self._blocked.discard(blpop)
+
+    async def _give_back_wake(self, wake_key: str) -> None:
+        with contextlib.suppress(Exception):
+            await self._r.lpush(wake_key, "1")
 
     # ------------------------------------------------------------ lease ends
     async def ack(self, automation_type: str, leases: Sequence[tuple[str, str]]) -> list[bool]:

@@ -186,4 +186,5 @@ class StreamOps(RedisCore):
         except BaseException:
             await sub.aclose()
             raise
+        self._subs.add(sub)
         return sub

@@ -118,3 +118,41 @@ async def test_cancellation_at_any_point_loses_no_task(rb: RedisBackend) -> None
     rest = await rb.reserve("t", k=pushed)
     assert len(rest) == pushed - len(delivered)
     assert all(r.body.attempt == 1 for r in rest)  # released tasks got their attempt back
+
+
+async def test_close_ends_blocked_reserves_and_subscriptions(redis_url: str) -> None:
+    b = RedisBackend(redis_url)
+    await b.connect()
+    waiters = [asyncio.create_task(b.reserve("t", timeout=30)) for _ in range(3)]
+    sub = await b.subscribe("topic")
+    reader = asyncio.create_task(sub.__anext__())
+    await asyncio.sleep(0.2)
+    await b.close()
+    assert await asyncio.wait_for(asyncio.gather(*waiters), 5) == [[], [], []]
+    results = await asyncio.wait_for(asyncio.gather(reader, return_exceptions=True), 5)
+    assert isinstance(results[0], StopAsyncIteration)
+
+
+async def test_cancelled_waiters_never_strand_a_task(rb: RedisBackend) -> None:
+    # Many waiters, cancelled right as a task arrives: the task goes to one of
+    # them or reaches the surviving waiter quickly.
+    for _ in range(5):
+        doomed = [asyncio.create_task(rb.reserve("t", timeout=30)) for _ in range(5)]
+        survivor = asyncio.create_task(rb.reserve("t", timeout=30))
+        await asyncio.sleep(0.1)
+        await rb.push("t", [req()])
+        for d in doomed:
+            d.cancel()
+        results = await asyncio.gather(*doomed, return_exceptions=True)
+        got = [r for r in results if isinstance(r, list)]
+        if not any(got):
+            assert len(await asyncio.wait_for(survivor, 3)) == 1
+        else:
+            survivor.cancel()
+            await asyncio.gather(survivor, return_exceptions=True)
+        await asyncio.gather(*list(rb._background))
+        depths = await rb.depths("t")
+        for lst in got:
+            await rb.ack("t", [(r.body.id, r.token) for r in lst])
+        assert depths.pending == 0
+        await rb.purge_type("t")
