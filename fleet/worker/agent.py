@@ -156,8 +156,8 @@ class Worker:
             else:
                 await self.backend.worker_register(t, self.worker_id, self._hardware)
                 await self.backend.catalog_put(t, catalog_entry(runner.cls))
-                await runner.sync_config()
                 runner.draining = await self._drain_flag(t)
+                await runner.sync_config()
         # Subscribed before start returns, so no event published afterwards is missed.
         return await self.backend.subscribe(*self._topics())
 
