@@ -8,7 +8,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
@@ -17,6 +17,9 @@ from rich.table import Table
 from fleet.client.http import ClientError, FleetClient
 from fleet.client.tokenfile import read_token
 
+if TYPE_CHECKING:
+    from fleet.settings import Settings
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -24,18 +27,14 @@ def resolve_token(token: str | None) -> str | None:
     """``--token``, else ``FLEET_ADMIN_TOKEN``, else the local master's token file."""
     if token:
         return token
-    from fleet.settings import Settings
-
-    return Settings().admin_token or read_token()
+    return load_settings().admin_token or read_token()
 
 
 def resolve_url(url: str | None) -> str:
     """``--url``, else ``FLEET_MASTER_URL`` (default http://127.0.0.1:8000)."""
     if url:
         return url
-    from fleet.settings import Settings
-
-    return Settings().master_url
+    return load_settings().master_url
 
 
 def client_options(func: F) -> F:
@@ -125,3 +124,19 @@ def ago(seconds: Any) -> str:
     if s < 3600:
         return f"{s / 60:.0f}m"
     return f"{s / 3600:.1f}h"
+
+
+def load_settings() -> Settings:
+    """``Settings()`` from the environment, or a clean usage error naming the
+    ``FLEET_*`` variable that does not parse (never a traceback, never its value)."""
+    from pydantic import ValidationError
+
+    from fleet.settings import Settings
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"FLEET_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors()
+        )
+        raise click.UsageError(f"invalid environment: {problems}") from None

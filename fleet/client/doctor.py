@@ -16,7 +16,13 @@ from urllib.parse import urlsplit
 import click
 import httpx
 
-from fleet.client.cli_common import print_json, resolve_token, resolve_url, table
+from fleet.client.cli_common import (
+    load_settings,
+    print_json,
+    resolve_token,
+    resolve_url,
+    table,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,9 +162,7 @@ def doctor(
     url: str | None, token: str | None, backend_url: str | None, no_master: bool, as_json: bool
 ) -> None:
     """Check the backend, Redis persistence, plugins, and the master and token."""
-    from fleet.settings import Settings
-
-    checks = asyncio.run(check_backend(backend_url or Settings().backend_url))
+    checks = asyncio.run(check_backend(backend_url or load_settings().backend_url))
     checks += check_plugins()
     if not no_master:
         checks += check_master(resolve_url(url), resolve_token(token))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from fleet.backends import redact_url
+from fleet.client.cli_common import load_settings
 from fleet.client.tokenfile import ensure_token, is_loopback
 from fleet.settings import Settings
 
@@ -53,7 +54,7 @@ def master(
 
     from fleet.master.app import create_app
 
-    settings = Settings()
+    settings = load_settings()
     updates: dict[str, object] = {}
     if host is not None:
         updates["host"] = host

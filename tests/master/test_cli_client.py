@@ -230,3 +230,11 @@ def test_client_follows_events(live: Any, sqlite_url: str) -> None:
                 assert data["data"]["payload"] == {"text": "live"}
                 break
         events.close()
+
+
+def test_invalid_environment_is_a_clean_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLEET_TOKEN_SCOPES", "{not json")
+    r = CliRunner().invoke(main, ["catalog"])
+    assert r.exit_code == 2
+    assert "invalid environment: FLEET_TOKEN_SCOPES" in r.output
+    assert "Traceback" not in r.output

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from fleet.backends.records import PushRequest, TaskBody
-from tests.master.conftest import ADMIN, READ, InProcess, auth
+from tests.master.conftest import ADMIN, READ, SCOPED, InProcess, auth
 from tests.master.plugins import LOOP, SCRAPE
 
 H = auth(ADMIN)
@@ -241,3 +241,29 @@ async def test_names_with_glob_characters_are_refused(master: InProcess) -> None
     assert (await b.depths(SCRAPE)).pending == 1
     r = await master.client.get("/api/v1/automations/..bad/queue", headers=H)
     assert r.status_code == 422
+
+
+async def test_override_for_a_worker_not_registered_yet_is_kept(master: InProcess) -> None:
+    b = master.backend
+    r = await master.client.patch(f"{A}/workers/later/config", json={"slots": 9}, headers=H)
+    assert r.status_code == 200
+    assert r.json()["gen"] == 0 and r.json()["workers"] == []
+    assert await b.config_get(SCRAPE, "later") == {"slots": 9}
+    assert await b.worker_config_get(SCRAPE, "later") == (None, 0)
+    # A later type-wide PATCH keeps it for when the worker registers.
+    await register_worker(b, "later")
+    r = await master.client.patch(f"{A}/config", json={"user_agent": "x"}, headers=H)
+    cfg, gen = await b.worker_config_get(SCRAPE, "later")
+    assert cfg == {"user_agent": "x", "slots": 9} and gen == r.json()["gen"]
+
+
+async def test_scoped_token_sees_only_its_types(master: InProcess) -> None:
+    b = master.backend
+    await register_worker(b, "w1")
+    await register_worker(b, "w2", automation_type=LOOP)
+    r = await master.client.get("/api/v1/workers", headers=auth(SCOPED))
+    assert [v["worker_id"] for v in r.json()] == ["w1"]
+    r = await master.client.get("/api/v1/automations", headers=auth(SCOPED))
+    assert [a["type"] for a in r.json()] == [SCRAPE]
+    r = await master.client.get(f"/api/v1/automations/{LOOP}/workers", headers=auth(SCOPED))
+    assert r.status_code == 403
