@@ -6,8 +6,9 @@ connection: every write is one short ``BEGIN IMMEDIATE`` transaction, or a
 savepoint in a group of them (:mod:`fleet.backends.sqlite_writer`); SQLite lets
 one writer at a time into a file anyway, and the busy timeout queues writers
 of other processes. Reader threads own their own connections and, in
-WAL mode, never wait for writers. A watcher thread owns a connection whose
-``PRAGMA data_version`` tells cheaply whether anyone committed anything.
+WAL mode, never wait for writers. The poller thread
+(:mod:`fleet.backends.sqlite_poller`) opens its own connection with
+:meth:`SQLiteDB.connect`.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class SQLiteOptions:
     Attributes:
         path: The database file (relative to the working directory or absolute).
         busy_timeout_ms: How long a writer waits for another process's write.
-        poll_ms: Interval of the cross-process watcher (blocked reserves, events).
+        poll_ms: Interval of the cross-process poller (blocked reserves, events).
         readers: Reader threads (each with its own connection).
     """
 
@@ -118,7 +119,6 @@ class SQLiteDB:
         self._conns_lock = threading.Lock()
         self._writer: Writer | None = None
         self._readers: concurrent.futures.ThreadPoolExecutor | None = None
-        self._watch: concurrent.futures.ThreadPoolExecutor | None = None
         #: Write operations submitted so far (to check that idle waiters do not write).
         self.write_ops = 0
 
@@ -134,9 +134,8 @@ class SQLiteDB:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise BackendUnavailable(f"sqlite {self.path}: cannot create directory: {exc}") from exc
-        self._writer = Writer(self._connect, self._closed_error)
+        self._writer = Writer(self.connect, self._closed_error)
         self._readers = self._executor(self.options.readers, "fleet-sqlite-r")
-        self._watch = self._executor(1, "fleet-sqlite-watch")
         try:
             await self.write(lambda conn: migrate(conn, str(self.path)))
         except BaseException:
@@ -148,9 +147,9 @@ class SQLiteDB:
 
     async def close(self) -> None:
         """Close every connection in its own thread and stop the threads."""
-        executors = [e for e in (self._readers, self._watch) if e is not None]
+        executors = [e for e in (self._readers,) if e is not None]
         writer, self._writer = self._writer, None
-        self._readers = self._watch = None
+        self._readers = None
         if writer is not None:
             writer.stop()
             await asyncio.to_thread(writer.join)
@@ -166,7 +165,7 @@ class SQLiteDB:
     def _closed_error(self) -> BackendUnavailable:
         return BackendUnavailable(f"sqlite {self.path}: backend is closed")
 
-    def _connect(self) -> sqlite3.Connection:
+    def connect(self) -> sqlite3.Connection:
         """A new connection with our pragmas (WAL, busy timeout, synchronous=NORMAL)."""
         conn = sqlite3.connect(
             self.path,
@@ -186,10 +185,10 @@ class SQLiteDB:
         return conn
 
     def _connection(self) -> sqlite3.Connection:
-        # Reader and watcher threads each keep their own connection.
+        # Each reader thread keeps its own connection.
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._connect()
+            conn = self.connect()
             self._local.conn = conn
             with self._conns_lock:
                 self._conns.append(conn)
@@ -204,9 +203,6 @@ class SQLiteDB:
             return fn(conn)
         finally:
             conn.execute("COMMIT")
-
-    def _run_plain(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return fn(self._connection())
 
     def submit_write(self, fn: Callable[[sqlite3.Connection], T]) -> concurrent.futures.Future[T]:
         """Start a write transaction without awaiting it (its result is the future's).
@@ -237,12 +233,6 @@ class SQLiteDB:
         if self._readers is None:
             raise BackendUnavailable(f"sqlite {self.path}: backend is closed")
         return await self.wait_future(self._readers.submit(self._run_read, fn))
-
-    async def watch(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn(conn)`` on the watcher's own connection (no transaction)."""
-        if self._watch is None:
-            raise BackendUnavailable(f"sqlite {self.path}: backend is closed")
-        return await self.wait_future(self._watch.submit(self._run_plain, fn))
 
     async def wait_future(self, future: concurrent.futures.Future[T]) -> T:
         """Await a future of :meth:`submit_write`, translating driver errors."""

@@ -1,34 +1,24 @@
-"""Cross-process wake-ups of the SQLite backend: blocked reserves and events.
+"""Wake-ups of the SQLite backend: blocked reserves and event subscriptions.
 
-Other processes cannot signal us, so one watcher task per backend instance
-polls the file, and only while someone waits (a blocked reserve) or listens
-(a subscription). Each poll first asks ``PRAGMA data_version``, which changes
-only when another connection committed; when nothing changed, that is the
-whole cost of a poll. Otherwise it reads the change counters (``signals``) of
-the types somebody waits for and the events after its cursor, then wakes
-waiters through asyncio futures and feeds subscriptions. Pushes and publishes
-made by this process wake local waiters at once, without waiting for a poll.
+Blocked reserves wait on asyncio futures. Pushes made by this process wake
+them at once; pushes made by other processes reach them through the poller
+thread (:mod:`fleet.backends.sqlite_poller`), which watches each waited-for
+type's change counter. One poller serves every waiter and subscription of a
+backend instance. A change wakes as many waiters as tasks became deliverable,
+not all of them, so ten idle slots do not stampede for one task.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import json
-import logging
-import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fleet.backends.base import Subscription
 from fleet.backends.sqlite_conn import SQLiteDB
+from fleet.backends.sqlite_poller import Polled, Poller
 from fleet.backends.sqlite_state import last_event
-
-log = logging.getLogger(__name__)
-
-#: Events read per poll; a fuller batch triggers the next poll at once.
-EVENT_BATCH = 1000
 
 
 @dataclass(eq=False, slots=True)
@@ -36,50 +26,6 @@ class _Waiter:
     automation_type: str
     seen: int
     future: asyncio.Future[None]
-
-
-@dataclass(frozen=True, slots=True)
-class Polled:
-    """What one poll found: the data version, and (if it changed) signals and events."""
-
-    version: int
-    signals: dict[str, int] | None = None
-    events: list[tuple[int, str, str]] = field(default_factory=list)
-
-
-def poll(
-    conn: sqlite3.Connection,
-    types: list[str],
-    cursor: int | None,
-    last_version: int | None,
-    force: bool,
-) -> Polled:
-    """One watcher poll (runs on the watcher's connection, outside a transaction).
-
-    Args:
-        conn: The watcher's own connection.
-        types: Types with blocked reservers.
-        cursor: Last event sequence seen, or None when nobody listens.
-        last_version: ``PRAGMA data_version`` of the previous poll.
-        force: Read even if the data version did not change.
-
-    Returns:
-        The new version, and the signals/events if anything could have changed.
-    """
-    version = int(conn.execute("PRAGMA data_version").fetchone()[0])
-    if version == last_version and not force:
-        return Polled(version)
-    signals: dict[str, int] = {}
-    if types:
-        marks = ",".join("?" * len(types))
-        signals = dict(conn.execute(f"SELECT type, n FROM signals WHERE type IN ({marks})", types))
-    events: list[tuple[int, str, str]] = []
-    if cursor is not None:
-        events = conn.execute(
-            "SELECT seq, topic, message FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
-            (cursor, EVENT_BATCH),
-        ).fetchall()
-    return Polled(version, signals, events)
 
 
 class SQLiteSubscription(Subscription):
@@ -112,7 +58,7 @@ class SQLiteSubscription(Subscription):
 
 
 class Watcher:
-    """The one poller of a backend instance.
+    """Waiters and subscriptions of one backend instance, fed by one poller.
 
     Args:
         db: The backend's connections.
@@ -124,14 +70,13 @@ class Watcher:
         self._interval = interval
         self._waiters: dict[str, list[_Waiter]] = {}
         self._subs: set[SQLiteSubscription] = set()
-        self._task: asyncio.Task[None] | None = None
-        self._kick: asyncio.Event | None = None
-        self._force = True
-        self._version: int | None = None
-        self._cursor = 0
+        self._poller: Poller | None = None
         self._closed = False
-        #: Polls made (each one ``PRAGMA data_version``, plus reads when it changed).
-        self.polls = 0
+
+    @property
+    def polls(self) -> int:
+        """Polls made (each one ``PRAGMA data_version``, plus reads when it changed)."""
+        return 0 if self._poller is None else self._poller.polls
 
     # ------------------------------------------------------------ reservers
     async def wait(self, automation_type: str, seen: int, timeout: float) -> None:
@@ -140,9 +85,9 @@ class Watcher:
             return
         waiter = _Waiter(automation_type, seen, asyncio.get_running_loop().create_future())
         self._waiters.setdefault(automation_type, []).append(waiter)
-        # A push may have landed between the caller's reserve and now.
-        self._force = True
-        self._ensure_running()
+        # A push may have landed between the caller's reserve and now: read the
+        # counters at once instead of trusting an unchanged data version.
+        self._steer(force=True)
         try:
             async with asyncio.timeout(timeout):
                 await waiter.future
@@ -159,6 +104,7 @@ class Watcher:
                 queue.remove(waiter)
             if not queue:
                 self._waiters.pop(automation_type, None)
+                self._steer()
 
     def wake(self, automation_type: str, n: int, signal: int | None = None, bump: int = 0) -> None:
         """Wake up to ``n`` local waiters of a type, oldest first.
@@ -201,71 +147,59 @@ class Watcher:
         """A live subscription: it sees every event committed after this returns."""
         sub = SQLiteSubscription(self, topics)
         newest = await self._db.read(last_event)
-        self._cursor = max(self._cursor, newest)
-        sub.start = self._cursor
         self._subs.add(sub)
-        self._ensure_running()
+        poller = self._steer()
+        # Events up to the poller's cursor were committed before now: skip them.
+        # (The poller delivers through the event loop, so nothing reaches this
+        # subscription before ``start`` is set.)
+        sub.start = max(newest, poller.cursor if poller is not None else 0)
+        if poller is not None:
+            poller.event_floor = max(poller.event_floor, newest)
         return sub
 
     def drop_subscription(self, sub: SQLiteSubscription) -> None:
         self._subs.discard(sub)
+        self._steer()
 
     def kick(self) -> None:
         """Poll now (this process just published)."""
-        if self._kick is not None:
-            self._kick.set()
+        if self._poller is not None and self._subs:
+            self._poller.kick()
 
-    # ------------------------------------------------------------ the loop
-    def _ensure_running(self) -> None:
-        if self._closed or (self._task is not None and not self._task.done()):
-            return
-        if self._kick is None:
-            self._kick = asyncio.Event()
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="fleet-sqlite-watch")
-
-    async def _run(self) -> None:
-        assert self._kick is not None
-        while not self._closed and (self._waiters or self._subs):
-            if not self._kick.is_set():
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._interval):
-                        await self._kick.wait()
-            self._kick.clear()
+    # ------------------------------------------------------------ the poller
+    def _steer(self, force: bool = False) -> Poller | None:
+        """Tell the poller what to watch (starting it on first need)."""
+        if self._closed:
+            return None
+        if self._poller is None:
             if not (self._waiters or self._subs):
-                break
-            force, self._force = self._force, False
-            types = [t for t, ws in self._waiters.items() if ws]
-            cursor = self._cursor if self._subs else None
-            try:
-                polled = await self._db.watch(
-                    functools.partial(
-                        poll, types=types, cursor=cursor, last_version=self._version, force=force
-                    )
-                )
-            except Exception:
-                log.exception("sqlite watcher poll failed; retrying")
-                self._force = True
-                await asyncio.sleep(self._interval * 10)
-                continue
-            self.polls += 1
-            self._version = polled.version
-            if polled.signals:
-                self._dispatch_signals(polled.signals)
-            if polled.events:
-                self._dispatch_events(polled.events)
+                return None
+            self._poller = Poller(
+                self._db.connect,
+                self._interval,
+                self._on_change,
+                asyncio.get_running_loop(),
+            )
+        idle = not (self._poller.types or self._poller.listening)
+        self._poller.types = tuple(t for t, ws in self._waiters.items() if ws)
+        self._poller.listening = bool(self._subs)
+        if force or (idle and (self._poller.types or self._poller.listening)):
+            # A parked poller sleeps until kicked.
+            self._poller.kick(force=True)
+        return self._poller
 
-    def _dispatch_events(self, events: list[tuple[int, str, str]]) -> None:
-        assert self._kick is not None
-        for seq, topic, raw in events:
-            self._cursor = max(self._cursor, seq)
+    def _on_change(self, polled: Polled) -> None:
+        if self._closed:
+            return
+        if polled.signals:
+            self._dispatch_signals(polled.signals)
+        for seq, topic, raw in polled.events:
             message: Any = None
             for sub in list(self._subs):
                 if topic in sub.topics and seq > sub.start:
                     if message is None:
                         message = json.loads(raw)
                     sub.deliver(topic, message)
-        if len(events) >= EVENT_BATCH:
-            self._kick.set()
 
     async def close(self) -> None:
         """Stop polling, return every blocked wait and end every subscription."""
@@ -276,7 +210,7 @@ class Watcher:
                     waiter.future.set_result(None)
         for sub in list(self._subs):
             await sub.aclose()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            poller.stop()
+            await asyncio.to_thread(poller.join)
