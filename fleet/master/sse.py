@@ -23,6 +23,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 
 from fleet.backends.base import Backend, Subscription
+from fleet.core.errors import BackendError
 from fleet.master.api_workers import load_views
 from fleet.master.auth import read_access
 from fleet.master.models import error_responses
@@ -58,9 +59,13 @@ def topic_event(topic: str, types: set[str]) -> tuple[str, str] | None:
     return None
 
 
+#: Always subscribed, so that a fleet with no types yet still has a subscription.
+IDLE_TOPIC = "master.events"
+
+
 async def _subscribe(backend: Backend, types: set[str]) -> Subscription:
     topics = [template.format(t=t) for t in sorted(types) for template, _ in TOPICS]
-    return await backend.subscribe(*topics)
+    return await backend.subscribe(IDLE_TOPIC, *topics)
 
 
 async def _depths(backend: Backend, entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -78,55 +83,87 @@ async def _workers(
     return await load_views(backend, pairs, heartbeat_seconds)
 
 
+class _Listener:
+    """The backend subscription of one stream and its pending read."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.sub: Subscription | None = None
+        self.pending: asyncio.Task[tuple[str, Any]] | None = None
+
+    async def listen(self, types: set[str]) -> None:
+        """(Re)subscribe to the topics of ``types``."""
+        await self.close()
+        self.sub = await _subscribe(self.backend, types)
+
+    async def next(self, timeout: float) -> tuple[str, Any] | None:
+        """The next message, or None if none came within ``timeout`` seconds.
+
+        Raises:
+            StopAsyncIteration: The backend ended the subscription.
+        """
+        assert self.sub is not None
+        if self.pending is None:
+            self.pending = asyncio.ensure_future(self.sub.__anext__())
+        done, _ = await asyncio.wait({self.pending}, timeout=timeout)
+        if not done:
+            return None
+        task, self.pending = self.pending, None
+        return task.result()
+
+    async def close(self) -> None:
+        if self.pending is not None:
+            self.pending.cancel()
+            with contextlib.suppress(BaseException):
+                await self.pending
+            self.pending = None
+        if self.sub is not None:
+            await self.sub.aclose()
+            self.sub = None
+
+
 async def event_stream(
     backend: Backend,
     interval: float,
     only: set[str] | None = None,
     heartbeat_seconds: float = 5.0,
 ) -> AsyncIterator[bytes]:
-    """The SSE byte stream for one client; ends when the client goes away."""
-    entries = {t: e for t, e in (await backend.catalog_all()).items() if not only or t in only}
-    types = set(entries)
-    sub = await _subscribe(backend, types)
-    next_msg: asyncio.Task[tuple[str, Any]] | None = None
+    """The SSE byte stream for one client; ends when the client goes away, the
+    backend closes, or the backend fails (after an ``error`` event)."""
+
+    async def catalog() -> dict[str, dict[str, Any]]:
+        return {t: e for t, e in (await backend.catalog_all()).items() if not only or t in only}
+
+    listener = _Listener(backend)
     try:
+        entries = await catalog()
+        types = set(entries)
+        await listener.listen(types)
         yield format_event("hello", {"types": sorted(types)})
-        yield format_event("depths", await _depths(backend, entries))
-        yield format_event("workers", await _workers(backend, types, heartbeat_seconds))
         loop = asyncio.get_running_loop()
-        next_tick = loop.time() + interval
+        next_tick = loop.time()
         while True:
-            if next_msg is None:
-                next_msg = asyncio.ensure_future(sub.__anext__())
-            done, _ = await asyncio.wait({next_msg}, timeout=max(0.0, next_tick - loop.time()))
-            if next_msg in done:
-                topic, message = next_msg.result()
-                next_msg = None
-                found = topic_event(topic, types)
+            if loop.time() >= next_tick:
+                next_tick = loop.time() + interval
+                entries = await catalog()
+                if set(entries) - types:
+                    types = set(entries)  # new types: cover their topics too
+                    await listener.listen(types)
+                yield format_event("depths", await _depths(backend, entries))
+                yield format_event("workers", await _workers(backend, types, heartbeat_seconds))
+            try:
+                got = await listener.next(max(0.0, next_tick - loop.time()))
+            except StopAsyncIteration:
+                return  # the backend closed the subscription (shutdown)
+            if got is not None:
+                found = topic_event(got[0], types)
                 if found is not None:
-                    yield format_event(found[0], {"type": found[1], "data": message})
-                continue
-            next_tick = loop.time() + interval
-            entries = {
-                t: e for t, e in (await backend.catalog_all()).items() if not only or t in only
-            }
-            if set(entries) - types:
-                # New types: renew the subscription to cover them.
-                next_msg.cancel()
-                with contextlib.suppress(BaseException):
-                    await next_msg
-                next_msg = None
-                await sub.aclose()
-                types = set(entries)
-                sub = await _subscribe(backend, types)
-            yield format_event("depths", await _depths(backend, entries))
-            yield format_event("workers", await _workers(backend, types, heartbeat_seconds))
+                    yield format_event(found[0], {"type": found[1], "data": got[1]})
+    except BackendError as exc:
+        # The headers are sent already: say why the stream ends instead of cutting it.
+        yield format_event("error", {"detail": f"backend unavailable: {exc.message}"})
     finally:
-        if next_msg is not None:
-            next_msg.cancel()
-            with contextlib.suppress(BaseException):
-                await next_msg
-        await sub.aclose()
+        await listener.close()
 
 
 @router.get("/events", summary="Server-sent events for live views")

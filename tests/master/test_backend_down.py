@@ -50,3 +50,18 @@ async def test_backend_outage_is_503_and_recovers(
             await asyncio.sleep(0.05)
         r = await client.post(tasks, json={"payload": {"url": "u"}})
         assert r.status_code == 202
+
+
+async def test_event_stream_says_why_it_ends(live_factory: Any, own_redis: RedisServer) -> None:
+    from tests.master.test_metrics_events import EventReader
+
+    live = live_factory(own_redis.url, sweeper=False)
+    async with (
+        httpx.AsyncClient(base_url=live.url, headers=auth(ADMIN), timeout=30) as client,
+        client.stream("GET", "/api/v1/events?interval=0.2") as response,
+    ):
+        events = EventReader(response)
+        await events.next("hello")
+        own_redis.stop()
+        error = await events.next("error")
+        assert "backend unavailable" in error["detail"]
