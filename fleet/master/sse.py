@@ -7,8 +7,9 @@ the queue depths of every batch type. When new types appear in the catalog
 the subscription is renewed to cover them. Each event is
 ``event: <name>\\ndata: <json>\\n\\n``; the names are ``hello``, ``emit``,
 ``config``, ``control``, ``cancel``, ``worker`` (pushed state changes),
-``depths`` and ``workers`` (every worker's view, with each tick, so that
-last-seen times and up/down stay current without polling).
+``depths``, ``workers`` (every worker's view, with each tick, so that
+last-seen times and up/down stay current without polling) and ``error`` (the
+backend failed; the stream ends).
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ def test_no_server_error_on_random_input(live_factory: Any) -> None:
         assert len(ops) == 29
 
         @settings(
-            max_examples=250,
+            max_examples=150,
             deadline=None,
             derandomize=True,
             suppress_health_check=[HealthCheck.too_slow],
