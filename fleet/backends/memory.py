@@ -2,7 +2,9 @@
 
 A real backend with the same semantics as Redis and SQLite (the conformance
 suite proves it), not a mock. State lives in a named :class:`MemoryStore`
-shared by every open of the same URL in the process. Each operation runs
+shared by every open of the same URL in the process; it keeps its data after
+the last ``close`` (like a file) until :func:`fleet.backends.memory_store.drop_store`,
+so give each independent run its own name. Each operation runs
 without awaiting in the middle, so it is atomic under asyncio; a blocked
 ``reserve`` waits on a future woken by pushes, releases, sweeps and replays, and
 sleeps no longer than until the next scheduled task comes due.
