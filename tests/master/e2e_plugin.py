@@ -3,6 +3,7 @@ master's process), so the master must rely on the catalog the worker publishes."
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -12,6 +13,8 @@ from fleet.core.context import Context
 from fleet.core.task import Task
 
 E2E = "m-e2e"
+#: A job that runs until it is cancelled.
+SLOW = 999
 
 
 class Job(BaseModel):
@@ -35,4 +38,6 @@ class Echo(BatchAutomation[E2EConfig]):
     async def run_one(self, task: Task[Any], ctx: Context[E2EConfig]) -> None:
         if task.payload.n < 0:
             raise RuntimeError(f"negative job {task.payload.n}")
+        if task.payload.n == SLOW:
+            await asyncio.sleep(60)  # until cancelled through the API
         await ctx.emit(Done(n=task.payload.n))
