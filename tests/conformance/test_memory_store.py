@@ -114,21 +114,3 @@ async def test_close_releases_blocked_reserve_and_subscriptions() -> None:
     assert time.monotonic() - t0 < 0.5
     ended = await asyncio.gather(listening, return_exceptions=True)
     assert isinstance(ended[0], StopAsyncIteration)
-
-
-async def test_wake_up_of_a_cancelled_reserver_goes_to_the_next_at_once() -> None:
-    b = await open_backend(_url())
-    try:
-        first = asyncio.create_task(b.reserve("t", timeout=2.5))
-        await asyncio.sleep(0.05)
-        second = asyncio.create_task(b.reserve("t", timeout=2.5))
-        await asyncio.sleep(0.05)
-        await b.push("t", [PushRequest(TaskBody(id="x", payload=None))])
-        first.cancel()  # after the push woke it, before it ran
-        t0 = time.monotonic()
-        await asyncio.gather(first, return_exceptions=True)
-        got = await asyncio.wait_for(second, 2.8)
-        assert [r.body.id for r in got] == ["x"]
-        assert time.monotonic() - t0 < 0.5
-    finally:
-        await b.close()
