@@ -132,6 +132,20 @@ def submit_task(
     return match.group(1)
 
 
+def expect_in_tail(page: Page, stack: Stack, text: str, task_id: str) -> None:
+    """Wait for ``text`` in the output tail; on timeout say where it got stuck."""
+    try:
+        expect(page.locator("#tail li pre", has_text=text)).to_be_visible()
+    except AssertionError as exc:
+        state = stack.api("GET", f"/automations/dash-echo/tasks/{task_id}").json()
+        stored = text in stack.api("GET", "/automations/dash-echo/output?n=1000").text
+        live = page.locator("#live").inner_text()
+        raise AssertionError(
+            f"{text!r} not in the tail: task {state}, in the stored stream: {stored}, "
+            f"event stream: {live}\n{stack.log_tail()}"
+        ) from exc
+
+
 def test_sign_in_keeps_the_token_out_of_page_and_url(
     page: tuple[Page, Watch], stack: Stack
 ) -> None:
@@ -148,11 +162,13 @@ def test_sign_in_keeps_the_token_out_of_page_and_url(
     assert p.evaluate("sessionStorage.getItem('fleet.token')") == ADMIN_TOKEN
     expect(p.locator("#live")).to_have_text("live")
 
-    # A token the master no longer accepts sends the tab back to sign-in with a message.
-    p.evaluate("sessionStorage.setItem('fleet.token', 'revoked-token')")
-    p.reload()
-    expect(p.locator("#signin .note-error")).to_contain_text("refused")
-    assert p.evaluate("sessionStorage.getItem('fleet.token')") is None
+    # A stored token the master does not accept (revoked) sends the tab back to
+    # sign-in with a message, and is forgotten.
+    tab = p.context.new_page()
+    tab.add_init_script("sessionStorage.setItem('fleet.token', 'revoked-token')")
+    tab.goto(stack.url)
+    expect(tab.locator("#signin .note-error")).to_contain_text("refused")
+    assert tab.evaluate("sessionStorage.getItem('fleet.token')") is None
 
 
 def test_overview_and_workers_show_the_live_worker(
@@ -185,9 +201,9 @@ def test_submitted_html_payload_arrives_in_the_tail_as_text(
     p, watch = page
     open_automation(p, stack)
     text = f"<img src=x onerror=alert(1)> {uuid.uuid4().hex[:8]}"
-    submit_task(p, text)
+    task_id = submit_task(p, text)
+    expect_in_tail(p, stack, text, task_id)
     entry = p.locator("#tail li pre", has_text=text)
-    expect(entry).to_be_visible()
     assert f'"text": "echo: {text}"' in entry.inner_text()
     assert p.locator("#tail img").count() == 0
     assert p.locator("img[src=x]").count() == 0
@@ -210,7 +226,7 @@ def test_failing_task_lands_in_the_dlq_and_replays(
     p.click("#dlq [data-action=replay-selected]")
     expect(p.locator("#dlq .note-ok")).to_contain_text("replayed 1")
     expect(dead_row).to_have_count(0)
-    expect(p.locator("#tail li pre", has_text=f"echo: {text}")).to_be_visible()
+    expect_in_tail(p, stack, f"echo: {text}", task_id)
     assert stack.api("GET", f"/automations/dash-echo/tasks/{task_id}").json()["state"] == "done"
 
     # Drain asks first (the watcher accepts the confirm) and empties the DLQ.
@@ -258,6 +274,7 @@ def test_config_editor_pushes_slots_and_shows_422_at_the_field(
     stack.api("PATCH", "/automations/dash-echo/config", json={"slots": 1})
 
 
+@pytest.mark.parametrize("stack", ["sqlite"], indirect=True)  # layout is backend-blind
 def test_reads_at_phone_width(browser: Browser, stack: Stack, tmp_path: Path) -> None:
     context = browser.new_context(viewport={"width": 390, "height": 844})
     p = context.new_page()

@@ -31,7 +31,7 @@ function showSignIn(message) {
   nav.hidden = true;
   signOutBtn.hidden = true;
   live.hidden = true;
-  const input = h("input", { id: "token", type: "password", name: "token", autocomplete: "current-password", required: true });
+  const input = h("input", { id: "token", type: "password", name: "token", autocomplete: "off", spellcheck: "false", required: true });
   const msg = h("div", { "aria-live": "polite" }, message ? note("error", message) : null);
   const button = h("button", { type: "submit", class: "btn primary" }, "Sign in");
   mount(
@@ -87,7 +87,7 @@ function route() {
 
 function setLive(status) {
   live.dataset.status = status;
-  live.textContent = { live: "live", connecting: "connecting…", offline: "offline" }[status] || status;
+  live.textContent = { live: "live", connecting: "connecting…", offline: "offline", polling: "polling" }[status] || status;
 }
 
 function start() {

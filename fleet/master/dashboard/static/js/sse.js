@@ -86,6 +86,13 @@ export function connectEvents(onEvent, onStatus) {
       signalUnauthorized("Your token was refused; sign in again.");
       return;
     }
+    if (res.status === 403) {
+      // A token scoped to some types may not follow the fleet-wide stream:
+      // the views still refresh by polling.
+      stopped = true;
+      onStatus("polling");
+      return;
+    }
     if (!res.ok || !res.body) throw new Error(`events: HTTP ${res.status}`);
     onStatus("live");
     const parser = new SSEParser();
