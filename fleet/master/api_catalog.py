@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 
 from fleet.backends.base import Backend
-from fleet.master.api_workers import load_views
+from fleet.master.api_workers import CONTROL_NS, load_views
 from fleet.master.auth import Principal, admin_access, list_access, type_read_access
 from fleet.master.catalog import require_entry
 from fleet.master.models import TypeName, error_responses
@@ -78,5 +78,8 @@ async def delete_type(
     """Delete the type's queue, task states, stream, catalog entry, config and
     worker records (the spec's manual clean-up). Workers still running it
     re-register and re-publish their catalog entry."""
+    worker_ids = await backend.worker_ids(automation_type)
     await backend.purge_type(automation_type)
+    for wid in worker_ids:  # drain flags live in the KV store, outside the type's keys
+        await backend.kv_delete(CONTROL_NS, f"drain:{automation_type}:{wid}")
     return {"deleted": automation_type}

@@ -211,8 +211,10 @@ async def test_pools_payload_only_for_admin_and_drop(master: InProcess) -> None:
 async def test_delete_type_removes_its_state(master: InProcess) -> None:
     b = master.backend
     await register_worker(b, "w1")
+    await master.client.post(f"{A}/workers/w1/drain", headers=H)
     await master.client.post(f"{A}/tasks", json={"payload": {"url": "u"}}, headers=H)
     r = await master.client.delete(A, headers=H)
+    assert await b.kv_get("fleet-control", f"drain:{SCRAPE}:w1") is None
     assert r.json() == {"deleted": SCRAPE}
     assert await b.catalog_get(SCRAPE) is None
     assert (await b.depths(SCRAPE)).pending == 0
