@@ -10,6 +10,7 @@ Modes (every one opens its own backend on the file it is given):
   the push (payload ``t``) the task arrived.
 * ``prims URL POOL OUT N``: claim pool items until none is left (logging each
   id to OUT), then add 1 to the counter ``hits`` N times.
+* ``open URL``: open the backend (creating the schema if needed) and close it.
 * ``listen URL TOPICS N``: subscribe to the comma-separated TOPICS, print
   ``ready``, then print N messages as JSON.
 """
@@ -98,6 +99,8 @@ async def main(argv: list[str]) -> None:
     try:
         if mode == "drain":
             await _drain(backend, *args)
+        elif mode == "open":
+            pass
         elif mode == "prims":
             await _prims(backend, *args)
         elif mode == "latency":

@@ -42,7 +42,7 @@ async def test_push_wakes_a_reserve_blocked_in_another_process(tmp_path: Path) -
     worst = max(latencies)
     print(f"cross-process wake-up: median {median * 1000:.1f} ms, max {worst * 1000:.1f} ms")
     assert median < 0.5, latencies
-    assert max(latencies) < 1.0, latencies
+    assert worst < 2.0, latencies  # a lost wake-up would show as the 20 s timeout
 
 
 async def test_idle_waiting_reserves_cost_few_polls(tmp_path: Path) -> None:
