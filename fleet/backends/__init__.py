@@ -19,7 +19,7 @@ __all__ = ["Backend", "Subscription", "backend_class", "open_backend", "redact_u
 
 _BUILTIN = {
     "memory": ("fleet.backends.memory", "MemoryBackend", None),
-    "sqlite": ("fleet.backends.sqlite", "SQLiteBackend", "aiosqlite"),
+    "sqlite": ("fleet.backends.sqlite", "SQLiteBackend", None),  # stdlib sqlite3
     "redis": ("fleet.backends.redis", "RedisBackend", "redis[hiredis]"),
     "rediss": ("fleet.backends.redis", "RedisBackend", "redis[hiredis]"),
     "unix": ("fleet.backends.redis", "RedisBackend", "redis[hiredis]"),
