@@ -31,6 +31,7 @@ from fleet.backends.records import (
     now,
 )
 from fleet.backends.redis_core import BLOCKING_GRACE, RedisCore
+from fleet.backends.redis_records import body_with_record, parse_record
 from fleet.core.errors import BackendUnavailable
 
 #: Requests per push script call (bounds one script's run time).
@@ -54,20 +55,6 @@ _STATE_NAMES: dict[str, TaskStateName] = {
 def _opt_text(value: str | None) -> str:
     """Encode an optional string for a script argument ('-' means None)."""
     return "-" if value is None else "+" + value
-
-
-def _body_from(raw: str, rec: dict[str, Any]) -> TaskBody:
-    """A delivered body: the immutable stored JSON plus its mutable record."""
-    d: dict[str, Any] = json.loads(raw)
-    if "a" in rec:
-        d["attempt"] = rec["a"]
-    if rec.get("m"):
-        d["max_attempts"] = rec["m"]
-    d["last_error"] = rec.get("e")
-    d["traceback"] = rec.get("t")
-    f = rec.get("f")
-    d["failed_at"] = None if f is None else float(f)
-    return TaskBody.from_dict(d)
 
 
 class QueueOps(RedisCore):
@@ -128,7 +115,7 @@ class QueueOps(RedisCore):
         with self._guard():
             raw = await self._scripts.reserve(self._r, self._qkeys(automation_type, t), argv)
         out = [
-            Reservation(_body_from(raw[i], json.loads(raw[i + 1])), raw[i + 2], deadline)
+            Reservation(body_with_record(raw[i], parse_record(raw[i + 1])), raw[i + 2], deadline)
             for i in range(1, len(raw), 3)
         ]
         next_due = float(raw[0]) if raw[0] else None
@@ -296,7 +283,7 @@ class QueueOps(RedisCore):
                 body = TaskBody.from_json(raw[i])
             except (ValueError, KeyError, TypeError):
                 continue  # not a Fleet body (pushed by hand); nothing to show
-            out.append(_body_from(raw[i], json.loads(raw[i + 1])) if raw[i + 1] else body)
+            out.append(body_with_record(raw[i], parse_record(raw[i + 1])) if raw[i + 1] else body)
         return out
 
     async def dead_replay(
@@ -356,24 +343,22 @@ class QueueOps(RedisCore):
             )
         if where == "none":
             return TaskInfo(task_id=task_id, state="unknown")
-        rec: dict[str, Any] = json.loads(raw)
-        state: TaskStateName = (
-            "dead" if where == "dead" else _STATE_NAMES.get(rec.get("s", ""), "unknown")
-        )
+        rec = parse_record(raw)
+        state: TaskStateName = "dead" if where == "dead" else _STATE_NAMES.get(rec.state, "unknown")
         if state in ("done", "cancelled"):
-            finished = float(rec.get("d", 0.0))
+            finished = rec.finished_at or 0.0
             if finished < now() - FINISHED_RETENTION_SECONDS:
                 return TaskInfo(task_id=task_id, state="unknown")
         return TaskInfo(
             task_id=task_id,
             state=state,
-            attempt=int(rec.get("a", 0)),
-            max_attempts=int(rec.get("m") or 0),
-            priority=int(rec.get("p", 0)),
-            last_error=rec.get("e"),
+            attempt=rec.attempt or 0,
+            max_attempts=rec.max_attempts or 0,
+            priority=rec.priority,
+            last_error=rec.last_error,
             deadline=float(score) if state == "processing" and score else None,
             ready_at=float(score) if state == "scheduled" and score else None,
-            finished_at=float(rec["d"]) if state in ("done", "cancelled") else None,
+            finished_at=rec.finished_at if state in ("done", "cancelled") else None,
         )
 
     async def cancel(self, automation_type: str, task_id: str) -> CancelOutcome:

@@ -36,7 +36,7 @@ local function requeue(raw)
   end
   local rec
   if info then
-    rec = cjson.decode(info)
+    rec = dec(info)
   else
     rec = {p = tonumber(jnull(body.priority)) or 0, m = tonumber(jnull(body.max_attempts))}
     local ttl = tonumber(jnull(body.ttl_seconds))

@@ -4,11 +4,14 @@
 --  7 :dead list   8 :tasks hash   9 :counters hash   10 :done:<hour> hash
 --  11 :wake list   12 :dead:info hash   13 previous :done:<hour> hash
 -- KEYS 10 is :done:<hour>, the hash of this hour's finished (done/cancelled) records.
--- Task state records (:tasks values) are JSON objects:
---  s state (q|s|p|D|C), p priority, a attempt, m max_attempts, k lease token,
---  c cancel requested, e last_error, t traceback, f failed_at, d finished_at,
---  b the scheduled member (body) while scheduled. Times are strings ("%.17g")
---  because cjson would round numbers to 14 digits. Bodies are never re-encoded.
+-- Task state records (:tasks, :dead:info and :done:<hour> values) are
+--   s|a|m|p|k|c|x|d[|{"e":..,"t":..,"f":..,"b":..}]
+-- s state (q|s|p|D|C), a attempt, m max_attempts, p priority, k lease token,
+-- c "1" if a cancel was requested, x expires_at (ttl), d finished_at, and only
+-- when set a JSON tail: e last_error, t traceback, f failed_at, b the scheduled
+-- member (body) while scheduled. The hot fields need no JSON work. Times are
+-- strings ("%.17g") because cjson rounds numbers to 14 digits. Bodies are never
+-- re-encoded.
 local K_NORMAL, K_HIGH, K_LOW = KEYS[1], KEYS[2], KEYS[3]
 local K_PROC, K_PBODY, K_SCHED = KEYS[4], KEYS[5], KEYS[6]
 local K_DEAD, K_TASKS, K_COUNTERS = KEYS[7], KEYS[8], KEYS[9]
@@ -35,14 +38,44 @@ local function tier_key(prio)
   return K_NORMAL
 end
 
+local REC_PATTERN = '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|?(.*)$'
+
+local function dec(raw)
+  local s, a, m, p, k, c, x, d, rest = string.match(raw, REC_PATTERN)
+  if not s then return nil end
+  local rec = {s = s, a = tonumber(a), m = tonumber(m), p = tonumber(p) or 0}
+  if k ~= '' then rec.k = k end
+  if c ~= '' then rec.c = 1 end
+  if x ~= '' then rec.x = x end
+  if d ~= '' then rec.d = d end
+  if rest ~= '' then
+    local extra = cjson.decode(rest)
+    rec.e = jnull(extra.e)
+    rec.t = jnull(extra.t)
+    rec.f = jnull(extra.f)
+    rec.b = jnull(extra.b)
+  end
+  return rec
+end
+
+local function enc(rec)
+  local head = (rec.s or '') .. '|' .. (rec.a or '') .. '|' .. (rec.m or '') .. '|' ..
+    (rec.p or 0) .. '|' .. (rec.k or '') .. '|' .. (rec.c and '1' or '') .. '|' ..
+    (rec.x or '') .. '|' .. (rec.d or '')
+  if rec.e or rec.t or rec.f or rec.b then
+    return head .. '|' .. cjson.encode({e = rec.e, t = rec.t, f = rec.f, b = rec.b})
+  end
+  return head
+end
+
 local function get_rec(id)
   local raw = redis.call('HGET', K_TASKS, id)
   if not raw then return nil end
-  return cjson.decode(raw)
+  return dec(raw)
 end
 
 local function set_rec(id, rec)
-  redis.call('HSET', K_TASKS, id, cjson.encode(rec))
+  redis.call('HSET', K_TASKS, id, enc(rec))
 end
 
 local function count(name, n)
@@ -75,7 +108,7 @@ local function finish(id, rec, state, now)
   rec.b = nil
   rec.d = fstr(now)
   redis.call('HDEL', K_TASKS, id)
-  redis.call('HSET', K_DONE, id, cjson.encode(rec))
+  redis.call('HSET', K_DONE, id, enc(rec))
   if not done_ttl_set then
     redis.call('EXPIRE', K_DONE, DONE_TTL)
     done_ttl_set = true
@@ -88,7 +121,7 @@ local function bury(id, raw, rec)
   rec.k = nil
   rec.b = nil
   redis.call('HDEL', K_TASKS, id)
-  redis.call('HSET', K_DEADINFO, id, cjson.encode(rec))
+  redis.call('HSET', K_DEADINFO, id, enc(rec))
   redis.call('RPUSH', K_DEAD, raw)
   count('dead')
 end

@@ -61,10 +61,10 @@ for _, tk in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
             rec.b = nil
             redis.call('ZADD', K_PROC, deadline, id)
             redis.call('HSET', K_PBODY, id, raw)
-            local enc = cjson.encode(rec)
-            redis.call('HSET', K_TASKS, id, enc)
+            local encoded = enc(rec)
+            redis.call('HSET', K_TASKS, id, encoded)
             out[#out + 1] = raw
-            out[#out + 1] = enc
+            out[#out + 1] = encoded
             out[#out + 1] = tok
           end
         end

@@ -4,7 +4,7 @@
 local id = ARGV[1]
 local raw = redis.call('HGET', K_TASKS, id)
 if raw then
-  local rec = cjson.decode(raw)
+  local rec = dec(raw)
   local score = false
   if rec.s == 'p' then score = redis.call('ZSCORE', K_PROC, id) end
   if rec.s == 's' and rec.b then score = redis.call('ZSCORE', K_SCHED, rec.b) end
