@@ -166,6 +166,7 @@ def push(
             results.append(PushResult(body.id, queued=False, duplicate=True))
             continue
         if key is not None:
+            prune_idempotency(conn, now, 2)
             conn.execute(
                 "INSERT OR REPLACE INTO idempotency (type, key, task_id, expires_at) "
                 "VALUES (?, ?, ?, ?)",
@@ -315,6 +316,7 @@ def ack(
         else:
             completed += 1
             out.append(True)
+    prune_finished(conn, now, 2 * len(leases))
     count(conn, automation_type, "completed", completed)
     count(conn, automation_type, "cancelled", cancelled)
     return out
@@ -416,9 +418,32 @@ def sweep(conn: sqlite3.Connection, automation_type: str, now: float) -> int:
     promoted = promote_due(conn, automation_type, now)
     if expired or promoted:
         signal(conn, automation_type, len(expired) + promoted)
-    conn.execute(
-        "DELETE FROM tasks WHERE state IN ('done', 'cancelled') AND finished_at < ?",
-        (now - FINISHED_RETENTION_SECONDS,),
-    )
-    conn.execute("DELETE FROM idempotency WHERE expires_at <= ?", (now,))
+    prune_finished(conn, now, SWEEP_PRUNE_LIMIT)
+    prune_idempotency(conn, now, SWEEP_PRUNE_LIMIT)
     return len(expired)
+
+
+#: Rows of expired state one sweep deletes at most (keeps its transaction short).
+SWEEP_PRUNE_LIMIT = 10_000
+
+
+def prune_finished(conn: sqlite3.Connection, now: float, limit: int) -> int:
+    """Forget up to ``limit`` done/cancelled states older than their retention.
+
+    Acks call this with a small multiple of the tasks they finish, so the table
+    sheds old states as fast as it gains new ones, with or without a sweeper.
+    """
+    return conn.execute(
+        "DELETE FROM tasks WHERE rowid IN (SELECT rowid FROM tasks "
+        "WHERE state IN ('done', 'cancelled') AND finished_at < ? LIMIT ?)",
+        (now - FINISHED_RETENTION_SECONDS, limit),
+    ).rowcount
+
+
+def prune_idempotency(conn: sqlite3.Connection, now: float, limit: int) -> int:
+    """Delete up to ``limit`` expired idempotency keys."""
+    return conn.execute(
+        "DELETE FROM idempotency WHERE (type, key) IN "
+        "(SELECT type, key FROM idempotency WHERE expires_at <= ? LIMIT ?)",
+        (now, limit),
+    ).rowcount

@@ -127,15 +127,25 @@ def last_event(conn: sqlite3.Connection) -> int:
 def kv_set(
     conn: sqlite3.Connection, ns: str, key: str, value: str, ttl: float | None, now: float
 ) -> None:
+    _prune_kv(conn, now)
     conn.execute(
         "INSERT OR REPLACE INTO kv (ns, key, value, expires_at) VALUES (?, ?, ?, ?)",
         (ns, key, value, None if ttl is None else now + ttl),
     )
 
 
+def _prune_kv(conn: sqlite3.Connection, now: float) -> None:
+    # Two expired keys per write: the table sheds them as fast as writes add them.
+    conn.execute(
+        "DELETE FROM kv WHERE (ns, key) IN (SELECT ns, key FROM kv WHERE expires_at <= ? LIMIT 2)",
+        (now,),
+    )
+
+
 def kv_setnx(
     conn: sqlite3.Connection, ns: str, key: str, value: str, ttl: float | None, now: float
 ) -> bool:
+    _prune_kv(conn, now)
     changed = conn.execute(
         "INSERT INTO kv (ns, key, value, expires_at) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value, "

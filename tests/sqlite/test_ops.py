@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from fleet.backends import sqlite_queue as q
-from fleet.backends.records import PushRequest, TaskBody
+from fleet.backends.records import FINISHED_RETENTION_SECONDS, PushRequest, TaskBody
 from fleet.backends.sqlite_poller import poll
 from fleet.backends.sqlite_schema import migrate
-from fleet.backends.sqlite_state import publish
+from fleet.backends.sqlite_state import kv_set, publish
 
 T = "ops"
 
@@ -105,3 +105,19 @@ def test_poll_reads_only_after_another_connection_committed(path: Path) -> None:
     finally:
         watcher.close()
         writer.close()
+
+
+def test_acks_forget_finished_states_past_retention(conn: sqlite3.Connection) -> None:
+    _push(conn, "old", "new")
+    old = _reserve(conn).reservations[0]
+    q.ack(conn, T, [("old", old.token)], 3.0)
+    later = 3.0 + FINISHED_RETENTION_SECONDS + 1
+    new = _reserve(conn, now=later).reservations[0]
+    q.ack(conn, T, [("new", new.token)], later)
+    assert [i for (i,) in conn.execute("SELECT id FROM tasks")] == ["new"]
+
+
+def test_kv_writes_delete_expired_keys(conn: sqlite3.Connection) -> None:
+    kv_set(conn, "ns", "short", "1", 1.0, now=0.0)
+    kv_set(conn, "ns", "other", "2", None, now=5.0)
+    assert [k for (k,) in conn.execute("SELECT key FROM kv")] == ["other"]

@@ -149,9 +149,22 @@ def _plan(c: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> str:
             "tasks_processing",
         ),
         (
-            "DELETE FROM tasks WHERE state IN ('done', 'cancelled') AND finished_at < ?",
-            (1.0,),
+            "DELETE FROM tasks WHERE rowid IN (SELECT rowid FROM tasks "
+            "WHERE state IN ('done', 'cancelled') AND finished_at < ? LIMIT ?)",
+            (1.0, 10),
             "tasks_finished",
+        ),
+        (
+            "DELETE FROM idempotency WHERE (type, key) IN "
+            "(SELECT type, key FROM idempotency WHERE expires_at <= ? LIMIT ?)",
+            (1.0, 10),
+            "idempotency_expiry",
+        ),
+        (
+            "DELETE FROM kv WHERE (ns, key) IN "
+            "(SELECT ns, key FROM kv WHERE expires_at <= ? LIMIT 2)",
+            (1.0,),
+            "kv_expiry",
         ),
         ("DELETE FROM pool_items WHERE name = ? AND xs <= ?", ("p", 1.0), "pool_items_xs"),
         ("DELETE FROM events WHERE ts < ?", (1.0,), "events_ts"),
