@@ -11,6 +11,19 @@ instance (see :mod:`fleet.backends.sqlite_watch`).
 URL forms: ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``,
 options ``?busy_timeout_ms=5000&poll_ms=20&readers=2``. Parent directories are
 created. ``sqlite:///:memory:`` is refused: use ``memory://`` in one process.
+
+Operations notes:
+
+* Keep the file on a local disk: WAL mode shares memory between the processes
+  (the ``-shm`` file) and does not work over NFS/SMB. One host only; a fleet of
+  machines runs on Redis.
+* ``-wal`` and ``-shm`` next to the file belong to it: copy the database with
+  ``sqlite3 fleet.db ".backup copy.db"``, not ``cp``, while processes run.
+* ``synchronous=NORMAL``: a killed process loses nothing committed; a power
+  cut may lose the last few commits but never corrupts the file.
+* A blocked reserve or a subscription sees other processes' changes within
+  ``poll_ms`` (20 ms by default); while nothing changes a poll is one
+  ``PRAGMA data_version`` in a background thread.
 """
 
 from __future__ import annotations
