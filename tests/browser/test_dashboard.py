@@ -203,6 +203,7 @@ def test_submitted_html_payload_arrives_in_the_tail_as_text(
     text = f"<img src=x onerror=alert(1)> {uuid.uuid4().hex[:8]}"
     task_id = submit_task(p, text)
     expect_in_tail(p, stack, text, task_id)
+    expect(p.locator("#submit [data-role=task-state]")).to_contain_text(f"{task_id}: done")
     entry = p.locator("#tail li pre", has_text=text)
     assert f'"text": "echo: {text}"' in entry.inner_text()
     assert p.locator("#tail img").count() == 0
@@ -220,6 +221,7 @@ def test_failing_task_lands_in_the_dlq_and_replays(
     dead_row = p.locator(f"#dlq tr[data-task='{task_id}']")
     expect(dead_row).to_contain_text("first attempt fails")
     expect(dead_row).to_contain_text("1 / 1")
+    expect(p.locator("#submit [data-role=task-state]")).to_contain_text(f"{task_id}: dead")
     shot(p, "dlq", tmp_path)
 
     dead_row.locator("input[name=dead-pick]").check()

@@ -20,8 +20,9 @@ function append(parent, child) {
 function setAttrs(el, attrs) {
   for (const [key, value] of Object.entries(attrs || {})) {
     if (value === null || value === undefined || value === false) continue;
-    if (key.startsWith("on") && typeof value === "function") {
-      el.addEventListener(key.slice(2), value);
+    if (key.startsWith("on")) {
+      // Handlers only as functions: a string here would be inline script.
+      if (typeof value === "function") el.addEventListener(key.slice(2), value);
     } else if (key === "dataset") {
       Object.assign(el.dataset, value);
     } else if (key === "value" && "value" in el) {

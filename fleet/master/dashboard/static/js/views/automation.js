@@ -13,6 +13,8 @@ import { dlqPanel } from "./dlq.js";
 
 /** Most output entries kept in the tail. */
 const TAIL = 100;
+/** How long the submit form follows a submitted task's state. */
+const TRACK_MS = 60_000;
 
 function submitPanel(type, entry) {
   const msg = h("div", { class: "messages", "aria-live": "polite" });
@@ -29,6 +31,24 @@ function submitPanel(type, entry) {
     { idPrefix: "opt" },
   );
   const button = h("button", { type: "submit", class: "btn primary" }, "Submit task");
+  const tracker = h("p", { class: "muted", "data-role": "task-state", "aria-live": "polite" });
+  let tracking = 0;
+
+  /** Follow the submitted task's state for a while (queued → processing → done/dead). */
+  async function track(taskId) {
+    const mine = ++tracking;
+    const deadline = Date.now() + TRACK_MS;
+    while (mine === tracking && Date.now() < deadline) {
+      try {
+        const st = await api(`/automations/${seg(type)}/tasks/${seg(taskId)}`);
+        tracker.textContent = `Task ${taskId}: ${st.state}${st.attempt ? ` (attempt ${st.attempt})` : ""}${st.last_error ? ` — ${st.last_error}` : ""}`;
+        if (["done", "dead", "cancelled", "unknown"].includes(st.state)) return;
+      } catch {
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
 
   async function submit() {
     payload.clearErrors();
@@ -45,6 +65,7 @@ function submitPanel(type, entry) {
     try {
       const res = await api(`/automations/${seg(type)}/tasks`, { method: "POST", body });
       mount(msg, note("ok", `Task ${res.task_id} ${res.duplicate ? "was already submitted" : "queued"}.`));
+      track(res.task_id);
       store.refreshSoon(0);
     } catch (err) {
       if (err.status === 422) {
@@ -73,6 +94,7 @@ function submitPanel(type, entry) {
       h("fieldset", {}, h("legend", {}, "payload"), payload.el),
       h("details", { class: "options" }, h("summary", {}, "options"), options.el),
       msg,
+      tracker,
       button,
     ),
   );
