@@ -36,6 +36,8 @@ from fleet.core.errors import BackendUnavailable
 
 #: Requests per push script call (bounds one script's run time).
 PUSH_CHUNK = 500
+#: Most tasks one reserve call takes (bounds one script's run time and Lua stack).
+RESERVE_CHUNK = 1000
 #: Leases per ack script call.
 ACK_CHUNK = 1000
 #: Expired leases handled per sweep script call.
@@ -153,7 +155,7 @@ class QueueOps(RedisCore):
         timeout: float = 0.0,
         default_max_attempts: int = 3,
     ) -> list[Reservation]:
-        k = max(1, int(k))
+        k = max(1, min(int(k), RESERVE_CHUNK))
         loop = asyncio.get_running_loop()
         give_up = loop.time() + max(timeout, 0.0)
         while True:

@@ -1,27 +1,47 @@
 -- @include queue_common
 -- ARGV: now, JSON array [task_id, token, task_id, token, ...].
--- Returns 1|0 per lease.
-local now = tonumber(ARGV[1])
+-- Returns 1|0 per lease. Reads every record with one HMGET and writes with one
+-- command per key.
+local now_s = ARGV[1]
 local flat = cjson.decode(ARGV[2])
+local ids = {}
+for i = 1, #flat, 2 do ids[#ids + 1] = flat[i] end
 local out = {}
+if #ids == 0 then return out end
+local recs = redis.call('HMGET', K_TASKS, unpack(ids))
+local gone, done = {}, {}
+local seen = {}
 local completed, cancelled = 0, 0
-for i = 1, #flat, 2 do
-  local id, tok = flat[i], flat[i + 1]
-  local rec = owned(id, tok)
-  if rec then
-    redis.call('ZREM', K_PROC, id)
-    redis.call('HDEL', K_PBODY, id)
+for j, id in ipairs(ids) do
+  local raw = recs[j]
+  local rec = raw and dec(raw)
+  if rec and not seen[id] and rec.s == 'p' and rec.k == flat[2 * j] then
+    seen[id] = true
+    gone[#gone + 1] = id
     if rec.c then
-      finish(id, rec, 'C', now)
+      rec.s = 'C'
       cancelled = cancelled + 1
     else
-      finish(id, rec, 'D', now)
+      rec.s = 'D'
       completed = completed + 1
     end
+    rec.k = nil
+    rec.c = nil
+    rec.b = nil
+    rec.d = now_s
+    done[#done + 1] = id
+    done[#done + 1] = enc(rec)
     out[#out + 1] = 1
   else
     out[#out + 1] = 0
   end
+end
+if #gone > 0 then
+  mcall('ZREM', K_PROC, gone)
+  mcall('HDEL', K_PBODY, gone)
+  mcall('HDEL', K_TASKS, gone)
+  mcall('HSET', K_DONE, done)
+  touch_done()
 end
 if completed > 0 then count('completed', completed) end
 if cancelled > 0 then count('cancelled', cancelled) end

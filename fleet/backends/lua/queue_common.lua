@@ -78,6 +78,25 @@ local function set_rec(id, rec)
   redis.call('HSET', K_TASKS, id, enc(rec))
 end
 
+-- One command over many arguments (in chunks the Lua stack can take): batching
+-- the per-task writes saves most of a script's cost.
+local function mcall(cmd, key, args)
+  local n = #args
+  local i = 1
+  while i <= n do
+    local j = math.min(i + 999, n)
+    redis.call(cmd, key, unpack(args, i, j))
+    i = j + 1
+  end
+end
+
+local function touch_done()
+  if not done_ttl_set then
+    redis.call('EXPIRE', K_DONE, DONE_TTL)
+    done_ttl_set = true
+  end
+end
+
 local function count(name, n)
   redis.call('HINCRBY', K_COUNTERS, name, n or 1)
 end
@@ -109,10 +128,7 @@ local function finish(id, rec, state, now)
   rec.d = fstr(now)
   redis.call('HDEL', K_TASKS, id)
   redis.call('HSET', K_DONE, id, enc(rec))
-  if not done_ttl_set then
-    redis.call('EXPIRE', K_DONE, DONE_TTL)
-    done_ttl_set = true
-  end
+  touch_done()
 end
 
 -- Bury a body in the DLQ with its record (the live record goes away).
