@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -27,6 +28,7 @@ CHROMIUM_ARGS = [
 ]
 ADMIN_TOKEN = "dash-admin-token-0123456789"
 READ_TOKEN = "dash-read-token-0123456789"
+SCOPED_TOKEN = "dash-scoped-token-0123456789"
 PLUGIN = "tests.browser.dash_plugin"
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,6 +48,7 @@ def fleet_env(backend_url: str) -> dict[str, str]:
         FLEET_BACKEND_URL=backend_url,
         FLEET_ADMIN_TOKEN=ADMIN_TOKEN,
         FLEET_READ_TOKENS=READ_TOKEN,
+        FLEET_TOKEN_SCOPES=json.dumps({SCOPED_TOKEN: ["dash-echo"]}),
         FLEET_HEARTBEAT_SECONDS="1",
         FLEET_SWEEP_SECONDS="1",
         FLEET_RESYNC_SECONDS="2",

@@ -20,7 +20,15 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from tests.browser.stack import ADMIN_TOKEN, CHROMIUM, CHROMIUM_ARGS, READ_TOKEN, REPO, Stack
+from tests.browser.stack import (
+    ADMIN_TOKEN,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    READ_TOKEN,
+    REPO,
+    SCOPED_TOKEN,
+    Stack,
+)
 from tests.support.redis_server import require_redis
 
 pytestmark = pytest.mark.browser
@@ -354,6 +362,23 @@ def test_pools_show_items_to_admin_only(browser: Browser, stack: Stack) -> None:
                 expect(p.locator("#workers .note-error")).to_contain_text("admin token")
         finally:
             context.close()
+
+
+@pytest.mark.parametrize("stack", ["sqlite"], indirect=True)  # tokens are backend-blind
+def test_scoped_token_submits_and_polls_but_may_not_configure(
+    page: tuple[Page, Watch], stack: Stack
+) -> None:
+    p, _ = page
+    sign_in(p, stack, "#/automation/dash-echo", token=SCOPED_TOKEN)
+    # The fleet-wide event stream is not for scoped tokens: the page polls instead.
+    expect(p.locator("#live")).to_have_text("polling")
+    expect(p.locator("#cfg-slots")).to_be_visible()
+    task_id = submit_task(p, f"scoped-{uuid.uuid4().hex[:8]}")
+    expect(p.locator("#submit [data-role=task-state]")).to_contain_text(f"{task_id}: done")
+    p.fill("#cfg-slots", "2")
+    p.click("#config-editor button[type=submit]")
+    expect(p.locator("#config-editor .note-error")).to_contain_text("admin token")
+    assert stack.api("GET", "/automations/dash-echo/config").json()["config"].get("slots") != 2
 
 
 @pytest.fixture(scope="module")
