@@ -71,36 +71,71 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
+async def redis_cpu(b: RedisBackend) -> float:
+    info = await b._r.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+class Meter:
+    """Wall time plus CPU time of this process and of redis-server, so results
+    can be judged on a machine shared with other work."""
+
+    def __init__(self, b: RedisBackend) -> None:
+        self.b = b
+
+    async def __aenter__(self) -> Meter:
+        self.wall = time.perf_counter()
+        self.cpu = time.process_time()
+        self.rcpu = await redis_cpu(self.b)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self.wall
+        self.cpu = time.process_time() - self.cpu
+        self.rcpu = await redis_cpu(self.b) - self.rcpu
+
+    def line(self, label: str, n: int) -> str:
+        client_us = self.cpu / n * 1e6
+        redis_us = self.rcpu / n * 1e6
+        return (
+            f"{label:34} {n / self.wall:10,.0f} tasks/s   "
+            f"(CPU per task: client {client_us:5.1f} us + redis {redis_us:5.1f} us)"
+        )
+
+
 async def bench_push(b: RedisBackend, n_single: int, n_batch: int) -> None:
     reqs = bodies(n_single)
-    t0 = time.perf_counter()
-    for r in reqs:
-        await b.push("bench-push", [r])
-    dt = time.perf_counter() - t0
-    print(f"push, one call per task:        {n_single / dt:10,.0f} tasks/s")
+    async with Meter(b) as m:
+        for r in reqs:
+            await b.push("bench-push", [r])
+    print(m.line("push, one call per task:", n_single))
     reqs = bodies(n_batch)
-    t0 = time.perf_counter()
-    for i in range(0, n_batch, 1000):
-        await b.push("bench-push", reqs[i : i + 1000])
-    dt = time.perf_counter() - t0
-    print(f"push, batches of 1000:          {n_batch / dt:10,.0f} tasks/s")
+    async with Meter(b) as m:
+        for i in range(0, n_batch, 1000):
+            await b.push("bench-push", reqs[i : i + 1000])
+    print(m.line("push, batches of 1000:", n_batch))
     await b.purge_type("bench-push")
 
 
-async def bench_drain(b: RedisBackend, n: int, k: int) -> None:
-    t = f"bench-drain-{k}"
+async def bench_drain(b: RedisBackend, n: int, k: int, loops: int = 1) -> None:
+    t = f"bench-drain-{k}-{loops}"
     for i in range(0, n, 1000):
         await b.push(t, bodies(min(1000, n - i)))
     done = 0
-    t0 = time.perf_counter()
-    while done < n:
-        got = await b.reserve(t, k=k, visibility_seconds=60)
-        if not got:
-            break
-        acked = await b.ack(t, [(r.body.id, r.token) for r in got])
-        done += sum(acked)
-    dt = time.perf_counter() - t0
-    print(f"reserve+ack, k={k:<3}:              {done / dt:10,.0f} tasks/s")
+
+    async def drain() -> None:
+        nonlocal done
+        while True:
+            got = await b.reserve(t, k=k, visibility_seconds=60)
+            if not got:
+                return
+            acked = await b.ack(t, [(r.body.id, r.token) for r in got])
+            done += sum(acked)
+
+    async with Meter(b) as m:
+        await asyncio.gather(*(drain() for _ in range(loops)))
+    label = f"reserve+ack, k={k}" + (f", {loops} loops:" if loops > 1 else ":")
+    print(m.line(label, done))
     await b.purge_type(t)
 
 
@@ -130,9 +165,12 @@ async def bench_pool(b: RedisBackend, size: int, samples: int) -> None:
     await b.pool_drop(name)
 
 
-async def commands_processed(b: RedisBackend) -> int:
+async def commands_processed(b: RedisBackend) -> tuple[int, int]:
+    """(client round trips: script calls + BLPOPs, every command incl. inside scripts)."""
+    stats = await b._r.info("commandstats")
+    trips = sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "blpop"))
     info = await b._r.info("stats")
-    return int(info["total_commands_processed"])
+    return trips, int(info["total_commands_processed"])
 
 
 async def bench_idle(b: RedisBackend, slots: int, seconds: float, timeout: float) -> None:
@@ -151,10 +189,35 @@ async def bench_idle(b: RedisBackend, slots: int, seconds: float, timeout: float
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    rate = (after - before - 1) / seconds  # minus the second INFO itself
+    trips = (after[0] - before[0]) / seconds
+    total = (after[1] - before[1] - 2) / seconds  # minus the two INFO calls
     print(
         f"idle: {slots} blocked reserve loops (timeout {timeout:g}s) over {seconds:g}s: "
-        f"{rate:.2f} Redis commands/s"
+        f"{trips:.2f} round trips/s, {total:.2f} commands/s incl. those inside scripts"
+    )
+
+
+async def bench_idle_feeder(b: RedisBackend, seconds: float, timeout: float) -> None:
+    """What an idle 10-slot worker does: one feeder reserving k=10 with a timeout."""
+    stop = asyncio.Event()
+
+    async def feeder() -> None:
+        while not stop.is_set():
+            await b.reserve("bench-idle", k=10, timeout=timeout)
+
+    task = asyncio.create_task(feeder())
+    await asyncio.sleep(0.5)
+    before = await commands_processed(b)
+    await asyncio.sleep(seconds)
+    after = await commands_processed(b)
+    stop.set()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    trips = (after[0] - before[0]) / seconds
+    total = (after[1] - before[1] - 2) / seconds
+    print(
+        f"idle worker (one feeder, reserve k=10, timeout {timeout:g}s) over {seconds:g}s: "
+        f"{trips:.2f} round trips/s, {total:.2f} commands/s incl. those inside scripts"
     )
 
 
@@ -166,9 +229,12 @@ async def main(url: str, quick: bool) -> None:
         await bench_push(b, 5000 // scale, 100_000 // scale)
         await bench_drain(b, 5000 // scale, 1)
         await bench_drain(b, 100_000 // scale, 50)
+        await bench_drain(b, 100_000 // scale, 200)
+        await bench_drain(b, 100_000 // scale, 100, loops=2)
         await bench_pool(b, 1000, 2000 // scale)
         await bench_pool(b, 100_000 // scale, 2000 // scale)
         await bench_idle(b, 10, 10.0 / scale, 5.0)
+        await bench_idle_feeder(b, 10.0 / scale, 5.0)
     finally:
         await b.close()
 

@@ -14,6 +14,7 @@ Two connection pools per backend instance:
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +29,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from fleet.backends import redact_url
 from fleet.backends.redis_scripts import Scripts, scripts
 from fleet.core.errors import BackendUnavailable
+
+log = logging.getLogger("fleet.backends.redis")
 
 #: Seconds to establish a TCP/TLS/unix connection before giving up.
 CONNECT_TIMEOUT = 3.0
@@ -116,8 +119,16 @@ class RedisCore:
             raise self._unavailable(exc) from exc
 
     def _spawn(self, coro: Any) -> None:
-        """Run a cleanup coroutine in the background, kept alive until done."""
-        task = asyncio.ensure_future(coro)
+        """Run a cleanup coroutine in the background, kept alive until done; its
+        failure is logged, never raised (there is nobody to raise it to)."""
+
+        async def quietly() -> None:
+            try:
+                await coro
+            except Exception as exc:
+                log.warning("redis backend %s: background cleanup failed: %s", self._safe_url, exc)
+
+        task = asyncio.ensure_future(quietly())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
