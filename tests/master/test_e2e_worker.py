@@ -26,11 +26,11 @@ E2E = "m-e2e"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 20) -> None:
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while not await check():
         if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
+            raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.1)
 
 
@@ -75,7 +75,7 @@ async def test_master_steers_a_real_worker(
             r = await c.get(f"{base}/workers")
             return r.status_code == 200 and any(v["up"] for v in r.json())
 
-        await eventually(worker_up)
+        await eventually(worker_up, "the worker to be up")
         # Validated from the worker's catalog entry (JSON schema).
         r = await c.post(f"{base}/tasks", json={"payload": {"n": 5000}})
         assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "payload", "n"]
@@ -89,7 +89,7 @@ async def test_master_steers_a_real_worker(
             dead = (await c.get(f"{base}/dead")).json()
             return state == "done" and any(d["id"] == bad_id for d in dead)
 
-        await eventually(done)
+        await eventually(done, "the tasks to finish")
         out = (await c.get(f"{base}/output")).json()
         assert [e["payload"] for e in out] == [{"n": 7}]
         dead = (await c.get(f"{base}/dead")).json()
@@ -103,9 +103,29 @@ async def test_master_steers_a_real_worker(
             (view,) = (await c.get(f"{base}/workers")).json()
             return view["gen"]["applied"] == gen and not view["lagging"]
 
-        await eventually(applied)
+        await eventually(applied, "the worker to apply the new generation")
         r = await c.patch(f"{base}/config", json={"labl": "typo"})
         assert r.status_code == 422
+        # Cancel a running task: the master publishes cancel.<type>, the slot stops it.
+        slow_id = (await c.post(f"{base}/tasks", json={"payload": {"n": 999}})).json()["task_id"]
+
+        async def state_is(task_id: str, wanted: str) -> bool:
+            return (await c.get(f"{base}/tasks/{task_id}")).json()["state"] == wanted
+
+        await eventually(lambda: state_is(slow_id, "processing"), "the slow task to start")
+        r = await c.delete(f"{base}/tasks/{slow_id}")
+        assert r.json() == {"task_id": slow_id, "outcome": "cancelling"}
+        await eventually(lambda: state_is(slow_id, "cancelled"), "the slow task to be cancelled")
+        # Drain and resume reach the worker.
+        assert (await c.post(f"{base}/workers/w-e2e/drain")).status_code == 200
+
+        async def worker_state(*wanted: str) -> bool:
+            (view,) = (await c.get(f"{base}/workers")).json()
+            return bool(view["state"] in wanted)
+
+        await eventually(lambda: worker_state("DRAINING"), "the worker to drain")
+        assert (await c.post(f"{base}/workers/w-e2e/resume")).status_code == 200
+        await eventually(lambda: worker_state("RUNNING", "IDLE"), "the worker to resume")
         metrics = (await c.get("/metrics")).text
         assert f'fleet_tasks_completed_total{{type="{E2E}"}} 1.0' in metrics
         assert f'fleet_tasks_dead_total{{type="{E2E}"}} 1.0' in metrics
