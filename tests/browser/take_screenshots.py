@@ -53,6 +53,19 @@ def main() -> None:
         try:
             stack.start()
             stack.spawn_worker("dash-worker-2")
+            # A third worker that has stopped, to show a worker that is not up.
+            gone = stack.spawn_worker("dash-worker-3")
+            stack.wait_for(
+                lambda: any(
+                    w["worker_id"] == "dash-worker-3" and w["up"]
+                    for w in stack.api("GET", "/workers").json()
+                ),
+                30,
+                "dash-worker-3",
+            )
+            gone.terminate()
+            gone.wait(timeout=30)
+            stack.procs.remove(gone)
             feeder.start()
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -63,10 +76,12 @@ def main() -> None:
                 expect(page.locator(".type-card")).to_be_visible()
                 page.wait_for_timeout(20_000)  # let the charts fill
                 shoot(page, "overview")
+                stack.api("POST", "/automations/dash-echo/workers/dash-worker-2/drain")
                 page.click("#nav a[data-route=workers]")
                 expect(page.locator("tr[data-worker='dash-worker-2']")).to_be_visible()
                 page.wait_for_timeout(1000)
                 shoot(page, "workers")
+                stack.api("POST", "/automations/dash-echo/workers/dash-worker-2/resume")
                 page.goto(f"{stack.url}/#/automation/dash-echo")
                 page.fill("#cfg-slots", "2")
                 page.click("#config-editor button[type=submit]")
@@ -81,6 +96,13 @@ def main() -> None:
                 assert box is not None
                 page.screenshot(path=str(DOCS_SHOTS / "dlq.png"), full_page=True, clip=box)
                 print("wrote docs/screenshots/dlq.png")
+                phone = browser.new_page(viewport={"width": 390, "height": 844})
+                phone.goto(stack.url)
+                phone.fill("#token", ADMIN_TOKEN)
+                phone.click("#signin button[type=submit]")
+                expect(phone.locator(".type-card")).to_be_visible()
+                phone.wait_for_timeout(6000)
+                shoot(phone, "phone")
                 browser.close()
         finally:
             stop.set()

@@ -89,7 +89,12 @@ export function workersTable(workers, msg, { withType = true } = {}) {
       { class: w.lagging ? "lagging" : w.up ? "" : "down", "data-worker": w.worker_id, "data-type": w.type },
       withType ? h("td", {}, h("a", { href: `#/automation/${seg(w.type)}` }, w.type)) : null,
       h("td", { class: "mono" }, w.worker_id),
-      h("td", { "data-col": "state" }, stateBadge(w.state)),
+      h(
+        "td",
+        { "data-col": "state" },
+        stateBadge(w.state),
+        !w.up && w.reported_state ? h("small", { class: "muted" }, ` last ${w.reported_state}`) : null,
+      ),
       h("td", { title: w.last_seen ? new Date(w.last_seen * 1000).toISOString() : "" }, fmtAgo(w.last_seen)),
       h("td", {}, w.host || "—", w.pid ? h("small", { class: "muted" }, ` pid ${w.pid}`) : null),
       h("td", {}, hardwareText(w.hardware)),
