@@ -419,6 +419,16 @@ def test_js_helpers(browser: Browser, static_url: str) -> None:
         const { escapeHtml, fmtDuration } = await import("/js/render.js");
         const { fieldKind } = await import("/js/schemaform.js");
         const { typeName } = await import("/js/schemas.js");
+        const { workersTable } = await import("/js/views/workers.js");
+        const evil = "<img src=x onerror=alert(1)>";
+        const base = {type: "t", up: true, state: "RUNNING", slots: {busy: 1, total: 2},
+                      hardware: {cpu_count: 4}, last_seen: Date.now() / 1000};
+        const shown = workersTable([
+          {...base, worker_id: "ok", gen: {applied: 5, desired: 5}, lagging: false},
+          {...base, worker_id: evil, gen: {applied: 4, desired: 5}, lagging: true,
+           last_error: evil},
+        ], document.createElement("div"));
+        const rows = [...shown.querySelectorAll("tbody tr")];
         const parser = new SSEParser();
         const events = [];
         const text = ": ping\r\nevent: emit\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n" +
@@ -436,6 +446,11 @@ def test_js_helpers(browser: Browser, static_url: str) -> None:
           durations: [fmtDuration(0.25), fmtDuration(75), fmtDuration(7200)],
           kind: fieldKind({}, {anyOf: [{type: "integer"}, {type: "null"}]}),
           type: typeName({}, {type: "array", items: {$ref: "#/$defs/Item"}}),
+          lagging: rows.map((r) => r.classList.contains("lagging")),
+          gens: rows.map((r) => r.querySelector("[data-col=gen]").textContent),
+          errorText: rows[1].querySelector("[data-col=last_error]").textContent,
+          idText: rows[1].querySelector(".mono").textContent,
+          images: shown.querySelectorAll("img").length,
         };
     }"""
     )
@@ -456,5 +471,10 @@ def test_js_helpers(browser: Browser, static_url: str) -> None:
     assert result["kind"]["widget"] == "integer"
     assert result["kind"]["nullable"] is True
     assert result["type"] == "list[Item]"
+    # A lagging worker stands out; data is rendered as text, never as markup.
+    assert result["lagging"] == [False, True]
+    assert result["gens"] == ["5 / 5", "4 / 5lagging"]
+    assert result["errorText"] == result["idText"] == "<img src=x onerror=alert(1)>"
+    assert result["images"] == 0
     context.close()
     assert errors == []
