@@ -40,6 +40,8 @@ async def dead_replay(
     ``task_ids``, else the ``n`` oldest, else all."""
     await require_entry(backend, automation_type)
     body = body or ReplayBody()
+    if body.task_ids is not None and not body.task_ids:
+        return {"replayed": 0}  # an empty selection selects nothing, never "all"
     replayed = await backend.dead_replay(automation_type, n=body.n, task_ids=body.task_ids)
     return {"replayed": replayed}
 

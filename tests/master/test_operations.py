@@ -44,6 +44,9 @@ async def test_dlq_peek_replay_and_drain(master: InProcess) -> None:
     dead = r.json()
     assert [d["id"] for d in dead] == ["t0", "t1"]
     assert dead[0]["last_error"] == "boom" and dead[0]["attempt"] == 1
+    r = await master.client.post(f"{A}/dead/replay", json={"task_ids": []}, headers=H)
+    assert r.json() == {"replayed": 0}
+    assert (await b.depths(SCRAPE)).dead == 3
     r = await master.client.post(f"{A}/dead/replay", json={"task_ids": ["t0"]}, headers=H)
     assert r.json() == {"replayed": 1}
     depths = await b.depths(SCRAPE)
