@@ -167,18 +167,26 @@ class QueueOps(RedisCore):
             wait = give_up - loop.time()
             if wait <= 0:
                 return []
-            if next_due is not None:
-                wait = min(wait, next_due - now())
+            bounded = False
+            if next_due is not None and next_due - now() < wait:
+                wait = next_due - now()
+                bounded = True
             if wait > 0:
-                await self._wait_wake(automation_type, max(wait, MIN_BLOCK))
+                woken = await self._wait_wake(automation_type, max(wait, MIN_BLOCK))
                 if self._closed:
                     return []
+                if not woken and not bounded:
+                    # The wait used up the caller's timeout with no wake-up and
+                    # nothing came due: an idle reserver costs one script call
+                    # and one BLPOP per timeout.
+                    return []
 
-    async def _wait_wake(self, automation_type: str, seconds: float) -> None:
+    async def _wait_wake(self, automation_type: str, seconds: float) -> bool:
         """Block on the type's wake-up list for at most ``seconds`` (one BLPOP on
         the blocking pool). A cancelled wait drops its connection, so a half-read
         reply can never confuse a later command, and puts a token back in case it
-        had consumed one meant for another reserver (a spare wake-up is harmless)."""
+        had consumed one meant for another reserver (a spare wake-up is harmless).
+        True if a wake-up token arrived, False on timeout (or close)."""
         wake_key = keys.queue_wake(automation_type)
         # The BLPOP runs as its own task so close() can end it (see _close_clients).
         blpop = asyncio.ensure_future(self._b.blpop([wake_key], timeout=seconds))
@@ -187,22 +195,23 @@ class QueueOps(RedisCore):
             with self._guard():
                 try:
                     async with asyncio.timeout(seconds + BLOCKING_GRACE):
-                        await blpop
+                        popped = await blpop
                 except TimeoutError as exc:
                     raise self._unavailable(exc) from exc
         except asyncio.CancelledError:
             me = asyncio.current_task()
             if self._closed and (me is None or me.cancelling() == 0):
-                return  # ended by close(), not by our caller
+                return False  # ended by close(), not by our caller
             if not self._closed:
                 self._spawn(self._give_back_wake(wake_key))
             raise
         except BackendUnavailable:
             if self._closed:
-                return  # close() dropped the connection under us: end quietly
+                return False  # close() dropped the connection under us: end quietly
             raise
         finally:
             self._blocked.discard(blpop)
+        return popped is not None
 
     async def _give_back_wake(self, wake_key: str) -> None:
         with contextlib.suppress(Exception):
