@@ -132,3 +132,12 @@ async def test_payloads_and_ids_survive_byte_for_byte(rb: RedisBackend) -> None:
     assert (await rb.task_state("t", task_id)).state == "processing"
     assert await rb.ack("t", [(task_id, got[0].token)]) == [True]
     assert (await rb.task_state("t", task_id)).state == "done"
+
+
+async def test_cancel_a_queued_task_whose_id_needs_escaping(rb: RedisBackend) -> None:
+    odd = 'a "quoted" \\ id'
+    await rb.push("t", [req("x"), PushRequest(TaskBody(id=odd, payload=1)), req("y")])
+    assert await rb.cancel("t", odd) == "cancelled"
+    got = await rb.reserve("t", k=10)
+    assert [r.body.id for r in got] == ["x", "y"]
+    assert (await rb.depths("t")).pending == 0

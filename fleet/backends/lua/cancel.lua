@@ -14,12 +14,14 @@ if rec.s == 's' then
 elseif rec.s == 'q' then
   local key = tier_key(rec.p)
   local needle = '"' .. id .. '"'
+  -- An id JSON escapes differently cannot be found verbatim: decode every item.
+  local verbatim = not string.find(id, '[%c"\\]')
   local len = redis.call('LLEN', key)
   local start, chunk, done = 0, 1000, false
   while start < len and not done do
     local items = redis.call('LRANGE', key, start, start + chunk - 1)
     for _, raw in ipairs(items) do
-      if string.find(raw, needle, 1, true) then
+      if not verbatim or string.find(raw, needle, 1, true) then
         local body, bid = decode_body(raw)
         if body and bid == id then
           redis.call('LREM', key, 1, raw)
