@@ -46,7 +46,11 @@ async def get_config(
     }
 
 
-@router.patch("/automations/{automation_type}/config", summary="Change the type-wide config")
+@router.patch(
+    "/automations/{automation_type}/config",
+    summary="Change the type-wide config",
+    responses=error_responses(400),
+)
 async def patch_config(
     automation_type: TypeName,
     patch: dict[str, Any] = Body(..., description=_PATCH_DOC),
@@ -64,6 +68,7 @@ async def patch_config(
 @router.patch(
     "/automations/{automation_type}/workers/{worker_id}/config",
     summary="Change one worker's override",
+    responses=error_responses(400),
 )
 async def patch_worker(
     automation_type: TypeName,

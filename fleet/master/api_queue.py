@@ -29,7 +29,11 @@ async def dead_peek(
     return [body.to_dict() for body in await backend.dead_peek(automation_type, n)]
 
 
-@router.post("/automations/{automation_type}/dead/replay", summary="Replay dead tasks")
+@router.post(
+    "/automations/{automation_type}/dead/replay",
+    summary="Replay dead tasks",
+    responses=error_responses(400),
+)
 async def dead_replay(
     automation_type: TypeName,
     body: ReplayBody | None = None,
@@ -69,7 +73,11 @@ async def output_peek(
     return [e.to_dict() for e in await backend.stream_peek(automation_type, n)]
 
 
-@router.post("/automations/{automation_type}/output/pop", summary="Pop from the output stream")
+@router.post(
+    "/automations/{automation_type}/output/pop",
+    summary="Pop from the output stream",
+    responses=error_responses(400),
+)
 async def output_pop(
     automation_type: TypeName,
     body: PopBody | None = None,

@@ -56,6 +56,7 @@ def _task_errors(
     "/automations/{automation_type}/tasks",
     status_code=202,
     response_model=SubmitResult,
+    responses=error_responses(400),
     summary="Submit one task",
 )
 async def submit(
@@ -83,6 +84,7 @@ async def submit(
     "/automations/{automation_type}/tasks/batch",
     status_code=202,
     response_model=BatchResult,
+    responses=error_responses(400),
     summary="Submit up to 10,000 tasks",
 )
 async def submit_batch(

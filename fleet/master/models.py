@@ -89,6 +89,7 @@ class ErrorBody(BaseModel):
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` entries for the error codes a router's routes answer."""
     words = {
+        400: "The body is not JSON text (e.g. not UTF-8)",
         401: "Missing or unknown token",
         403: "The token lacks the scope",
         404: "Unknown automation type, task, worker or pool",
