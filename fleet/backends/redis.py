@@ -73,7 +73,7 @@ class RedisBackend(QueueOps, PoolOps, StreamOps, StateOps, Backend):
                 doomed += [keys.worker_key(t, wid, p) for p in keys.WORKER_PARTS]
             async with self._r.pipeline(transaction=True) as pipe:
                 for start in range(0, len(doomed), 500):
-                    pipe.delete(*doomed[start : start + 500])
+                    pipe.unlink(*doomed[start : start + 500])
                 pipe.delete(keys.workers_index(t))
                 if worker_ids:
                     pipe.srem(

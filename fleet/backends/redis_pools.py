@@ -27,6 +27,8 @@ from fleet.backends.records import (
 )
 from fleet.backends.redis_core import RedisCore
 
+#: Items one prune or drop script call handles (keeps every script short).
+POOL_CHUNK = 1000
 #: Items expiring within this many seconds count as ``expiring_soon``.
 EXPIRING_SOON_SECONDS = 60.0
 
@@ -161,7 +163,12 @@ class PoolOps(RedisCore):
         return bool(int(await self._pool_op(name, "remove", item_id)))
 
     async def pool_prune(self, name: str) -> int:
-        return int(await self._pool_op(name, "prune"))
+        total = 0
+        while True:
+            removed, seen, back = await self._pool_op(name, "prune", POOL_CHUNK)
+            total += int(removed)
+            if int(seen) < POOL_CHUNK and int(back) < POOL_CHUNK:
+                return total
 
     async def pool_names(self) -> list[str]:
         with self._guard():
@@ -169,6 +176,7 @@ class PoolOps(RedisCore):
         return sorted(names)
 
     async def pool_stats(self, name: str) -> PoolStats:
+        await self.pool_prune(name)
         total, avail, claimed, soon = await self._pool_op(name, "stats", EXPIRING_SOON_SECONDS)
         return PoolStats(
             name=name,
@@ -179,4 +187,9 @@ class PoolOps(RedisCore):
         )
 
     async def pool_drop(self, name: str) -> int:
-        return int(await self._pool_op(name, "drop"))
+        total = 0
+        while True:
+            deleted, left = await self._pool_op(name, "drop", POOL_CHUNK)
+            total += int(deleted)
+            if int(left) == 0:
+                return total

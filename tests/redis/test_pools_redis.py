@@ -94,3 +94,23 @@ async def test_claim_cost_does_not_grow_with_the_pool(
             costs.setdefault(name, []).append(after - before)
     assert costs["big"] == costs["small"], costs
     assert max(costs["big"]) < 40
+
+
+async def test_prune_and_drop_work_in_bounded_chunks(
+    rb: RedisBackend, raw: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fleet.backends import redis_pools
+
+    monkeypatch.setattr(redis_pools, "POOL_CHUNK", 7)
+    for i in range(30):
+        await rb.pool_put("p", i, {"k": i % 3}, ttl_seconds=0.05)
+    for i in range(20):
+        await rb.pool_put("p", i, {"k": i % 3})
+    await asyncio.sleep(0.1)
+    assert await rb.pool_prune("p") == 30
+    assert (await rb.pool_stats("p")).total == 20
+    claim = await rb.pool_claim("p")
+    assert claim is not None
+    assert await rb.pool_drop("p") == 20
+    assert await raw.keys("fleet:pool:p*") == []
+    assert await rb.pool_names() == []

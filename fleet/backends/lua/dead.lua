@@ -18,7 +18,7 @@ if op == 'peek' then
 end
 if op == 'clear' then
   local n = redis.call('LLEN', K_DEAD)
-  redis.call('DEL', K_DEAD, K_DEADINFO)
+  redis.call('UNLINK', K_DEAD, K_DEADINFO)
   return n
 end
 

@@ -4,9 +4,9 @@
 --   release|evict id token                    -> 1|0
 --   extend id token hold hold_ms              -> 1|0
 --   remove id                                 -> 1|0
---   prune                                     -> items removed
+--   prune limit                               -> {items removed, expired seen, claims ended}
 --   stats soon_seconds                        -> {total, available, claimed, soon}
---   drop                                      -> items the pool had
+--   drop limit                                -> {items deleted, items left}
 local op = ARGV[5]
 if op == 'put' then
   tidy()
@@ -52,49 +52,33 @@ if op == 'remove' then
   return 1
 end
 if op == 'prune' then
-  local total = 0
-  while true do
-    local n, seen = prune(1000)
-    total = total + n
-    if seen < 1000 then break end
-  end
-  while reclaim(1000) == 1000 do end
-  return total
+  -- Bounded work per call (a long script blocks Redis); the caller loops.
+  local limit = tonumber(ARGV[6])
+  local n, seen = prune(limit)
+  local back = reclaim(limit)
+  return {n, seen, back}
 end
 if op == 'stats' then
-  local total = 0
-  while true do
-    local _, seen = prune(1000)
-    if seen < 1000 then break end
-  end
-  while reclaim(1000) == 1000 do end
-  total = redis.call('HLEN', K_ITEMS)
+  tidy()
+  local total = redis.call('HLEN', K_ITEMS)
   local avail = redis.call('ZCARD', K_AVAIL)
   local soon = redis.call('ZCOUNT', K_EXPIRY, '(' .. NOW_S, NOW + tonumber(ARGV[6]))
   return {total, avail, total - avail, soon}
 end
 if op == 'drop' then
-  local ids = redis.call('HKEYS', K_ITEMS)
-  local tags = {}
-  local batch = {}
-  local function flush()
-    if #batch > 0 then redis.call('DEL', unpack(batch)) end
-    batch = {}
-  end
+  -- Deletes up to limit items (with their index entries and claims) per call;
+  -- the caller loops until none is left. Emptied index zsets vanish by themselves.
+  local limit = tonumber(ARGV[6])
+  local ids = redis.call('HRANDFIELD', K_ITEMS, limit)
   for _, id in ipairs(ids) do
     local item = get_item(id)
-    for _, suf in ipairs((item and item.i) or {}) do
-      if not tags[suf] then
-        tags[suf] = true
-        batch[#batch + 1] = TAG .. suf
-      end
-    end
-    batch[#batch + 1] = CLAIM .. id
-    if #batch >= 500 then flush() end
+    if item then delete_item(id, item) end
   end
-  flush()
-  redis.call('DEL', K_ITEMS, K_AVAIL, K_CLAIMED, K_EXPIRY)
-  redis.call('SREM', K_NAMES, NAME)
-  return #ids
+  local left = redis.call('HLEN', K_ITEMS)
+  if left == 0 then
+    redis.call('DEL', K_ITEMS, K_AVAIL, K_CLAIMED, K_EXPIRY)
+    redis.call('SREM', K_NAMES, NAME)
+  end
+  return {#ids, left}
 end
 return redis.error_reply('unknown pool op ' .. tostring(op))
