@@ -102,11 +102,10 @@ async def test_prune_and_drop_work_in_bounded_chunks(
     from fleet.backends import redis_pools
 
     monkeypatch.setattr(redis_pools, "POOL_CHUNK", 7)
-    for i in range(30):
-        await rb.pool_put("p", i, {"k": i % 3}, ttl_seconds=0.05)
-    for i in range(20):
-        await rb.pool_put("p", i, {"k": i % 3})
-    await asyncio.sleep(0.1)
+    await asyncio.gather(*(rb.pool_put("p", i, {"k": i % 3}) for i in range(20)))
+    # Long enough that no put prunes an earlier one on its way (puts prune too).
+    await asyncio.gather(*(rb.pool_put("p", i, {"k": i % 3}, ttl_seconds=1.5) for i in range(30)))
+    await asyncio.sleep(1.6)
     assert await rb.pool_prune("p") == 30
     assert (await rb.pool_stats("p")).total == 20
     claim = await rb.pool_claim("p")
