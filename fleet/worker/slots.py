@@ -204,6 +204,7 @@ class BatchSlot(Slot):
         outcome = "ok"
         error: str | None = None
         tb: str | None = None
+        started = time.perf_counter()
         try:
             try:
                 await automation.run_one(task, self.ctx)
@@ -218,6 +219,8 @@ class BatchSlot(Slot):
                 tb = traceback.format_exc()
             finally:
                 self.running_task_id = None
+            if outcome == "ok" or outcome == "failed":  # cancelled runs say nothing of speed
+                env.counters.durations.observe(time.perf_counter() - started)
             await self._cleanup()
         finally:
             keeper.untrack(body.id)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.core.metrics import Metrics, merge_snapshots
+from fleet.core.metrics import BUCKETS, Metrics, merge_snapshots
 
 
 @dataclass(slots=True)
@@ -39,6 +40,31 @@ class SlotStats:
         }
 
 
+class DurationHistogram:
+    """How long ``run_one`` took, in the bucket layout of :mod:`fleet.core.metrics`.
+
+    Observing is one bisect and three additions: it runs once per task.
+    """
+
+    __slots__ = ("buckets", "count", "sum")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.sum = 0.0
+        self.buckets = [0] * len(BUCKETS)
+
+    def observe(self, seconds: float) -> None:
+        """Record one duration (the last bucket, +Inf, takes anything larger)."""
+        self.count += 1
+        self.sum += seconds
+        # The first bound >= seconds: a value equal to a bound counts in that bucket.
+        self.buckets[bisect_left(BUCKETS, seconds)] += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{count, sum, buckets}``, bucket counts per bucket (not cumulative)."""
+        return {"count": self.count, "sum": self.sum, "buckets": list(self.buckets)}
+
+
 @dataclass(slots=True)
 class TypeCounters:
     """Totals of one type in this worker since it started.
@@ -48,12 +74,14 @@ class TypeCounters:
         failed: Attempts that raised.
         dead: Tasks this worker dead-lettered.
         retried: Failed attempts scheduled for a retry.
+        durations: How long each ``run_one`` that returned or raised took.
     """
 
     completed: int = 0
     failed: int = 0
     dead: int = 0
     retried: int = 0
+    durations: DurationHistogram = field(default_factory=DurationHistogram)
 
 
 class RateMeter:
@@ -96,13 +124,13 @@ def stats_frame(
 
     Returns:
         ``{ts, slots: {busy, total}, tasks: {...}, cpu_percent, rss_bytes, metrics,
-        slot_stats: [...]}``.
+        slot_stats: [...]}``, plus ``task_duration`` once a ``run_one`` has finished.
     """
     live = sorted(slots, key=lambda s: s.slot)
     snaps = [s.metrics.snapshot() for s in live]
     if retired_metrics:
         snaps.insert(0, retired_metrics)
-    return {
+    frame: dict[str, Any] = {
         "ts": ts,
         "slots": {"busy": sum(1 for s in live if s.busy), "total": len(live)},
         "tasks": {
@@ -117,3 +145,6 @@ def stats_frame(
         "metrics": merge_snapshots(snaps),
         "slot_stats": [s.to_dict() for s in live],
     }
+    if counters.durations.count:
+        frame["task_duration"] = counters.durations.to_dict()
+    return frame
