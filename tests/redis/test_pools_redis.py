@@ -54,11 +54,11 @@ async def test_where_on_several_fields(rb: RedisBackend) -> None:
 
 async def test_indexes_are_cleaned_up(rb: RedisBackend, raw: aioredis.Redis) -> None:
     await fill(rb, "p", 10)
-    short = await rb.pool_put("p", 1, {"site": "s0"}, ttl_seconds=0.05)
+    short = await rb.pool_put("p", 1, {"site": "s0"}, ttl_seconds=1.0)
     claim = await rb.pool_claim("p", where={"site": "s1"})
     assert claim is not None
     assert await rb.pool_evict("p", claim.item.id, claim.token)
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(1.1)
     assert await rb.pool_prune("p") == 1
     assert await raw.hexists("fleet:pool:p", short) == 0
     for item in await rb.pool_list("p", n=100):
@@ -69,9 +69,9 @@ async def test_indexes_are_cleaned_up(rb: RedisBackend, raw: aioredis.Redis) -> 
 
 async def test_claim_runs_out_and_comes_back(rb: RedisBackend, raw: aioredis.Redis) -> None:
     item = await rb.pool_put("p", {"c": 1}, {})
-    claim = await rb.pool_claim("p", hold_seconds=0.1)
+    claim = await rb.pool_claim("p", hold_seconds=0.5)
     assert claim is not None and await rb.pool_claim("p") is None
-    await asyncio.sleep(0.15)
+    await asyncio.sleep(0.6)
     again = await rb.pool_claim("p")
     assert again is not None and again.item.id == item
     assert not await rb.pool_release("p", item, claim.token)
