@@ -37,7 +37,12 @@ class TaskRecord:
 
 
 def _int(text: str) -> int | None:
-    return int(float(text)) if text else None
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:  # written as a float by hand or an older script
+        return int(float(text))
 
 
 def _float(text: str) -> float | None:
