@@ -3,12 +3,17 @@
 
 A plugin that fails to import is recorded with its traceback and skipped, so one
 broken package never keeps the others from running.
+
+A spec may name a module in the current directory, from the ``fleet`` console
+script as from ``python -m fleet``: see :func:`cwd_on_path` for where that
+directory goes on ``sys.path``.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import sys
 import traceback
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -81,14 +86,39 @@ def _automations_in(obj: Any, before: set[str]) -> list[type[Automation[Any]]]:
     raise TypeError(f"{obj!r} is neither an automation class nor a module")
 
 
+def cwd_on_path() -> None:
+    """Make modules of the current directory importable by plugin specs.
+
+    ``python -m fleet`` starts with the current directory first on ``sys.path``;
+    the ``fleet`` console script does not (its ``sys.path[0]`` is the script's own
+    directory), so ``fleet run --plugin my_module`` could not find ``my_module.py``.
+    The directory is *appended*, not prepended: the standard library and installed
+    packages keep precedence, so a stray ``json.py`` or ``redis.py`` next to where
+    a worker is started never shadows them for the whole process. The price is
+    that a local module named like an installed one is not the one imported
+    (rename it, or run ``python -m fleet``). Nothing is added if the directory
+    (or ``""``, which stands for it) is already on the path.
+    """
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the directory was removed under us: nothing to add
+        return
+    if "" in sys.path or cwd in sys.path:
+        return
+    sys.path.append(cwd)
+
+
 def load_spec(spec: str) -> list[type[Automation[Any]]]:
     """Import ``MODULE`` or ``MODULE:ATTR`` and return the automations it provides.
+
+    The current directory is put on ``sys.path`` first (:func:`cwd_on_path`).
 
     Raises:
         ImportError: The module cannot be imported.
         AttributeError: ``ATTR`` does not exist.
         TypeError: The target is not a registered automation or a module.
     """
+    cwd_on_path()
     module_name, _, attr = spec.strip().partition(":")
     before = set(registered())
     module = importlib.import_module(module_name)
