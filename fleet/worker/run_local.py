@@ -11,11 +11,13 @@ import asyncio
 import json
 import os
 import sys
+import uuid
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
+from fleet.backends.memory_store import drop_store
 from fleet.backends.records import dumps
 from fleet.core.automation import Automation, BatchAutomation
 from fleet.core.submission import make_push_request
@@ -98,7 +100,8 @@ async def run_local(
     Args:
         cls: The automation class.
         payloads: Task payloads (JSON values) for a batch automation.
-        backend_url: Where the queue lives (default: a private ``memory://``).
+        backend_url: Where the queue lives (default: a ``memory://`` store of
+            this run only, dropped when it ends).
         slots: Slots to run (default: the config's).
         config: Config fields (validated against the automation's ``Config``).
         out: Where emits go as JSON lines (default stdout).
@@ -111,7 +114,10 @@ async def run_local(
     """
     out = out or sys.stdout
     worker_id = f"run-{os.getpid()}"
-    backend = await open_backend(backend_url or f"memory://fleet-run-{os.getpid()}")
+    # A store of its own per call: runs in one process (tests, notebooks) must
+    # not see each other's tasks, counters or emits.
+    private = None if backend_url else f"fleet-run-{os.getpid()}-{uuid.uuid4().hex}"
+    backend = await open_backend(backend_url or f"memory://{private}")
     fixed = dict(config or {})
     if slots is not None:
         fixed["slots"] = slots
@@ -169,6 +175,8 @@ async def run_local(
         return 1 if tracker.dead or tracker.pending else 0
     finally:
         await backend.close()
+        if private is not None:
+            drop_store(private)
 
 
 async def _check_elsewhere(backend: Backend, automation_type: str, tracker: _Tracker) -> None:
