@@ -48,6 +48,8 @@ class RedisSubscription(Subscription):
         """Subscribe and wait for every confirmation (messages arriving in between
         are kept for the iterator)."""
         pending = set(channels)
+        if not pending:
+            return  # no topic: the iteration just waits for aclose()
         await self._pubsub.subscribe(*channels)
         loop = asyncio.get_running_loop()
         give_up = loop.time() + COMMAND_TIMEOUT + CONNECT_TIMEOUT
@@ -81,9 +83,11 @@ class RedisSubscription(Subscription):
                 return self._early.popleft()
             # The read runs as its own task so aclose() from another task can
             # cancel it and end this iteration.
-            self._reader = asyncio.ensure_future(
-                self._pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
-            )
+            if self._pubsub.subscribed:
+                read = self._pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
+            else:
+                read = asyncio.get_running_loop().create_future()  # until aclose()
+            self._reader = asyncio.ensure_future(read)
             try:
                 with self._core._guard():
                     msg = await self._reader

@@ -156,3 +156,13 @@ async def test_cancelled_waiters_never_strand_a_task(rb: RedisBackend) -> None:
             await rb.ack("t", [(r.body.id, r.token) for r in lst])
         assert depths.pending == 0
         await rb.purge_type("t")
+
+
+async def test_subscription_without_topics_waits_until_closed(rb: RedisBackend) -> None:
+    sub = await rb.subscribe()
+    reader = asyncio.create_task(sub.__anext__())
+    await asyncio.sleep(0.1)
+    assert not reader.done()
+    await sub.aclose()
+    results = await asyncio.wait_for(asyncio.gather(reader, return_exceptions=True), 2)
+    assert isinstance(results[0], StopAsyncIteration)
