@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import click
 
 from fleet.backends import redact_url
@@ -72,11 +74,15 @@ def master(
         err=True,
     )
     app = create_app(settings, sweeper=not no_sweeper, plugin_specs=plugins)
+    # uvicorn follows `fleet --log-level`: its access log (one line per request)
+    # only at INFO or below, so `--log-level WARNING` serves without it.
+    level = logging.getLogger().getEffectiveLevel()
     # Open SSE streams never end by themselves: give them a few seconds at shutdown.
     uvicorn.run(
         app,
         host=settings.host,
         port=settings.port,
-        log_level="info",
+        log_level=logging.getLevelName(level).lower() if level > logging.INFO else "info",
+        access_log=level <= logging.INFO,
         timeout_graceful_shutdown=5,
     )
