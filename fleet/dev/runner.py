@@ -327,7 +327,7 @@ class DevRunner:
             "Fleet is running.",
             f"  dashboard    {self.master_url}/",
             f"  admin token  {token}   (from {where})",
-            f"  REST API     {self.master_url}/api/v1   (docs: {self.master_url}/api/v1/docs)",
+            f"  REST API     {self.master_url}/api/v1   (OpenAPI: /api/v1/openapi.json)",
             f"  backend      {redact_url(self.options.backend_url)}",
         ]
         if site_url is not None:
