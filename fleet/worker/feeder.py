@@ -91,6 +91,9 @@ class Feeder:
         failures = 0
         while not self._closed:
             await self._demand.wait()
+            # One turn of the event loop lets slots finishing in the same tick
+            # join this reserve: fewer, larger calls at no measurable latency.
+            await asyncio.sleep(0)
             want = self._live_waiters()
             if want == 0:
                 self._demand.clear()

@@ -182,6 +182,9 @@ class AckBatcher:
         failures = 0
         while True:
             await self._wake.wait()
+            # One turn of the event loop gathers the acks of slots finishing in
+            # the same tick into this batch.
+            await asyncio.sleep(0)
             self._wake.clear()
             while self._pending:
                 batch, self._pending = self._pending, []
