@@ -1,0 +1,116 @@
+"""Helpers shared by the bench scripts: a throwaway redis-server, child
+processes in their own process group, percentiles, the machine's load."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PYTHON = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def pct(values: list[float], p: float) -> float:
+    """The p-th percentile (nearest rank) of ``values``."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    rank = max(0, min(len(ordered) - 1, round(p / 100 * len(ordered)) - 1))
+    return ordered[rank]
+
+
+@contextlib.contextmanager
+def redis_server(url: str | None = None) -> Iterator[str]:
+    """``url`` if given, else a private redis-server on a free port (no persistence)."""
+    if url:
+        yield url
+        return
+    port = free_port()
+    workdir = tempfile.mkdtemp(prefix="fleet-bench-")
+    proc = subprocess.Popen(
+        [
+            shutil.which("redis-server") or "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            workdir,
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def spawn(args: list[str], env: dict[str, str] | None = None, log: str | None = None) -> subprocess.Popen[bytes]:
+    """Start a child in its own process group (stopped with :func:`stop`)."""
+    full_env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{ROOT}", **(env or {})}
+    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
+    return subprocess.Popen(args, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def stop(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
+    """SIGTERM the child's process group, SIGKILL after ``grace`` seconds."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+
+
+def worker_cmd(url: str, plugin: str, automation_type: str, worker_id: str = "bench") -> list[str]:
+    return [
+        PYTHON,
+        "-m",
+        "fleet",
+        "--log-level",
+        "WARNING",
+        "worker",
+        "--plugin",
+        plugin,
+        "--type",
+        automation_type,
+        "--id",
+        worker_id,
+        "--backend",
+        url,
+    ]

@@ -1,0 +1,86 @@
+"""SQLite backend: drain of no-op tasks by one and by several ``fleet worker``
+processes sharing one database file (a script, not a test).
+
+For each process count: a fresh file, ``--tasks`` no-op tasks pushed first
+(type ``bench-noop`` of bench/worker_noop.py, whose ``run_one`` returns at once),
+then the worker processes are started together. Reports tasks/s from the first
+completed task to the last (start-up excluded) and from spawn to the last
+(start-up included), plus the workers' CPU per task. Completion is read from the
+queue's ``completed`` counter every 20 ms.
+
+    .venv/bin/python bench/sqlite_workers.py [--tasks 20000] [--procs 1 4] [--slots 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import loadavg, spawn, stop, worker_cmd  # noqa: E402
+
+from fleet.backends import open_backend  # noqa: E402
+from fleet.core.submission import make_push_request  # noqa: E402
+
+TYPE = "bench-noop"
+
+
+async def drain(tasks: int, procs: int, slots: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="fleet-sqlite-bench-") as tmp:
+        url = f"sqlite:///{tmp}/fleet.db"
+        backend = await open_backend(url)
+        await backend.config_set(TYPE, {"slots": slots})
+        for start in range(0, tasks, 1000):
+            chunk = [make_push_request({"i": i}) for i in range(start, min(tasks, start + 1000))]
+            await backend.push(TYPE, chunk)
+        t0 = time.perf_counter()
+        workers = [spawn(worker_cmd(url, "worker_noop", TYPE, f"bench-{i}")) for i in range(procs)]
+        ps = [psutil.Process(w.pid) for w in workers]
+        first: float | None = None
+        first_done = 0
+        try:
+            while True:
+                done = (await backend.depths(TYPE)).counters.completed
+                if done and first is None:
+                    first, first_done = time.perf_counter(), done
+                if done >= tasks:
+                    break
+                if any(w.poll() is not None for w in workers):
+                    raise RuntimeError("a worker exited")
+                if time.perf_counter() - t0 > 600:
+                    raise RuntimeError(f"only {done} of {tasks} done after 600 s")
+                await asyncio.sleep(0.02)
+            t_end = time.perf_counter()
+            cpu = sum(sum(p.cpu_times()[:2]) for p in ps)
+        finally:
+            for w in workers:
+                stop(w)
+            await backend.close()
+        assert first is not None
+        steady = (tasks - first_done) / max(t_end - first, 1e-9)
+        print(
+            f"sqlite, {procs} worker process(es) x {slots} slots, {tasks:,} tasks: "
+            f"{steady:,.0f} tasks/s first->last, {tasks / (t_end - t0):,.0f} tasks/s spawn->last, "
+            f"worker CPU {cpu / tasks * 1000:.2f} ms/task (start-up included)"
+        )
+
+
+async def main(args: argparse.Namespace) -> None:
+    print(f"load average at start: {loadavg()}")
+    for procs in args.procs:
+        await drain(args.tasks, procs, args.slots)
+    print(f"load average at end: {loadavg()}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", type=int, default=20_000)
+    parser.add_argument("--procs", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--slots", type=int, default=10)
+    asyncio.run(main(parser.parse_args()))
