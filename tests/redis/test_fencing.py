@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from fleet.backends.records import PushRequest, TaskBody, new_id
 from fleet.backends.redis import RedisBackend
 
@@ -77,3 +79,19 @@ async def test_stale_tokens_are_refused_everywhere(rb: RedisBackend) -> None:
     assert await rb.ack("t", [(tid, second.token)]) == [True]
     # The sweep kept the attempt charged: this was the second attempt.
     assert second.body.attempt == 2
+
+
+async def test_sweep_requeues_everything_in_bounded_calls(
+    rb: RedisBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fleet.backends import redis_queue
+
+    monkeypatch.setattr(redis_queue, "SWEEP_CHUNK", 4)
+    await rb.push("t", reqs(10))
+    await rb.reserve("t", k=10, visibility_seconds=0.05)
+    await asyncio.sleep(0.08)
+    assert await rb.sweep("t") == 10
+    depths = await rb.depths("t")
+    assert (depths.pending, depths.processing) == (10, 0)
+    again = await rb.reserve("t", k=10)
+    assert all(r.body.attempt == 2 for r in again)
