@@ -76,11 +76,15 @@ def redis_server(url: str | None = None) -> Iterator[str]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def spawn(args: list[str], env: dict[str, str] | None = None, log: str | None = None) -> subprocess.Popen[bytes]:
+def spawn(
+    args: list[str], env: dict[str, str] | None = None, log: str | None = None
+) -> subprocess.Popen[bytes]:
     """Start a child in its own process group (stopped with :func:`stop`)."""
     full_env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{ROOT}", **(env or {})}
-    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
-    return subprocess.Popen(args, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    out = open(log, "wb") if log else subprocess.DEVNULL
+    return subprocess.Popen(
+        args, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def stop(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:

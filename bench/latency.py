@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import loadavg, pct, redis_server, spawn, stop, worker_cmd  # noqa: E402
+from benchlib import loadavg, pct, redis_server, spawn, stop, worker_cmd
 
-from fleet.backends import open_backend  # noqa: E402
-from fleet.core.submission import make_push_request  # noqa: E402
+from fleet.backends import open_backend
+from fleet.core.submission import make_push_request
 
 TYPE = "latency"
 LAT_KEY = "bench:latency"
@@ -52,7 +52,7 @@ async def main(args: argparse.Namespace) -> None:
                 await backend.push_one(TYPE, make_push_request({"submitted": time.time()}))
                 await asyncio.sleep(args.interval)
             deadline = time.monotonic() + 30
-            while await r.llen(LAT_KEY) < args.tasks and time.monotonic() < deadline:
+            while await r.llen(LAT_KEY) < args.tasks and time.monotonic() < deadline:  # noqa: ASYNC110
                 await asyncio.sleep(0.05)
             values = [float(x) * 1000 for x in await r.lrange(LAT_KEY, 0, -1)]
         finally:

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import loadavg, redis_server, spawn, stop, worker_cmd  # noqa: E402
+from benchlib import loadavg, redis_server, spawn, stop, worker_cmd
 
-from fleet.backends import open_backend  # noqa: E402
-from fleet.core.submission import make_push_request  # noqa: E402
+from fleet.backends import open_backend
+from fleet.core.submission import make_push_request
 
 
 async def memory_per_task(backend: Any, r: Any, tasks: int) -> None:
@@ -37,7 +37,8 @@ async def memory_per_task(backend: Any, r: Any, tasks: int) -> None:
     after = int((await r.info("memory"))["used_memory"])
     depth = await backend.depths("mem")
     print(
-        f"memory: {tasks:,} queued tasks (depth {depth.normal:,}) use {(after - before) / 2**20:.1f} MiB: "
+        f"memory: {tasks:,} queued tasks (depth {depth.normal:,}) use "
+        f"{(after - before) / 2**20:.1f} MiB: "
         f"{(after - before) / tasks:.0f} bytes per queued task"
     )
     await backend.purge_type("mem")

@@ -27,7 +27,7 @@ import httpx
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import PYTHON, free_port, loadavg, pct, redis_server, spawn, stop  # noqa: E402
+from benchlib import PYTHON, free_port, loadavg, pct, redis_server, spawn, stop
 
 TOKEN = "bench-admin-token-0123456789abcdef"
 TYPE = "noop"
@@ -143,7 +143,9 @@ async def main(args: argparse.Namespace) -> None:
             log="/tmp/fleet-bench-master.log",
         )
         proc = psutil.Process(master.pid)
-        limits = httpx.Limits(max_connections=args.concurrency, max_keepalive_connections=args.concurrency)
+        limits = httpx.Limits(
+            max_connections=args.concurrency, max_keepalive_connections=args.concurrency
+        )
         try:
             async with httpx.AsyncClient(
                 base_url=f"http://127.0.0.1:{port}",
@@ -153,14 +155,31 @@ async def main(args: argparse.Namespace) -> None:
             ) as client:
                 await wait_ready(client, time.monotonic() + 60)
                 # warm up: imports, connections, the catalog cache
-                await run_phase(port, f"/api/v1/automations/{TYPE}/tasks", lambda i: {"payload": {"i": i}}, 200, 4, 1)
+                await run_phase(
+                    port,
+                    f"/api/v1/automations/{TYPE}/tasks",
+                    lambda i: {"payload": {"i": i}},
+                    200,
+                    4,
+                    1,
+                )
                 print(f"load average at start: {loadavg()}")
                 phases = [
-                    ("single", f"/api/v1/automations/{TYPE}/tasks", lambda i: {"payload": {"i": i}}, args.requests, 1),
+                    (
+                        "single",
+                        f"/api/v1/automations/{TYPE}/tasks",
+                        lambda i: {"payload": {"i": i}},
+                        args.requests,
+                        1,
+                    ),
                     (
                         f"batch of {args.batch}",
                         f"/api/v1/automations/{TYPE}/tasks/batch",
-                        lambda i: {"tasks": [{"payload": {"i": i * args.batch + j}} for j in range(args.batch)]},
+                        lambda i: {
+                            "tasks": [
+                                {"payload": {"i": i * args.batch + j}} for j in range(args.batch)
+                            ]
+                        },
                         args.batch_requests,
                         args.batch,
                     ),
@@ -171,11 +190,13 @@ async def main(args: argparse.Namespace) -> None:
                     secs, lat = await run_phase(port, path, make, n, args.concurrency, per)
                     cpu = sum(proc.cpu_times()[:2]) - cpu0
                     mine = time.process_time() - mine0
+                    ms = 1000 / n
                     print(
-                        f"REST submit {label}: {n / secs:,.0f} req/s, {n * per / secs:,.0f} tasks/s "
-                        f"({n} requests, {args.concurrency} in flight; latency p50 "
-                        f"{pct(lat, 50) * 1000:.1f} ms, p99 {pct(lat, 99) * 1000:.1f} ms; master CPU "
-                        f"{cpu / n * 1000:.2f} ms/request, {cpu / (n * per) * 1000:.3f} ms/task; client CPU {mine / n * 1000:.2f} ms/request)"
+                        f"REST submit {label}: {n / secs:,.0f} req/s, "
+                        f"{n * per / secs:,.0f} tasks/s ({n} requests, {args.concurrency} in "
+                        f"flight; latency p50 {pct(lat, 50) * 1000:.1f} ms, "
+                        f"p99 {pct(lat, 99) * 1000:.1f} ms; master CPU {cpu * ms:.2f} ms/request, "
+                        f"{cpu * ms / per:.3f} ms/task; client CPU {mine * ms:.2f} ms/request)"
                     )
                 print(f"load average at end: {loadavg()}")
         finally:

@@ -23,10 +23,10 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import loadavg, spawn, stop, worker_cmd  # noqa: E402
+from benchlib import loadavg, spawn, stop, worker_cmd
 
-from fleet.backends import open_backend  # noqa: E402
-from fleet.core.submission import make_push_request  # noqa: E402
+from fleet.backends import open_backend
+from fleet.core.submission import make_push_request
 
 TYPE = "bench-noop"
 
