@@ -148,7 +148,10 @@ class Watcher:
         sub = SQLiteSubscription(self, topics)
         newest = await self._db.read(last_event)
         self._subs.add(sub)
-        poller = self._steer()
+        # Forced: a poller already running for blocked reserves may have seen
+        # the data version of an event committed after ``newest`` while it was
+        # not reading events; unforced, it would wait for the next commit.
+        poller = self._steer(force=True)
         # Events up to the poller's cursor were committed before now: skip them.
         # (The poller delivers through the event loop, so nothing reaches this
         # subscription before ``start`` is set.)
