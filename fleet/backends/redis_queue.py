@@ -31,7 +31,7 @@ from fleet.backends.records import (
     now,
 )
 from fleet.backends.redis_core import BLOCKING_GRACE, RedisCore
-from fleet.backends.redis_records import body_with_record, parse_record
+from fleet.backends.redis_records import body_with_record, delivered_body, parse_record
 from fleet.core.errors import BackendUnavailable
 
 #: Requests per push script call (bounds one script's run time).
@@ -117,7 +117,7 @@ class QueueOps(RedisCore):
         with self._guard():
             raw = await self._scripts.reserve(self._r, self._qkeys(automation_type, t), argv)
         out = [
-            Reservation(body_with_record(raw[i], parse_record(raw[i + 1])), raw[i + 2], deadline)
+            Reservation(delivered_body(raw[i], raw[i + 1]), raw[i + 2], deadline)
             for i in range(1, len(raw), 3)
         ]
         next_due = float(raw[0]) if raw[0] else None

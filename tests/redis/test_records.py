@@ -7,7 +7,7 @@ import json
 import pytest
 
 from fleet.backends.records import TaskBody
-from fleet.backends.redis_records import body_with_record, parse_record
+from fleet.backends.redis_records import body_with_record, delivered_body, parse_record
 
 
 def test_hot_record_without_tail() -> None:
@@ -39,3 +39,24 @@ def test_body_with_record_applies_the_mutable_fields() -> None:
     assert (body.attempt, body.max_attempts, body.priority) == (3, 5, 2)
     assert body.last_error == "boom" and body.failed_at == 7.5 and body.traceback is None
     assert body.payload == {"n": 1}
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        "p|1|3|0|tok.1|||",
+        'p|2||5|tok.2||12.5||{"e":"x|y","t":"tb","f":"3.25"}',
+        "p|1|0|-1|tok.3|1|||",
+        "p||||tok.4|||",
+    ],
+)
+def test_fast_delivery_path_matches_the_general_one(record: str) -> None:
+    raw = TaskBody(
+        id="t",
+        payload=[1, {"a": None}],
+        priority=5,
+        max_attempts=4,
+        enqueued_at=1.5,
+        ttl_seconds=9.0,
+    ).to_json()
+    assert delivered_body(raw, record) == body_with_record(raw, parse_record(record))
