@@ -132,6 +132,9 @@ class AckBatcher:
         backend: The backend.
         automation_type: The type of the tasks.
         on_stale: Called with the task id of every ack the backend refused.
+        linger_seconds: How long a busy batcher waits to gather more acks. The
+            lease stays valid until the ack lands, so this only delays the
+            ``done`` state by as much.
     """
 
     def __init__(
@@ -139,7 +142,9 @@ class AckBatcher:
         backend: Backend,
         automation_type: str,
         on_stale: Callable[[str], None] | None = None,
+        linger_seconds: float = 0.002,
     ) -> None:
+        self._linger = linger_seconds
         self._backend = backend
         self._type = automation_type
         self._on_stale = on_stale
@@ -180,14 +185,16 @@ class AckBatcher:
 
     async def _loop(self) -> None:
         failures = 0
+        busy = False
         while True:
             await self._wake.wait()
-            # One turn of the event loop gathers the acks of slots finishing in
-            # the same tick into this batch.
-            await asyncio.sleep(0)
+            # After a batch of several acks (a busy worker) wait a moment so the
+            # next one gathers more; a lone ack goes out after one loop turn.
+            await asyncio.sleep(self._linger if busy else 0)
             self._wake.clear()
             while self._pending:
                 batch, self._pending = self._pending, []
+                busy = len(batch) > 1
                 try:
                     results = await self._backend.ack(self._type, batch)
                 except Exception as exc:
