@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 
 from tests.browser.stack import (
     ADMIN_TOKEN,
@@ -245,6 +245,35 @@ def test_failing_task_lands_in_the_dlq_and_replays(
     p.click("#dlq [data-action=drain]")
     assert any("cannot be undone" in d for d in watch.dialogs)
     expect(p.locator("#dlq .empty")).to_have_text("No dead tasks.")
+
+
+@pytest.mark.parametrize("stack", ["sqlite"], indirect=True)  # the page's logic is backend-blind
+def test_output_emitted_before_the_event_stream_is_live_reaches_the_tail(
+    page: tuple[Page, Watch], stack: Stack
+) -> None:
+    # The tail is read once when the view opens, then follows emit events; an
+    # emit made before the master subscribed for this page (a slow stream
+    # start, a reconnect) is no event, so the page re-reads the tail once the
+    # stream says hello.
+    p, _ = page
+    held: list[Route] = []
+    p.route("**/api/v1/events*", lambda route: held.append(route))  # the stream waits here
+    open_automation(p, stack)
+    expect(p.locator("#live")).to_have_text("connecting…")
+    text = f"early-{uuid.uuid4().hex[:8]}"
+    task_id = submit_task(p, text)
+    stack.wait_for(
+        lambda: (
+            stack.api("GET", f"/automations/dash-echo/tasks/{task_id}").json()["state"] == "done"
+        ),
+        30,
+        "the task to be done",
+    )
+    assert len(held) == 1
+    expect(p.locator("#tail li pre", has_text=text)).to_have_count(0)
+    held[0].continue_()
+    expect_in_tail(p, stack, text, task_id)
+    expect(p.locator("#live")).to_have_text("live")
 
 
 def test_config_editor_pushes_slots_and_shows_422_at_the_field(

@@ -94,13 +94,19 @@ export function connectEvents(onEvent, onStatus) {
       return;
     }
     if (!res.ok || !res.body) throw new Error(`events: HTTP ${res.status}`);
-    onStatus("live");
     const parser = new SSEParser();
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let live = false;
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
       for (const ev of parser.feed(value)) {
+        if (!live) {
+          // Headers come before the server subscribed; its first event
+          // ("hello") comes after, so only now is nothing missed.
+          live = true;
+          onStatus("live");
+        }
         let data = ev.data;
         try {
           data = JSON.parse(ev.data);

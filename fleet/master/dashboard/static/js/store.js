@@ -149,6 +149,10 @@ class Store extends EventTarget {
       return;
     }
     if (ev.event === "hello") {
+      // The server subscribed just now: whatever was emitted before (while the
+      // page loaded, or while the stream was down) never comes as an event, so
+      // views re-read what they show from live events.
+      this.emit("resync");
       this.refreshSoon(0);
       return;
     }

@@ -109,14 +109,18 @@ function tailPanel(type) {
     if (!entry || (entry.id && seen.has(entry.id))) return;
     if (entry.id) seen.add(entry.id);
     empty.hidden = true;
-    list.prepend(
-      h(
-        "li",
-        { "data-entry": entry.id || "" },
-        h("div", { class: "tail-meta" }, fmtTime(entry.ts), " · ", h("span", { class: "mono" }, entry.worker_id || "?")),
-        h("pre", { class: "payload" }, fmtJSON(entry.payload)),
-      ),
+    const item = h(
+      "li",
+      { "data-entry": entry.id || "" },
+      h("div", { class: "tail-meta" }, fmtTime(entry.ts), " · ", h("span", { class: "mono" }, entry.worker_id || "?")),
+      h("pre", { class: "payload" }, fmtJSON(entry.payload)),
     );
+    // Newest first; ids sort by time, so an entry re-read late (after a
+    // reconnect) still lands in its place.
+    const older = entry.id ? [...list.children].find((li) => li.dataset.entry && li.dataset.entry < entry.id) : null;
+    if (older) older.before(item);
+    else if (entry.id && list.children.length) list.append(item);
+    else list.prepend(item);
     while (list.children.length > TAIL) list.lastElementChild.remove();
   }
 
@@ -205,13 +209,18 @@ export function automationView(root, type) {
   function onEmit(ev) {
     if (tail && ev.detail.type === type) tail.add(ev.detail.entry);
   }
+  function onResync() {
+    if (tail) tail.load(); // emits made before the event stream was live
+  }
   store.addEventListener("emit", onEmit);
+  store.addEventListener("resync", onResync);
   build();
 
   return {
     update,
     destroy() {
       store.removeEventListener("emit", onEmit);
+      store.removeEventListener("resync", onResync);
     },
   };
 }
