@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.support.redis_server import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -31,14 +32,6 @@ READ_TOKEN = "dash-read-token-0123456789"
 SCOPED_TOKEN = "dash-scoped-token-0123456789"
 PLUGIN = "tests.browser.dash_plugin"
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def fleet_env(backend_url: str) -> dict[str, str]:

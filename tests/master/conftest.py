@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -19,7 +20,6 @@ from fastapi import FastAPI
 from fleet.master.app import create_app
 from fleet.settings import Settings
 from tests.master import plugins  # registers the test automations
-from tests.support.redis_server import free_port
 
 ADMIN = "admin-secret-token"
 READ = "read-secret-token"
@@ -86,13 +86,19 @@ class LiveMaster:
     """A real uvicorn server running ``create_app`` in a background thread."""
 
     def __init__(self, settings: Settings, **kw: Any) -> None:
-        self.port = free_port()
+        # Bound here and handed to uvicorn: no other process can take the port
+        # between choosing it and listening on it.
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port: int = self.sock.getsockname()[1]
         self.app = create_app(settings, plugins=False, **kw)
         config = uvicorn.Config(
             self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"
         )
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -109,6 +115,7 @@ class LiveMaster:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+        self.sock.close()
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -14,7 +15,26 @@ from pathlib import Path
 REDIS_BIN = shutil.which("redis-server")
 
 
+#: Ports handed out by :func:`free_port`: below Linux's default ephemeral range
+#: (32768-60999), so an outgoing connection made meanwhile by any process (a
+#: Redis client, a browser) cannot take the port before our server binds it.
+PORT_RANGE = (20000, 32000)
+
+
 def free_port() -> int:
+    """A port nothing listens on now, for a server that starts in a moment.
+
+    A random one below the ephemeral range, checked by binding it (without
+    ``SO_REUSEADDR``, so a port still in TIME_WAIT is passed over too).
+    """
+    for _ in range(200):
+        port = random.randrange(*PORT_RANGE)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
