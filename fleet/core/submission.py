@@ -83,5 +83,8 @@ def make_push_request(
         body=body,
         delay_seconds=delay_seconds or 0.0,
         idempotency_key=idempotency_key,
-        idempotency_ttl=idempotency_ttl_seconds or idempotency_ttl(),
+        # The environment is read only when a key needs the lifetime (it costs
+        # more than the rest of a bulk submit's request building).
+        idempotency_ttl=idempotency_ttl_seconds
+        or (idempotency_ttl() if idempotency_key is not None else DEFAULT_IDEMPOTENCY_TTL),
     )
