@@ -9,16 +9,28 @@ local reqs = cjson.decode(ARGV[2])
 local out = {}
 local tails = {[K_HIGH] = {}, [K_NORMAL] = {}, [K_LOW] = {}}
 local ready, delayed, submitted = 0, 0, 0
+-- Every existing record in one HMGET, every new one in one HSET (per 1,000):
+-- two commands per call instead of two per task. `live` also catches an id
+-- given twice in one call.
+local ids = {}
+for i, r in ipairs(reqs) do ids[i] = r[1] end
+local existing = #ids > 0 and redis.call('HMGET', K_TASKS, unpack(ids)) or {}
+local live = {}
+for i, id in ipairs(ids) do
+  local raw = existing[i]
+  if raw then
+    local rec = dec(raw)
+    if rec and (rec.s == 'q' or rec.s == 's' or rec.s == 'p') then live[id] = true end
+  end
+end
+local targs = {}
 for _, r in ipairs(reqs) do
   local id, raw, prio, ready_at, ik = r[1], r[2], r[3], r[4], r[5]
   local dup = nil
   if ik > 0 then
     dup = redis.call('GET', KEYS[ik]) or nil
   end
-  if not dup then
-    local rec = get_rec(id)
-    if rec and (rec.s == 'q' or rec.s == 's' or rec.s == 'p') then dup = id end
-  end
+  if not dup and live[id] then dup = id end
   if dup then
     out[#out + 1] = 0
     out[#out + 1] = dup
@@ -36,12 +48,15 @@ for _, r in ipairs(reqs) do
       rec.s = 'q'
       ready = ready + 1
     end
-    set_rec(id, rec)
+    live[id] = true
+    targs[#targs + 1] = id
+    targs[#targs + 1] = enc(rec)
     submitted = submitted + 1
     out[#out + 1] = 1
     out[#out + 1] = id
   end
 end
+mcall('HSET', K_TASKS, targs)
 for key, tail in pairs(tails) do
   for i = 1, #tail, 500 do
     redis.call('RPUSH', key, unpack(tail, i, math.min(i + 499, #tail)))
