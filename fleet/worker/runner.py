@@ -265,8 +265,16 @@ class TypeRunner:
         self.changed.set()
 
     def cancel_task(self, task_id: str) -> bool:
-        """Cancel ``run_one`` of a task running in one of our slots; True if found."""
-        return any(s.cancel_task(task_id) for s in list(self.slots.values()))
+        """Cancel ``run_one`` of a task running in one of our slots; True if found.
+
+        Otherwise the request is kept for a while: the task may be reserved by
+        us and not started yet (see :mod:`fleet.worker.cancels`).
+        """
+        if any(s.cancel_task(task_id) for s in list(self.slots.values())):
+            return True
+        if self.is_batch:
+            self.env.cancels.add(task_id)
+        return False
 
     async def shutdown(self, grace: float | None = None) -> None:
         """Stop taking tasks, give running ones ``grace`` seconds, then cancel them

@@ -21,6 +21,7 @@ from fleet.core.config import BaseConfig
 from fleet.core.context import Context
 from fleet.core.task import Task
 from fleet.worker.backoff import RetryPolicy
+from fleet.worker.cancels import PendingCancels
 from fleet.worker.feeder import Feeder
 from fleet.worker.leases import AckBatcher, LeaseKeeper
 from fleet.worker.stats import SlotStats, TypeCounters
@@ -51,6 +52,7 @@ class SlotEnv:
         keeper: Lease renewer (batch types only).
         acker: Ack batcher (batch types only).
         on_finished: Called with ``(task_id, outcome)`` after a task is settled.
+        cancels: Cancel requests of tasks no slot ran yet (checked before a run).
     """
 
     automation_type: str
@@ -63,6 +65,7 @@ class SlotEnv:
     keeper: LeaseKeeper | None = None
     acker: AckBatcher | None = None
     on_finished: Callable[[str, Outcome], None] | None = None
+    cancels: PendingCancels = field(default_factory=PendingCancels)
     has_cleanup: bool = True
 
     def __post_init__(self) -> None:
@@ -177,6 +180,16 @@ class BatchSlot(Slot):
         automation = env.automation
         assert isinstance(automation, BatchAutomation)
         body = res.body
+        if env.cancels.take(body.id):
+            # Cancelled after the reserve, before this slot took it: never run it.
+            self.phase = "settle"
+            self.ctx.logger.info("task %s cancelled before it started", body.id)
+            assert env.acker is not None
+            env.acker.ack(body.id, res.token)
+            env.counters.completed += 1
+            self.stats.completed += 1
+            self._finished(body.id, "done")
+            return
         model: type[BaseModel] = type(automation).TaskPayload
         try:
             payload = model.model_validate(body.payload)
