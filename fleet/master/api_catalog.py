@@ -72,6 +72,7 @@ async def automations(
 @router.delete("/automations/{automation_type}", summary="Remove all state of a type")
 async def delete_type(
     automation_type: TypeName,
+    request: Request,
     _: Any = Depends(admin_access),
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
@@ -80,6 +81,7 @@ async def delete_type(
     re-register and re-publish their catalog entry."""
     worker_ids = await backend.worker_ids(automation_type)
     await backend.purge_type(automation_type)
+    master_state(request).entries.forget(automation_type)
     for wid in worker_ids:  # drain flags live in the KV store, outside the type's keys
         await backend.kv_delete(CONTROL_NS, f"drain:{automation_type}:{wid}")
     return {"deleted": automation_type}

@@ -179,9 +179,16 @@ def authorize(request: Request, action: Action, automation_type: str | None = No
     return principal
 
 
-# FastAPI dependencies, one per route class. Path parameter ``automation_type``
-# is injected by name for the per-type ones. They are ``async`` so FastAPI calls
-# them on the event loop instead of hopping to a worker thread per request.
+# FastAPI dependencies, one per route class. The per-type ones read the path
+# parameter ``automation_type`` from the request rather than declaring it: the
+# route declares (and validates) it already, and a dependency parameter of its
+# own would be resolved a second time on every request. They are ``async`` so
+# FastAPI calls them on the event loop instead of hopping to a worker thread.
+
+
+def _path_type(request: Request) -> str | None:
+    value = request.path_params.get("automation_type")
+    return value if isinstance(value, str) else None
 
 
 async def read_access(request: Request) -> Principal:
@@ -194,14 +201,14 @@ async def list_access(request: Request) -> Principal:
     return authorize(request, "list")
 
 
-async def type_read_access(request: Request, automation_type: str) -> Principal:
-    """Dependency: a GET about one type."""
-    return authorize(request, "read_type", automation_type)
+async def type_read_access(request: Request) -> Principal:
+    """Dependency: a GET about one type (the route's ``automation_type``)."""
+    return authorize(request, "read_type", _path_type(request))
 
 
-async def submit_access(request: Request, automation_type: str) -> Principal:
-    """Dependency: submitting tasks to one type."""
-    return authorize(request, "submit", automation_type)
+async def submit_access(request: Request) -> Principal:
+    """Dependency: submitting tasks to one type (the route's ``automation_type``)."""
+    return authorize(request, "submit", _path_type(request))
 
 
 async def admin_access(request: Request) -> Principal:

@@ -10,6 +10,7 @@ from fastapi import Request
 
 from fleet.backends.base import Backend
 from fleet.master.auth import TokenTable
+from fleet.master.entry_cache import EntryCache
 from fleet.settings import Settings
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ class MasterState:
         backend: The connected backend (set by the lifespan).
         sweeper: The background sweeper (None when disabled).
         metrics: The Prometheus exporter (its own registry).
+        entries: Batch types' catalog entries as the submit routes reuse them.
         started_at: Unix time the app started.
     """
 
@@ -35,6 +37,7 @@ class MasterState:
     backend: Backend | None = None
     sweeper: Sweeper | None = None
     metrics: MasterMetrics | None = None
+    entries: EntryCache = field(default_factory=EntryCache)
     started_at: float = field(default_factory=time.time)
 
 
