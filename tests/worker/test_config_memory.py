@@ -56,7 +56,7 @@ async def test_scale_down_lets_the_running_task_finish(mem: Backend) -> None:
     await mem.config_set(E, {"slots": 2})
     async with running_worker(mem, [EchoAutomation]) as worker:
         runner = worker.runners[E]
-        ids = await push(mem, E, {"n": 1, "sleep": 0.6}, {"n": 2, "sleep": 0.6})
+        ids = await push(mem, E, {"n": 1, "sleep": 3.0}, {"n": 2, "sleep": 3.0})
 
         async def both_running() -> bool:
             counts = [await mem.counter_get(f"wt-echo:runs:{i}") for i in ids]
@@ -64,8 +64,9 @@ async def test_scale_down_lets_the_running_task_finish(mem: Backend) -> None:
 
         await wait_until(both_running, what="both tasks running")
         await push_config(mem, E, {"slots": 1}, ["w1"])
-        await asyncio.sleep(0.1)
-        assert runner.slots[1].stopping and runner.slots[1].stats.busy
+        # Told to stop while its task still runs (3 s): it finishes it first.
+        await wait_until(lambda: runner.slots[1].stopping, what="slot 1 stopping")
+        assert runner.slots[1].stats.busy
         await wait_until(lambda: list(runner.slots) == [0], what="slot 1 ended")
         for i in ids:
             assert await done(mem, E, i)
