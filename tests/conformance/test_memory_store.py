@@ -90,13 +90,13 @@ async def test_blocked_reserve_wakes_from_another_backend_instance() -> None:
     waiter_side = await open_backend(url)
     pusher_side = await open_backend(url)
     try:
-        waiting = asyncio.create_task(waiter_side.reserve("t", timeout=2.5))
+        waiting = asyncio.create_task(waiter_side.reserve("t", timeout=10.0))
         await asyncio.sleep(0.05)
         t0 = time.monotonic()
         await pusher_side.push("t", [PushRequest(TaskBody(id="x", payload=None))])
         got = await waiting
         assert [r.body.id for r in got] == ["x"]
-        assert time.monotonic() - t0 < 0.5
+        assert time.monotonic() - t0 < 5.0
     finally:
         await waiter_side.close()
         await pusher_side.close()
@@ -104,13 +104,13 @@ async def test_blocked_reserve_wakes_from_another_backend_instance() -> None:
 
 async def test_close_releases_blocked_reserve_and_subscriptions() -> None:
     b = await open_backend(_url())
-    waiting = asyncio.create_task(b.reserve("t", timeout=5))
+    waiting = asyncio.create_task(b.reserve("t", timeout=30))
     sub = await b.subscribe("topic")
     listening = asyncio.create_task(sub.__anext__())
     await asyncio.sleep(0.05)
     t0 = time.monotonic()
     await b.close()
-    assert await asyncio.wait_for(waiting, 1) == []
-    assert time.monotonic() - t0 < 0.5
+    assert await asyncio.wait_for(waiting, 10) == []
+    assert time.monotonic() - t0 < 5.0
     ended = await asyncio.gather(listening, return_exceptions=True)
     assert isinstance(ended[0], StopAsyncIteration)

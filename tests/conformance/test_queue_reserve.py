@@ -52,14 +52,14 @@ async def test_reservation_carries_lease_and_payload(backend: Backend) -> None:
 async def test_reserve_on_empty_queue_returns_at_once(backend: Backend) -> None:
     t0 = time.monotonic()
     assert await backend.reserve(TYPE, timeout=0) == []
-    assert time.monotonic() - t0 < 0.5
+    assert time.monotonic() - t0 < 2.0
 
 
 async def test_blocking_reserve_times_out_empty(backend: Backend) -> None:
     t0 = time.monotonic()
     assert await backend.reserve(TYPE, timeout=0.3) == []
     waited = time.monotonic() - t0
-    assert 0.25 <= waited < 1.5
+    assert 0.25 <= waited < 3.0
 
 
 async def test_blocking_reserve_wakes_on_push_promptly(backend: Backend) -> None:
@@ -69,15 +69,15 @@ async def test_blocking_reserve_wakes_on_push_promptly(backend: Backend) -> None
         return time.monotonic()
 
     pusher = asyncio.create_task(push_later())
-    got = await backend.reserve(TYPE, timeout=2.5)
+    got = await backend.reserve(TYPE, timeout=10.0)
     woke = time.monotonic()
     pushed_at = await pusher
     assert [r.body.id for r in got] == ["late"]
-    assert woke - pushed_at < 0.5
+    assert woke - pushed_at < 5.0  # far below the timeout
 
 
 async def test_many_blocked_reservers_each_get_one_task(backend: Backend) -> None:
-    waiters = [asyncio.create_task(backend.reserve(TYPE, timeout=2.5)) for _ in range(4)]
+    waiters = [asyncio.create_task(backend.reserve(TYPE, timeout=10.0)) for _ in range(4)]
     await asyncio.sleep(0.1)
     await push(backend, "a", "b", "c", "d")
     results = await asyncio.gather(*waiters)
@@ -95,9 +95,9 @@ async def test_cancelled_reserver_loses_no_task(backend: Backend) -> None:
 
 
 async def test_wake_up_of_a_cancelled_reserver_is_not_lost(backend: Backend) -> None:
-    first = asyncio.create_task(backend.reserve(TYPE, timeout=2.5))
+    first = asyncio.create_task(backend.reserve(TYPE, timeout=10.0))
     await asyncio.sleep(0.05)
-    second = asyncio.create_task(backend.reserve(TYPE, timeout=2.5))
+    second = asyncio.create_task(backend.reserve(TYPE, timeout=10.0))
     await asyncio.sleep(0.05)
     await push(backend, "x")
     t0 = time.monotonic()
@@ -110,9 +110,9 @@ async def test_wake_up_of_a_cancelled_reserver_is_not_lost(backend: Backend) -> 
     else:
         # The wake-up the cancelled reserver took is handed on, not lost until
         # the other reserver's timeout.
-        got = await asyncio.wait_for(second, 2.8)
+        got = await asyncio.wait_for(second, 10.5)
         assert [r.body.id for r in got] == ["x"]
-        assert time.monotonic() - t0 < 1.0
+        assert time.monotonic() - t0 < 5.0
 
 
 async def test_delayed_push_is_scheduled_until_due(backend: Backend) -> None:
@@ -130,10 +130,10 @@ async def test_delayed_push_is_scheduled_until_due(backend: Backend) -> None:
 async def test_blocked_reserve_wakes_for_scheduled_task(backend: Backend) -> None:
     await backend.push(TYPE, [req("soon", delay_seconds=0.3)])
     t0 = time.monotonic()
-    got = await backend.reserve(TYPE, timeout=2.5)
+    got = await backend.reserve(TYPE, timeout=10.0)
     waited = time.monotonic() - t0
     assert [r.body.id for r in got] == ["soon"]
-    assert 0.2 <= waited < 1.2
+    assert 0.2 <= waited < 5.0
 
 
 async def test_blocked_reserve_wakes_for_task_scheduled_while_waiting(backend: Backend) -> None:
@@ -143,10 +143,10 @@ async def test_blocked_reserve_wakes_for_task_scheduled_while_waiting(backend: B
 
     task = asyncio.create_task(schedule_later())
     t0 = time.monotonic()
-    got = await backend.reserve(TYPE, timeout=2.5)
+    got = await backend.reserve(TYPE, timeout=10.0)
     await task
     assert [r.body.id for r in got] == ["sched"]
-    assert time.monotonic() - t0 < 1.2
+    assert time.monotonic() - t0 < 5.0
 
 
 async def test_due_scheduled_task_goes_to_tail_of_its_tier(backend: Backend) -> None:
