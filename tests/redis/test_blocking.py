@@ -27,9 +27,9 @@ async def test_blocked_reserve_wakes_on_push(rb: RedisBackend) -> None:
     assert not waiter.done()
     t0 = time.monotonic()
     await rb.push("t", [req()])
-    got = await asyncio.wait_for(waiter, 5)
+    got = await asyncio.wait_for(waiter, 9)
     assert len(got) == 1
-    assert time.monotonic() - t0 < 1.0
+    assert time.monotonic() - t0 < 5.0  # woken by the push, not the 10 s timeout
 
 
 async def test_blocked_reserve_wakes_when_a_scheduled_task_comes_due(rb: RedisBackend) -> None:
@@ -38,21 +38,21 @@ async def test_blocked_reserve_wakes_when_a_scheduled_task_comes_due(rb: RedisBa
     got = await rb.reserve("t", timeout=10)
     elapsed = time.monotonic() - t0
     assert len(got) == 1
-    assert 0.4 < elapsed < 2.0
+    assert 0.4 < elapsed < 5.0
 
 
 async def test_delayed_push_shortens_a_running_wait(rb: RedisBackend) -> None:
     waiter = asyncio.create_task(rb.reserve("t", timeout=20))
     await asyncio.sleep(0.2)
     await rb.push("t", [req(delay=0.3)])
-    got = await asyncio.wait_for(waiter, 5)
+    got = await asyncio.wait_for(waiter, 15)  # the wait it shortened was 20 s
     assert len(got) == 1
 
 
 async def test_timeout_returns_empty(rb: RedisBackend) -> None:
     t0 = time.monotonic()
     assert await rb.reserve("t", timeout=0.3) == []
-    assert 0.25 < time.monotonic() - t0 < 2.0
+    assert 0.25 < time.monotonic() - t0 < 3.0
 
 
 async def test_blocked_reservers_do_not_block_other_commands(rb: RedisBackend) -> None:
@@ -61,9 +61,9 @@ async def test_blocked_reservers_do_not_block_other_commands(rb: RedisBackend) -
     t0 = time.monotonic()
     for _ in range(50):
         await rb.counter_incr("c", 1)
-    assert time.monotonic() - t0 < 2.0
+    assert time.monotonic() - t0 < 5.0  # blocked, they would wait for the 10 s reserves
     await rb.push("t", [req() for _ in range(20)])
-    got = await asyncio.wait_for(asyncio.gather(*waiters), 5)
+    got = await asyncio.wait_for(asyncio.gather(*waiters), 9)
     assert sorted(len(g) for g in got) == [1] * 20
 
 
@@ -146,7 +146,7 @@ async def test_cancelled_waiters_never_strand_a_task(rb: RedisBackend) -> None:
         results = await asyncio.gather(*doomed, return_exceptions=True)
         got = [r for r in results if isinstance(r, list)]
         if not any(got):
-            assert len(await asyncio.wait_for(survivor, 3)) == 1
+            assert len(await asyncio.wait_for(survivor, 15)) == 1
         else:
             survivor.cancel()
             await asyncio.gather(survivor, return_exceptions=True)
