@@ -51,6 +51,14 @@ async def setup() -> None:
 
 
 if __name__ == "__main__":
+    # The producer runs on uvloop like ctx.submit inside a worker does (the
+    # worker's loop is uvloop when installed); FLEET_UVLOOP=0 for asyncio's loop.
+    if os.environ.get("FLEET_UVLOOP", "1") != "0":
+        import asyncio
+
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     common.run(
         common.Spec(
             name=os.environ.get("LABEL", f"fleet-slots{SLOTS}"),
