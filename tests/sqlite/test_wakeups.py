@@ -111,7 +111,7 @@ async def test_cancelled_reserve_loses_no_task(tmp_path: Path) -> None:
             except asyncio.CancelledError:
                 got = []
             if not got:
-                got = await backend.reserve(TYPE, timeout=2.0)
+                got = await backend.reserve(TYPE, timeout=10.0)
             assert [r.body.id for r in got] == [f"t{round_}"]
             assert got[0].body.attempt == 1  # a given-back attempt was refunded
             assert await backend.ack(TYPE, [(got[0].body.id, got[0].token)]) == [True]
