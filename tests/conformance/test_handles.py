@@ -184,7 +184,7 @@ async def test_events_handle(backend: Backend) -> None:
         await asyncio.sleep(0.02)
         if listener.done():
             break
-    await asyncio.wait_for(listener, 2)
+    await asyncio.wait_for(listener, 15)
     assert received == [{"value": "m"}]
 
 

@@ -129,8 +129,8 @@ async def test_subscribe_then_publish_delivers(backend: Backend) -> None:
     try:
         await backend.publish("t1", {"a": [1, 2]})
         await backend.publish("t1", "second")
-        assert await asyncio.wait_for(sub.__anext__(), 2) == ("t1", {"a": [1, 2]})
-        assert await asyncio.wait_for(sub.__anext__(), 2) == ("t1", "second")
+        assert await asyncio.wait_for(sub.__anext__(), 15) == ("t1", {"a": [1, 2]})
+        assert await asyncio.wait_for(sub.__anext__(), 15) == ("t1", "second")
     finally:
         await sub.aclose()
 
@@ -141,7 +141,7 @@ async def test_subscribe_multiple_topics(backend: Backend) -> None:
         await backend.publish("c", 0)
         await backend.publish("a", 1)
         await backend.publish("b", 2)
-        got = [await asyncio.wait_for(sub.__anext__(), 2) for _ in range(2)]
+        got = [await asyncio.wait_for(sub.__anext__(), 15) for _ in range(2)]
         assert sorted(got) == [("a", 1), ("b", 2)]
     finally:
         await sub.aclose()
@@ -152,7 +152,7 @@ async def test_message_published_before_subscribe_is_not_seen(backend: Backend) 
     sub = await backend.subscribe("t")
     try:
         await backend.publish("t", "late")
-        assert await asyncio.wait_for(sub.__anext__(), 2) == ("t", "late")
+        assert await asyncio.wait_for(sub.__anext__(), 15) == ("t", "late")
     finally:
         await sub.aclose()
 
@@ -162,7 +162,7 @@ async def test_every_subscriber_gets_each_message(backend: Backend) -> None:
     try:
         await backend.publish("fan", {"n": 1})
         for sub in subs:
-            assert await asyncio.wait_for(sub.__anext__(), 2) == ("fan", {"n": 1})
+            assert await asyncio.wait_for(sub.__anext__(), 15) == ("fan", {"n": 1})
     finally:
         for sub in subs:
             await sub.aclose()
@@ -183,7 +183,7 @@ async def test_aclose_ends_iteration(backend: Backend) -> None:
             break
         await asyncio.sleep(0.01)
     await sub.aclose()
-    await asyncio.wait_for(consumer, 2)
+    await asyncio.wait_for(consumer, 15)
     assert received == [1]
     await backend.publish("t", 2)  # no subscriber left: fine
 
@@ -191,7 +191,7 @@ async def test_aclose_ends_iteration(backend: Backend) -> None:
 async def test_subscription_as_context_manager(backend: Backend) -> None:
     async with await backend.subscribe("ctx") as sub:
         await backend.publish("ctx", True)
-        assert await asyncio.wait_for(sub.__anext__(), 2) == ("ctx", True)
+        assert await asyncio.wait_for(sub.__anext__(), 15) == ("ctx", True)
 
 
 # ------------------------------------------------------------ catalog

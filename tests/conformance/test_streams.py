@@ -114,7 +114,7 @@ async def test_push_publishes_emit_event(backend: Backend) -> None:
     sub = await backend.subscribe(f"{TYPE}.emit")
     try:
         entry = await backend.stream_push(TYPE, {"x": 1}, worker_id="w9")
-        topic, message = await asyncio.wait_for(sub.__anext__(), 2)
+        topic, message = await asyncio.wait_for(sub.__anext__(), 15)
         assert topic == f"{TYPE}.emit"
         assert message == entry.to_dict()
     finally:

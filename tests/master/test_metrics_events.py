@@ -129,7 +129,7 @@ async def test_sse_delivers_emits_config_and_depths(
                 SCRAPE, [PushRequest(body=TaskBody(id="q1", payload={"url": "u"}))]
             )
             depths = await events.next("depths")
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + 20
             while depths[SCRAPE]["pending_total"] != 1 and time.monotonic() < deadline:
                 depths = await events.next("depths")
             assert depths[SCRAPE]["pending_total"] == 1
