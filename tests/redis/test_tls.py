@@ -84,7 +84,7 @@ def tls_port(tmp_path: Path) -> Iterator[int]:
 
 async def test_rediss_url(tls_port: int) -> None:
     url = f"rediss://:tls-secret@127.0.0.1:{tls_port}/0?ssl_cert_reqs=none"
-    for _ in range(50):
+    for _ in range(150):
         try:
             b = await open_backend(url)
             break
