@@ -4,7 +4,10 @@ One stream per client: it subscribes to the backend's event topics of every
 catalogued type (``<type>.emit``, ``config.<type>``, ``control.<type>``,
 ``cancel.<type>``, ``worker.<type>``) and, every ``interval`` seconds, sends
 the queue depths of every batch type. When new types appear in the catalog
-the subscription is renewed to cover them. Each event is
+the subscription is renewed to cover them. ``hello`` is sent each time a
+subscription became live (first, and after each renewal): events published
+while it was being set up may be missing, so a client re-reads what it shows
+from events (the dashboard re-reads the output tail). Each event is
 ``event: <name>\\ndata: <json>\\n\\n``; the names are ``hello``, ``emit``,
 ``config``, ``control``, ``cancel``, ``worker`` (pushed state changes),
 ``depths``, ``workers`` (every worker's view, with each tick, so that
@@ -150,6 +153,7 @@ async def event_stream(
                 if set(entries) - types:
                     types = set(entries)  # new types: cover their topics too
                     await listener.listen(types)
+                    yield format_event("hello", {"types": sorted(types)})
                 yield format_event("depths", await _depths(backend, entries))
                 yield format_event("workers", await _workers(backend, types, heartbeat_seconds))
             try:
