@@ -64,9 +64,16 @@ export function configEditor(type) {
     try {
       const res = await api(`/automations/${seg(type)}/config`, { method: "PATCH", body: patch });
       pushedGen = res.gen;
-      mount(msg, note("ok", `Saved: generation ${res.gen} pushed to ${res.workers.length} worker(s).`));
+      const saved = () => {
+        const missing = res.missing || [];
+        // a stored config can still lack required fields: the workers stay in ERROR until set
+        mount(msg, missing.length
+          ? note("error", `Saved: generation ${res.gen} pushed to ${res.workers.length} worker(s); required fields not set yet: ${missing.join(", ")}`)
+          : note("ok", `Saved: generation ${res.gen} pushed to ${res.workers.length} worker(s).`));
+      };
+      saved();
       await load();
-      mount(msg, note("ok", `Saved: generation ${res.gen} pushed to ${res.workers.length} worker(s).`));
+      saved();
       store.refreshSoon(0);
       update();
     } catch (err) {
