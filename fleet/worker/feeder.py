@@ -3,10 +3,16 @@
 Idle slots wait in :meth:`Feeder.get`; the feeder reserves as many tasks as
 there are waiting slots in one blocking backend call, so a busy worker takes
 tasks k at a time and an idle one makes one blocking call every few seconds
-instead of one per slot. It never reserves more tasks than there are slots
-waiting for them; a task whose slot went away meanwhile is given back with
-``release`` (attempt refunded, head of its tier). A failing reserve is
+instead of one per slot. A task whose slot went away meanwhile is given back
+with ``release`` (attempt refunded, head of its tier). A failing reserve is
 retried with backoff whatever it raised; the loop never dies.
+
+Prefetch: only while the queue is busy (the previous reserve got all it asked
+for), the feeder also takes up to ``prefetch()`` tasks more than the slots
+waiting, so a slot that finishes takes its next task at once instead of waiting
+a round trip. Such a task is held at most ``hold_seconds``: if no slot wants it
+by then (the worker drains, shrinks or stops) it is given back. An idle worker
+never holds a task it has no slot for.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 
@@ -36,6 +43,9 @@ class Feeder:
         max_batch: Most tasks taken in one reserve call.
         linger_seconds: How long a reserve waits for more idle slots while the
             queue is busy (the previous reserve got all it asked for).
+        prefetch: Returns how many tasks to hold ahead of the slots while the
+            queue is busy (0: none).
+        hold_seconds: Longest time a prefetched task waits for a slot.
     """
 
     def __init__(
@@ -47,6 +57,8 @@ class Feeder:
         block_seconds: float = 5.0,
         max_batch: int = 100,
         linger_seconds: float = 0.001,
+        prefetch: Callable[[], int] = lambda: 0,
+        hold_seconds: float = 0.5,
     ) -> None:
         self._backend = backend
         self._type = automation_type
@@ -54,6 +66,10 @@ class Feeder:
         self._block = block_seconds
         self._max_batch = max_batch
         self._linger = linger_seconds
+        self._prefetch = prefetch
+        self._hold = hold_seconds
+        #: Prefetched tasks and the monotonic time each was taken.
+        self._held: deque[tuple[Reservation, float]] = deque()
         self._waiters: deque[asyncio.Future[Reservation | None]] = deque()
         self._demand = asyncio.Event()
         self._closed = False
@@ -71,6 +87,9 @@ class Feeder:
         """
         if self._closed:
             return None
+        if self._held:
+            self._demand.set()  # refill while the queue is busy
+            return self._held.popleft()[0]
         fut: asyncio.Future[Reservation | None] = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
         self._demand.set()
@@ -95,23 +114,40 @@ class Feeder:
         failures = 0
         saturated = False
         while not self._closed:
-            await self._demand.wait()
+            if self._held and not self._live_waiters():
+                # A held task's lease must outlive its wait: the slot's lease
+                # keeper first renews a third of the visibility after the start.
+                hold = min(self._hold, self._params()[0] / 4)
+                if not await self._wait_demand(self._held[0][1] + hold):
+                    # Nobody took the held tasks in time: give them back.
+                    self._give_back([res for res, _ in self._held])
+                    self._held.clear()
+                    saturated = False
+                    continue
+            else:
+                await self._demand.wait()
             # While the queue has more than we take (the last reserve was filled),
             # wait a moment so slots finishing meanwhile share one reserve call:
             # a busy worker makes fewer, larger calls. An idle worker (the last
             # reserve came back short) reserves at once, so latency is untouched.
             await asyncio.sleep(self._linger if saturated else 0)
+            self._serve_held()
             want = self._live_waiters()
-            if want == 0:
+            # Refill the held tasks once half of them were taken.
+            ahead = self._prefetch()
+            extra = ahead - len(self._held) if saturated and 2 * len(self._held) <= ahead else 0
+            k = min(want + extra, self._max_batch)
+            if k == 0:
                 self._demand.clear()
                 continue
             visibility, max_attempts = self._params()
             try:
                 got = await self._backend.reserve(
                     self._type,
-                    k=min(want, self._max_batch),
+                    k=k,
                     visibility_seconds=visibility,
-                    timeout=self._block,
+                    # Only a slot that waits is worth a blocking call.
+                    timeout=self._block if want else 0.0,
                     default_max_attempts=max_attempts,
                 )
             except Exception as exc:
@@ -121,16 +157,39 @@ class Feeder:
                 await asyncio.sleep(delay)
                 continue
             failures = 0
-            saturated = len(got) >= min(want, self._max_batch)
-            self._hand_out(got)
+            saturated = len(got) >= k
+            self._hand_out(got, hold=extra > 0)
+            if not saturated and not self._live_waiters():
+                # Only now: a slot may have asked while this call was out.
+                self._demand.clear()
 
-    def _hand_out(self, got: list[Reservation]) -> None:
+    async def _wait_demand(self, until: float) -> bool:
+        """Wait for a slot's demand until monotonic time ``until``; False on timeout."""
+        try:
+            async with asyncio.timeout(max(0.0, until - time.monotonic())):
+                await self._demand.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    def _serve_held(self) -> None:
+        while self._held:
+            while self._waiters and self._waiters[0].done():
+                self._waiters.popleft()
+            if not self._waiters:
+                return
+            self._waiters.popleft().set_result(self._held.popleft()[0])
+
+    def _hand_out(self, got: list[Reservation], *, hold: bool = False) -> None:
         left: list[Reservation] = []
+        taken = time.monotonic()
         for res in got:
             while self._waiters and self._waiters[0].done():
                 self._waiters.popleft()
             if self._waiters:
                 self._waiters.popleft().set_result(res)
+            elif hold and not self._closed:
+                self._held.append((res, taken))
             else:
                 left.append(res)
         if left:
@@ -163,5 +222,8 @@ class Feeder:
             fut = self._waiters.popleft()
             if not fut.done():
                 fut.set_result(None)
+        if self._held:
+            self._give_back([res for res, _ in self._held])
+            self._held.clear()
         if self._releases:
             await asyncio.gather(*list(self._releases), return_exceptions=True)

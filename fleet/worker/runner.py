@@ -88,7 +88,9 @@ class TypeRunner:
             on_finished=on_finished,
         )
         if self.is_batch:
-            self.env.feeder = Feeder(backend, self.automation_type, self._lease_params)
+            self.env.feeder = Feeder(
+                backend, self.automation_type, self._lease_params, prefetch=self._prefetch
+            )
             self.env.keeper = LeaseKeeper(backend, self.automation_type)
             self.env.acker = AckBatcher(backend, self.automation_type, self._on_stale_ack)
         if cls.Browser is not None:
@@ -108,6 +110,12 @@ class TypeRunner:
     def _lease_params(self) -> tuple[float, int]:
         cfg = self._current_config()
         return cfg.visibility_seconds, cfg.max_attempts
+
+    def _prefetch(self) -> int:
+        # At most one task ahead per slot, none while draining or stopping.
+        if self.draining or self.shutting_down or self.config is None:
+            return 0
+        return len(self.slots)
 
     def _on_stale_ack(self, task_id: str) -> None:
         log.warning(
