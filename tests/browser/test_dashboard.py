@@ -269,6 +269,10 @@ def test_output_emitted_before_the_event_stream_is_live_reaches_the_tail(
         30,
         "the task to be done",
     )
+    for _ in range(300):  # route handlers run while Playwright is called
+        if held:
+            break
+        p.wait_for_timeout(50)
     assert len(held) == 1
     expect(p.locator("#tail li pre", has_text=text)).to_have_count(0)
     held[0].continue_()
