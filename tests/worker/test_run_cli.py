@@ -55,8 +55,10 @@ def test_file_tasks_and_invalid_payload_in_process(tmp_path: Path) -> None:
     f = tmp_path / "tasks.jsonl"
     f.write_text('{"n": 7}\n\n{"n": "seven"}\n')
     result = CliRunner().invoke(main, ["run", "wt-echo", *ECHO, "--file", str(f)])
-    assert result.exit_code == 1
-    assert [p["n"] for p in emitted(result.stdout)] == [7]
+    # An exception inside the run also gives exit code 1: say what happened.
+    why = f"exception {result.exception!r}; stdout {result.stdout!r}; stderr {result.stderr!r}"
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), why
+    assert [p["n"] for p in emitted(result.stdout)] == [7], why
 
 
 def test_missing_required_config_is_reported() -> None:
