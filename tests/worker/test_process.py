@@ -63,7 +63,7 @@ async def running(backend: Backend, t: str, wid: str, w: WorkerProcess) -> None:
         assert w.proc.poll() is None, w.log()
         return (await state_of(backend, t, wid)).get("state") == "RUNNING"
 
-    await wait_until(up, timeout=15, what=f"{wid} RUNNING")
+    await wait_until(up, timeout=30, what=f"{wid} RUNNING")
 
 
 async def runs(backend: Backend, task_id: str) -> int:
@@ -116,7 +116,7 @@ async def test_scraper_skeleton_against_a_local_site(
         s = await state_of(backend, t, "s1")
         return s.get("state") == "ERROR"
 
-    await wait_until(error_state, timeout=15, what="ERROR without api_key")
+    await wait_until(error_state, timeout=30, what="ERROR without api_key")
     assert (await state_of(backend, t, "s1"))["last_error"] == (
         "missing required config field(s): api_key"
     )
@@ -126,12 +126,12 @@ async def test_scraper_skeleton_against_a_local_site(
     async def two_slots() -> bool:
         return (await state_of(backend, t, "s1")).get("slots") == "2"
 
-    await wait_until(two_slots, timeout=10, what="2 slots after the config push")
+    await wait_until(two_slots, timeout=30, what="2 slots after the config push")
     ok = await push(backend, t, *[{"url": f"{site}/page/{i}"} for i in range(3)])
     (bad,) = await push(backend, t, {"url": f"{site}/missing"})
     for tid in ok:
-        await wait_until(lambda tid=tid: _is(backend, t, tid, "done"), timeout=15, what="done")
-    await wait_until(lambda: _is(backend, t, bad, "dead"), timeout=15, what="404 dead")
+        await wait_until(lambda tid=tid: _is(backend, t, tid, "done"), timeout=30, what="done")
+    await wait_until(lambda: _is(backend, t, bad, "dead"), timeout=30, what="404 dead")
     entries = sorted((e.payload for e in await backend.stream_peek(t, 10)), key=lambda p: p["url"])
     assert entries == [
         {"url": f"{site}/page/{i}", "status": 200, "body_len": len(f"<html>/page/{i}</html>")}
@@ -158,7 +158,7 @@ async def test_sigterm_drains_without_losing_a_task(
     async def both_started() -> bool:
         return await runs(backend, short) == 1 and await runs(backend, long_) == 1
 
-    await wait_until(both_started, timeout=10, what="both tasks running")
+    await wait_until(both_started, timeout=30, what="both tasks running")
     queued = await push(backend, E, *[{"n": 10 + i} for i in range(3)])
     w.signal(signal.SIGTERM)
     assert await asyncio.to_thread(w.wait, 20) == 0, w.log()
@@ -173,7 +173,7 @@ async def test_sigterm_drains_without_losing_a_task(
     assert await backend.cancel(E, long_) == "cancelled"
     start(workers, url, tmp_path, "d2")
     for tid in queued:
-        await wait_until(lambda tid=tid: _is(backend, E, tid, "done"), timeout=15, what="done")
+        await wait_until(lambda tid=tid: _is(backend, E, tid, "done"), timeout=30, what="done")
 
 
 async def test_second_signal_exits_at_once(tmp_path: Path, workers: list[WorkerProcess]) -> None:
@@ -187,7 +187,7 @@ async def test_second_signal_exits_at_once(tmp_path: Path, workers: list[WorkerP
         async def started() -> bool:
             return await runs(b, tid) == 1
 
-        await wait_until(started, timeout=10, what="task running")
+        await wait_until(started, timeout=30, what="task running")
         w.signal(signal.SIGTERM)
         await asyncio.sleep(0.5)
         assert w.proc.poll() is None  # still within its 60 s grace period

@@ -49,11 +49,11 @@ async def test_worker_survives_a_redis_crash(aof_redis: RedisServer, tmp_path: P
             async def up() -> bool:
                 return (await state_of(backend, E, "chaos")).get("state") == "RUNNING"
 
-            await wait_until(up, timeout=15, what="worker up")
+            await wait_until(up, timeout=30, what="worker up")
             before = await push(backend, E, *[{"n": i} for i in range(5)])
         finally:
             await backend.close()
-        await wait_until(lambda: all_done(url, before), timeout=10, what="tasks before crash")
+        await wait_until(lambda: all_done(url, before), timeout=30, what="tasks before crash")
 
         aof_redis.stop(kill=True)
         await asyncio.sleep(1.5)  # the worker's reserve, heartbeat and events all fail now

@@ -41,6 +41,8 @@ def workers() -> Iterator[list[WorkerProcess]]:
         w.close()
 
 
+# Two worker starts and a 31 s task: past the default 60 s on a loaded machine.
+@pytest.mark.timeout(150)
 async def test_kill9_mid_task_and_long_task_runs_exactly_once(
     backend: Backend, redis_url: str, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
@@ -59,17 +61,17 @@ async def test_kill9_mid_task_and_long_task_runs_exactly_once(
     # 1. the victim takes a task that would take a minute on its first attempt
     victim = WorkerProcess(redis_url, "tests.plugins_fixture.echo", E, "victim", tmp_path)
     workers.append(victim)
-    await wait_until(lambda: up("victim"), timeout=15, what="victim up")
+    await wait_until(lambda: up("victim"), timeout=30, what="victim up")
     (orphan,) = await push(backend, E, {"n": 1, "sleep_first": 60})
-    await wait_until(lambda: started(orphan), timeout=10, what="orphan started on victim")
+    await wait_until(lambda: started(orphan), timeout=30, what="orphan started on victim")
 
     # 2. the keeper takes a task lasting 3.1x the visibility timeout
     keeper = WorkerProcess(redis_url, "tests.plugins_fixture.echo", E, "keeper", tmp_path)
     workers.append(keeper)
-    await wait_until(lambda: up("keeper"), timeout=15, what="keeper up")
+    await wait_until(lambda: up("keeper"), timeout=30, what="keeper up")
     long_sleep = VISIBILITY * 3.1
     (long_,) = await push(backend, E, {"n": 2, "sleep": long_sleep})
-    await wait_until(lambda: started(long_), timeout=10, what="long task started")
+    await wait_until(lambda: started(long_), timeout=30, what="long task started")
     long_started = time.monotonic()
 
     # 3. kill -9 the victim mid-task; sweep like the master does, all along
