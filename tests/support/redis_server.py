@@ -40,6 +40,37 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def server_pid(port: int) -> int | None:
+    """The ``process_id`` of the Redis server answering on ``port`` (None: none answers)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+            s.settimeout(2.0)
+            s.sendall(b"INFO server\r\n")
+            data = b""
+            while b"process_id:" not in data or not data.endswith(b"\r\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError:
+        return None
+    for line in data.decode(errors="replace").splitlines():
+        if line.startswith("process_id:"):
+            return int(line.split(":", 1)[1])
+    return None
+
+
+def pong(port: int) -> bool:
+    """True if the server on ``port`` answers PING with PONG (not LOADING)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+            s.settimeout(2.0)
+            s.sendall(b"PING\r\n")
+            return s.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
 class RedisServer:
     """Start/stop/restart one ``redis-server``; with ``aof=True`` data survives restarts.
 
@@ -55,6 +86,7 @@ class RedisServer:
         self.dir = Path(directory or tempfile.mkdtemp(prefix="fleet-redis-"))
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started = False  # once started, restarts keep the port
 
     @property
     def url(self) -> str:
@@ -80,20 +112,33 @@ class RedisServer:
             args += ["--appendonly", "yes", "--appendfsync", "always"]
         else:
             args += ["--appendonly", "no"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(64).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
-            if self.proc.poll() is not None:
+        for attempt in range(5):
+            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if self._wait_until_serving():
+                self.started = True
+                return
+            if self.started or attempt == 4:
                 break
-            time.sleep(0.02)
+            # Someone took the port first (a first start may move to another one).
+            self.port = free_port()
+            args[args.index("--port") + 1] = str(self.port)
         raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def _wait_until_serving(self) -> bool:
+        """True once our process answers on the port; False if it exited first."""
+        assert self.proc is not None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            # The pid in the answer tells our server from another one on the port;
+            # PING answers PONG only once an AOF is loaded.
+            if server_pid(self.port) == self.proc.pid and pong(self.port):
+                return True
+            if self.proc.poll() is not None:
+                return False
+            time.sleep(0.02)
+        self.proc.kill()
+        self.proc.wait()
+        return False
 
     def stop(self, *, kill: bool = False) -> None:
         if self.proc is None:
