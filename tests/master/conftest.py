@@ -140,7 +140,7 @@ def live_factory() -> Iterator[Any]:
         live.stop()
 
 
-async def wait_for(predicate: Any, timeout: float = 5.0) -> None:
+async def wait_for(predicate: Any, timeout: float = 15.0) -> None:
     """Poll an async predicate until true (for effects of background tasks)."""
     deadline = time.monotonic() + timeout
     while not await predicate():
