@@ -2,7 +2,7 @@
 
 Modes (every one opens its own backend on the file it is given):
 
-* ``drain URL TYPE OUT [VISIBILITY [WORK]]``: reserve batches and ack them until
+* ``drain URL TYPE OUT [VISIBILITY [WORK [HANG_AFTER]]]``: reserve batches and ack them until
   nothing is pending for a while; appends every executed ``id attempt`` to OUT
   before acking it. With ``--sweep`` it also sweeps, so tasks of dead workers
   come back, and runs until nothing is pending, scheduled or processing.
@@ -37,6 +37,10 @@ async def _drain(backend: Backend, automation_type: str, out: str, *rest: str) -
     visibility = numbers[0] if numbers else 30.0
     # Seconds of "work" per batch, between logging and acking it.
     work = numbers[1] if len(numbers) > 1 else 0.0
+    # After logging this many executions, hold the current batch forever (un-acked),
+    # so a test can SIGKILL a process that certainly holds reservations.
+    hang_after = int(numbers[2]) if len(numbers) > 2 else 0
+    logged = 0
     idle_since: float | None = None
     last_sweep = 0.0
     with _append(out) as log:
@@ -51,6 +55,9 @@ async def _drain(backend: Backend, automation_type: str, out: str, *rest: str) -
                 idle_since = None
                 log.write("".join(f"{r.body.id} {r.body.attempt}\n" for r in got))
                 log.flush()
+                logged += len(got)
+                if hang_after and logged >= hang_after:
+                    await asyncio.Event().wait()
                 if work:
                     await asyncio.sleep(work)
                 acked = await backend.ack(automation_type, [(r.body.id, r.token) for r in got])

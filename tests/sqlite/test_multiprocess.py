@@ -47,8 +47,9 @@ async def test_sigkilled_worker_loses_nothing(tmp_path: Path) -> None:
     try:
         ids = await push_many(backend, 1000)
         victim_log, survivor_log = tmp_path / "victim.txt", tmp_path / "survivor.txt"
-        # Visibility 1 s; 200 ms of "work" per batch, so the kill lands mid-batch.
-        victim = spawn("drain", url, TYPE, str(victim_log), "1.0", "0.2")
+        # Visibility 1 s; once 100 tasks are logged the victim holds its batch un-acked
+        # until it is killed, so the kill always lands mid-batch.
+        victim = spawn("drain", url, TYPE, str(victim_log), "1.0", "0.01", "100")
         deadline = time.monotonic() + 20
         while not victim_log.exists() or len(victim_log.read_text().splitlines()) < 100:
             assert time.monotonic() < deadline, "victim made no progress"
