@@ -7,13 +7,15 @@ Modules, one concept each:
 * ``runner``: one automation type inside a worker (its config, its slots);
 * ``reconcile`` / ``configstate`` / ``backoff``: the pure decisions;
 * ``slots``: the batch and continuous slot loops;
-* ``feeder``: one blocking reserver per batch type, k tasks per call for k idle slots;
+* ``feeder``: one blocking reserver per batch type, k tasks per call for k idle slots
+  (and, while the queue is busy, up to one task per slot held ahead);
 * ``leases``: lease renewal of running tasks and batched acks;
 * ``process`` / ``cli`` / ``run_local``: ``fleet worker``, ``fleet run``, ``fleet plugins``.
 
 Environment (besides ``FLEET_BACKEND_URL`` and ``FLEET_HEARTBEAT_SECONDS``):
 ``FLEET_PLUGINS`` (extra plugin modules, comma separated),
 ``FLEET_RETRY_BASE_SECONDS`` / ``FLEET_RETRY_MAX_SECONDS`` (task retry backoff,
-default 1 s doubling up to 300 s, with jitter) and ``FLEET_RESYNC_SECONDS``
-(safety-net config re-read, default 30 s).
+default 1 s doubling up to 300 s, with jitter), ``FLEET_RESYNC_SECONDS``
+(safety-net config re-read, default 30 s) and ``FLEET_UVLOOP`` (``0``: asyncio's
+own event loop even when uvloop is installed).
 """
