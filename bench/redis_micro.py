@@ -12,54 +12,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
-import socket
-import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+
+from benchlib import redis_server
 
 from fleet.backends.records import PushRequest, TaskBody, new_id
 from fleet.backends.redis import RedisBackend
-
-
-@contextmanager
-def redis_server() -> Iterator[str]:
-    """A throwaway redis-server on a free port (never the shared 6379)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    workdir = tempfile.mkdtemp(prefix="fleet-bench-")
-    proc = subprocess.Popen(
-        [
-            shutil.which("redis-server") or "redis-server",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            workdir,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.02)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def bodies(n: int) -> list[PushRequest]:
