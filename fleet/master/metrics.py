@@ -25,7 +25,7 @@ from prometheus_client.registry import Collector
 
 from fleet.backends.base import Backend
 from fleet.backends.records import QueueDepths
-from fleet.core.metrics import BUCKETS, merge_snapshots
+from fleet.core.metrics import BUCKETS, merge_histograms, merge_snapshots
 from fleet.master.workers_view import is_up
 
 #: Counters of QueueDepths exported as ``fleet_tasks_<name>_total``.
@@ -56,16 +56,6 @@ class Snapshot:
 
     types: dict[str, TypeSnapshot] = field(default_factory=dict)
     backend_up: bool = True
-
-
-def _merge_hist(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
-    if a is None:
-        return {"count": b["count"], "sum": b["sum"], "buckets": list(b["buckets"])}
-    return {
-        "count": a["count"] + b["count"],
-        "sum": a["sum"] + b["sum"],
-        "buckets": [x + y for x, y in zip(a["buckets"], b["buckets"], strict=False)],
-    }
 
 
 def _num(value: Any) -> float:
@@ -123,7 +113,7 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
             plugin_snaps.setdefault(t, []).append(stats["metrics"])
         for key in DURATION_KEYS:
             if _valid_hist(stats.get(key)):
-                ts.duration = _merge_hist(ts.duration, stats[key])
+                ts.duration = merge_histograms(ts.duration, stats[key])
                 break
     for t, snaps in plugin_snaps.items():
         try:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.core.metrics import BUCKETS, Metrics, merge_snapshots
+from fleet.core.metrics import Histogram, Metrics, merge_snapshots
 
 
 @dataclass(slots=True)
@@ -40,31 +39,6 @@ class SlotStats:
         }
 
 
-class DurationHistogram:
-    """How long ``run_one`` took, in the bucket layout of :mod:`fleet.core.metrics`.
-
-    Observing is one bisect and three additions: it runs once per task.
-    """
-
-    __slots__ = ("buckets", "count", "sum")
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.sum = 0.0
-        self.buckets = [0] * len(BUCKETS)
-
-    def observe(self, seconds: float) -> None:
-        """Record one duration (the last bucket, +Inf, takes anything larger)."""
-        self.count += 1
-        self.sum += seconds
-        # The first bound >= seconds: a value equal to a bound counts in that bucket.
-        self.buckets[bisect_left(BUCKETS, seconds)] += 1
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{count, sum, buckets}``, bucket counts per bucket (not cumulative)."""
-        return {"count": self.count, "sum": self.sum, "buckets": list(self.buckets)}
-
-
 @dataclass(slots=True)
 class TypeCounters:
     """Totals of one type in this worker since it started.
@@ -81,7 +55,7 @@ class TypeCounters:
     failed: int = 0
     dead: int = 0
     retried: int = 0
-    durations: DurationHistogram = field(default_factory=DurationHistogram)
+    durations: Histogram = field(default_factory=Histogram)
 
 
 class RateMeter:

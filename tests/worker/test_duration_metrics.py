@@ -8,10 +8,10 @@ import re
 import httpx
 
 from fleet.backends.base import Backend
-from fleet.core.metrics import BUCKETS
+from fleet.core.metrics import BUCKETS, Histogram
 from fleet.master.app import create_app
 from fleet.settings import Settings
-from fleet.worker.stats import DurationHistogram, SlotStats, TypeCounters, stats_frame
+from fleet.worker.stats import SlotStats, TypeCounters, stats_frame
 from tests.plugins_fixture.echo import EchoAutomation
 from tests.worker.support import push, running_worker, wait_until
 
@@ -20,7 +20,7 @@ TOKEN = "duration-admin-token"
 
 
 def test_histogram_buckets_match_core_metrics_layout() -> None:
-    h = DurationHistogram()
+    h = Histogram()
     for seconds in (0.0, 0.005, 0.0051, 0.3, 60.0, 61.0, 1e9):
         h.observe(seconds)
     out = h.to_dict()
