@@ -7,12 +7,13 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 
 from fleet.backends.base import Backend
-from fleet.master.api_workers import CONTROL_NS, load_views
+from fleet.master.api_workers import load_views
 from fleet.master.auth import Principal, admin_access, list_access, type_read_access
 from fleet.master.catalog import require_entry
 from fleet.master.models import TypeName, error_responses
 from fleet.master.state import backend_dependency, master_state
 from fleet.master.workers_view import worker_counts
+from fleet.protocol import CONTROL_NS, drain_key
 
 router = APIRouter(tags=["catalog"], responses=error_responses(401, 403, 404, 413, 503))
 
@@ -83,5 +84,5 @@ async def delete_type(
     await backend.purge_type(automation_type)
     master_state(request).entries.forget(automation_type)
     for wid in worker_ids:  # drain flags live in the KV store, outside the type's keys
-        await backend.kv_delete(CONTROL_NS, f"drain:{automation_type}:{wid}")
+        await backend.kv_delete(CONTROL_NS, drain_key(automation_type, wid))
     return {"deleted": automation_type}

@@ -23,6 +23,7 @@ from fleet.master.models import (
 )
 from fleet.master.state import backend_dependency, get_backend, master_state
 from fleet.master.validation import ErrorList, InvalidInput, PayloadChecker, non_finite_errors
+from fleet.protocol import cancel_topic
 
 router = APIRouter(tags=["tasks"], responses=error_responses(401, 403, 404, 409, 413, 503))
 
@@ -163,7 +164,7 @@ async def cancel_task(
     if outcome == "not_found":
         raise HTTPException(404, detail=f"task {task_id!r} is not queued, scheduled or processing")
     if outcome == "cancelling":
-        await backend.publish(f"cancel.{automation_type}", {"task_id": task_id})
+        await backend.publish(cancel_topic(automation_type), {"task_id": task_id})
     return {"task_id": task_id, "outcome": outcome}
 
 

@@ -13,11 +13,11 @@ from fleet.master.auth import Principal, admin_access, list_access, type_read_ac
 from fleet.master.models import TypeName, error_responses
 from fleet.master.state import backend_dependency, master_state
 from fleet.master.workers_view import worker_view
+from fleet.protocol import CONTROL_NS, control_topic, drain_key
 
 router = APIRouter(tags=["workers"], responses=error_responses(401, 403, 404, 413, 503))
 
 #: KV namespace of control flags (docs/protocol.md "Control").
-CONTROL_NS = "fleet-control"
 
 
 async def load_views(
@@ -31,7 +31,7 @@ async def load_views(
         if record is not None:
             view = worker_view(record, now, heartbeat_seconds)
             view["draining_requested"] = (
-                await backend.kv_get(CONTROL_NS, f"drain:{automation_type}:{wid}") is not None
+                await backend.kv_get(CONTROL_NS, drain_key(automation_type, wid)) is not None
             )
             views.append(view)
     return views
@@ -95,12 +95,14 @@ async def one_worker(
 async def _control(backend: Backend, automation_type: str, worker_id: str, action: str) -> None:
     if worker_id not in await backend.worker_ids(automation_type):
         raise HTTPException(404, detail=f"unknown worker {worker_id!r} of {automation_type!r}")
-    key = f"drain:{automation_type}:{worker_id}"
+    key = drain_key(automation_type, worker_id)
     if action == "drain":
         await backend.kv_set(CONTROL_NS, key, "true")
     else:
         await backend.kv_delete(CONTROL_NS, key)
-    await backend.publish(f"control.{automation_type}", {"worker_id": worker_id, "action": action})
+    await backend.publish(
+        control_topic(automation_type), {"worker_id": worker_id, "action": action}
+    )
 
 
 @router.post("/automations/{automation_type}/workers/{worker_id}/drain", summary="Drain")
@@ -138,5 +140,5 @@ async def forget_worker(
     back on its next heartbeat)."""
     known = worker_id in await backend.worker_ids(automation_type)
     await backend.worker_forget(automation_type, worker_id)
-    await backend.kv_delete(CONTROL_NS, f"drain:{automation_type}:{worker_id}")
+    await backend.kv_delete(CONTROL_NS, drain_key(automation_type, worker_id))
     return {"worker_id": worker_id, "forgotten": known}

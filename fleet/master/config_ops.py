@@ -23,6 +23,7 @@ from fleet.master.validation import (
     non_finite_errors,
     split_missing,
 )
+from fleet.protocol import config_topic
 
 LOCK_HOLD_SECONDS = 15.0
 LOCK_WAIT_SECONDS = 10.0
@@ -134,7 +135,7 @@ async def patch_type_config(
             for wid, cfg in desired.items()
             if await backend.worker_config_put(automation_type, wid, cfg, gen)
         ]
-    await backend.publish(f"config.{automation_type}", {"worker_id": None, "gen": gen})
+    await backend.publish(config_topic(automation_type), {"worker_id": None, "gen": gen})
     return ConfigWrite(config=new, gen=gen, workers=written, missing=sorted(missing))
 
 
@@ -173,5 +174,5 @@ async def patch_worker_config(
             if await backend.worker_config_put(automation_type, worker_id, merged, gen):
                 written.append(worker_id)
     if registered:
-        await backend.publish(f"config.{automation_type}", {"worker_id": worker_id, "gen": gen})
+        await backend.publish(config_topic(automation_type), {"worker_id": worker_id, "gen": gen})
     return ConfigWrite(config=override, gen=gen, workers=written, missing=missing)

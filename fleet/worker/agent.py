@@ -16,6 +16,14 @@ from fleet.backends.base import Backend, Subscription
 from fleet.core.automation import Automation
 from fleet.core.catalog import catalog_entry
 from fleet.core.errors import BackendError
+from fleet.protocol import (
+    CONTROL_NS,
+    cancel_topic,
+    config_topic,
+    control_topic,
+    drain_key,
+    worker_topic,
+)
 from fleet.worker.backoff import RetryPolicy, backoff_delay
 from fleet.worker.hardware import ProcessSampler, hardware, host_name
 from fleet.worker.runner import TypeRunner
@@ -23,15 +31,8 @@ from fleet.worker.slots import Outcome
 
 log = logging.getLogger("fleet.worker")
 
-#: KV namespace of control flags; key ``drain:<type>:<worker_id>``.
-CONTROL_NS = "fleet-control"
 #: How often the desired config and the drain flag are re-read without an event.
 RESYNC_SECONDS = 30.0
-
-
-def drain_key(automation_type: str, worker_id: str) -> str:
-    """The ``fleet-control`` KV key whose value ``"true"`` drains a worker's type."""
-    return f"drain:{automation_type}:{worker_id}"
 
 
 class Worker:
@@ -205,7 +206,7 @@ class Worker:
         self._written_state[t] = key
         if previous is None or previous.split("|", 1)[0] != fields["state"]:
             await self.backend.publish(
-                f"worker.{t}", {"worker_id": self.worker_id, "state": fields["state"]}
+                worker_topic(t), {"worker_id": self.worker_id, "state": fields["state"]}
             )
 
     async def _state_loop(self, runner: TypeRunner) -> None:
@@ -253,8 +254,8 @@ class Worker:
 
     # ------------------------------------------------------------------ events
     def _topics(self) -> list[str]:
-        kinds = ("cancel",) if self.standalone else ("config", "control", "cancel")
-        return [f"{k}.{t}" for t in self.runners for k in kinds]
+        kinds = (cancel_topic,) if self.standalone else (config_topic, control_topic, cancel_topic)
+        return [topic(t) for t in self.runners for topic in kinds]
 
     async def _events_loop(self, first: Subscription) -> None:
         failures = 0
