@@ -425,39 +425,18 @@ class QueueState:
     def task_state(self, tid: str, now: float) -> TaskInfo:
         task = self.tasks.get(tid)
         if task is not None:
-            b = task.body
-            return TaskInfo(
-                task_id=tid,
-                state=task.state,
-                attempt=b.attempt,
-                max_attempts=b.max_attempts or 0,
-                priority=b.priority,
-                last_error=b.last_error,
+            return TaskInfo.of(
+                task.body,
+                task.state,
                 deadline=task.deadline if task.state == "processing" else None,
                 ready_at=task.ready_at if task.state == "scheduled" else None,
             )
         dead = self.dead.get(tid)
         if dead is not None:
-            return TaskInfo(
-                task_id=tid,
-                state="dead",
-                attempt=dead.attempt,
-                max_attempts=dead.max_attempts or 0,
-                priority=dead.priority,
-                last_error=dead.last_error,
-            )
+            return TaskInfo.of(dead, "dead")
         fin = self.finished.get(tid)
         if fin is not None and fin.at >= now - FINISHED_RETENTION_SECONDS:
-            b = fin.body
-            return TaskInfo(
-                task_id=tid,
-                state=fin.state,
-                attempt=b.attempt,
-                max_attempts=b.max_attempts or 0,
-                priority=b.priority,
-                last_error=b.last_error,
-                finished_at=fin.at,
-            )
+            return TaskInfo.of(fin.body, fin.state, finished_at=fin.at)
         return TaskInfo(task_id=tid, state="unknown")
 
     def cancel(self, tid: str, now: float) -> CancelOutcome:

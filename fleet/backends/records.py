@@ -229,6 +229,29 @@ class TaskInfo:
     ready_at: float | None = None  #: when a scheduled task becomes pending
     finished_at: float | None = None  #: when it was acked / cancelled
 
+    @classmethod
+    def of(
+        cls,
+        body: TaskBody,
+        state: TaskStateName,
+        *,
+        deadline: float | None = None,
+        ready_at: float | None = None,
+        finished_at: float | None = None,
+    ) -> TaskInfo:
+        """What a stored body says of its task, in ``state``."""
+        return cls(
+            task_id=body.id,
+            state=state,
+            attempt=body.attempt,
+            max_attempts=body.max_attempts or 0,
+            priority=body.priority,
+            last_error=body.last_error,
+            deadline=deadline,
+            ready_at=ready_at,
+            finished_at=finished_at,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "task_id": self.task_id,

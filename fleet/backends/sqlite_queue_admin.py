@@ -140,16 +140,8 @@ def task_state(
         forgotten = finished_at is not None and finished_at < now - FINISHED_RETENTION_SECONDS
         if not forgotten:
             body = merged(raw, attempt, limit)
-            return TaskInfo(
-                task_id=task_id,
-                state=state,
-                attempt=body.attempt,
-                max_attempts=body.max_attempts or 0,
-                priority=body.priority,
-                last_error=body.last_error,
-                deadline=deadline,
-                ready_at=ready_at,
-                finished_at=finished_at,
+            return TaskInfo.of(
+                body, state, deadline=deadline, ready_at=ready_at, finished_at=finished_at
             )
     dead = conn.execute(
         "SELECT body FROM dead WHERE type = ? AND id = ? ORDER BY pos DESC LIMIT 1",
@@ -157,15 +149,7 @@ def task_state(
     ).fetchone()
     if dead is None:
         return TaskInfo(task_id=task_id, state="unknown")
-    body = TaskBody.from_json(dead[0])
-    return TaskInfo(
-        task_id=task_id,
-        state="dead",
-        attempt=body.attempt,
-        max_attempts=body.max_attempts or 0,
-        priority=body.priority,
-        last_error=body.last_error,
-    )
+    return TaskInfo.of(TaskBody.from_json(dead[0]), "dead")
 
 
 def cancel(
