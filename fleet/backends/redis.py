@@ -43,7 +43,7 @@ class RedisBackend(QueueOps, PoolOps, StreamOps, StateOps, Backend):
         self._closed = False
         with self._guard():
             await self._r.ping()
-            await self._scripts.load_all(self._r)
+            await self._scripts.load_all(self._lane)
 
     async def close(self) -> None:
         await self._close_clients()

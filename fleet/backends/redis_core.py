@@ -1,7 +1,11 @@
 """Connections, error translation and shared state of the Redis backend.
 
-Two connection pools per backend instance:
+Three ways to the server per backend instance:
 
+* the *script lane*: one pipelined connection of our own RESP client
+  (:mod:`fleet.backends.resp`) that every Lua script call takes; the hot
+  path of producers and workers is scripts only, and this client costs a
+  fraction of redis-py's per call;
 * the *command* pool: every ordinary command and script, with short socket
   timeouts so a vanished server surfaces as ``BackendUnavailable`` within
   seconds;
@@ -16,8 +20,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from redis.asyncio import Redis
@@ -28,6 +30,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fleet.backends import redact_url
 from fleet.backends.redis_scripts import Scripts, scripts
+from fleet.backends.resp import RespClient, endpoint_from_url
 from fleet.core.errors import BackendUnavailable
 
 log = logging.getLogger("fleet.backends.redis")
@@ -45,6 +48,31 @@ _DRIVER_ERRORS: tuple[type[BaseException], ...] = (
     RedisTimeoutError,
     OSError,
 )
+
+
+def unavailable(safe_url: str, exc: BaseException) -> BackendUnavailable:
+    """The error callers see when the server cannot be used."""
+    return BackendUnavailable(f"redis at {safe_url} is unavailable: {exc}")
+
+
+class _Guard:
+    """``with`` block translating driver connection errors into
+    ``BackendUnavailable``. A plain class rather than ``@contextmanager``: it
+    wraps every call, and a generator-based one costs several µs each time."""
+
+    __slots__ = ("_safe_url",)
+
+    def __init__(self, safe_url: str) -> None:
+        self._safe_url = safe_url
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is None or isinstance(exc, BackendUnavailable):
+            return
+        if isinstance(exc, _DRIVER_ERRORS):
+            raise unavailable(self._safe_url, exc) from exc
 
 
 def make_client(url: str, *, blocking: bool) -> Redis:
@@ -76,9 +104,11 @@ class RedisCore:
     def __init__(self, url: str) -> None:
         self.url = url
         self._safe_url = redact_url(url)
+        self._guard_cm = _Guard(self._safe_url)
         self._scripts: Scripts = scripts()
         self._cmd: Redis | None = None
         self._blk: Redis | None = None
+        self._fast: RespClient | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._closed = False
         #: BLPOP calls in flight, cancelled by close().
@@ -99,6 +129,19 @@ class RedisCore:
         return self._cmd
 
     @property
+    def _lane(self) -> RespClient:
+        """The script lane (connecting lazily on its first call)."""
+        if self._fast is None:
+            endpoint = endpoint_from_url(
+                self.url,
+                connect_timeout=CONNECT_TIMEOUT,
+                command_timeout=COMMAND_TIMEOUT,
+                client_name="fleet-scripts",
+            )
+            self._fast = RespClient(endpoint)
+        return self._fast
+
+    @property
     def _b(self) -> Any:
         """The client used only for blocking commands."""
         if self._blk is None:
@@ -106,17 +149,11 @@ class RedisCore:
         return self._blk
 
     def _unavailable(self, exc: BaseException) -> BackendUnavailable:
-        return BackendUnavailable(f"redis at {self._safe_url} is unavailable: {exc}")
+        return unavailable(self._safe_url, exc)
 
-    @contextmanager
-    def _guard(self) -> Iterator[None]:
+    def _guard(self) -> _Guard:
         """Translate driver connection errors into ``BackendUnavailable``."""
-        try:
-            yield
-        except BackendUnavailable:
-            raise
-        except _DRIVER_ERRORS as exc:
-            raise self._unavailable(exc) from exc
+        return self._guard_cm
 
     def _spawn(self, coro: Any) -> None:
         """Run a cleanup coroutine in the background, kept alive until done; its
@@ -146,5 +183,8 @@ class RedisCore:
                     await client.aclose()
                 except Exception:
                     pass
+        if self._fast is not None:
+            await self._fast.close()
         self._cmd = None
         self._blk = None
+        self._fast = None

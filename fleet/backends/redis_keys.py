@@ -9,6 +9,7 @@ receive full keys in ``KEYS`` or, for per-item keys only known inside a script
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -95,12 +96,17 @@ def done_pattern(automation_type: str) -> str:
 def queue_keys(automation_type: str, at: float) -> list[str]:
     """The fixed ``KEYS`` of every queue script at time ``at``, in
     ``QUEUE_KEY_PARTS`` order (the two ``:done:`` buckets depend on the time)."""
+    return list(_queue_keys(automation_type, int(at // DONE_BUCKET_SECONDS)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _queue_keys(automation_type: str, hour: int) -> tuple[str, ...]:
+    # every script call needs these; built once per type and hour
     base = queue(automation_type)
-    hour = int(at // DONE_BUCKET_SECONDS)
     out = [base + part for part in QUEUE_KEY_PARTS]
     out[9] = done_bucket(automation_type, hour)
     out[12] = done_bucket(automation_type, hour - 1)
-    return out
+    return tuple(out)
 
 
 def queue_wake(automation_type: str) -> str:

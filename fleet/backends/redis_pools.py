@@ -87,7 +87,7 @@ class PoolOps(RedisCore):
     async def _pool_op(self, name: str, *args: Any) -> Any:
         k, argv = self._pool_call_args(name, now())
         with self._guard():
-            return await self._scripts.pool_ops(self._r, k, [*argv, *args])
+            return await self._scripts.pool_ops(self._lane, k, [*argv, *args])
 
     async def pool_put(
         self,
@@ -104,9 +104,8 @@ class PoolOps(RedisCore):
         raw = encode_item(payload, json.loads(dumps(tags)), expires, t)
         k, argv = self._pool_call_args(name, t)
         with self._guard():
-            await self._scripts.pool_ops(
-                self._r, k, [*argv, "put", item_id, raw, "" if expires is None else repr(expires)]
-            )
+            expiry = "" if expires is None else repr(expires)
+            await self._scripts.pool_ops(self._lane, k, [*argv, "put", item_id, raw, expiry])
         return item_id
 
     async def pool_claim(
@@ -122,7 +121,7 @@ class PoolOps(RedisCore):
         k, argv = self._pool_call_args(name, t)
         argv += [repr(float(hold_seconds)), _ms(hold_seconds), token, strategy]
         with self._guard():
-            raw = await self._scripts.pool_claim(self._r, k, [*argv, *where_suffixes(where)])
+            raw = await self._scripts.pool_claim(self._lane, k, [*argv, *where_suffixes(where)])
         if not raw:
             return None
         return PoolClaim(
@@ -147,7 +146,7 @@ class PoolOps(RedisCore):
         k, argv = self._pool_call_args(name, now())
         with self._guard():
             raw = await self._scripts.pool_query(
-                self._r, k, [*argv, "list", n, *where_suffixes(where)]
+                self._lane, k, [*argv, "list", n, *where_suffixes(where)]
             )
         return [decode_item(raw[i], raw[i + 1]) for i in range(0, len(raw), 2)]
 
@@ -155,7 +154,7 @@ class PoolOps(RedisCore):
         k, argv = self._pool_call_args(name, now())
         with self._guard():
             raw = await self._scripts.pool_query(
-                self._r, k, [*argv, "size", 0, *where_suffixes(where)]
+                self._lane, k, [*argv, "size", 0, *where_suffixes(where)]
             )
         return int(raw)
 

@@ -74,6 +74,7 @@ class QueueOps(RedisCore):
             t = now()
             extra: list[str] = []
             rows: list[list[Any]] = []
+            bodies: list[str] = []
             for req in chunk:
                 body = req.body
                 if body.enqueued_at <= 0:
@@ -86,10 +87,10 @@ class QueueOps(RedisCore):
                 expires = None
                 if body.ttl_seconds is not None:
                     expires = repr(body.enqueued_at + body.ttl_seconds)
+                bodies.append(body.to_json())
                 rows.append(
                     [
                         body.id,
-                        body.to_json(),
                         body.priority,
                         ready_at,
                         idem_index,
@@ -99,9 +100,9 @@ class QueueOps(RedisCore):
                         expires,
                     ]
                 )
-            argv = [repr(t), json.dumps(rows, separators=(",", ":"), ensure_ascii=False)]
+            argv = [repr(t), json.dumps(rows, separators=(",", ":"), ensure_ascii=False), *bodies]
             with self._guard():
-                raw = await self._scripts.push(self._r, base + extra, argv)
+                raw = await self._scripts.push(self._lane, base + extra, argv)
             for i in range(0, len(raw), 2):
                 queued = bool(int(raw[i]))
                 results.append(PushResult(str(raw[i + 1]), queued=queued, duplicate=not queued))
@@ -115,7 +116,7 @@ class QueueOps(RedisCore):
         deadline = t + visibility_seconds
         argv: list[Any] = [repr(t), k, repr(deadline), default_max, new_token()]
         with self._guard():
-            raw = await self._scripts.reserve(self._r, self._qkeys(automation_type, t), argv)
+            raw = await self._scripts.reserve(self._lane, self._qkeys(automation_type, t), argv)
         out = [
             Reservation(delivered_body(raw[i], raw[i + 1]), raw[i + 2], deadline)
             for i in range(1, len(raw), 3)
@@ -228,7 +229,7 @@ class QueueOps(RedisCore):
                 flat += [task_id, token]
             argv = [repr(t), json.dumps(flat, separators=(",", ":"), ensure_ascii=False)]
             with self._guard():
-                raw = await self._scripts.ack(self._r, base, argv)
+                raw = await self._scripts.ack(self._lane, base, argv)
             out += [bool(int(x)) for x in raw]
         return out
 
@@ -253,14 +254,14 @@ class QueueOps(RedisCore):
             _opt_text(traceback),
         ]
         with self._guard():
-            raw = await self._scripts.nack(self._r, self._qkeys(automation_type), argv)
+            raw = await self._scripts.nack(self._lane, self._qkeys(automation_type), argv)
         outcome: NackOutcome = raw
         return outcome
 
     async def release(self, automation_type: str, task_id: str, token: str) -> bool:
         with self._guard():
             raw = await self._scripts.release(
-                self._r, self._qkeys(automation_type), [task_id, token]
+                self._lane, self._qkeys(automation_type), [task_id, token]
             )
         return bool(int(raw))
 
@@ -269,7 +270,7 @@ class QueueOps(RedisCore):
     ) -> LeaseStatus:
         argv = [repr(now()), task_id, token, repr(float(visibility_seconds))]
         with self._guard():
-            raw = await self._scripts.extend(self._r, self._qkeys(automation_type), argv)
+            raw = await self._scripts.extend(self._lane, self._qkeys(automation_type), argv)
         return LeaseStatus(raw)
 
     async def sweep(self, automation_type: str) -> int:
@@ -278,7 +279,7 @@ class QueueOps(RedisCore):
         while True:
             with self._guard():
                 requeued, seen = await self._scripts.sweep(
-                    self._r, base, [repr(now()), SWEEP_CHUNK]
+                    self._lane, base, [repr(now()), SWEEP_CHUNK]
                 )
             total += int(requeued)
             if int(seen) < SWEEP_CHUNK:
@@ -287,7 +288,7 @@ class QueueOps(RedisCore):
     # ------------------------------------------------------------ dead letters
     async def dead_peek(self, automation_type: str, n: int = 50) -> list[TaskBody]:
         with self._guard():
-            raw = await self._scripts.dead(self._r, self._qkeys(automation_type), ["peek", n])
+            raw = await self._scripts.dead(self._lane, self._qkeys(automation_type), ["peek", n])
         out: list[TaskBody] = []
         for i in range(0, len(raw), 2):
             try:
@@ -307,12 +308,12 @@ class QueueOps(RedisCore):
         else:
             argv = ["replay", -1 if n is None else max(0, n)]
         with self._guard():
-            raw = await self._scripts.dead(self._r, self._qkeys(automation_type), argv)
+            raw = await self._scripts.dead(self._lane, self._qkeys(automation_type), argv)
         return int(raw)
 
     async def dead_clear(self, automation_type: str) -> int:
         with self._guard():
-            raw = await self._scripts.dead(self._r, self._qkeys(automation_type), ["clear"])
+            raw = await self._scripts.dead(self._lane, self._qkeys(automation_type), ["clear"])
         return int(raw)
 
     # ------------------------------------------------------------ inspection
@@ -350,7 +351,7 @@ class QueueOps(RedisCore):
     async def task_state(self, automation_type: str, task_id: str) -> TaskInfo:
         with self._guard():
             where, raw, score = await self._scripts.task_state(
-                self._r, self._qkeys(automation_type), [task_id]
+                self._lane, self._qkeys(automation_type), [task_id]
             )
         if where == "none":
             return TaskInfo(task_id=task_id, state="unknown")
@@ -375,7 +376,7 @@ class QueueOps(RedisCore):
     async def cancel(self, automation_type: str, task_id: str) -> CancelOutcome:
         with self._guard():
             raw = await self._scripts.cancel(
-                self._r, self._qkeys(automation_type), [repr(now()), task_id]
+                self._lane, self._qkeys(automation_type), [repr(now()), task_id]
             )
         outcome: CancelOutcome = raw
         return outcome

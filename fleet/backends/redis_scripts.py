@@ -9,13 +9,13 @@ loaded again and the call retried once.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
-from redis.asyncio import Redis
-from redis.exceptions import NoScriptError
+from fleet.backends.resp import ReplyError, RespClient
 
 _INCLUDE = "-- @include "
 
@@ -49,13 +49,15 @@ class LuaScript:
         self.source = load_source(name)
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
 
-    async def __call__(self, client: Redis, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    async def __call__(self, client: RespClient, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """Run the script by EVALSHA, loading it first if the server lost it."""
         try:
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            await client.script_load(self.source)
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
+            return await client.evalsha(self.sha, keys, args)
+        except ReplyError as exc:
+            if not str(exc).startswith("NOSCRIPT"):
+                raise
+            await client.execute("SCRIPT", "LOAD", self.source)
+            return await client.evalsha(self.sha, keys, args)
 
 
 SCRIPT_NAMES = (
@@ -96,12 +98,11 @@ class Scripts:
         self.pool_query = self.all["pool_query"]
         self.misc = self.all["misc"]
 
-    async def load_all(self, client: Redis) -> None:
-        """SCRIPT LOAD every script in one round trip."""
-        async with client.pipeline(transaction=False) as pipe:
-            for script in self.all.values():
-                pipe.script_load(script.source)
-            await pipe.execute()
+    async def load_all(self, client: RespClient) -> None:
+        """SCRIPT LOAD every script (pipelined: one round trip)."""
+        await asyncio.gather(
+            *(client.execute("SCRIPT", "LOAD", script.source) for script in self.all.values())
+        )
 
 
 _SCRIPTS: Scripts | None = None

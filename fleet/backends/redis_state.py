@@ -55,13 +55,13 @@ class StateOps(RedisCore):
     async def lock_renew(self, name: str, token: str, hold_seconds: float) -> bool:
         with self._guard():
             raw = await self._scripts.misc(
-                self._r, [keys.lock(name)], ["lock_renew", token, _ms(hold_seconds)]
+                self._lane, [keys.lock(name)], ["lock_renew", token, _ms(hold_seconds)]
             )
         return bool(int(raw))
 
     async def lock_release(self, name: str, token: str) -> bool:
         with self._guard():
-            raw = await self._scripts.misc(self._r, [keys.lock(name)], ["lock_release", token])
+            raw = await self._scripts.misc(self._lane, [keys.lock(name)], ["lock_release", token])
         return bool(int(raw))
 
     # ------------------------------------------------------------ counters
@@ -208,7 +208,7 @@ class StateOps(RedisCore):
         ]
         with self._guard():
             raw = await self._scripts.misc(
-                self._r, k, ["worker_config_put", dumps(config), int(gen)]
+                self._lane, k, ["worker_config_put", dumps(config), int(gen)]
             )
         return bool(int(raw))
 

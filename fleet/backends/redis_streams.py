@@ -136,7 +136,7 @@ class StreamOps(RedisCore):
             keys.event_channel(f"{automation_type}.emit"),
         ]
         with self._guard():
-            await self._scripts.misc(self._r, [keys.stream(automation_type)], argv)
+            await self._scripts.misc(self._lane, [keys.stream(automation_type)], argv)
         return entry
 
     async def stream_pop(self, automation_type: str, n: int = 1) -> list[StreamEntry]:
@@ -161,7 +161,7 @@ class StreamOps(RedisCore):
         low = "-inf" if after is None else cursor_score(after)
         argv = ["stream_read", low, after or "", n]
         with self._guard():
-            raw = await self._scripts.misc(self._r, [keys.stream(automation_type)], argv)
+            raw = await self._scripts.misc(self._lane, [keys.stream(automation_type)], argv)
         return [StreamEntry.from_json(m) for m in raw]
 
     async def stream_tail(self, automation_type: str, n: int = 20) -> list[StreamEntry]:
