@@ -27,6 +27,7 @@ from fleet.backends.records import (
     TaskBody,
     TaskInfo,
     TaskStateName,
+    dumps,
     new_token,
     now,
 )
@@ -100,7 +101,7 @@ class QueueOps(RedisCore):
                         expires,
                     ]
                 )
-            argv = [repr(t), json.dumps(rows, separators=(",", ":"), ensure_ascii=False), *bodies]
+            argv = [repr(t), dumps(rows), *bodies]
             with self._guard():
                 raw = await self._scripts.push(self._lane, base + extra, argv)
             for i in range(0, len(raw), 2):
@@ -227,7 +228,7 @@ class QueueOps(RedisCore):
             flat: list[str] = []
             for task_id, token in leases[start : start + ACK_CHUNK]:
                 flat += [task_id, token]
-            argv = [repr(t), json.dumps(flat, separators=(",", ":"), ensure_ascii=False)]
+            argv = [repr(t), dumps(flat)]
             with self._guard():
                 raw = await self._scripts.ack(self._lane, base, argv)
             out += [bool(int(x)) for x in raw]

@@ -101,14 +101,16 @@ local function count(name, n)
   redis.call('HINCRBY', K_COUNTERS, name, n or 1)
 end
 
--- Wake up to n blocked reservers; the list stays short whatever n is.
+-- Wake up to n blocked reservers; the list never grows past WAKE_CAP. While
+-- nobody consumes it (no worker running) it stays full and a push costs one LLEN.
 local function wake(n)
   if n <= 0 then return end
-  if n > WAKE_CAP then n = WAKE_CAP end
+  local room = WAKE_CAP - redis.call('LLEN', K_WAKE)
+  if n > room then n = room end
+  if n <= 0 then return end
   local args = {}
   for i = 1, n do args[i] = '1' end
   redis.call('LPUSH', K_WAKE, unpack(args))
-  redis.call('LTRIM', K_WAKE, 0, WAKE_CAP - 1)
 end
 
 -- Decode a body; returns (body table, id string) or nil if unusable.
