@@ -236,6 +236,8 @@ class _Connection(asyncio.Protocol):
                 future.set_result(reply)
 
     def eof_received(self) -> bool:
+        # the server closed its side: nothing more will be answered here
+        self.alive = False
         return False  # close our side too; connection_lost follows
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -248,7 +250,7 @@ class _Connection(asyncio.Protocol):
         Raises:
             ConnectionError: The connection is closed.
         """
-        if not self.alive or self.transport is None:
+        if not self.alive or self.transport is None or self.transport.is_closing():
             raise ConnectionError("connection to redis is closed")
         future = self.loop.create_future()
         if not self._waiting and self.timeout is not None and self._watchdog is None:
@@ -325,7 +327,11 @@ class RespClient:
         if conn is not None and conn.alive and conn.loop is loop:
             return conn
         if conn is not None and conn.loop is not loop:
-            conn.abort(ConnectionError("event loop changed"))
+            # a connection belongs to the loop that opened it (tests run one loop each)
+            try:
+                conn.abort(ConnectionError("event loop changed"))
+            except RuntimeError:  # that loop is already closed
+                pass
             self._conn = None
         # one connect at a time; concurrent callers wait for the same one
         if self._opening is None or self._opening.get_loop() is not loop:
@@ -381,7 +387,10 @@ class RespClient:
         """Close the connection; calls still waiting fail with ``ConnectionError``."""
         conn, self._conn = self._conn, None
         if conn is not None:
-            conn.abort(ConnectionError("client closed"))
+            try:
+                conn.abort(ConnectionError("client closed"))
+            except RuntimeError:  # its loop is already closed: so is the socket's use
+                pass
         if self._opening is not None:
             self._opening.cancel()
             self._opening = None
