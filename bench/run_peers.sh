@@ -13,6 +13,10 @@ SRC=${PEERS_SRC:-$ROOT/../shared/bench/peers}
 DST=${PEERS_DIR:-/tmp/fleet-peers}
 [ -d "$DST" ] || cp -r "$SRC" "$DST"
 VENV=$ROOT/.venv
+# An editable install leaves Fleet's modules uncompiled, and with
+# PYTHONDONTWRITEBYTECODE set every worker start would compile them again; the
+# peers' wheels were byte-compiled by pip. Compile ours once, as pip would.
+"$VENV/bin/python" -m compileall -q "$ROOT/fleet" "$ROOT/bench" >/dev/null
 export EXTRA_PEER_TABLE="
 fleet           $VENV  $ROOT/bench/fleet_bench.py  20000  SLOTS=10,LABEL=fleet
 fleet-slots50   $VENV  $ROOT/bench/fleet_bench.py  20000  SLOTS=50,LABEL=fleet-slots50

@@ -7,12 +7,15 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from fleet.backends import open_backend
+from fleet.backends.base import Backend
 from fleet.backends.records import PushRequest, TaskBody
+from fleet.core.errors import BackendUnavailable
 from tests.support.redis_server import REDIS_BIN, free_port
 
 OPENSSL = shutil.which("openssl")
@@ -21,9 +24,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture
-def tls_port(tmp_path: Path) -> Iterator[int]:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+def make_cert(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (also usable as its own CA and as a
+    client certificate)."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
     subprocess.run(
         [
             OPENSSL or "openssl",
@@ -40,10 +44,18 @@ def tls_port(tmp_path: Path) -> Iterator[int]:
             str(cert),
             "-subj",
             "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
         ],
         check=True,
         capture_output=True,
     )
+    return cert, key
+
+
+@contextmanager
+def tls_server(directory: Path, *, auth_clients: bool) -> Iterator[int]:
+    cert, key = make_cert(directory)
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -59,7 +71,7 @@ def tls_port(tmp_path: Path) -> Iterator[int]:
             "--tls-ca-cert-file",
             str(cert),
             "--tls-auth-clients",
-            "no",
+            "yes" if auth_clients else "no",
             "--requirepass",
             "tls-secret",
             "--save",
@@ -67,7 +79,7 @@ def tls_port(tmp_path: Path) -> Iterator[int]:
             "--appendonly",
             "no",
             "--dir",
-            str(tmp_path),
+            str(directory),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -82,16 +94,32 @@ def tls_port(tmp_path: Path) -> Iterator[int]:
         proc.wait(10)
 
 
-async def test_rediss_url(tls_port: int) -> None:
-    url = f"rediss://:tls-secret@127.0.0.1:{tls_port}/0?ssl_cert_reqs=none"
+@pytest.fixture
+def tls_port(tmp_path: Path) -> Iterator[int]:
+    with tls_server(tmp_path, auth_clients=False) as port:
+        yield port
+
+
+@pytest.fixture
+def mtls_port(tmp_path: Path) -> Iterator[int]:
+    with tls_server(tmp_path, auth_clients=True) as port:
+        yield port
+
+
+async def open_when_up(url: str) -> Backend:
     for _ in range(150):
         try:
-            b = await open_backend(url)
-            break
-        except ConnectionError:
+            return await open_backend(url)
+        except BackendUnavailable as exc:
+            if "certificate" in str(exc).lower() or "refused" not in str(exc).lower():
+                raise
             await asyncio.sleep(0.1)
-    else:
-        pytest.fail("TLS server did not come up")
+    pytest.fail("TLS server did not come up")
+
+
+async def test_rediss_url(tls_port: int) -> None:
+    url = f"rediss://:tls-secret@127.0.0.1:{tls_port}/0?ssl_cert_reqs=none"
+    b = await open_when_up(url)
     try:
         assert "tls-secret" not in repr(b)
         await b.push("t", [PushRequest(TaskBody(id="a", payload={"tls": True}))])
@@ -100,3 +128,28 @@ async def test_rediss_url(tls_port: int) -> None:
         assert await b.ack("t", [("a", got[0].token)]) == [True]
     finally:
         await b.close()
+
+
+async def test_verified_mutual_tls(mtls_port: int, tmp_path: Path) -> None:
+    """Certificate and hostname checked, client certificate presented: every
+    connection of the backend (scripts included) speaks TLS with these options."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    base = f"rediss://:tls-secret@127.0.0.1:{mtls_port}/0"
+    url = f"{base}?ssl_ca_certs={cert}&ssl_certfile={cert}&ssl_keyfile={key}"
+    b = await open_when_up(url)
+    try:
+        await b.push("t", [PushRequest(TaskBody(id="m", payload={"mtls": True}))])
+        got = await b.reserve("t")
+        assert got[0].body.payload == {"mtls": True}
+        assert await b.ack("t", [("m", got[0].token)]) == [True]
+        assert await b.kv_get("ns", "missing") is None
+    finally:
+        await b.close()
+    # without a client certificate the server refuses us
+    with pytest.raises(BackendUnavailable):
+        bad = await open_backend(f"{base}?ssl_ca_certs={cert}")
+        await bad.close()
+    # without the private CA the server's certificate is not trusted
+    with pytest.raises(BackendUnavailable):
+        bad = await open_backend(f"{base}?ssl_certfile={cert}&ssl_keyfile={key}")
+        await bad.close()
