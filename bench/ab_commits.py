@@ -8,10 +8,10 @@ Usage (from the repository root)::
     .venv/bin/python bench/ab_commits.py /tmp/fleet-before . --tasks 10000 --rounds 5
 
 Each checkout runs from its own source tree (the working directory of its
-processes, so first on ``sys.path``) with this venv's packages. The job is ``bench/noop_plugin.py`` (one ``INCR``, like the
-peers' jobs). Reported per round and as medians: enqueue/s and producer CPU per
-push, drain/s from spawn, steady/s (10 % to 90 %), time to the first task and
-worker CPU per task.
+processes, so first on ``sys.path``) with this venv's packages. The job is
+``bench/noop_plugin.py`` (one ``INCR``, like the peers' jobs). Reported per
+round and as medians: enqueue/s and producer CPU per push, drain/s from spawn,
+steady/s (10 % to 90 %), time to the first task and worker CPU per task.
 """
 
 from __future__ import annotations

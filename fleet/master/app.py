@@ -38,6 +38,7 @@ from fleet.master import (
 )
 from fleet.master.auth import TokenTable
 from fleet.master.catalog import keep_local_entries, load_plugins, publish_local_entries
+from fleet.master.event_hub import EventHub
 from fleet.master.limits import BodyLimitMiddleware, limit_for_paths
 from fleet.master.metrics import MasterMetrics
 from fleet.master.state import MasterState
@@ -134,8 +135,12 @@ def create_app(
             keeper = asyncio.create_task(
                 keep_local_entries(state.backend, catalog_check_seconds), name="fleet-catalog"
             )
+            state.events = EventHub(state.backend, settings.heartbeat_seconds)
             yield
         finally:
+            if state.events is not None:
+                await state.events.close()
+                state.events = None
             if keeper is not None:
                 keeper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

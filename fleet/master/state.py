@@ -14,6 +14,7 @@ from fleet.master.entry_cache import EntryCache
 from fleet.settings import Settings
 
 if TYPE_CHECKING:
+    from fleet.master.event_hub import EventHub
     from fleet.master.metrics import MasterMetrics
     from fleet.master.sweeper import Sweeper
 
@@ -29,6 +30,7 @@ class MasterState:
         sweeper: The background sweeper (None when disabled).
         metrics: The Prometheus exporter (its own registry).
         entries: Batch types' catalog entries as the submit routes reuse them.
+        events: The hub every event stream shares (set by the lifespan).
         started_at: Unix time the app started.
     """
 
@@ -38,6 +40,7 @@ class MasterState:
     sweeper: Sweeper | None = None
     metrics: MasterMetrics | None = None
     entries: EntryCache = field(default_factory=EntryCache)
+    events: EventHub | None = None
     started_at: float = field(default_factory=time.time)
 
 

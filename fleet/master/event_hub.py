@@ -1,0 +1,283 @@
+"""One backend subscription and one poller for every live view of a master.
+
+Each ``GET /api/v1/events`` client used to hold its own pub/sub subscription
+and read the catalog, the queue depths and every worker record on its own
+timer, so ten open dashboards cost ten subscriptions and ten times the reads.
+The hub does that work once per master and fans the frames out:
+
+* it runs only while at least one client is connected;
+* it subscribes to the topics of every catalogued type (renewed when a type
+  appears; every client then hears ``hello`` again, as before);
+* it reads depths and workers when some client is due (each client keeps its
+  own ``interval``) and sends each client only the types it follows;
+* a client that stops reading is cut off after ``MAX_PENDING`` frames, with
+  an ``error`` frame, so one stuck browser cannot grow the master's memory;
+* a backend failure ends every stream with an ``error`` frame (clients
+  reconnect and a new hub starts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet.backends.base import Backend, Subscription
+from fleet.core.errors import BackendError
+
+log = logging.getLogger(__name__)
+
+#: Topic templates per type and the event name each is sent under.
+TOPICS = (
+    ("{t}.emit", "emit"),
+    ("config.{t}", "config"),
+    ("control.{t}", "control"),
+    ("cancel.{t}", "cancel"),
+    ("worker.{t}", "worker"),
+)
+#: Always subscribed, so that a fleet with no types yet still has a subscription.
+IDLE_TOPIC = "master.events"
+#: Frames a client may have unread before it is cut off.
+MAX_PENDING = 1000
+#: Longest the hub sleeps before it looks at its clients again (a new client
+#: with a short interval is served within this).
+PLAN_SECONDS = 0.2
+
+
+def format_event(name: str, data: Any) -> bytes:
+    """One SSE frame: ``event: <name>\\ndata: <json>\\n\\n``."""
+
+    return (
+        f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'), default=str)}\n\n".encode()
+    )
+
+
+def topic_event(topic: str, types: set[str]) -> tuple[str, str] | None:
+    """``(event name, type)`` of a backend topic, or None if it is not ours."""
+    for template, name in TOPICS:
+        prefix, _, suffix = template.partition("{t}")
+        if topic.startswith(prefix) and topic.endswith(suffix):
+            t = topic[len(prefix) : len(topic) - len(suffix)]
+            if t in types:
+                return name, t
+    return None
+
+
+@dataclass(eq=False)
+class _Client:
+    """One connected stream: what it follows and the frames it has not read."""
+
+    only: set[str] | None
+    interval: float
+    due: float = 0.0  # loop time of its next depths/workers frames
+    queue: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
+    ended: bool = False
+
+    def follows(self, automation_type: str) -> bool:
+        return self.only is None or automation_type in self.only
+
+    def send(self, frame: bytes) -> None:
+        if self.ended:
+            return
+        if self.queue.qsize() >= MAX_PENDING:
+            self.end(format_event("error", {"detail": "the client read too slowly; reconnect"}))
+            return
+        self.queue.put_nowait(frame)
+
+    def end(self, last: bytes | None = None) -> None:
+        if self.ended:
+            return
+        if last is not None:
+            self.queue.put_nowait(last)
+        self.queue.put_nowait(None)
+        self.ended = True
+
+
+class EventHub:
+    """The shared source of every event stream of one master.
+
+    Args:
+        backend: The master's backend.
+        heartbeat_seconds: Heartbeat period, to tell up from down in worker views.
+    """
+
+    def __init__(self, backend: Backend, heartbeat_seconds: float) -> None:
+        self.backend = backend
+        self.heartbeat_seconds = heartbeat_seconds
+        self._clients: set[_Client] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._types: set[str] | None = None  # subscribed types, None until live
+        self._last: tuple[dict[str, Any], list[dict[str, Any]]] | None = None
+        #: Subscriptions opened so far (what sharing saves is visible in tests).
+        self.subscriptions_opened = 0
+
+    @property
+    def clients(self) -> int:
+        """Streams connected now."""
+        return len(self._clients)
+
+    @property
+    def running(self) -> bool:
+        """True while the hub reads the backend (someone is watching)."""
+        return self._task is not None and not self._task.done()
+
+    async def stream(self, interval: float, only: set[str] | None = None) -> AsyncIterator[bytes]:
+        """The SSE frames of one client, until it goes away or the hub ends it."""
+        client = _Client(only, interval)
+        self._join(client)
+        try:
+            while True:
+                frame = await client.queue.get()
+                if frame is None:
+                    return
+                yield frame
+        finally:
+            self._leave(client)
+
+    async def close(self) -> None:
+        """End every stream and stop the hub (the master is shutting down)."""
+        for client in list(self._clients):
+            client.end()
+        self._clients.clear()
+        await self._stop()
+
+    # ------------------------------------------------------------------ clients
+    def _join(self, client: _Client) -> None:
+        self._clients.add(client)
+        if self._task is None or self._task.done():
+            # the first viewer (or the first since the hub ended): start reading;
+            # the new subscription says hello to everyone connected
+            self._types = None
+            self._last = None
+            self._task = asyncio.create_task(self._run(), name="fleet-events")
+            return
+        # the hub is running: this client hears what the others already know
+        if self._types is not None:
+            client.send(self._hello(client))
+        if self._last is not None:
+            self._send_snapshot(client, *self._last)
+            client.due = asyncio.get_running_loop().time() + client.interval
+
+    def _leave(self, client: _Client) -> None:
+        self._clients.discard(client)
+        if not self._clients and self._task is not None:
+            self._task.cancel()  # the last viewer left: stop reading the backend
+            self._task = None
+            self._types = None
+            self._last = None
+
+    async def _stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _hello(self, client: _Client) -> bytes:
+        types = sorted(t for t in self._types or () if client.follows(t))
+        return format_event("hello", {"types": types})
+
+    def _send_snapshot(
+        self, client: _Client, depths: dict[str, Any], workers: list[dict[str, Any]]
+    ) -> None:
+        client.send(format_event("depths", {t: d for t, d in depths.items() if client.follows(t)}))
+        client.send(
+            format_event("workers", [w for w in workers if client.follows(str(w.get("type")))])
+        )
+
+    def _end_all(self, last: bytes | None) -> None:
+        for client in list(self._clients):
+            client.end(last)
+        self._clients.clear()
+
+    # ------------------------------------------------------------------ the loop
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        sub: Subscription | None = None
+        pending: asyncio.Future[tuple[str, Any]] | None = None
+        try:
+            entries = await self.backend.catalog_all()
+            sub = await self._subscribe(set(entries))
+            while self._clients:
+                now = loop.time()
+                due = [c for c in self._clients if c.due <= now]
+                if due:
+                    entries = await self.backend.catalog_all()
+                    if set(entries) - (self._types or set()):
+                        # new types: cover their topics too (events published
+                        # while renewing may be missed, hence a fresh hello)
+                        if pending is not None:
+                            pending.cancel()
+                            pending = None
+                        await sub.aclose()
+                        sub = await self._subscribe(set(entries))
+                    depths, workers = await self._snapshot(entries)
+                    self._last = (depths, workers)
+                    now = loop.time()
+                    for client in due:
+                        self._send_snapshot(client, depths, workers)
+                        client.due = now + client.interval
+                wait = PLAN_SECONDS
+                if self._clients:
+                    wait = min(wait, max(0.0, min(c.due for c in self._clients) - loop.time()))
+                if pending is None:
+                    pending = asyncio.ensure_future(sub.__anext__())
+                done, _ = await asyncio.wait({pending}, timeout=wait)
+                if done:
+                    got, pending = pending.result(), None
+                    self._relay(got)
+        except StopAsyncIteration:
+            self._end_all(None)  # the backend closed the subscription (shutdown)
+        except BackendError as exc:
+            detail = f"backend unavailable: {exc.message}"
+            self._end_all(format_event("error", {"detail": detail}))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # never leave viewers hanging on a bug
+            log.exception("event hub failed")
+            self._end_all(format_event("error", {"detail": f"event hub failed: {exc}"}))
+        finally:
+            if pending is not None:
+                pending.cancel()
+                with contextlib.suppress(BaseException):
+                    await pending
+            if sub is not None:
+                with contextlib.suppress(Exception):
+                    await sub.aclose()
+
+    async def _subscribe(self, types: set[str]) -> Subscription:
+        topics = [template.format(t=t) for t in sorted(types) for template, _ in TOPICS]
+        sub = await self.backend.subscribe(IDLE_TOPIC, *topics)
+        self.subscriptions_opened += 1
+        self._types = types
+        for client in self._clients:
+            client.send(self._hello(client))
+        return sub
+
+    def _relay(self, message: tuple[str, Any]) -> None:
+        found = topic_event(message[0], self._types or set())
+        if found is None:
+            return
+        name, automation_type = found
+        frame = format_event(name, {"type": automation_type, "data": message[1]})
+        for client in self._clients:
+            if client.follows(automation_type):
+                client.send(frame)
+
+    async def _snapshot(
+        self, entries: dict[str, dict[str, Any]]
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        from fleet.master.api_workers import load_views
+
+        depths = {}
+        for t, entry in sorted(entries.items()):
+            if entry.get("queue"):
+                depths[t] = (await self.backend.depths(t)).to_dict()
+        types = set(entries)
+        pairs = [p for p in await self.backend.workers_all() if p[0] in types]
+        workers = await load_views(self.backend, pairs, self.heartbeat_seconds)
+        return depths, workers
