@@ -110,6 +110,7 @@ class EventHub:
         self.heartbeat_seconds = heartbeat_seconds
         self._clients: set[_Client] = set()
         self._task: asyncio.Task[None] | None = None
+        self._ending: set[asyncio.Task[None]] = set()  # cancelled, still cleaning up
         self._types: set[str] | None = None  # subscribed types, None until live
         self._last: tuple[dict[str, Any], list[dict[str, Any]]] | None = None
         #: Subscriptions opened so far (what sharing saves is visible in tests).
@@ -165,7 +166,11 @@ class EventHub:
     def _leave(self, client: _Client) -> None:
         self._clients.discard(client)
         if not self._clients and self._task is not None:
-            self._task.cancel()  # the last viewer left: stop reading the backend
+            # the last viewer left: stop reading the backend (its subscription is
+            # closed by the task's own cleanup, which close() waits for)
+            self._task.cancel()
+            self._ending.add(self._task)
+            self._task.add_done_callback(self._ending.discard)
             self._task = None
             self._types = None
             self._last = None
@@ -174,8 +179,11 @@ class EventHub:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
+            self._ending.add(task)
+        for ending in list(self._ending):
             with contextlib.suppress(asyncio.CancelledError):
-                await task
+                await ending
+        self._ending.clear()
 
     def _hello(self, client: _Client) -> bytes:
         types = sorted(t for t in self._types or () if client.follows(t))
