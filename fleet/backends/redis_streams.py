@@ -179,7 +179,7 @@ class StreamOps(RedisCore):
     async def publish(self, topic: str, message: Any) -> None:
         data = dumps(message)
         with self._guard():
-            await self._r.publish(keys.event_channel(topic), data)
+            await self._lane.execute("PUBLISH", keys.event_channel(topic), data)
 
     async def subscribe(self, *topics: str) -> Subscription:
         pubsub = self._b.pubsub()
