@@ -14,6 +14,7 @@ from typing import Any
 import fleet
 from fleet.backends.base import Backend, Subscription
 from fleet.core.automation import Automation
+from fleet.core.browser import BrowserNeeds
 from fleet.core.catalog import catalog_entry
 from fleet.core.errors import BackendError
 from fleet.protocol import (
@@ -70,6 +71,8 @@ class Worker:
         self.heartbeat_seconds = heartbeat_seconds
         self.resync_seconds = resync_seconds
         self.fixed_config = fixed_config
+        #: One browser pool per distinct BrowserNeeds, shared by the types declaring it.
+        self.browsers: dict[BrowserNeeds, Any] = {}
         self.runners = {
             cls.automation_type: TypeRunner(
                 cls,
@@ -78,6 +81,7 @@ class Worker:
                 grace=grace,
                 policy=policy,
                 on_finished=on_finished,
+                browser=self._browser_for(cls.Browser),
             )
             for cls in classes
         }
@@ -87,6 +91,19 @@ class Worker:
         self._written_state: dict[str, str] = {}
         self._stop = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
+
+    def _browser_for(self, needs: BrowserNeeds | None) -> Any:
+        """The pool for ``needs`` (None without a declaration or without Playwright)."""
+        if needs is None:
+            return None
+        if needs not in self.browsers:
+            try:
+                from fleet.browser import BrowserPool
+            except ImportError as exc:  # pragma: no cover - psutil is a core dependency
+                log.error("browser pool unavailable: %s", exc)
+                return None
+            self.browsers[needs] = BrowserPool(needs)
+        return self.browsers[needs]
 
     @property
     def standalone(self) -> bool:
@@ -131,6 +148,8 @@ class Worker:
                     raise
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), delay)
+        for pool in self.browsers.values():
+            pool.warm()  # browsers launch while the slots start
         for runner in self.runners.values():
             runner.start()
         self._loops.append(asyncio.create_task(self._events_loop(first), name="worker-events"))
@@ -166,6 +185,8 @@ class Worker:
         """Drain every type within the grace period, then write state STOPPED."""
         log.info("worker %s stopping (grace %.0fs)", self.worker_id, self.grace)
         await asyncio.gather(*(r.shutdown() for r in self.runners.values()))
+        for pool in self.browsers.values():
+            await pool.close()  # kills every browser process it started
         for task in self._loops:
             task.cancel()
         for task in self._loops:

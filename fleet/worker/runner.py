@@ -52,8 +52,11 @@ class TypeRunner:
         grace: float = 30.0,
         policy: RetryPolicy | None = None,
         on_finished: Callable[[str, Outcome], None] | None = None,
+        browser: Any = None,
     ) -> None:
         self.cls = cls
+        #: The pool behind ctx.browser (shared with every type of the same needs).
+        self.browser = browser
         self.automation_type = cls.automation_type
         self.backend = backend
         self.worker_id = worker_id
@@ -93,10 +96,10 @@ class TypeRunner:
             )
             self.env.keeper = LeaseKeeper(backend, self.automation_type)
             self.env.acker = AckBatcher(backend, self.automation_type, self._on_stale_ack)
-        if cls.Browser is not None:
+        if cls.Browser is not None and browser is None:
             log.warning(
                 "%s declares Browser=%r but the browser pool is not available in this "
-                "worker; ctx.browser is None",
+                "worker (pip install 'fleet[browser]'); ctx.browser is None",
                 self.automation_type,
                 cls.Browser,
             )
@@ -238,7 +241,7 @@ class TypeRunner:
             output=self.cls.Output,
             shutdown=asyncio.Event(),
             proxy=build_proxy(cfg, slot_id),
-            browser=None,
+            browser=self.browser,
             logger=logging.getLogger(f"{self.automation_type}.slot.{slot_id}"),
             metrics=Metrics(),
         )

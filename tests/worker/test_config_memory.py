@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
-
-import pytest
 
 from fleet.backends.base import Backend
 from fleet.core.config import BaseConfig
@@ -229,11 +226,10 @@ async def test_unknown_proxy_provider_is_a_config_error(mem: Backend) -> None:
         assert not worker.runners[E].slots
 
 
-async def test_declared_browser_is_none_with_a_warning(
-    mem: Backend, caplog: pytest.LogCaptureFixture
-) -> None:
+async def test_declared_browser_gives_every_slot_the_shared_pool(mem: Backend) -> None:
     from pydantic import BaseModel
 
+    from fleet.browser import BrowserPool
     from fleet.core import BatchAutomation, register
     from fleet.core.automation import unregister
     from fleet.core.browser import BrowserNeeds
@@ -251,15 +247,23 @@ async def test_declared_browser_is_none_with_a_warning(
         async def run_one(self, task: Any, ctx: Any) -> None:
             seen.append(ctx.browser)
 
+    @register("wt-browser-2")
+    class AlsoBrowser(WithBrowser):
+        pass
+
     try:
-        with caplog.at_level(logging.WARNING, logger="fleet.worker"):
-            async with running_worker(mem, [WithBrowser]):
-                (tid,) = await push(mem, "wt-browser", {"n": 1})
-                await wait_until(lambda: done(mem, "wt-browser", tid), what="task done")
-        assert seen == [None]
-        assert any("declares Browser" in r.getMessage() for r in caplog.records)
+        async with running_worker(mem, [WithBrowser, AlsoBrowser]) as worker:
+            tids = await push(mem, "wt-browser", {"n": 1}, {"n": 2})
+            tids += await push(mem, "wt-browser-2", {"n": 3})
+            for t, tid in zip(["wt-browser", "wt-browser", "wt-browser-2"], tids, strict=True):
+                await wait_until(lambda t=t, tid=tid: done(mem, t, tid), what="task done")
+            pools = list(worker.browsers.values())
+        # one pool for one BrowserNeeds, shared by both types and every slot
+        assert len(pools) == 1 and isinstance(pools[0], BrowserPool)
+        assert seen == [pools[0]] * 3 and pools[0].needs == BrowserNeeds(size=1)
     finally:
         unregister("wt-browser")
+        unregister("wt-browser-2")
 
 
 async def test_automation_that_cannot_be_created_is_an_error(mem: Backend) -> None:
