@@ -284,14 +284,26 @@ class BrowserPool:
             waiters: set[asyncio.Future[Any]] = {getter}
             if not self._started.done():
                 waiters.add(self._started)
-            done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            try:
+                done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            except BaseException:  # our caller gave up (acquire's timeout, a cancel)
+                self._drop_getter(getter)
+                raise
             if getter not in done:
-                getter.cancel()
+                self._drop_getter(getter)
                 continue  # warming ended (maybe with an error): look again
             browser = getter.result()
             if browser.alive():
                 return browser
             self._give_back(browser)  # crashed while idle: replace it
+
+    def _drop_getter(self, getter: asyncio.Future[_Browser]) -> None:
+        """Stop waiting for a browser; one the getter already took goes back."""
+        if getter.done():
+            if not getter.cancelled() and getter.exception() is None:
+                self._idle.put_nowait(getter.result())
+        else:
+            getter.cancel()
 
     def _give_back(self, browser: _Browser) -> None:
         if self._closed:

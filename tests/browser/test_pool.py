@@ -198,3 +198,21 @@ def test_fleet_run_gives_slots_a_browser_and_leaves_no_process(site: str) -> Non
     assert all(e["cookies"] == (1 if e["url"].endswith("/set") else 0) for e in emitted)
     leftovers = [p for p in find_processes(MARKER) if _living(p)]
     assert leftovers == []
+
+
+async def test_a_timed_out_acquire_does_not_swallow_a_browser(site: str) -> None:
+    pool = BrowserPool(BrowserNeeds(size=1, max_uses=100))
+    try:
+        async with pool.acquire() as page:
+            await page.goto(f"{site}/busy")
+            # the only browser is in use: a second acquire gives up after its timeout
+            with pytest.raises(BrowserUnavailable, match="no browser became free"):
+                async with pool.acquire(timeout=0.3):
+                    pass
+        # the browser given back is still there for the next task
+        async with pool.acquire(timeout=10) as page:
+            await page.goto(f"{site}/next")
+            assert await page.title() == "page /next"
+        assert pool.stats()["launched"] == 1
+    finally:
+        await pool.close()
