@@ -134,8 +134,12 @@ class BrowserPool:
         """Start launching the browsers in the background (idempotent)."""
         if self._started is None:
             self._started = asyncio.create_task(self._start(), name="fleet-browser-warm")
-            # its failure is reported by acquire (as _launch_error), not as a lost exception
-            self._started.add_done_callback(lambda t: t.cancelled() or t.exception())
+            self._started.add_done_callback(self._warmed)
+
+    def _warmed(self, task: asyncio.Task[None]) -> None:
+        # a failed warm-up is logged once here and raised by every acquire
+        if not task.cancelled() and task.exception() is not None:
+            log.error("browser pool (%s) unavailable: %s", self.needs.engine, task.exception())
 
     async def _start(self) -> None:
         try:
