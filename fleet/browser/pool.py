@@ -26,6 +26,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import psutil
 
@@ -258,7 +259,7 @@ class BrowserPool:
         try:
             options = dict(context_options)
             if proxy:
-                options["proxy"] = _proxy_option(proxy)
+                options["proxy"] = proxy_option(proxy)
             try:
                 opening = browser.handle.new_context(**options)
                 context = await asyncio.wait_for(opening, STEP_TIMEOUT)
@@ -357,17 +358,16 @@ class BrowserPool:
         }
 
 
-def _proxy_option(url: str) -> dict[str, str]:
-    """Playwright's proxy dict from ``scheme://user:pass@host:port``."""
-    from urllib.parse import urlsplit
-
+def proxy_option(url: str) -> dict[str, str]:
+    """Playwright's proxy dict from ``scheme://user:pass@host:port`` (credentials
+    may be percent-encoded, as in any URL)."""
     parts = urlsplit(url)
     server = f"{parts.scheme or 'http'}://{parts.hostname}"
     if parts.port:
         server += f":{parts.port}"
     option = {"server": server}
     if parts.username:
-        option["username"] = parts.username
+        option["username"] = unquote(parts.username)
     if parts.password:
-        option["password"] = parts.password
+        option["password"] = unquote(parts.password)
     return option
