@@ -4,7 +4,8 @@ Imported by the worker only when an automation declares
 ``Browser = BrowserNeeds(...)``; ``fleet.core`` never imports it.
 """
 
-from fleet.browser.pool import BrowserPool, BrowserUnavailable
+from fleet.browser.pool import BrowserPool
+from fleet.core.errors import BrowserUnavailable
 
 #: What ``ctx.browser`` is (the spec's name for it).
 BrowserResource = BrowserPool

@@ -31,7 +31,7 @@ from urllib.parse import unquote, urlsplit
 import psutil
 
 from fleet.core.browser import BrowserNeeds
-from fleet.core.errors import FleetError
+from fleet.core.errors import BrowserUnavailable
 
 log = logging.getLogger("fleet.browser")
 
@@ -57,11 +57,6 @@ CHROMIUM_ARGS = (
 #: Where a system Chromium is looked for when Playwright has none of its own.
 SYSTEM_CHROMIUM = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 MARKER = "--fleet-browser="
-
-
-class BrowserUnavailable(FleetError):
-    """No browser could be launched (Playwright or the browser binary missing,
-    an unsupported engine, or every launch failed)."""
 
 
 @dataclass(eq=False)

@@ -7,6 +7,7 @@ from fleet.core.contracts import Pool, Queue, Stream
 from fleet.core.errors import (
     BackendError,
     BackendUnavailable,
+    BrowserUnavailable,
     ConfigError,
     ContractTypeError,
     ContractValueError,
@@ -26,6 +27,7 @@ __all__ = [
     "BackendUnavailable",
     "BaseConfig",
     "BatchAutomation",
+    "BrowserUnavailable",
     "ConfigError",
     "Context",
     "ContinuousAutomation",

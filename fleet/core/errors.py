@@ -115,3 +115,9 @@ class StaleLease(FleetError):
 
 class PluginLoadError(FleetError, ImportError):
     """A plugin entry point failed to import or does not name an automation."""
+
+
+class BrowserUnavailable(FleetError):
+    """``ctx.browser`` cannot give a page: Playwright or the browser binary is
+    missing, the engine is unsupported, every launch failed, or no browser
+    became free in time."""
