@@ -15,6 +15,11 @@ def drain_key(automation_type: str, worker_id: str) -> str:
     return f"drain:{automation_type}:{worker_id}"
 
 
+def emit_topic(automation_type: str) -> str:
+    """Event topic of a new output entry of a type (published by ``stream_push``)."""
+    return f"{automation_type}.emit"
+
+
 def config_topic(automation_type: str) -> str:
     """Event topic announcing a new config generation: ``{worker_id, gen}``."""
     return f"config.{automation_type}"

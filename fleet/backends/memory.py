@@ -43,6 +43,7 @@ from fleet.backends.records import (
     now,
 )
 from fleet.core.errors import ContractValueError
+from fleet.protocol import emit_topic
 
 # A reserver waiting for a scheduled task wakes this much after its due time so
 # that the task is surely due by the wall clock when it looks again.
@@ -213,7 +214,7 @@ class MemoryBackend(MemoryRecordsMixin, Backend):
         entry = self._store.stream(automation_type).push(
             payload, worker_id=worker_id, now=now(), max_len=max_len, max_age=max_age
         )
-        self._store.hub.publish(f"{automation_type}.emit", entry.to_dict())
+        self._store.hub.publish(emit_topic(automation_type), entry.to_dict())
         return entry
 
     async def stream_pop(self, automation_type: str, n: int = 1) -> list[StreamEntry]:

@@ -18,6 +18,7 @@ from fleet.backends.base import STREAM_MAX_AGE, STREAM_MAX_LEN, Subscription
 from fleet.backends.records import StreamEntry, dumps, now, stream_entry_id
 from fleet.backends.redis_core import COMMAND_TIMEOUT, CONNECT_TIMEOUT, RedisCore
 from fleet.core.errors import BackendUnavailable
+from fleet.protocol import emit_topic
 
 #: How far before a cursor's own timestamp ``stream_read`` starts looking (the
 #: zset score and the id's microseconds may round differently).
@@ -133,7 +134,7 @@ class StreamOps(RedisCore):
             entry.to_json(),
             repr(t - max_age),
             max(0, int(max_len)),
-            keys.event_channel(f"{automation_type}.emit"),
+            keys.event_channel(emit_topic(automation_type)),
         ]
         with self._guard():
             await self._scripts.misc(self._lane, [keys.stream(automation_type)], argv)

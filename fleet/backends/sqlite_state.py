@@ -12,6 +12,7 @@ import sqlite3
 from typing import Any
 
 from fleet.backends.records import StreamEntry, WorkerRecord, dumps, stream_entry_id
+from fleet.protocol import emit_topic
 
 #: Events older than this are deleted by the next publish (subscribers poll
 #: every few tens of milliseconds, so they have long seen them).
@@ -64,7 +65,7 @@ def stream_push(
             (automation_type, automation_type, size - max_len),
         )
         _add_len(conn, automation_type, max_len - size)
-    publish(conn, f"{automation_type}.emit", entry.to_dict(), now)
+    publish(conn, emit_topic(automation_type), entry.to_dict(), now)
     return entry
 
 

@@ -22,22 +22,24 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.backends.base import Backend, Subscription
 from fleet.core.errors import BackendError
+from fleet.master.api_workers import load_views
+from fleet.protocol import cancel_topic, config_topic, control_topic, emit_topic, worker_topic
 
 log = logging.getLogger(__name__)
 
-#: Topic templates per type and the event name each is sent under.
-TOPICS = (
-    ("{t}.emit", "emit"),
-    ("config.{t}", "config"),
-    ("control.{t}", "control"),
-    ("cancel.{t}", "cancel"),
-    ("worker.{t}", "worker"),
+#: The backend topics of one type, and the event name each is sent under.
+TOPICS: tuple[tuple[Callable[[str], str], str], ...] = (
+    (emit_topic, "emit"),
+    (config_topic, "config"),
+    (control_topic, "control"),
+    (cancel_topic, "cancel"),
+    (worker_topic, "worker"),
 )
 #: Always subscribed, so that a fleet with no types yet still has a subscription.
 IDLE_TOPIC = "master.events"
@@ -56,15 +58,14 @@ def format_event(name: str, data: Any) -> bytes:
     )
 
 
+def topic_map(types: set[str]) -> dict[str, tuple[str, str]]:
+    """Every topic of ``types``, mapped to ``(event name, type)``."""
+    return {topic(t): (name, t) for t in types for topic, name in TOPICS}
+
+
 def topic_event(topic: str, types: set[str]) -> tuple[str, str] | None:
     """``(event name, type)`` of a backend topic, or None if it is not ours."""
-    for template, name in TOPICS:
-        prefix, _, suffix = template.partition("{t}")
-        if topic.startswith(prefix) and topic.endswith(suffix):
-            t = topic[len(prefix) : len(topic) - len(suffix)]
-            if t in types:
-                return name, t
-    return None
+    return topic_map(types).get(topic)
 
 
 @dataclass(eq=False)
@@ -112,6 +113,7 @@ class EventHub:
         self._task: asyncio.Task[None] | None = None
         self._ending: set[asyncio.Task[None]] = set()  # cancelled, still cleaning up
         self._types: set[str] | None = None  # subscribed types, None until live
+        self._topics: dict[str, tuple[str, str]] = {}  # their topics -> (event, type)
         self._last: tuple[dict[str, Any], list[dict[str, Any]]] | None = None
         #: Subscriptions opened so far (what sharing saves is visible in tests).
         self.subscriptions_opened = 0
@@ -258,16 +260,17 @@ class EventHub:
                     await sub.aclose()
 
     async def _subscribe(self, types: set[str]) -> Subscription:
-        topics = [template.format(t=t) for t in sorted(types) for template, _ in TOPICS]
-        sub = await self.backend.subscribe(IDLE_TOPIC, *topics)
+        topics = topic_map(types)
+        sub = await self.backend.subscribe(IDLE_TOPIC, *sorted(topics))
         self.subscriptions_opened += 1
         self._types = types
+        self._topics = topics
         for client in self._clients:
             client.send(self._hello(client))
         return sub
 
     def _relay(self, message: tuple[str, Any]) -> None:
-        found = topic_event(message[0], self._types or set())
+        found = self._topics.get(message[0])
         if found is None:
             return
         name, automation_type = found
@@ -279,8 +282,6 @@ class EventHub:
     async def _snapshot(
         self, entries: dict[str, dict[str, Any]]
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        from fleet.master.api_workers import load_views
-
         depths = {}
         for t, entry in sorted(entries.items()):
             if entry.get("queue"):
