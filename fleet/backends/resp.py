@@ -144,7 +144,7 @@ def endpoint_from_url(
     )
 
 
-def _arg(value: Any) -> bytes:
+def _raw(value: Any) -> bytes:
     if isinstance(value, bytes):
         return value
     if isinstance(value, str):
@@ -159,13 +159,15 @@ def _arg(value: Any) -> bytes:
     raise TypeError(f"invalid redis argument of type {type(value).__name__}")
 
 
+def _bulk(value: Any) -> bytes:
+    """One argument as a RESP bulk string."""
+    raw = _raw(value)
+    return b"$%d\r\n%s\r\n" % (len(raw), raw)
+
+
 def pack(args: tuple[Any, ...]) -> bytes:
     """One command in RESP: an array of bulk strings."""
-    out = [b"*%d\r\n" % len(args)]
-    for value in args:
-        raw = _arg(value)
-        out.append(b"$%d\r\n%s\r\n" % (len(raw), raw))
-    return b"".join(out)
+    return b"*%d\r\n" % len(args) + b"".join(map(_bulk, args))
 
 
 #: Encoded bulk strings of names used again and again (script SHAs, key names).
@@ -176,8 +178,7 @@ _NAMES_MAX = 4096
 def _name(value: str) -> bytes:
     chunk = _NAMES.get(value)
     if chunk is None:
-        raw = value.encode()
-        chunk = b"$%d\r\n%s\r\n" % (len(raw), raw)
+        chunk = _bulk(value)
         if len(_NAMES) >= _NAMES_MAX:  # keys with ids in them must not grow it forever
             _NAMES.clear()
         _NAMES[value] = chunk
@@ -190,9 +191,7 @@ def pack_evalsha(sha: str, keys: Sequence[str], args: Sequence[Any]) -> bytes:
     out = [b"*%d\r\n$7\r\nEVALSHA\r\n" % (3 + len(keys) + len(args)), _name(sha)]
     out.append(_name(str(len(keys))))
     out.extend(map(_name, keys))
-    for value in args:
-        raw = _arg(value)
-        out.append(b"$%d\r\n%s\r\n" % (len(raw), raw))
+    out.extend(map(_bulk, args))
     return b"".join(out)
 
 

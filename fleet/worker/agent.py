@@ -9,7 +9,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fleet
 from fleet.backends.base import Backend, Subscription
@@ -29,6 +29,9 @@ from fleet.worker.backoff import RetryPolicy, backoff_delay
 from fleet.worker.hardware import ProcessSampler, hardware, host_name
 from fleet.worker.runner import TypeRunner
 from fleet.worker.slots import Outcome
+
+if TYPE_CHECKING:
+    from fleet.browser import BrowserPool  # imported by the worker only when declared
 
 log = logging.getLogger("fleet.worker")
 
@@ -72,7 +75,7 @@ class Worker:
         self.resync_seconds = resync_seconds
         self.fixed_config = fixed_config
         #: One browser pool per distinct BrowserNeeds, shared by the types declaring it.
-        self.browsers: dict[BrowserNeeds, Any] = {}
+        self.browsers: dict[BrowserNeeds, BrowserPool] = {}
         self.runners = {
             cls.automation_type: TypeRunner(
                 cls,
@@ -92,7 +95,7 @@ class Worker:
         self._stop = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
 
-    def _browser_for(self, needs: BrowserNeeds | None) -> Any:
+    def _browser_for(self, needs: BrowserNeeds | None) -> BrowserPool | None:
         """The pool for ``needs`` (None without a declaration or without Playwright)."""
         if needs is None:
             return None

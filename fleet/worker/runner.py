@@ -7,7 +7,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet.backends.base import Backend
 from fleet.core.automation import Automation, BatchAutomation
@@ -23,6 +23,9 @@ from fleet.worker.proxies import build_proxy
 from fleet.worker.reconcile import Desired, SlotView, WorkerState, decide, type_state
 from fleet.worker.slots import BatchSlot, ContinuousSlot, Outcome, Slot, SlotEnv
 from fleet.worker.stats import RateMeter, stats_frame
+
+if TYPE_CHECKING:
+    from fleet.browser import BrowserPool  # imported by the worker only when declared
 
 log = logging.getLogger("fleet.worker")
 
@@ -52,7 +55,7 @@ class TypeRunner:
         grace: float = 30.0,
         policy: RetryPolicy | None = None,
         on_finished: Callable[[str, Outcome], None] | None = None,
-        browser: Any = None,
+        browser: BrowserPool | None = None,
     ) -> None:
         self.cls = cls
         #: The pool behind ctx.browser (shared with every type of the same needs).
