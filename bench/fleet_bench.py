@@ -13,6 +13,7 @@ import sys
 # run_all.sh runs this script from the peers folder, where the harness lives
 sys.path.insert(0, os.getcwd())
 import common  # type: ignore[import-not-found]
+from benchlib import worker_cmd  # bench/ is this script's own folder
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
@@ -64,22 +65,7 @@ if __name__ == "__main__":
             name=os.environ.get("LABEL", f"fleet-slots{SLOTS}"),
             package="fleet",
             concurrency=f"fleet worker, 1 process, asyncio, slots={SLOTS}",
-            worker_cmd=[
-                sys.executable,
-                "-m",
-                "fleet",
-                "--log-level",
-                "WARNING",
-                "worker",
-                "--plugin",
-                "noop_plugin",
-                "--type",
-                TYPE,
-                "--id",
-                "bench",
-                "--backend",
-                common.REDIS_URL,
-            ],
+            worker_cmd=worker_cmd(common.REDIS_URL, "noop_plugin", TYPE),
             enqueue_one=enqueue_one,
             enqueue_bulk=enqueue_bulk,
             bulk_desc="Backend.push of 5,000-task chunks (one pipeline each)",
