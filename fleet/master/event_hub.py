@@ -212,11 +212,14 @@ class EventHub:
         try:
             entries = await self.backend.catalog_all()
             sub = await self._subscribe(set(entries))
+            fresh = True  # the first tick (every client is due) reuses this read
             while self._clients:
                 now = loop.time()
                 due = [c for c in self._clients if c.due <= now]
                 if due:
-                    entries = await self.backend.catalog_all()
+                    if not fresh:
+                        entries = await self.backend.catalog_all()
+                    fresh = False
                     if set(entries) - (self._types or set()):
                         # new types: cover their topics too (events published
                         # while renewing may be missed, hence a fresh hello)
