@@ -1,11 +1,13 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: venv test lint dev
+.PHONY: venv test lint dev examples
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q -U pip
+	# A venv made before the distribution was renamed still holds `fleet`: drop it.
+	$(PY) -m pip uninstall -q -y fleet 2>/dev/null || true
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
@@ -26,6 +28,8 @@ EXAMPLES := cf-contracts cf-cookie-harvester cf-scraper pinger inventory-sync
 $(VENV)/.examples: $(VENV)/.installed $(foreach e,$(EXAMPLES),examples/$(e)/pyproject.toml)
 	$(PY) -m pip install -q $(foreach e,$(EXAMPLES),-e examples/$(e))
 	touch $@
+
+examples: $(VENV)/.examples
 
 dev: $(VENV)/.examples
 	$(VENV)/bin/fleet dev --demo $(DEV_ARGS)

@@ -27,6 +27,16 @@ from fleet.core.automation import Automation, registered
 GROUP = "fleet.automations"
 #: Environment variable naming extra plugin specs, comma separated.
 ENV_PLUGINS = "FLEET_PLUGINS"
+#: ``FLEET_ENTRY_POINTS=0`` ignores installed packages' entry points: only ``--plugin``
+#: and ``FLEET_PLUGINS`` specs load (a host with many plugins, one process for one of them;
+#: the test suite, whatever happens to be installed in its venv).
+ENV_ENTRY_POINTS = "FLEET_ENTRY_POINTS"
+
+
+def entry_points_enabled(environ: dict[str, str] | None = None) -> bool:
+    """Whether discovery loads the ``fleet.automations`` entry points (``FLEET_ENTRY_POINTS``)."""
+    raw = (os.environ if environ is None else environ).get(ENV_ENTRY_POINTS, "1")
+    return raw.strip().lower() not in ("0", "false", "no", "off")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +64,13 @@ class Plugins:
     Attributes:
         types: Automation classes by type name.
         sources: Where each type came from (entry point or spec).
+        origins: The package each type came from, ``name version`` (or ``--plugin spec``).
         errors: Plugins that failed to load.
     """
 
     types: dict[str, type[Automation[Any]]] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)
     errors: list[PluginError] = field(default_factory=list)
 
 
@@ -133,10 +145,20 @@ def _load_entry_point(ep: EntryPoint) -> list[type[Automation[Any]]]:
     return _automations_in(ep.load(), before)
 
 
-def _add(found: Plugins, classes: Iterable[type[Automation[Any]]], source: str) -> None:
+def _add(
+    found: Plugins, classes: Iterable[type[Automation[Any]]], source: str, origin: str
+) -> None:
     for cls in classes:
         found.types[cls.automation_type] = cls
         found.sources.setdefault(cls.automation_type, source)
+        found.origins.setdefault(cls.automation_type, origin)
+
+
+def _origin(ep: EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)  # set for entry points read from an installed package
+    if dist is None:
+        return ep.value
+    return f"{dist.metadata['Name']} {dist.version}"
 
 
 def env_specs(environ: dict[str, str] | None = None) -> list[str]:
@@ -146,13 +168,14 @@ def env_specs(environ: dict[str, str] | None = None) -> list[str]:
 
 
 def discover(
-    specs: Sequence[str] = (), *, use_entry_points: bool = True, use_env: bool = True
+    specs: Sequence[str] = (), *, use_entry_points: bool | None = None, use_env: bool = True
 ) -> Plugins:
     """Load every plugin: entry points, then ``FLEET_PLUGINS``, then ``specs``.
 
     Args:
         specs: ``MODULE`` or ``MODULE:ATTR`` strings to import directly.
-        use_entry_points: Also load the ``fleet.automations`` entry points.
+        use_entry_points: Also load the ``fleet.automations`` entry points (default:
+            unless ``FLEET_ENTRY_POINTS=0``).
         use_env: Also load the specs in ``FLEET_PLUGINS``.
 
     Returns:
@@ -160,18 +183,20 @@ def discover(
         broken plugin).
     """
     found = Plugins()
+    if use_entry_points is None:
+        use_entry_points = entry_points_enabled()
     if use_entry_points:
         for ep in entry_points(group=GROUP):
             source = f"entry point {ep.name} = {ep.value}"
             try:
-                _add(found, _load_entry_point(ep), source)
+                _add(found, _load_entry_point(ep), source, _origin(ep))
             except Exception as exc:
                 found.errors.append(_error(source, exc))
     all_specs = [*(env_specs() if use_env else []), *specs]
     for spec in dict.fromkeys(all_specs):
         source = f"--plugin {spec}"
         try:
-            _add(found, load_spec(spec), source)
+            _add(found, load_spec(spec), source, source)
         except Exception as exc:
             found.errors.append(_error(source, exc))
     return found

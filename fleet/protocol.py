@@ -15,6 +15,11 @@ def drain_key(automation_type: str, worker_id: str) -> str:
     return f"drain:{automation_type}:{worker_id}"
 
 
+def worker_id_key(worker_id: str) -> str:
+    """The ``fleet-control`` KV key a live worker process holds its id under (with a TTL)."""
+    return f"worker-id:{worker_id}"
+
+
 def emit_topic(automation_type: str) -> str:
     """Event topic of a new output entry of a type (published by ``stream_push``)."""
     return f"{automation_type}.emit"

@@ -10,6 +10,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from fleet.backends import DEFAULT_BACKEND_URL
 
+#: Where CLI client commands look for the master unless ``FLEET_MASTER_URL`` says otherwise.
+DEFAULT_MASTER_URL = "http://127.0.0.1:8000"
+
 
 class Settings(BaseSettings):
     """Everything a master, worker or CLI client reads from ``FLEET_*`` variables.
@@ -40,7 +43,7 @@ class Settings(BaseSettings):
     metrics_public: bool = False
     sweep_seconds: float = Field(default=10.0, gt=0)
     heartbeat_seconds: float = Field(default=5.0, gt=0)
-    master_url: str = "http://127.0.0.1:8000"
+    master_url: str = DEFAULT_MASTER_URL
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
 

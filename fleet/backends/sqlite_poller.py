@@ -19,6 +19,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from fleet.core.outage import OutageLog, is_outage
+
 log = logging.getLogger(__name__)
 
 #: Events read per poll; a full batch triggers the next poll at once.
@@ -124,6 +126,7 @@ class Poller:
         conn: sqlite3.Connection | None = None
         version: int | None = None
         forced = -1
+        outages = OutageLog(log)
         try:
             while not self._stopping:
                 self._wakeup.wait(self._interval if self._active() else None)
@@ -138,10 +141,15 @@ class Poller:
                     if conn is None:
                         conn = self._connect()
                     polled = poll(conn, list(self.types), cursor, version, force_gen != forced)
-                except Exception:
-                    log.exception("sqlite poller failed; retrying")
+                except Exception as exc:
+                    if isinstance(exc, sqlite3.Error) or is_outage(exc):
+                        # The file is locked, gone or unreadable: one line per outage.
+                        outages.failed("sqlite poller", f"{type(exc).__name__}: {exc}")
+                    else:
+                        log.exception("sqlite poller failed; retrying")
                     self._wakeup.wait(self._interval * 10)
                     continue
+                outages.recovered("sqlite poller")
                 forced = force_gen
                 self.polls += 1
                 version = polled.version

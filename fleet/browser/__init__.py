@@ -1,4 +1,4 @@
-"""The browser pool behind ``ctx.browser`` (an extra: ``pip install 'fleet[browser]'``).
+"""The browser pool behind ``ctx.browser`` (an extra: ``pip install 'fleet-automation[browser]'``).
 
 Imported by the worker only when an automation declares
 ``Browser = BrowserNeeds(...)``; ``fleet.core`` never imports it.

@@ -142,7 +142,7 @@ class BrowserPool:
             from playwright.async_api import async_playwright
         except ImportError as exc:
             self._launch_error = BrowserUnavailable(
-                "the browser pool needs Playwright: pip install 'fleet[browser]'"
+                "the browser pool needs Playwright: pip install 'fleet-automation[browser]'"
             )
             raise self._launch_error from exc
         engine = self.needs.engine

@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from fleet.client.http import ClientError, FleetClient
-from fleet.client.tokenfile import read_token
+from fleet.client.tokenfile import read_token, token_path
+from fleet.console import output_console
 
 if TYPE_CHECKING:
     from fleet.settings import Settings
@@ -25,9 +26,21 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def resolve_token(token: str | None) -> str | None:
     """``--token``, else ``FLEET_ADMIN_TOKEN``, else the local master's token file."""
+    return token_and_source(token)[0]
+
+
+def token_and_source(token: str | None) -> tuple[str | None, str | None]:
+    """:func:`resolve_token` and where the token came from (``--token``,
+    ``FLEET_ADMIN_TOKEN`` or the token file's path); ``(None, None)`` if nowhere.
+    A refused token's message names the source, so the user knows what to fix."""
     if token:
-        return token
-    return load_settings().admin_token or read_token()
+        return token, "--token"
+    env_token = load_settings().admin_token
+    if env_token:
+        return env_token, "FLEET_ADMIN_TOKEN"
+    path = token_path()
+    stored = read_token(path)
+    return (stored, str(path)) if stored else (None, None)
 
 
 def resolve_url(url: str | None) -> str:
@@ -53,7 +66,8 @@ def client_options(func: F) -> F:
 @contextmanager
 def open_client(url: str | None, token: str | None) -> Iterator[FleetClient]:
     """A client for the command; ClientErrors become clean ``Error: ...`` exits."""
-    client = FleetClient(resolve_url(url), resolve_token(token))
+    found, source = token_and_source(token)
+    client = FleetClient(resolve_url(url), found, token_from=source)
     try:
         yield client
     except ClientError as exc:
@@ -63,7 +77,8 @@ def open_client(url: str | None, token: str | None) -> Iterator[FleetClient]:
 
 
 def console() -> Console:
-    return Console(soft_wrap=False)
+    """The console of command output (full width on a pipe, see :mod:`fleet.console`)."""
+    return output_console()
 
 
 def print_json(value: Any) -> None:
@@ -71,7 +86,7 @@ def print_json(value: Any) -> None:
 
 
 def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
-    """Print a rich table (plain text when not a terminal)."""
+    """Print a rich table; on a pipe or a file, at full width (see :mod:`fleet.console`)."""
     t = Table(title=title, show_lines=False)
     for col in columns:
         t.add_column(col)

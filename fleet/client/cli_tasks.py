@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import click
 from rich.progress import Progress
 
+from fleet.backends.records import FINISHED_RETENTION_SECONDS
 from fleet.client.cli_common import (
+    ago,
     client_options,
     open_client,
     parse_json_arg,
     print_json,
     table,
 )
+from fleet.client.http import FleetClient
+from fleet.console import progress_console
 
 #: Tasks per batch request of ``submit --from-jsonl``.
 JSONL_CHUNK = 1_000
@@ -31,6 +38,15 @@ def _read_jsonl(path: str) -> list[Any]:
             except json.JSONDecodeError as exc:
                 raise click.BadParameter(f"{path}:{lineno}: not valid JSON: {exc}") from exc
     return payloads
+
+
+def queued_word(delay_seconds: float | None, submitted_at: float) -> str:
+    """How to call accepted tasks: ``queued``, or ``scheduled for <when> (in <delay>)``
+    when a positive ``--delay`` keeps them out of the queue until then."""
+    if not delay_seconds or delay_seconds <= 0:
+        return "queued"
+    when = datetime.fromtimestamp(submitted_at + delay_seconds).strftime("%Y-%m-%d %H:%M:%S")
+    return f"scheduled for {when} (in {ago(delay_seconds)})"
 
 
 @click.command("submit")
@@ -61,13 +77,15 @@ def submit(
     """Submit a task: PAYLOAD is JSON, @file or - (stdin); or --from-jsonl FILE."""
     if (payload is None) == (jsonl is None):
         raise click.UsageError("give either a PAYLOAD or --from-jsonl FILE")
+    submitted_at = time.time()
+    queued = queued_word(options.get("delay_seconds"), submitted_at)
     with open_client(url, token) as client:
         if payload is not None:
             result = client.submit(automation_type, parse_json_arg(payload), **options)
             if as_json:
                 print_json(result)
             else:
-                state = "queued" if result["queued"] else "duplicate of an existing task"
+                state = queued if result["queued"] else "duplicate of an existing task"
                 click.echo(f"{result['task_id']} {state}")
             return
         assert jsonl is not None
@@ -75,7 +93,7 @@ def submit(
         extra = {k: v for k, v in options.items() if v is not None}
         extra.pop("task_id", None)  # one id cannot name many tasks
         results: list[dict[str, Any]] = []
-        with Progress(disable=as_json) as progress:
+        with Progress(disable=as_json, console=progress_console()) as progress:
             bar = progress.add_task(f"submitting to {automation_type}", total=len(payloads))
             for start in range(0, len(payloads), JSONL_CHUNK):
                 chunk = payloads[start : start + JSONL_CHUNK]
@@ -87,9 +105,9 @@ def submit(
         if as_json:
             print_json(results)
         else:
-            queued = sum(1 for r in results if r.get("queued"))
+            accepted = sum(1 for r in results if r.get("queued"))
             dupes = sum(1 for r in results if r.get("duplicate"))
-            click.echo(f"{queued} queued, {dupes} duplicates, {len(errors)} refused")
+            click.echo(f"{accepted} {queued}, {dupes} duplicates, {len(errors)} refused")
             for line, r in errors[:20]:
                 click.echo(f"  line {line}: {r['error']}", err=True)
         if errors:
@@ -145,7 +163,15 @@ def tasks(
         )
         if as_json:
             print_json(result)
-        elif cancel:
+        if not cancel and result["state"] == "unknown":
+            # Scripts test the exit status: a typo'd or long-forgotten id is an error.
+            raise click.ClickException(
+                f"no task {task_id!r} of {automation_type!r}: never submitted, or it "
+                f"finished more than {ago(FINISHED_RETENTION_SECONDS)} ago"
+            )
+        if as_json:
+            return
+        if cancel:
             click.echo(f"{task_id} {result['outcome']}")
         else:
             table(
@@ -221,25 +247,57 @@ def dlq(
         )
 
 
+def follow_entries(client: FleetClient, automation_type: str, n: int) -> Iterator[dict[str, Any]]:
+    """The ``n`` newest output entries, then every new one as it is emitted, each once.
+
+    The event stream is subscribed before the newest entries are read, so an entry
+    emitted in between is not lost; one that is both read and announced is shown once.
+    """
+    events = client.events([automation_type])
+    for name, _ in events:
+        if name == "hello":  # subscribed: from here on no emit is missed
+            break
+    shown: set[str] = set()
+    for entry in client.output_peek(automation_type, n, newest=True) if n else []:
+        shown.add(entry["id"])
+        yield entry
+    for name, data in events:
+        if name == "emit" and data.get("type") == automation_type:
+            entry = data["data"]
+            if entry.get("id") in shown:
+                shown.discard(entry["id"])  # read above already; each repeats once at most
+                continue
+            yield entry
+
+
 @click.command("tail")
 @click.argument("automation_type")
-@click.option("-n", "n", type=int, default=20, show_default=True)
+@click.option(
+    "-n",
+    "n",
+    type=click.IntRange(0, 1_000),
+    default=20,
+    show_default=True,
+    help="How many of the newest entries to print first (0: none).",
+)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new outputs as they are emitted.")
 @client_options
 def tail(
     automation_type: str, n: int, follow: bool, url: str | None, token: str | None, as_json: bool
 ) -> None:
-    """Print the oldest N entries of a type's output stream (one JSON line each);
-    --follow prints new emits live."""
+    """Print the newest N entries of a type's output stream, oldest of them first (one
+    JSON line each); --follow then prints new emits live (-n 0 -f: only new ones)."""
     with open_client(url, token) as client:
-        for entry in client.output_peek(automation_type, n):
-            click.echo(json.dumps(entry if as_json else entry["payload"]))
+        if n == 0:
+            # Nothing to print yet, but ask the master anyway: an unknown type or a
+            # refused token must be an error, not silence.
+            client.output_peek(automation_type, 1)
         if not follow:
+            for entry in client.output_peek(automation_type, n, newest=True) if n else []:
+                click.echo(json.dumps(entry if as_json else entry["payload"]))
             return
         try:
-            for name, data in client.events([automation_type]):
-                if name == "emit" and data.get("type") == automation_type:
-                    entry = data["data"]
-                    click.echo(json.dumps(entry if as_json else entry.get("payload")))
+            for entry in follow_entries(client, automation_type, n):
+                click.echo(json.dumps(entry if as_json else entry.get("payload")))
         except KeyboardInterrupt:
             return

@@ -14,6 +14,8 @@ from urllib.parse import quote
 
 import httpx
 
+from fleet.client.tokenfile import token_path
+
 
 class ClientError(Exception):
     """A request to the master failed; ``str()`` says why and what to do.
@@ -42,18 +44,47 @@ def format_validation(detail: Any) -> str:
     return "\n".join(lines)
 
 
-def error_for(response: httpx.Response) -> ClientError:
-    """The :class:`ClientError` describing a failed response."""
+def _sent_a_token(response: httpx.Response) -> bool:
+    try:
+        return "authorization" in response.request.headers
+    except RuntimeError:  # a response built without its request (tests)
+        return True
+
+
+def unauthorized_message(sent: bool, token_from: str | None) -> str:
+    """What a 401 means: no token was sent at all, or the one sent was refused.
+
+    Args:
+        sent: Whether the request carried a bearer token.
+        token_from: Where that token came from (``--token``, ``FLEET_ADMIN_TOKEN``,
+            the token file's path), if known.
+    """
+    if not sent:
+        return (
+            "no admin token (401): pass --token, set FLEET_ADMIN_TOKEN, or run on the "
+            f"master's host (a loopback master writes {token_path()})"
+        )
+    where = f", from {token_from}" if token_from else ""
+    return (
+        f"the master refused the token (401){where}: it is not one of the master's "
+        "tokens; check FLEET_ADMIN_TOKEN on the master, or pass another with --token"
+    )
+
+
+def error_for(response: httpx.Response, *, token_from: str | None = None) -> ClientError:
+    """The :class:`ClientError` describing a failed response.
+
+    Args:
+        response: The non-2xx answer.
+        token_from: Where the client's token came from, named in a 401's message.
+    """
     try:
         detail: Any = response.json().get("detail")
     except (ValueError, AttributeError):
         detail = response.text[:500]
     code = response.status_code
     if code == 401:
-        msg = (
-            "the master refused the token (401): set FLEET_ADMIN_TOKEN or pass --token "
-            "(a loopback master without one writes it to .fleet/admin-token)"
-        )
+        msg = unauthorized_message(_sent_a_token(response), token_from)
     elif code == 403:
         msg = f"this token is not allowed to do that (403): {detail}"
     elif code == 422:
@@ -76,10 +107,19 @@ class FleetClient:
         base_url: The master's URL (``FLEET_MASTER_URL``).
         token: A bearer token (admin, read or scoped).
         timeout: Seconds per request.
+        token_from: Where ``token`` came from (for the message of a refused token).
     """
 
-    def __init__(self, base_url: str, token: str | None, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None,
+        *,
+        timeout: float = 30.0,
+        token_from: str | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.token_from = token_from
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
 
@@ -112,7 +152,7 @@ class FleetClient:
         except httpx.HTTPError as exc:
             raise ClientError(f"request to {self.base_url} failed: {exc}") from exc
         if response.status_code >= 400:
-            raise error_for(response)
+            raise error_for(response, token_from=self.token_from)
         if not response.content:
             return None
         if response.headers.get("content-type", "").startswith("application/json"):
@@ -173,9 +213,15 @@ class FleetClient:
     def dead_drain(self, automation_type: str) -> int:
         return int(self.request("DELETE", f"{self._type(automation_type)}/dead")["drained"])
 
-    def output_peek(self, automation_type: str, n: int = 20) -> list[dict[str, Any]]:
+    def output_peek(
+        self, automation_type: str, n: int = 20, *, newest: bool = False
+    ) -> list[dict[str, Any]]:
+        """The ``n`` oldest output entries (``newest``: the ``n`` newest), oldest first."""
+        params: dict[str, Any] = {"n": n}
+        if newest:
+            params["newest"] = "true"
         result: list[dict[str, Any]] = self.request(
-            "GET", f"{self._type(automation_type)}/output", params={"n": n}
+            "GET", f"{self._type(automation_type)}/output", params=params
         )
         return result
 
@@ -248,7 +294,7 @@ class FleetClient:
             ) as response:
                 if response.status_code >= 400:
                     response.read()
-                    raise error_for(response)
+                    raise error_for(response, token_from=self.token_from)
                 name = "message"
                 for line in response.iter_lines():
                     if line.startswith("event: "):

@@ -34,6 +34,7 @@ from fleet.dev.demo_site import create_demo_app
 from fleet.dev.procs import Child
 from fleet.dev.serve import RunningServer, start_server
 from fleet.dev.summary import summary_line
+from fleet.settings import DEFAULT_MASTER_URL
 
 Echo = Callable[[str, str], None]
 
@@ -189,15 +190,16 @@ class DevRunner:
             quiet=not opts.verbose,
         )
         self.children.append(master)
-        # The worker needs nothing from the master: start both at once. The demo's
-        # config reaches the worker as a live config push once the master is up.
         worker_argv = [*python, "worker", "--grace", str(opts.grace), *plugin_args(opts)]
         worker = Child("worker", worker_argv, env, self.echo, quiet=not opts.verbose)
         await master.start()
-        if opts.demo or has_plugins(opts.plugins):
-            self.children.append(worker)
-            await worker.start()
-        else:
+        run_worker = opts.demo or has_plugins(opts.plugins)
+        # Without --demo the worker needs nothing from the master: start both at once.
+        # With it, the worker starts once the demo's config is stored, so that its
+        # first config already points at the demo site (the pinger's first ping too).
+        if run_worker and site_url is None:
+            await self._start_worker(worker)
+        elif not run_worker:
             self.echo("dev", NO_PLUGINS_HINT)
         async with httpx.AsyncClient(
             base_url=self.master_url, headers={"Authorization": f"Bearer {token}"}, timeout=10
@@ -206,12 +208,17 @@ class DevRunner:
                 return self.stop.is_set()
             if site_url is not None:
                 await self._configure_demo(client, site_url)
+                await self._start_worker(worker)
             self._banner(token, site_url)
             if site_url is not None:
                 self._feeder = asyncio.create_task(self._feed(client, site_url), name="demo-feed")
             if opts.summary_seconds > 0:
                 self._reporter = asyncio.create_task(self._report(client), name="dev-summary")
             return await self._wait_for_stop()
+
+    async def _start_worker(self, worker: Child) -> None:
+        self.children.append(worker)
+        await worker.start()
 
     async def _wait_ready(self, client: httpx.AsyncClient, master: Child) -> bool:
         """Poll ``/readyz`` until 200; False if stopped meanwhile.
@@ -332,6 +339,9 @@ class DevRunner:
         ]
         if site_url is not None:
             lines.append(f"  demo site    {site_url}/")
+        if self.master_url != os.environ.get("FLEET_MASTER_URL", DEFAULT_MASTER_URL):
+            # The client commands look for the master at FLEET_MASTER_URL (default :8000).
+            lines.append(f"  CLI          export FLEET_MASTER_URL={self.master_url}")
         lines += [
             "  try          curl -H 'Authorization: Bearer <token>' "
             f"{self.master_url}/api/v1/automations",

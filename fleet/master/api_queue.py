@@ -65,12 +65,18 @@ async def dead_drain(
 async def output_peek(
     automation_type: TypeName,
     n: int = Query(20, ge=1, le=1_000),
+    newest: bool = Query(
+        False, description="The n newest entries instead (still oldest first), as a tail."
+    ),
     _: Any = Depends(type_read_access),
     backend: Backend = Depends(backend_dependency),
 ) -> list[dict[str, Any]]:
-    """The ``n`` oldest entries ``{id, ts, worker_id, payload}``, not removed."""
+    """The ``n`` oldest entries ``{id, ts, worker_id, payload}``, not removed; with
+    ``newest=true`` the ``n`` newest ones, still in time order (what ``fleet tail``
+    shows)."""
     await require_entry(backend, automation_type)
-    return [e.to_dict() for e in await backend.stream_peek(automation_type, n)]
+    read = backend.stream_tail if newest else backend.stream_peek
+    return [e.to_dict() for e in await read(automation_type, n)]
 
 
 @router.post(

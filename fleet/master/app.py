@@ -36,12 +36,13 @@ from fleet.master import (
     api_workers,
     sse,
 )
+from fleet.master.api_outage import ApiOutage
 from fleet.master.auth import TokenTable
 from fleet.master.catalog import keep_local_entries, load_plugins, publish_local_entries
 from fleet.master.event_hub import EventHub
 from fleet.master.limits import BodyLimitMiddleware, limit_for_paths
 from fleet.master.metrics import MasterMetrics
-from fleet.master.state import MasterState
+from fleet.master.state import MasterState, master_state
 from fleet.master.sweeper import Sweeper
 from fleet.master.validation import InvalidInput, finite_json
 from fleet.settings import Settings
@@ -58,7 +59,7 @@ def _validation_response(errors: list[dict[str, object]]) -> JSONResponse:
     return JSONResponse({"detail": finite_json(jsonable_encoder(errors))}, status_code=422)
 
 
-def _install_error_handlers(app: FastAPI) -> None:
+def _install_error_handlers(app: FastAPI, outage: ApiOutage) -> None:
     async def on_request_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         return _validation_response(list(exc.errors()))
@@ -68,7 +69,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _validation_response(list(exc.errors))
 
     async def on_unavailable(request: Request, exc: Exception) -> JSONResponse:
-        log.warning("backend unavailable: %s", exc)
+        outage.failed(master_state(request).backend, exc)
         return JSONResponse({"detail": "the backend is unavailable; retry later"}, status_code=503)
 
     async def on_fleet_error(request: Request, exc: Exception) -> JSONResponse:
@@ -93,6 +94,7 @@ def create_app(
     plugins: bool = True,
     plugin_specs: Sequence[str] = (),
     catalog_check_seconds: float = CATALOG_CHECK_SECONDS,
+    close_backend: bool = False,
 ) -> FastAPI:
     """Build a master application.
 
@@ -106,6 +108,8 @@ def create_app(
         plugin_specs: Extra ``MODULE[:ATTR]`` plugin specs to load.
         catalog_check_seconds: How often the master re-publishes its own
             entries if they went missing from the backend.
+        close_backend: Close ``backend`` when the app stops, as if it had opened
+            it (``fleet master`` opens it before serving, to wait for it).
 
     Returns:
         The FastAPI app; run it with uvicorn (its lifespan connects everything).
@@ -113,10 +117,11 @@ def create_app(
     settings = settings or Settings()
     state = MasterState(settings=settings, tokens=TokenTable.from_settings(settings))
     state.metrics = MasterMetrics()
+    outage = ApiOutage(log)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        owned = backend is None
+        owned = backend is None or close_backend
         keeper: asyncio.Task[None] | None = None
         state.backend = backend if backend is not None else await open_backend(settings.backend_url)
         log.info("master on backend %s", redact_url(state.backend.url))
@@ -138,6 +143,7 @@ def create_app(
             state.events = EventHub(state.backend, settings.heartbeat_seconds)
             yield
         finally:
+            await outage.close()
             if state.events is not None:
                 await state.events.close()
                 state.events = None
@@ -162,7 +168,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.fleet = state
-    _install_error_handlers(app)
+    _install_error_handlers(app, outage)
     app.add_middleware(
         BodyLimitMiddleware,
         limit_for=limit_for_paths(settings.max_body_bytes, settings.max_batch_body_bytes),

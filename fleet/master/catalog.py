@@ -15,6 +15,7 @@ from fleet.backends.base import Backend
 from fleet.core.automation import registered
 from fleet.core.catalog import catalog_entry
 from fleet.core.errors import BackendError
+from fleet.core.outage import OutageLog, is_outage
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,17 @@ async def publish_local_entries(backend: Backend) -> list[str]:
     return sorted(entries)
 
 
+def declared_pools(entries: dict[str, dict[str, Any]]) -> set[str]:
+    """Names of the pools the catalogued automations declare (their ``Pools``)."""
+    names: set[str] = set()
+    for entry in entries.values():
+        pools = entry.get("pools")
+        for pool in pools.values() if isinstance(pools, dict) else ():
+            if isinstance(pool, dict) and isinstance(pool.get("name"), str):
+                names.add(pool["name"])
+    return names
+
+
 async def require_entry(backend: Backend, automation_type: str) -> dict[str, Any]:
     """The catalog entry of a type.
 
@@ -100,6 +112,7 @@ async def keep_local_entries(backend: Backend, period: float) -> None:
     """Re-write this process's entries whenever they are missing from the catalog
     (a Redis restart without persistence, a ``DELETE /automations/{type}``
     while the plugin is still installed). Runs until cancelled."""
+    outages = OutageLog(log)
     while True:
         await asyncio.sleep(period)
         try:
@@ -108,5 +121,9 @@ async def keep_local_entries(backend: Backend, period: float) -> None:
                 if name not in present:
                     await backend.catalog_put(name, entry)
                     log.info("catalog: re-published %s", name)
+            outages.recovered("catalog keeper")
         except BackendError as exc:
-            log.debug("catalog keeper: backend unavailable (%s)", exc)
+            if is_outage(exc):
+                outages.failed("catalog keeper", exc)
+            else:
+                log.warning("catalog keeper: %s", exc)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 import click
 
@@ -52,9 +53,7 @@ def master(
     no_sweeper: bool,
 ) -> None:
     """Run the master: REST API under /api/v1, /metrics, the sweeper."""
-    import uvicorn
-
-    from fleet.master.app import create_app
+    from fleet.master.serve import run_master
 
     settings = load_settings()
     updates: dict[str, object] = {}
@@ -73,16 +72,18 @@ def master(
         f"(backend {redact_url(settings.backend_url)})",
         err=True,
     )
-    app = create_app(settings, sweeper=not no_sweeper, plugin_specs=plugins)
     # uvicorn follows `fleet --log-level`: its access log (one line per request)
     # only at INFO or below, so `--log-level WARNING` serves without it.
     level = logging.getLogger().getEffectiveLevel()
     # Open SSE streams never end by themselves: give them a few seconds at shutdown.
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
+    # A backend that is not up yet is waited for (one log line, then retries).
+    status = run_master(
+        settings,
+        sweeper=not no_sweeper,
+        plugin_specs=plugins,
         log_level=logging.getLevelName(level).lower() if level > logging.INFO else "info",
         access_log=level <= logging.INFO,
         timeout_graceful_shutdown=5,
     )
+    if status:
+        sys.exit(status)

@@ -28,6 +28,7 @@ from typing import Any
 
 from fleet.backends.base import Backend, Subscription
 from fleet.core.errors import BackendError
+from fleet.core.outage import OutageLog, is_outage
 from fleet.master.api_workers import load_views
 from fleet.protocol import cancel_topic, config_topic, control_topic, emit_topic, worker_topic
 
@@ -117,6 +118,7 @@ class EventHub:
         self._last: tuple[dict[str, Any], list[dict[str, Any]]] | None = None
         #: Subscriptions opened so far (what sharing saves is visible in tests).
         self.subscriptions_opened = 0
+        self._outages = OutageLog(log)
 
     @property
     def clients(self) -> int:
@@ -246,6 +248,8 @@ class EventHub:
         except StopAsyncIteration:
             self._end_all(None)  # the backend closed the subscription (shutdown)
         except BackendError as exc:
+            if is_outage(exc):  # clients reconnect at once: one line per outage, not per try
+                self._outages.failed("event hub", exc, hint="ending the event streams")
             detail = f"backend unavailable: {exc.message}"
             self._end_all(format_event("error", {"detail": detail}))
         except asyncio.CancelledError:
@@ -266,6 +270,7 @@ class EventHub:
         topics = topic_map(types)
         sub = await self.backend.subscribe(IDLE_TOPIC, *sorted(topics))
         self.subscriptions_opened += 1
+        self._outages.recovered("event hub")
         self._types = types
         self._topics = topics
         for client in self._clients:

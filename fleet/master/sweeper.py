@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from fleet.backends.base import Backend
 from fleet.backends.records import new_token, now
 from fleet.core.errors import BackendError
+from fleet.core.outage import OutageLog, is_outage
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ class Sweeper:
         self.sweeps = 0
         self.last: SweepReport | None = None
         self._task: asyncio.Task[None] | None = None
+        self._outages = OutageLog(log)
 
     @property
     def hold_seconds(self) -> float:
@@ -94,9 +96,13 @@ class Sweeper:
         while True:
             try:
                 await self.tick()
+                self._outages.recovered("sweeper")
             except BackendError as exc:
                 self.leader = False
-                log.warning("sweep skipped: backend unavailable (%s)", exc)
+                if is_outage(exc):
+                    self._outages.failed("sweeper", exc, hint="skipping sweeps until it is back")
+                else:
+                    log.warning("sweep skipped: backend error (%s)", exc)
             except Exception:
                 log.exception("sweep failed")
             await asyncio.sleep(self.period)

@@ -17,6 +17,7 @@ from fleet.core.automation import Automation
 from fleet.core.browser import BrowserNeeds
 from fleet.core.catalog import catalog_entry
 from fleet.core.errors import BackendError
+from fleet.core.outage import OutageLog, is_outage
 from fleet.protocol import (
     CONTROL_NS,
     cancel_topic,
@@ -27,6 +28,7 @@ from fleet.protocol import (
 )
 from fleet.worker.backoff import RetryPolicy, backoff_delay
 from fleet.worker.hardware import ProcessSampler, hardware, host_name
+from fleet.worker.identity import IdClaim
 from fleet.worker.runner import TypeRunner
 from fleet.worker.slots import Outcome
 
@@ -53,6 +55,8 @@ class Worker:
         fixed_config: If set, run every type with this config and skip the
             backend's config, registration and heartbeats (``fleet run``).
         on_finished: Called with ``(task_id, outcome)`` after each settled task.
+        id_claim: This process's claim on ``worker_id`` (renewed with every heartbeat,
+            released at shutdown); None for ``fleet run`` and in-process tests.
     """
 
     def __init__(
@@ -67,8 +71,10 @@ class Worker:
         policy: RetryPolicy | None = None,
         fixed_config: dict[str, Any] | None = None,
         on_finished: Callable[[str, Outcome], None] | None = None,
+        id_claim: IdClaim | None = None,
     ) -> None:
         self.backend = backend
+        self.id_claim = id_claim
         self.worker_id = worker_id or host_name()
         self.grace = grace
         self.heartbeat_seconds = heartbeat_seconds
@@ -94,6 +100,8 @@ class Worker:
         self._written_state: dict[str, str] = {}
         self._stop = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
+        #: One line per outage of each loop below, not one per failed retry.
+        self._outages = OutageLog(log)
 
     def _browser_for(self, needs: BrowserNeeds | None) -> BrowserPool | None:
         """The pool for ``needs`` (None without a declaration or without Playwright)."""
@@ -142,11 +150,15 @@ class Worker:
         while True:
             try:
                 first = await self._prepare()
+                self._outages.recovered("registration")
                 break
             except BackendError as exc:
                 failures += 1
                 delay = backoff_delay(failures, base=0.5, cap=30.0)
-                log.warning("backend not ready (%s); retrying in %.1fs", exc, delay)
+                if is_outage(exc):
+                    self._outages.failed("registration", exc)
+                else:
+                    log.warning("backend not ready (%s); retrying in %.1fs", exc, delay)
                 if self._stop.is_set():
                     raise
                 with contextlib.suppress(TimeoutError):
@@ -200,6 +212,9 @@ class Worker:
             for runner in self.runners.values():
                 with contextlib.suppress(BackendError):
                     await self._write_state(runner, heartbeat=True, state="STOPPED")
+        if self.id_claim is not None:
+            with contextlib.suppress(BackendError):
+                await self.id_claim.release(self.backend)
         log.info("worker %s stopped", self.worker_id)
 
     # ------------------------------------------------------------------ state
@@ -241,12 +256,19 @@ class Worker:
             await asyncio.sleep(0.05)  # coalesce a burst of changes into one write
             try:
                 await self._write_state(runner)
+                self._outages.recovered("state writes")
             except Exception as exc:
-                log.warning("could not write state of %s: %s", runner.automation_type, exc)
+                if is_outage(exc):
+                    self._outages.failed("state writes", exc)
+                else:
+                    log.warning("could not write state of %s: %s", runner.automation_type, exc)
 
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_seconds)
+            if self.id_claim is not None:
+                with contextlib.suppress(BackendError):
+                    await self.id_claim.renew(self.backend)
             cpu, rss = self._sampler.sample()
             for t, runner in self.runners.items():
                 runner.reconcile()  # recycles slots past recycle_seconds
@@ -255,8 +277,12 @@ class Worker:
                     await self.backend.worker_register(t, self.worker_id, self._hardware)
                     await self._write_state(runner, heartbeat=True)
                     await self.backend.worker_put_stats(t, self.worker_id, runner.stats(cpu, rss))
+                    self._outages.recovered("heartbeat")
                 except Exception as exc:
-                    log.warning("heartbeat of %s failed: %s", t, exc)
+                    if is_outage(exc):
+                        self._outages.failed("heartbeat", exc)
+                    else:
+                        log.warning("heartbeat of %s failed: %s", t, exc)
 
     async def _drain_flag(self, automation_type: str) -> bool:
         value = await self.backend.kv_get(CONTROL_NS, drain_key(automation_type, self.worker_id))
@@ -268,8 +294,12 @@ class Worker:
             try:
                 await runner.sync_config()
                 runner.set_draining(await self._drain_flag(t))
+                self._outages.recovered("config re-read")
             except Exception as exc:
-                log.warning("config re-read of %s failed: %s", t, exc)
+                if is_outage(exc):
+                    self._outages.failed("config re-read", exc)
+                else:
+                    log.warning("config re-read of %s failed: %s", t, exc)
 
     async def _resync_loop(self) -> None:
         while True:
@@ -289,6 +319,7 @@ class Worker:
                 if sub is None:
                     sub = await self.backend.subscribe(*self._topics())
                 async with sub:
+                    self._outages.recovered("event subscription")
                     if failures and not self.standalone:
                         await self.resync()  # events may have been missed meanwhile
                     failures = 0
@@ -301,7 +332,10 @@ class Worker:
                 sub = None
                 failures += 1
                 delay = backoff_delay(failures, base=0.5, cap=30.0)
-                log.warning("event subscription failed (%s); retrying in %.1fs", exc, delay)
+                if is_outage(exc):
+                    self._outages.failed("event subscription", exc)
+                else:
+                    log.warning("event subscription failed (%s); retrying in %.1fs", exc, delay)
                 await asyncio.sleep(delay)
 
     async def _on_event(self, topic: str, message: Any) -> None:
@@ -322,9 +356,13 @@ class Worker:
                 gen = message.get("gen")
                 if not isinstance(gen, int) or gen > runner.held_gen:
                     await runner.sync_config()
+                    self._outages.recovered("event handling")
             elif kind == "control":
                 action = message.get("action")
                 if action in ("drain", "resume"):
                     runner.set_draining(action == "drain")
         except Exception as exc:
-            log.warning("handling %s failed: %s", topic, exc)
+            if is_outage(exc):
+                self._outages.failed("event handling", exc)
+            else:
+                log.warning("handling %s failed: %s", topic, exc)

@@ -55,7 +55,12 @@ def _backend_url(value: str | None) -> str:
 
 @click.command()
 @click.option("--type", "types", multiple=True, help="Type to run (repeatable; default: all).")
-@click.option("--id", "worker_id", default=None, help="Worker id (default: the host name).")
+@click.option(
+    "--id",
+    "worker_id",
+    default=None,
+    help="Worker id (default: the host name, or host-2, host-3... while those are live).",
+)
 @click.option(
     "--backend",
     "backend_url",
@@ -76,26 +81,32 @@ def worker(
     """Run automation slots: take tasks, report state, follow the desired config."""
     from fleet.settings import Settings
     from fleet.worker.agent import RESYNC_SECONDS
+    from fleet.worker.identity import WorkerIdInUse
     from fleet.worker.process import serve
 
-    classes = _select(_load(plugins), types)
+    found = _load(plugins)
+    classes = _select(found, types)
     settings = Settings()
     resync = float(os.environ.get("FLEET_RESYNC_SECONDS", RESYNC_SECONDS))
-    _run(
-        serve(
-            _backend_url(backend_url),
-            classes,
-            worker_id,
-            grace=grace,
-            heartbeat_seconds=settings.heartbeat_seconds,
-            resync_seconds=resync,
+    try:
+        _run(
+            serve(
+                _backend_url(backend_url),
+                classes,
+                worker_id,
+                grace=grace,
+                heartbeat_seconds=settings.heartbeat_seconds,
+                resync_seconds=resync,
+                origins=found.origins,
+            )
         )
-    )
+    except WorkerIdInUse as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 def _run(main: Coroutine[Any, Any, None]) -> None:
     """Run the worker's event loop: uvloop when it is installed (it comes with
-    ``fleet[master]``; a third less CPU per task on the hot path), else asyncio's
+    ``fleet-automation[master]``; a third less CPU per task on the hot path), else asyncio's
     own loop. ``FLEET_UVLOOP=0`` forces asyncio's loop."""
     if os.environ.get("FLEET_UVLOOP", "1") != "0":
         try:
@@ -192,10 +203,11 @@ def plugins(as_json: bool, plugins: tuple[str, ...]) -> None:
         doc = {"types": rows, "errors": [e.to_dict() for e in found.errors]}
         click.echo(json.dumps(doc, indent=2))
     else:
-        from rich.console import Console
         from rich.table import Table
 
-        console = Console()
+        from fleet.console import output_console
+
+        console = output_console()
         table = Table(title="Fleet automations")
         for column in ("type", "kind", "task payload", "output", "config", "source"):
             table.add_column(column)

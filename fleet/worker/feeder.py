@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 from fleet.backends.base import Backend
 from fleet.backends.records import Reservation
+from fleet.core.outage import OutageLog, is_outage
 from fleet.worker.backoff import backoff_delay
 
 log = logging.getLogger("fleet.worker.feeder")
@@ -75,6 +76,9 @@ class Feeder:
         self._closed = False
         self._task: asyncio.Task[None] | None = None
         self._releases: set[asyncio.Task[None]] = set()
+        self._outages = OutageLog(log)
+        self._reserving = f"{automation_type}: reserve"
+        self._giving_back = f"{automation_type}: give back"
 
     def start(self) -> None:
         if self._task is None and not self._closed:
@@ -153,10 +157,16 @@ class Feeder:
             except Exception as exc:
                 failures += 1
                 delay = backoff_delay(failures, base=0.2, cap=10.0)
-                log.warning("%s: reserve failed (%s); retrying in %.1fs", self._type, exc, delay)
+                if is_outage(exc):
+                    self._outages.failed(self._reserving, exc)
+                else:
+                    log.warning(
+                        "%s: reserve failed (%s); retrying in %.1fs", self._type, exc, delay
+                    )
                 await asyncio.sleep(delay)
                 continue
             failures = 0
+            self._outages.recovered(self._reserving)
             saturated = len(got) >= k
             self._hand_out(got, hold=extra > 0)
             if not saturated and not self._live_waiters():
@@ -202,8 +212,15 @@ class Feeder:
             for res in reservations:
                 try:
                     await self._backend.release(self._type, res.body.id, res.token)
+                    self._outages.recovered(self._giving_back)
                 except Exception as exc:
-                    log.warning("%s: could not give back task %s: %s", self._type, res.body.id, exc)
+                    # Not lost: its lease runs out and the sweeper re-queues it.
+                    if is_outage(exc):
+                        self._outages.failed(self._giving_back, exc)
+                    else:
+                        log.warning(
+                            "%s: could not give back task %s: %s", self._type, res.body.id, exc
+                        )
 
         task = asyncio.create_task(release(), name=f"feeder-release:{self._type}")
         self._releases.add(task)

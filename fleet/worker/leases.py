@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from fleet.backends.base import Backend
 from fleet.backends.records import LeaseStatus
+from fleet.core.outage import OutageLog, is_outage
 
 log = logging.getLogger("fleet.worker.leases")
 
@@ -61,6 +62,8 @@ class LeaseKeeper:
         self._tick = tick
         self._leases: dict[str, Lease] = {}
         self._task: asyncio.Task[None] | None = None
+        self._outages = OutageLog(log)
+        self._component = f"{automation_type}: lease renewal"
 
     def start(self) -> None:
         if self._task is None:
@@ -105,9 +108,13 @@ class LeaseKeeper:
             )
         except Exception as exc:
             # Try again soon: the lease still has two thirds of its time left.
-            log.warning("%s: renewing task %s failed: %s", self._type, lease.task_id, exc)
+            if is_outage(exc):
+                self._outages.failed(self._component, exc)
+            else:
+                log.warning("%s: renewing task %s failed: %s", self._type, lease.task_id, exc)
             lease.renew_at = time.monotonic() + min(self._tick, lease.visibility / 10)
             return
+        self._outages.recovered(self._component)
         if self._leases.get(lease.task_id) is not lease:
             return  # finished while we were renewing
         if status is LeaseStatus.STALE:
@@ -153,6 +160,8 @@ class AckBatcher:
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
+        self._outages = OutageLog(log)
+        self._component = f"{automation_type}: acks"
 
     def start(self) -> None:
         if self._task is None:
@@ -199,11 +208,15 @@ class AckBatcher:
                     results = await self._backend.ack(self._type, batch)
                 except Exception as exc:
                     failures += 1
-                    log.warning("%s: ack of %d task(s) failed: %s", self._type, len(batch), exc)
+                    if is_outage(exc):
+                        self._outages.failed(self._component, exc)
+                    else:
+                        log.warning("%s: ack of %d task(s) failed: %s", self._type, len(batch), exc)
                     self._pending[:0] = batch
                     await asyncio.sleep(min(0.1 * 2**failures, 5.0))
                     continue
                 failures = 0
+                self._outages.recovered(self._component)
                 if self._on_stale is not None:
                     for (task_id, _), ok in zip(batch, results, strict=False):
                         if not ok:

@@ -8,15 +8,18 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fleet.backends import open_backend, redact_url
+from fleet.backends import redact_url
 from fleet.backends.base import Backend
+from fleet.backends.waiting import open_when_reachable
 from fleet.core.automation import Automation
 from fleet.core.errors import BackendUnavailable
+from fleet.core.outage import OutageLog
 from fleet.worker.agent import Worker
 from fleet.worker.backoff import RetryPolicy, backoff_delay
+from fleet.worker.identity import IdClaim, claim_worker_id
 
 log = logging.getLogger("fleet.worker")
 
@@ -49,17 +52,33 @@ def install_signal_handlers(worker: Worker) -> None:
 
 async def _open_with_retry(url: str) -> Backend:
     # A worker may start before its Redis does: wait for it instead of exiting.
+    return await open_when_reachable(url, "worker", log)
+
+
+def describe_types(types: Sequence[str], origins: Mapping[str, str]) -> str:
+    """``a (from pkg-a 1.0), b (from --plugin mod)``: what a worker runs and whence."""
+    return ", ".join(f"{t} (from {origins[t]})" if t in origins else t for t in types)
+
+
+async def _claim_with_retry(
+    backend: Backend, worker_id: str | None, heartbeat_seconds: float
+) -> IdClaim:
+    # Held for three heartbeats: a worker that dies frees its id within that time for
+    # other hosts (at once for a restart on this host, see fleet.worker.identity).
+    hold = max(3 * heartbeat_seconds, 10.0)
     failures = 0
+    outages = OutageLog(log)  # one line per outage, not one per retry
     while True:
         try:
-            return await open_backend(url)
+            claim = await claim_worker_id(backend, worker_id, hold_seconds=hold)
         except BackendUnavailable as exc:
             failures += 1
             delay = backoff_delay(failures, base=0.5, cap=30.0)
-            log.warning(
-                "backend %s unavailable (%s); retrying in %.1fs", redact_url(url), exc, delay
-            )
+            outages.failed("worker id claim", exc)
             await asyncio.sleep(delay)
+            continue
+        outages.recovered("worker id claim")
+        return claim
 
 
 async def serve(
@@ -70,26 +89,38 @@ async def serve(
     grace: float,
     heartbeat_seconds: float,
     resync_seconds: float,
+    origins: Mapping[str, str] | None = None,
 ) -> None:
     """Run a worker until a signal stops it.
+
+    Args:
+        origins: Where each type came from (``package version``), for the first log line.
 
     Raises:
         UnsupportedBackend: Unknown backend URL scheme.
         BackendUnavailable: The backend cannot be reached at start.
+        WorkerIdInUse: ``worker_id`` is held by a live worker process.
     """
     backend = await _open_with_retry(backend_url)
     try:
+        claim = await _claim_with_retry(backend, worker_id, heartbeat_seconds)
         worker = Worker(
             backend,
             classes,
-            worker_id,
+            claim.worker_id,
             grace=grace,
             heartbeat_seconds=heartbeat_seconds,
             resync_seconds=resync_seconds,
             policy=RetryPolicy.from_env(),
+            id_claim=claim,
         )
         install_signal_handlers(worker)
-        log.info("worker %s on %s", worker.worker_id, redact_url(backend_url))
+        log.info(
+            "worker %s on %s runs %s",
+            worker.worker_id,
+            redact_url(backend_url),
+            describe_types([c.automation_type for c in classes], origins or {}),
+        )
         await worker.run()
     finally:
         await backend.close()

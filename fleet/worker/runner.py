@@ -102,7 +102,7 @@ class TypeRunner:
         if cls.Browser is not None and browser is None:
             log.warning(
                 "%s declares Browser=%r but the browser pool is not available in this "
-                "worker (pip install 'fleet[browser]'); ctx.browser is None",
+                "worker (pip install 'fleet-automation[browser]'); ctx.browser is None",
                 self.automation_type,
                 cls.Browser,
             )

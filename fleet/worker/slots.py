@@ -19,6 +19,7 @@ from fleet.backends.records import Reservation
 from fleet.core.automation import Automation, BatchAutomation, ContinuousAutomation
 from fleet.core.config import BaseConfig
 from fleet.core.context import Context
+from fleet.core.outage import OutageLog, is_outage
 from fleet.core.task import Task
 from fleet.worker.backoff import RetryPolicy
 from fleet.worker.cancels import PendingCancels
@@ -35,6 +36,10 @@ Phase = Literal["idle", "wait", "run", "cleanup", "settle", "sleep"]
 _CANCELLABLE: frozenset[str] = frozenset({"wait", "run", "cleanup", "sleep"})
 #: A continuous run shorter than this counts towards the respawn backoff.
 SHORT_RUN_SECONDS = 30.0
+#: After a backend outage, a respawned ``run_slot`` that runs this long without
+#: raising counts as "backend back" (longer than a connect timeout, so a run
+#: still waiting to fail does not count).
+SETTLED_SECONDS = 5.0
 
 
 @dataclass(slots=True)
@@ -53,6 +58,8 @@ class SlotEnv:
         acker: Ack batcher (batch types only).
         on_finished: Called with ``(task_id, outcome)`` after a task is settled.
         cancels: Cancel requests of tasks no slot ran yet (checked before a run).
+        outages: One log line per backend outage of the type's slots, not one per slot
+            and retry.
     """
 
     automation_type: str
@@ -67,6 +74,7 @@ class SlotEnv:
     on_finished: Callable[[str, Outcome], None] | None = None
     cancels: PendingCancels = field(default_factory=PendingCancels)
     has_cleanup: bool = True
+    outages: OutageLog = field(default_factory=lambda: OutageLog(log))
 
     def __post_init__(self) -> None:
         self.has_cleanup = type(self.automation).cleanup is not Automation.cleanup
@@ -91,6 +99,9 @@ class Slot:
         self.phase: Phase = "idle"
         self.running_task_id: str | None = None
         self._cancel_reason: str | None = None
+        # Outage components, shared by every slot of the type through env.outages.
+        self._cleaning = f"{env.automation_type}: cleanup"
+        self._settling = f"{env.automation_type}: settling tasks"
 
     def start(self) -> asyncio.Task[None]:
         """Start the slot loop as an asyncio task."""
@@ -143,12 +154,20 @@ class Slot:
         self.phase = "cleanup"
         try:
             await self.env.automation.cleanup(self.ctx)
+            self._cleaned()
         except asyncio.CancelledError:
             if self._take_cancel() is None:
                 raise
             self.ctx.logger.warning("cleanup was interrupted by shutdown")
-        except Exception:
-            self.ctx.logger.exception("cleanup raised")
+        except Exception as exc:
+            if is_outage(exc):
+                self.env.outages.failed(self._cleaning, exc, logger=self.ctx.logger)
+            else:
+                self.ctx.logger.exception("cleanup raised")
+
+    def _cleaned(self) -> None:
+        """``cleanup`` returned: its backend calls, if any, worked."""
+        self.env.outages.recovered(self._cleaning, logger=self.ctx.logger)
 
     async def _main(self) -> None:
         raise NotImplementedError
@@ -274,8 +293,12 @@ class BatchSlot(Slot):
             )
         except Exception as exc:
             # The lease runs out and the sweeper re-queues the task: not lost.
-            self.ctx.logger.warning("could not fail task %s: %s", body.id, exc)
+            if is_outage(exc):
+                self.env.outages.failed(self._settling, exc, logger=self.ctx.logger)
+            else:
+                self.ctx.logger.warning("could not fail task %s: %s", body.id, exc)
             return
+        self.env.outages.recovered(self._settling, logger=self.ctx.logger)
         if result == "dead":
             env.counters.dead += 1
             self.ctx.logger.error(
@@ -299,8 +322,12 @@ class BatchSlot(Slot):
         try:
             await self.env.backend.release(self.env.automation_type, res.body.id, res.token)
         except Exception as exc:
-            self.ctx.logger.warning("could not give back task %s: %s", res.body.id, exc)
+            if is_outage(exc):
+                self.env.outages.failed(self._settling, exc, logger=self.ctx.logger)
+            else:
+                self.ctx.logger.warning("could not give back task %s: %s", res.body.id, exc)
             return
+        self.env.outages.recovered(self._settling, logger=self.ctx.logger)
         self._finished(res.body.id, "released")
 
     def _finished(self, task_id: str, outcome: Outcome) -> None:
@@ -309,7 +336,20 @@ class BatchSlot(Slot):
 
 
 class ContinuousSlot(Slot):
-    """``run_slot`` → cleanup, respawned with backoff until the slot stops."""
+    """``run_slot`` → cleanup, respawned with backoff until the slot stops.
+
+    ``run_slot`` and ``cleanup`` report an outage as one component, "<type>:
+    slots", which only a lasting run declares over: after the outage a healthy
+    ``run_slot`` may run for ever, so no later cleanup would say it was back.
+    """
+
+    def __init__(self, env: SlotEnv, ctx: Context[Any]) -> None:
+        super().__init__(env, ctx)
+        self._running = self._cleaning = f"{env.automation_type}: slots"
+
+    def _cleaned(self) -> None:
+        # A cleanup that never touches the backend returns even while it is down.
+        pass
 
     async def _main(self) -> None:
         automation = self.env.automation
@@ -319,18 +359,29 @@ class ContinuousSlot(Slot):
             started = time.monotonic()
             self.stats.busy = True
             self.phase = "run"
+            settled = self._watch_recovery()
             try:
                 await automation.run_slot(self.ctx)
                 self.stats.completed += 1
+                self.env.outages.recovered(self._running, logger=self.ctx.logger)
                 if not self.stopping:
                     self.ctx.logger.warning("run_slot returned; respawning it")
             except asyncio.CancelledError:
                 if self._take_cancel() is None:
                     raise
-            except Exception:
+            except Exception as exc:
                 self.stats.failed += 1
                 self.env.counters.failed += 1
-                self.ctx.logger.exception("run_slot raised; respawning it")
+                if is_outage(exc):
+                    # The backend is down: one line per outage, not a traceback per respawn.
+                    self.env.outages.failed(
+                        self._running, exc, hint="respawning it", logger=self.ctx.logger
+                    )
+                else:
+                    self.ctx.logger.exception("run_slot raised; respawning it")
+            finally:
+                if settled is not None:
+                    settled.cancel()
             await self._cleanup()
             self.stats.busy = False
             if self.stopping:
@@ -344,3 +395,14 @@ class ContinuousSlot(Slot):
                 if self._take_cancel() is None:
                     raise
         self.phase = "idle"
+
+    def _watch_recovery(self) -> asyncio.TimerHandle | None:
+        """While the type's slots are in an outage: a timer that declares it over
+        once this run has lasted ``SETTLED_SECONDS`` (a healthy ``run_slot`` may
+        never return, so its return cannot be what tells)."""
+        outages = self.env.outages
+        if not outages.is_down(self._running):
+            return None
+        return asyncio.get_running_loop().call_later(
+            SETTLED_SECONDS, lambda: outages.recovered(self._running, logger=self.ctx.logger)
+        )

@@ -45,6 +45,7 @@ def fleet_env(backend_url: str) -> dict[str, str]:
         FLEET_HEARTBEAT_SECONDS="1",
         FLEET_SWEEP_SECONDS="1",
         FLEET_RESYNC_SECONDS="2",
+        FLEET_ENTRY_POINTS="0",  # only the test plugin, whatever the venv has installed
         PYTHONPATH=str(REPO),
     )
     return env

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.slow
 def hermetic_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
     env.pop("XDG_STATE_HOME", None)  # the token file goes to ./.fleet of the temp dir
+    env["FLEET_ENTRY_POINTS"] = "0"  # the demo's plugins come by --plugin, installed or not
     return env
 
 
@@ -124,6 +125,8 @@ def test_fleet_dev_demo_runs_work_and_stops_cleanly_on_sigint(
     text = log.read_text()
     assert "Fleet is running." in text and f"dashboard    {base}/" in text
     assert token in text  # printed next to the dashboard URL
+    # Not on :8000, so the banner says where the client commands must look.
+    assert f"export FLEET_MASTER_URL={base}" in text
     assert "worker |" in text and "master |" in text and "dev    | stopped" in text
     assert "httpx: HTTP Request" not in text  # request chatter stays out without --verbose
     assert port_closed(port)

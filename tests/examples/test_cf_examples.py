@@ -98,7 +98,7 @@ async def test_scraper_claims_a_cookie_fetches_and_emits(
 async def test_scraper_on_a_dry_pool_requests_one_harvest_and_retries_later(
     demo_site: DemoSite, make_ctx: MakeCtx, mem_backend: Backend
 ) -> None:
-    ctx = make_ctx(Scraper)
+    ctx = make_ctx(Scraper, cookie_wait_seconds=0)  # fail at once, do not wait for a harvest
     for task_id in ("a", "b", "c"):
         with pytest.raises(NoCookie):
             await Scraper().run_one(scrape_task(f"{demo_site.url}/products/1", task_id), ctx)
@@ -142,9 +142,50 @@ async def test_scraper_raises_on_a_server_error_and_keeps_the_cookie(
 async def test_scraper_only_uses_cookies_of_the_url_site(
     demo_site: DemoSite, make_ctx: MakeCtx
 ) -> None:
-    ctx = make_ctx(Scraper)
+    ctx = make_ctx(Scraper, cookie_wait_seconds=0.3)
     other = CfCookie(cookies={"cf_clearance": "x"}, user_agent="UA", site="elsewhere:1")
     await ctx.pool(COOKIE_POOL).put(payload=other, tags=CfCookieTags(site="elsewhere:1"))
     with pytest.raises(NoCookie):
         await Scraper().run_one(scrape_task(f"{demo_site.url}/products/1"), ctx)
     assert await ctx.pool(COOKIE_POOL).size() == 1
+
+
+async def test_scraper_on_a_dry_pool_waits_quietly_for_the_harvest(
+    demo_site: DemoSite, make_ctx: MakeCtx, mem_backend: Backend
+) -> None:
+    # The demo's first second: scrapes start before the first harvest filled the pool.
+    # They wait for it instead of each failing an attempt (one warning per task).
+    scraper_ctx = make_ctx(Scraper, cookie_wait_seconds=30)
+    scrapes = [
+        asyncio.create_task(
+            Scraper().run_one(scrape_task(f"{demo_site.url}/products/{i}", f"s{i}"), scraper_ctx)
+        )
+        for i in (1, 2, 3)
+    ]
+    await asyncio.sleep(0.3)
+    assert not any(s.done() for s in scrapes)  # still waiting, none failed
+    # One harvest was asked for; run it as the harvester's worker would.
+    [reservation] = await mem_backend.reserve("cf-cookie-harvester")
+    assert reservation.body.payload == {"site": demo_site.site}
+    await CookieHarvester().run_one(
+        harvest_task(demo_site.site), make_ctx(CookieHarvester, cookies_per_site=1)
+    )
+    # One cookie for three scrapes: they take turns with it rather than fail.
+    await asyncio.wait_for(asyncio.gather(*scrapes), 15)
+    entries = await scraper_ctx.stream(SCRAPER_OUT).peek(10)
+    assert sorted(e.payload.url for e in entries) == [
+        f"{demo_site.url}/products/{i}" for i in (1, 2, 3)
+    ]
+
+
+async def test_scraper_gives_up_waiting_when_the_slot_stops(
+    demo_site: DemoSite, make_ctx: MakeCtx
+) -> None:
+    ctx = make_ctx(Scraper, cookie_wait_seconds=30)
+    scrape = asyncio.create_task(Scraper().run_one(scrape_task(f"{demo_site.url}/p/1"), ctx))
+    await asyncio.sleep(0.2)
+    started = time.monotonic()
+    ctx.shutdown.set()
+    with pytest.raises(NoCookie):
+        await asyncio.wait_for(scrape, 5)
+    assert time.monotonic() - started < 2

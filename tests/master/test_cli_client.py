@@ -108,6 +108,7 @@ def test_token_file_is_private_and_reused(tmp_path: Path) -> None:
 def _env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
     env["XDG_STATE_HOME"] = str(tmp_path / "state")
+    env["FLEET_ENTRY_POINTS"] = "0"
     env["FLEET_BACKEND_URL"] = f"sqlite:///{tmp_path / 'f.db'}"
     return env
 
@@ -180,9 +181,9 @@ def test_tail_dlq_and_worker_actions(live: Any, sqlite_url: str) -> None:
     asyncio.run(_seed(sqlite_url))
     r = fleet(live, "tail", "m-loop", "-n", "2")
     assert r.exit_code == 0
-    assert [json.loads(line) for line in r.output.splitlines()] == [
-        {"text": "line0"},
+    assert [json.loads(line) for line in r.output.splitlines()] == [  # the newest two
         {"text": "line1"},
+        {"text": "line2"},
     ]
     r = fleet(live, "dlq", SCRAPE)
     assert r.exit_code == 0 and "dead-1" in r.output and "kaput" in r.output

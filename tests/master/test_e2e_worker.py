@@ -47,6 +47,7 @@ def worker(backend_for_e2e: str) -> Iterator[subprocess.Popen[str]]:
     """A `fleet worker` process running the e2e plugin; stopped with SIGTERM."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
     env.update(FLEET_HEARTBEAT_SECONDS="0.3", FLEET_RESYNC_SECONDS="1", PYTHONPATH=str(ROOT))
+    env["FLEET_ENTRY_POINTS"] = "0"
     argv = [sys.executable, "-m", "fleet", "worker", "--plugin", "tests.master.e2e_plugin"]
     argv += ["--type", E2E, "--id", "w-e2e", "--backend", backend_for_e2e, "--grace", "2"]
     proc = subprocess.Popen(

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,13 +39,14 @@ class WorkerProcess:
         log_dir: Path,
         *,
         grace: float = 30.0,
+        more_args: Sequence[str] = (),
     ) -> None:
         self.worker_id = worker_id
         self.log_path = log_dir / f"{worker_id}.log"
         self._log = self.log_path.open("wb")
         args = [sys.executable, "-m", "fleet", "worker", "--plugin", plugin]
         args += ["--type", automation_type, "--id", worker_id, "--backend", backend_url]
-        args += ["--grace", str(grace)]
+        args += ["--grace", str(grace), *more_args]
         self.proc = subprocess.Popen(
             args, cwd=ROOT, env=fleet_env(), stdout=self._log, stderr=subprocess.STDOUT
         )

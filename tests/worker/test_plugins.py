@@ -33,7 +33,7 @@ def installed_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_entry_points_load_classes_and_modules_and_report_broken(installed_plugins: Path) -> None:
-    found = discover(use_env=False)
+    found = discover(use_env=False, use_entry_points=True)
     assert found.types["wt-echo"] is EchoAutomation
     assert found.types["wt-loop"] is LoopAutomation
     assert found.sources["wt-echo"] == (
@@ -42,6 +42,17 @@ def test_entry_points_load_classes_and_modules_and_report_broken(installed_plugi
     (error,) = [e for e in found.errors if "broken" in e.source]
     assert error.error == "RuntimeError: this plugin is broken on purpose"
     assert "Traceback" in error.traceback and "broken.py" in error.traceback
+
+
+def test_fleet_entry_points_0_ignores_installed_plugins(
+    installed_plugins: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLEET_ENTRY_POINTS", "1")
+    assert "wt-echo" in discover(use_env=False).types
+    monkeypatch.setenv("FLEET_ENTRY_POINTS", "0")
+    assert discover(use_env=False).types == {}
+    only = discover(["tests.plugins_fixture.loop"], use_env=False)
+    assert set(only.types) == {"wt-loop"}  # --plugin specs still load
 
 
 def test_spec_forms() -> None:

@@ -3,20 +3,38 @@
 A batch automation. Per ``ScrapeTask(url=...)`` it claims a cookie for the
 URL's site, fetches the page with that cookie and its user agent (and proxy),
 and emits a ``ScrapeResult``. A cookie the site rejects is evicted; when the
-pool has none, it asks the harvester for more and raises so the framework
-retries the task later (with backoff, then the dead-letter queue).
+pool has none, it asks the harvester for more and waits quietly for up to
+``cookie_wait_seconds``; only then does it raise, so the framework retries the
+task later (with backoff, then the dead-letter queue).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import httpx
-from cf_contracts import COOKIE_POOL, HARVESTER, HarvestRequest, ScrapeResult, ScrapeTask
+from cf_contracts import (
+    COOKIE_POOL,
+    HARVESTER,
+    CfCookie,
+    CfCookieTags,
+    HarvestRequest,
+    ScrapeResult,
+    ScrapeTask,
+)
 from pydantic import Field
 
 from fleet.core import BaseConfig, BatchAutomation, Context, Task, register
+
+if TYPE_CHECKING:
+    from fleet.core.handles import ClaimedItem, PoolHandle
+
+#: First and longest pause between two looks at a dry pool while a task waits.
+COOKIE_POLL_SECONDS = (0.1, 1.0)
 
 
 class ScraperConfig(BaseConfig):
@@ -25,10 +43,15 @@ class ScraperConfig(BaseConfig):
     max_attempts: int = Field(default=6, ge=1, le=1_000)
     hold_seconds: float = Field(default=60.0, gt=0)
     timeout_seconds: float = Field(default=10.0, gt=0)
+    #: How long a task waits for a cookie when the pool has none (a fresh pool
+    #: while the first harvest runs, every cookie claimed) before it fails and is
+    #: retried. Waiting is quiet; a failed attempt logs a warning. 0: fail at once.
+    cookie_wait_seconds: float = Field(default=30.0, ge=0)
 
 
 class NoCookie(RuntimeError):
-    """The pool has no cookie for the site yet; a harvest was requested."""
+    """The pool had no cookie for the site for ``cookie_wait_seconds``; a harvest
+    was requested."""
 
 
 class CookieRejected(RuntimeError):
@@ -56,6 +79,26 @@ async def request_harvest(ctx: Context[ScraperConfig], site: str) -> str:
     )
 
 
+async def wait_for_cookie(
+    ctx: Context[ScraperConfig], pool: PoolHandle[CfCookie, CfCookieTags], deadline: float
+) -> bool:
+    """Wait until ``pool`` has an unclaimed cookie.
+
+    Returns:
+        True once one is there (claim it; another slot may be quicker), False at
+        ``deadline`` (a ``time.monotonic()`` value) or when the slot is stopping.
+    """
+    pause, longest = COOKIE_POLL_SECONDS
+    while (remaining := deadline - time.monotonic()) > 0:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ctx.shutdown.wait(), min(pause, remaining))
+            return False  # the slot is stopping: do not hold its task any longer
+        if await pool.size():
+            return True
+        pause = min(pause * 2, longest)
+    return False
+
+
 @register("cf-scraper")
 class Scraper(BatchAutomation[ScraperConfig]):
     """Fetches one page per task through the shared cookie pool."""
@@ -68,28 +111,51 @@ class Scraper(BatchAutomation[ScraperConfig]):
         url = task.payload.url
         site = site_of(url)
         pool = ctx.pool(COOKIE_POOL).where(site=site)
-        async with pool.claim(hold_seconds=ctx.config.hold_seconds) as cookie:
-            if cookie is None:
+        deadline: float | None = None
+        while True:
+            async with pool.claim(hold_seconds=ctx.config.hold_seconds) as cookie:
+                if cookie is not None:
+                    response = await self.fetch(ctx, url, site, cookie)
+                    break
+            # A dry pool: ask for a harvest and wait for it quietly, rather than fail
+            # an attempt (one warning each) per task: a fresh demo has 30 scrapes and
+            # no cookie until the first harvest is done.
+            if deadline is None:
                 await request_harvest(ctx, site)
+                deadline = time.monotonic() + ctx.config.cookie_wait_seconds
+            if not await wait_for_cookie(ctx, pool, deadline):
                 raise NoCookie(f"no cookie for {site} yet; harvest requested")
-            jar = cookie.payload
-            async with httpx.AsyncClient(
-                proxy=jar.proxy_url,
-                headers={"User-Agent": jar.user_agent},
-                cookies=jar.cookies,
-                timeout=ctx.config.timeout_seconds,
-            ) as client:
-                response = await client.get(url)
-            if response.status_code == 403:
-                # Burnt (expired, used up, or bound to another client): never hand it out again.
-                await cookie.evict()
-                await request_harvest(ctx, site)
-                ctx.metrics.incr("cookies_rejected")
-                raise CookieRejected(f"{site} rejected cookie {cookie.id}")
-            # Leaving the block releases the cookie for the next task.
         if response.status_code >= 500:
             raise UpstreamError(f"{url} answered {response.status_code}")
         ctx.metrics.incr("pages_fetched")
         await ctx.emit(
             ScrapeResult(url=url, status=response.status_code, body_len=len(response.content))
         )
+
+    async def fetch(
+        self,
+        ctx: Context[ScraperConfig],
+        url: str,
+        site: str,
+        cookie: ClaimedItem[CfCookie, CfCookieTags],
+    ) -> httpx.Response:
+        """GET ``url`` with the claimed cookie; a rejected cookie is evicted.
+
+        Raises:
+            CookieRejected: The site answered 403 (a harvest was requested).
+        """
+        jar = cookie.payload
+        async with httpx.AsyncClient(
+            proxy=jar.proxy_url,
+            headers={"User-Agent": jar.user_agent},
+            cookies=jar.cookies,
+            timeout=ctx.config.timeout_seconds,
+        ) as client:
+            response = await client.get(url)
+        if response.status_code == 403:
+            # Burnt (expired, used up, or bound to another client): never hand it out again.
+            await cookie.evict()
+            await request_harvest(ctx, site)
+            ctx.metrics.incr("cookies_rejected")
+            raise CookieRejected(f"{site} rejected cookie {cookie.id}")
+        return response  # leaving the claim block releases the cookie for the next task

@@ -126,7 +126,7 @@ function tailPanel(type) {
 
   async function load() {
     try {
-      const entries = await api(`/automations/${seg(type)}/output?n=20`);
+      const entries = await api(`/automations/${seg(type)}/output?n=20&newest=true`);
       entries.forEach(add);
     } catch (err) {
       list.before(note("error", `Could not peek the output: ${err.summary || err.message}`));
@@ -137,7 +137,7 @@ function tailPanel(type) {
     "section",
     { class: "panel span", id: "tail" },
     h("h3", {}, "Output (live)"),
-    h("p", { class: "muted" }, "Oldest retained entries, then every new emit as it happens (newest first)."),
+    h("p", { class: "muted" }, "The newest retained entries, then every new emit as it happens (newest first)."),
     empty,
     list,
   );

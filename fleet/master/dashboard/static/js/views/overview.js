@@ -18,6 +18,16 @@ export function typeTotals(row, workers) {
   };
 }
 
+/** Pending counts per tier, each labelled as the CLI does: "high 2 · normal 0 · low 1". */
+function pendingTiers(pending) {
+  const parts = [];
+  for (const tier of ["high", "normal", "low"]) {
+    if (parts.length) parts.push(" · ");
+    parts.push(h("span", { class: "tier", "data-tier": tier }, h("span", { class: "tier-label" }, tier), ` ${fmtNum(pending[tier])}`));
+  }
+  return parts;
+}
+
 function stat(label, value, attrs) {
   return h("div", { class: "stat", ...(attrs || {}) }, h("dt", {}, label), h("dd", {}, value));
 }
@@ -45,9 +55,9 @@ export function typeCard(row, workers, series, { link = true } = {}) {
       t.lagging ? stat("lagging", String(t.lagging), { class: "stat warn", "data-stat": "lagging" }) : null,
       batch
         ? [
-            stat("pending", `${fmtNum(pending.high)} · ${fmtNum(pending.normal)} · ${fmtNum(pending.low)}`, {
+            stat("pending", pendingTiers(pending), {
               "data-stat": "pending",
-              title: "high · normal · low",
+              title: "pending tasks per priority tier: high (priority > 0) · normal (0) · low (< 0)",
             }),
             stat("processing", fmtNum(q.processing), { "data-stat": "processing" }),
             stat("scheduled", fmtNum(q.scheduled), { "data-stat": "scheduled" }),
