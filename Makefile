@@ -1,13 +1,13 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: venv test lint dev examples
+.PHONY: venv test lint dev examples chaos
 
+# A venv made before the distribution was renamed still holds `fleet`: it is dropped.
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q -U pip
-	# A venv made before the distribution was renamed still holds `fleet`: drop it.
-	$(PY) -m pip uninstall -q -y fleet 2>/dev/null || true
+	@$(PY) -m pip uninstall -q -y fleet 2>/dev/null || true
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
@@ -33,3 +33,7 @@ examples: $(VENV)/.examples
 
 dev: $(VENV)/.examples
 	$(VENV)/bin/fleet dev --demo $(DEV_ARGS)
+
+# The long chaos run (CI runs the short one with the suite); prints the chaos table.
+chaos: venv
+	FLEET_CHAOS_LONG=1 FLEET_TEST_REQUIRE_REDIS=1 $(VENV)/bin/pytest -q -s -m chaos tests/chaos

@@ -16,8 +16,8 @@ import time
 
 from benchlib import redis_server
 
-from fleet.backends.records import PushRequest, TaskBody, new_id
 from fleet.backends.redis import RedisBackend
+from fleet.core.records import PushRequest, TaskBody, new_id
 
 
 def bodies(n: int) -> list[PushRequest]:

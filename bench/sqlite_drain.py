@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
-from fleet.backends.records import PushRequest, TaskBody, new_id
 from fleet.backends.sqlite import SQLiteBackend
+from fleet.core.records import PushRequest, TaskBody, new_id
 
 TYPE = "bench"
 

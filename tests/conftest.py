@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -17,6 +18,12 @@ from tests.support.redis_server import REDIS_BIN, RedisServer, require_redis
 # load only the --plugin / FLEET_PLUGINS modules the test names. Tests of entry-point
 # discovery opt back in explicitly.
 os.environ["FLEET_ENTRY_POINTS"] = "0"
+
+# A shell script that runs the suite in the background (`make test &`) starts it with
+# SIGINT ignored, and children inherit that: the tests that stop a child with SIGINT
+# (as Ctrl-C would) need it back to the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 #: Every backend the conformance suite runs against. A new backend joins by
 #: adding its name here (and a branch in ``make_backend_url``).

@@ -59,6 +59,13 @@ def backend_class(url: str) -> type[Backend]:
             if not (isinstance(loaded, type) and issubclass(loaded, Backend)):
                 raise UnsupportedBackend(f"entry point fleet.backends:{scheme} is not a Backend")
             return loaded
+    if {"sentinel", "sentinels", "cluster"} & set(scheme.replace("-", "+").split("+")):
+        # redis+sentinel://, sentinel://, redis+cluster://... (unless a plugin serves them)
+        raise UnsupportedBackend(
+            f"{scheme}:// asks for Redis Sentinel or Cluster, which the Redis backend does "
+            "not support yet (its script lane talks to one server): use redis://host:port/db "
+            "with the primary's address"
+        )
     known = ", ".join(
         sorted({*_BUILTIN, *(ep.name for ep in entry_points(group="fleet.backends"))})
     )

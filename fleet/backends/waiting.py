@@ -48,6 +48,11 @@ async def open_when_reachable(
         try:
             backend = await open_backend(url)
         except BackendUnavailable as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # A Ctrl-C that lands inside a connect attempt can come back as a
+                # connection error (the driver's timeout swallows the cancel): stop.
+                raise asyncio.CancelledError from exc
             failures += 1
             outages.failed(component, describe(url, exc), hint=CHECK_HINT)
             await asyncio.sleep(backoff_delay(failures, base=0.5, cap=30.0))

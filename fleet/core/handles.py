@@ -1,6 +1,7 @@
 """Typed handles behind ``ctx.pool``, ``ctx.stream``, ``ctx.kv``, ``ctx.lock``,
-``ctx.counter`` and ``ctx.events``. Each is a thin, validated layer over the
-Backend; the same handles serve workers, ``fleet run`` and tests."""
+``ctx.counter`` and ``ctx.events``. Each is a thin, validated layer over the one
+backend capability it needs (:mod:`fleet.core.capabilities`); the same handles
+serve workers, ``fleet run`` and tests."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from fleet.backends.records import PoolStrategy, StreamEntry, new_token
 from fleet.core.contracts import Pool, Stream, ensure_instance
 from fleet.core.errors import ContractValueError
+from fleet.core.records import PoolStrategy, StreamEntry, new_token
 
 if TYPE_CHECKING:
-    from fleet.backends.base import Backend
+    from fleet.core.capabilities import Events as EventBus
+    from fleet.core.capabilities import Pools, Primitives, Streams
 
 P = TypeVar("P", bound=BaseModel)
 T = TypeVar("T", bound=BaseModel)
@@ -38,7 +40,7 @@ class Entry(Generic[P]):
 class StreamHandle(Generic[P]):
     """Typed reader of an automation's output stream (``ctx.stream(REF)``)."""
 
-    def __init__(self, backend: Backend, ref: Stream[P]) -> None:
+    def __init__(self, backend: Streams, ref: Stream[P]) -> None:
         self._backend = backend
         self.ref = ref
 
@@ -68,7 +70,7 @@ class ClaimedItem(Generic[P, T]):
 
     def __init__(
         self,
-        backend: Backend,
+        backend: Pools,
         pool: Pool[P, T],
         item_id: str,
         payload: P,
@@ -109,7 +111,7 @@ class ClaimedItem(Generic[P, T]):
 class PoolHandle(Generic[P, T]):
     """Typed handle of a pool (``ctx.pool(REF)``); ``where`` narrows it by tags."""
 
-    def __init__(self, backend: Backend, ref: Pool[P, T], where: dict[str, Any] | None = None):
+    def __init__(self, backend: Pools, ref: Pool[P, T], where: dict[str, Any] | None = None):
         self._backend = backend
         self.ref = ref
         self._where = where or {}
@@ -205,7 +207,7 @@ def _encode(value: Any) -> str:
 class KV:
     """Namespaced key/value store with optional TTL (``ctx.kv(ns)``)."""
 
-    def __init__(self, backend: Backend, namespace: str) -> None:
+    def __init__(self, backend: Primitives, namespace: str) -> None:
         if not namespace or not isinstance(namespace, str):
             raise ContractValueError("kv namespace must be a non-empty string", field="namespace")
         self._backend = backend
@@ -239,7 +241,7 @@ class KV:
 class Counter:
     """An atomic fleet-wide integer (``ctx.counter(name)``)."""
 
-    def __init__(self, backend: Backend, name: str) -> None:
+    def __init__(self, backend: Primitives, name: str) -> None:
         self._backend = backend
         self.name = name
 
@@ -268,7 +270,7 @@ class Lock:
     """
 
     def __init__(
-        self, backend: Backend, name: str, hold_seconds: float = 30.0, wait_seconds: float = 10.0
+        self, backend: Primitives, name: str, hold_seconds: float = 30.0, wait_seconds: float = 10.0
     ) -> None:
         if hold_seconds <= 0:
             raise ContractValueError("hold_seconds must be > 0", field="hold_seconds")
@@ -327,7 +329,7 @@ class Lock:
 class Events:
     """Fire-and-forget pub/sub of small JSON messages (``ctx.events``)."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: EventBus) -> None:
         self._backend = backend
 
     async def publish(self, topic: str, message: Any = None) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from fleet.backends.records import PushRequest, TaskBody, new_id, now
 from fleet.core.errors import ContractValueError
+from fleet.core.records import PushRequest, TaskBody, new_id, now
 
 #: Default lifetime of idempotency keys (seconds); ``FLEET_IDEMPOTENCY_TTL_SECONDS``.
 DEFAULT_IDEMPOTENCY_TTL = 86_400.0

@@ -26,22 +26,20 @@ import fleet
 from fleet.backends import open_backend, redact_url
 from fleet.backends.base import Backend
 from fleet.core.errors import BackendError, BackendUnavailable, FleetError
-from fleet.master import (
-    api_catalog,
-    api_config,
-    api_health,
-    api_pools,
-    api_queue,
-    api_tasks,
-    api_workers,
-    sse,
-)
-from fleet.master.api_outage import ApiOutage
+from fleet.master import sse
 from fleet.master.auth import TokenTable
 from fleet.master.catalog import keep_local_entries, load_plugins, publish_local_entries
 from fleet.master.event_hub import EventHub
 from fleet.master.limits import BodyLimitMiddleware, limit_for_paths
 from fleet.master.metrics import MasterMetrics
+from fleet.master.outage import ApiOutage
+from fleet.master.routes import catalog as catalog_routes
+from fleet.master.routes import config as config_routes
+from fleet.master.routes import health as health_routes
+from fleet.master.routes import pools as pool_routes
+from fleet.master.routes import queue as queue_routes
+from fleet.master.routes import tasks as task_routes
+from fleet.master.routes import workers as worker_routes
 from fleet.master.state import MasterState, master_state
 from fleet.master.sweeper import Sweeper
 from fleet.master.validation import InvalidInput, finite_json
@@ -52,7 +50,13 @@ log = logging.getLogger(__name__)
 API_PREFIX = "/api/v1"
 DASHBOARD_DIR = Path(__file__).parent / "dashboard" / "static"
 #: How often a master checks that its own plugins' catalog entries still exist.
-CATALOG_CHECK_SECONDS = 30.0
+CATALOG_CHECK_SECONDS = 2.0
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def _validation_response(errors: list[dict[str, object]]) -> JSONResponse:
@@ -121,11 +125,16 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        owned = backend is None or close_backend
-        keeper: asyncio.Task[None] | None = None
-        state.backend = backend if backend is not None else await open_backend(settings.backend_url)
-        log.info("master on backend %s", redact_url(state.backend.url))
-        try:
+        # Each resource registers its own clean-up as it is made: a start that fails
+        # half-way undoes what it did, and shutdown runs in reverse order of start.
+        async with contextlib.AsyncExitStack() as stack:
+            if backend is None:
+                state.backend = await open_backend(settings.backend_url)
+            else:
+                state.backend = backend
+            if backend is None or close_backend:
+                stack.push_async_callback(state.backend.close)
+            log.info("master on backend %s", redact_url(state.backend.url))
             if plugins:
                 load_plugins(plugin_specs)
             try:
@@ -137,25 +146,25 @@ def create_app(
             if sweeper:
                 state.sweeper = Sweeper(state.backend, settings.sweep_seconds)
                 state.sweeper.start()
+                stack.push_async_callback(_stop_sweeper)
             keeper = asyncio.create_task(
                 keep_local_entries(state.backend, catalog_check_seconds), name="fleet-catalog"
             )
+            stack.push_async_callback(_cancel, keeper)
             state.events = EventHub(state.backend, settings.heartbeat_seconds)
+            stack.push_async_callback(_close_events)
+            stack.push_async_callback(outage.close)
             yield
-        finally:
-            await outage.close()
-            if state.events is not None:
-                await state.events.close()
-                state.events = None
-            if keeper is not None:
-                keeper.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await keeper
-            if state.sweeper is not None:
-                await state.sweeper.stop()
-                state.sweeper = None
-            if owned:
-                await state.backend.close()
+
+    async def _stop_sweeper() -> None:
+        if state.sweeper is not None:
+            await state.sweeper.stop()
+            state.sweeper = None
+
+    async def _close_events() -> None:
+        if state.events is not None:
+            await state.events.close()
+            state.events = None
 
     app = FastAPI(
         title="Fleet master",
@@ -173,8 +182,16 @@ def create_app(
         BodyLimitMiddleware,
         limit_for=limit_for_paths(settings.max_body_bytes, settings.max_batch_body_bytes),
     )
-    app.include_router(api_health.router)
-    for module in (api_catalog, api_tasks, api_queue, api_config, api_workers, api_pools, sse):
+    app.include_router(health_routes.router)
+    for module in (
+        catalog_routes,
+        task_routes,
+        queue_routes,
+        config_routes,
+        worker_routes,
+        pool_routes,
+        sse,
+    ):
         app.include_router(module.router, prefix=API_PREFIX)
     if DASHBOARD_DIR.is_dir():
         app.mount("/", StaticFiles(directory=DASHBOARD_DIR, html=True), name="dashboard")

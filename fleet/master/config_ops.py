@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.backends.base import Backend
-from fleet.backends.records import new_token
 from fleet.core.config import merge_config
+from fleet.core.records import new_token
 from fleet.master.validation import (
     InvalidInput,
     config_errors,
@@ -94,6 +94,26 @@ def _check(
     return missing
 
 
+async def generation_floor(backend: Backend, automation_type: str, worker_ids: list[str]) -> int:
+    """The highest config generation any worker of the type holds or was sent.
+
+    After the backend lost its data its counter starts again at 1, while live
+    workers still hold (and report, in ``applied_gen``) the generation they run;
+    the next generation must be above it or they would ignore every push.
+    """
+    floor = 0
+    for wid in worker_ids:
+        record = await backend.worker_get(automation_type, wid)
+        if record is None:
+            continue
+        try:
+            applied = int(float(record.state.get("applied_gen", "0")))
+        except ValueError:
+            applied = 0
+        floor = max(floor, applied, record.gen)
+    return floor
+
+
 async def patch_type_config(
     backend: Backend,
     automation_type: str,
@@ -129,7 +149,8 @@ async def patch_type_config(
             desired[wid] = merge_config(new, override)
             missing.update(_check(automation_type, entry, desired[wid], wid))
         await backend.config_set(automation_type, new)
-        gen = await backend.next_generation(automation_type)
+        floor = await generation_floor(backend, automation_type, worker_ids)
+        gen = await backend.next_generation(automation_type, floor=floor)
         written = [
             wid
             for wid, cfg in desired.items()
@@ -170,7 +191,8 @@ async def patch_worker_config(
         gen = 0
         written: list[str] = []
         if registered:
-            gen = await backend.next_generation(automation_type)
+            floor = await generation_floor(backend, automation_type, [worker_id])
+            gen = await backend.next_generation(automation_type, floor=floor)
             if await backend.worker_config_put(automation_type, worker_id, merged, gen):
                 written.append(worker_id)
     if registered:

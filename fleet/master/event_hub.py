@@ -9,7 +9,10 @@ The hub does that work once per master and fans the frames out:
 * it subscribes to the topics of every catalogued type (renewed when a type
   appears; every client then hears ``hello`` again, as before);
 * it reads depths and workers when some client is due (each client keeps its
-  own ``interval``) and sends each client only the types it follows;
+  own ``interval``) and sends each client only the types it follows: with
+  ``depths`` and ``workers``, a ``types`` frame (each type's summary, the rows
+  of ``GET /automations`` without their counts) whenever it changed for that
+  client, so that a dashboard follows the fleet from frames without polling;
 * a client that stops reading is cut off after ``MAX_PENDING`` frames, with
   an ``error`` frame, so one stuck browser cannot grow the master's memory;
 * a backend failure ends every stream with an ``error`` frame (clients
@@ -29,7 +32,7 @@ from typing import Any
 from fleet.backends.base import Backend, Subscription
 from fleet.core.errors import BackendError
 from fleet.core.outage import OutageLog, is_outage
-from fleet.master.api_workers import load_views
+from fleet.master.workers_view import load_views
 from fleet.protocol import cancel_topic, config_topic, control_topic, emit_topic, worker_topic
 
 log = logging.getLogger(__name__)
@@ -69,6 +72,34 @@ def topic_event(topic: str, types: set[str]) -> tuple[str, str] | None:
     return topic_map(types).get(topic)
 
 
+def type_rows(entries: dict[str, dict[str, Any]], worker_types: set[str]) -> list[dict[str, Any]]:
+    """The ``types`` frame: every catalogued type and every type with workers,
+    as ``GET /automations`` lists them, without the worker counts and depths
+    (the ``workers`` and ``depths`` frames carry those)."""
+    rows = []
+    for t in sorted({*entries, *worker_types}):
+        entry = entries.get(t) or {}
+        rows.append(
+            {
+                "type": t,
+                "kind": entry.get("kind"),
+                "catalogued": t in entries,
+                "has_queue": bool(entry.get("queue")),
+                "has_stream": bool(entry.get("stream")),
+            }
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """One read of what the clients are sent on their tick."""
+
+    depths: dict[str, Any]
+    workers: list[dict[str, Any]]
+    types: list[dict[str, Any]]
+
+
 @dataclass(eq=False)
 class _Client:
     """One connected stream: what it follows and the frames it has not read."""
@@ -76,6 +107,7 @@ class _Client:
     only: set[str] | None
     interval: float
     due: float = 0.0  # loop time of its next depths/workers frames
+    types_sent: bytes | None = None  # the last ``types`` frame it was sent
     queue: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
     ended: bool = False
 
@@ -115,7 +147,7 @@ class EventHub:
         self._ending: set[asyncio.Task[None]] = set()  # cancelled, still cleaning up
         self._types: set[str] | None = None  # subscribed types, None until live
         self._topics: dict[str, tuple[str, str]] = {}  # their topics -> (event, type)
-        self._last: tuple[dict[str, Any], list[dict[str, Any]]] | None = None
+        self._last: _Snapshot | None = None
         #: Subscriptions opened so far (what sharing saves is visible in tests).
         self.subscriptions_opened = 0
         self._outages = OutageLog(log)
@@ -164,7 +196,7 @@ class EventHub:
         if self._types is not None:
             client.send(self._hello(client))
         if self._last is not None:
-            self._send_snapshot(client, *self._last)
+            self._send_snapshot(client, self._last)
             client.due = asyncio.get_running_loop().time() + client.interval
 
     def _leave(self, client: _Client) -> None:
@@ -193,13 +225,16 @@ class EventHub:
         types = sorted(t for t in self._types or () if client.follows(t))
         return format_event("hello", {"types": types})
 
-    def _send_snapshot(
-        self, client: _Client, depths: dict[str, Any], workers: list[dict[str, Any]]
-    ) -> None:
-        client.send(format_event("depths", {t: d for t, d in depths.items() if client.follows(t)}))
-        client.send(
-            format_event("workers", [w for w in workers if client.follows(str(w.get("type")))])
-        )
+    def _send_snapshot(self, client: _Client, snap: _Snapshot) -> None:
+        depths = {t: d for t, d in snap.depths.items() if client.follows(t)}
+        client.send(format_event("depths", depths))
+        workers = [w for w in snap.workers if client.follows(str(w.get("type")))]
+        client.send(format_event("workers", workers))
+        # the type list changes rarely: sent on join and when it changed
+        types = format_event("types", [r for r in snap.types if client.follows(r["type"])])
+        if types != client.types_sent:
+            client.types_sent = types
+            client.send(types)
 
     def _end_all(self, last: bytes | None) -> None:
         for client in list(self._clients):
@@ -230,11 +265,11 @@ class EventHub:
                             pending = None
                         await sub.aclose()
                         sub = await self._subscribe(set(entries))
-                    depths, workers = await self._snapshot(entries)
-                    self._last = (depths, workers)
+                    snap = await self._snapshot(entries)
+                    self._last = snap
                     now = loop.time()
                     for client in due:
-                        self._send_snapshot(client, depths, workers)
+                        self._send_snapshot(client, snap)
                         client.due = now + client.interval
                 wait = PLAN_SECONDS
                 if self._clients:
@@ -287,14 +322,13 @@ class EventHub:
             if client.follows(automation_type):
                 client.send(frame)
 
-    async def _snapshot(
-        self, entries: dict[str, dict[str, Any]]
-    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    async def _snapshot(self, entries: dict[str, dict[str, Any]]) -> _Snapshot:
         depths = {}
         for t, entry in sorted(entries.items()):
             if entry.get("queue"):
                 depths[t] = (await self.backend.depths(t)).to_dict()
-        types = set(entries)
-        pairs = [p for p in await self.backend.workers_all() if p[0] in types]
+        # every worker, as GET /workers lists them (a type may have workers
+        # before or after its catalog entry)
+        pairs = await self.backend.workers_all()
         workers = await load_views(self.backend, pairs, self.heartbeat_seconds)
-        return depths, workers
+        return _Snapshot(depths, workers, type_rows(entries, {t for t, _ in pairs}))

@@ -24,8 +24,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from fleet.backends.base import Backend
-from fleet.backends.records import QueueDepths
 from fleet.core.metrics import BUCKETS, merge_histograms, merge_snapshots
+from fleet.core.records import QueueDepths
 from fleet.master.workers_view import is_up
 
 #: Counters of QueueDepths exported as ``fleet_tasks_<name>_total``.
@@ -48,6 +48,8 @@ class TypeSnapshot:
     duration: dict[str, Any] | None = None
     per_second: float = 0.0  #: completed tasks per second, summed over live workers
     processes: list[tuple[str, float, float]] = field(default_factory=list)  #: wid, cpu, rss
+    #: worker id -> attempts it cancelled because their lease was lost (since it started)
+    zombies: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -109,6 +111,8 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
         tasks: dict[str, Any] = raw_tasks if isinstance(raw_tasks, dict) else {}
         ts.per_second += _num(tasks.get("per_second"))
         ts.processes.append((wid, _num(stats.get("cpu_percent")), _num(stats.get("rss_bytes"))))
+        if "zombies_cancelled" in tasks:  # batch types only, and workers that report it
+            ts.zombies[wid] = _num(tasks["zombies_cancelled"])
         if isinstance(stats.get("metrics"), dict):
             plugin_snaps.setdefault(t, []).append(stats["metrics"])
         for key in DURATION_KEYS:
@@ -171,6 +175,13 @@ class _SnapshotCollector(Collector):
         rss = GaugeMetricFamily(
             "fleet_worker_rss_bytes", "Worker process memory", labels=["type", "worker"]
         )
+        # Per worker: a worker's count starts at 0 with the process, which is
+        # what Prometheus expects of a counter (rate() handles the reset).
+        zombies = CounterMetricFamily(
+            "fleet_worker_zombies_cancelled",
+            "Attempts a worker cancelled while running because their lease was lost",
+            labels=["type", "worker"],
+        )
         duration = HistogramMetricFamily(
             "fleet_task_duration_seconds",
             "Time run_one took, as reported by workers",
@@ -201,6 +212,8 @@ class _SnapshotCollector(Collector):
             for wid, cpu_percent, rss_bytes in ts.processes:
                 cpu.add_metric([t, wid], cpu_percent)
                 rss.add_metric([t, wid], rss_bytes)
+            for wid, cancelled in sorted(ts.zombies.items()):
+                zombies.add_metric([t, wid], cancelled)
             if ts.duration is not None:
                 duration.add_metric(
                     [t], _cumulative(ts.duration["buckets"]), float(ts.duration["sum"])
@@ -213,7 +226,7 @@ class _SnapshotCollector(Collector):
                 if _valid_hist(h):
                     p_hist.add_metric([t, str(name)], _cumulative(h["buckets"]), float(h["sum"]))
         yield from counters.values()
-        yield from (depth, oldest, workers, busy, total, rate, cpu, rss, duration)
+        yield from (depth, oldest, workers, busy, total, rate, cpu, rss, zombies, duration)
         yield from (p_counter, p_gauge, p_hist)
 
 

@@ -12,8 +12,12 @@ from events (the dashboard re-reads the output tail). Each event is
 ``event: <name>\\ndata: <json>\\n\\n``; the names are ``hello``, ``emit``,
 ``config``, ``control``, ``cancel``, ``worker`` (pushed state changes),
 ``depths``, ``workers`` (every worker's view, with each tick, so that
-last-seen times and up/down stay current without polling) and ``error`` (the
-backend failed; the stream ends).
+last-seen times and up/down stay current without polling), ``types`` (the
+rows of ``GET /automations`` without their counts and depths: sent after the
+first ``workers`` and again whenever the list changed) and ``error`` (the
+backend failed; the stream ends). A dashboard with a live stream builds its
+picture from these frames alone and polls the REST API only while the stream is
+down.
 """
 
 from __future__ import annotations

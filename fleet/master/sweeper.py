@@ -14,9 +14,9 @@ import logging
 from dataclasses import dataclass
 
 from fleet.backends.base import Backend
-from fleet.backends.records import new_token, now
 from fleet.core.errors import BackendError
 from fleet.core.outage import OutageLog, is_outage
+from fleet.core.records import new_token, now
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,15 @@
-"""How a worker record is shown: up/down, slots, generations, lag. Pure functions."""
+"""How a worker record is shown: up/down, slots, generations, lag (pure functions), and
+:func:`load_views`, which reads the records to show (the API, the catalog and the event hub
+share it)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from fleet.backends.records import WorkerRecord
+from fleet.backends.base import Backend
+from fleet.core.records import WorkerRecord
+from fleet.protocol import CONTROL_NS, drain_key
 
 #: A worker is up while its last heartbeat is within this many heartbeat periods.
 UP_HEARTBEATS = 3
@@ -78,3 +83,20 @@ def worker_counts(views: list[dict[str, Any]]) -> dict[str, int]:
         "up": sum(1 for v in views if v["up"]),
         "lagging": sum(1 for v in views if v["lagging"]),
     }
+
+
+async def load_views(
+    backend: Backend, pairs: list[tuple[str, str]], heartbeat_seconds: float
+) -> list[dict[str, Any]]:
+    """Views of the ``(type, worker_id)`` pairs that still have a record."""
+    now = time.time()
+    views = []
+    for automation_type, wid in pairs:
+        record = await backend.worker_get(automation_type, wid)
+        if record is not None:
+            view = worker_view(record, now, heartbeat_seconds)
+            view["draining_requested"] = (
+                await backend.kv_get(CONTROL_NS, drain_key(automation_type, wid)) is not None
+            )
+            views.append(view)
+    return views

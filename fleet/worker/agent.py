@@ -277,12 +277,33 @@ class Worker:
                     await self.backend.worker_register(t, self.worker_id, self._hardware)
                     await self._write_state(runner, heartbeat=True)
                     await self.backend.worker_put_stats(t, self.worker_id, runner.stats(cpu, rss))
+                    await self._heal(runner)
                     self._outages.recovered("heartbeat")
                 except Exception as exc:
                     if is_outage(exc):
                         self._outages.failed("heartbeat", exc)
                     else:
                         log.warning("heartbeat of %s failed: %s", t, exc)
+
+    async def _heal(self, runner: TypeRunner) -> None:
+        """Put back what the backend lost (FLUSHALL, a restore from an older backup, a
+        fresh Redis at the same address) within one heartbeat: the catalog entry, the
+        config and its generation, and a drain flag this worker still obeys. The
+        registration and state were just written by the heartbeat itself."""
+        t = runner.automation_type
+        lost = False
+        if runner.held_gen > 0:
+            _, gen = await self.backend.worker_config_get(t, self.worker_id)
+            if gen < runner.held_gen:
+                lost = True
+                await runner.restore_config(gen)
+        if await self.backend.catalog_get(t) is None:
+            lost = True
+            log.warning("%s: catalog entry missing (the backend lost data?): publishing it", t)
+            await self.backend.catalog_put(t, catalog_entry(runner.cls))
+        # Only after a loss: a flag missing otherwise means a resume whose event we missed.
+        if lost and runner.draining and not await self._drain_flag(t):
+            await self.backend.kv_set(CONTROL_NS, drain_key(t, self.worker_id), "true")
 
     async def _drain_flag(self, automation_type: str) -> bool:
         value = await self.backend.kv_get(CONTROL_NS, drain_key(automation_type, self.worker_id))

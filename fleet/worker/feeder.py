@@ -24,9 +24,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from fleet.backends.base import Backend
-from fleet.backends.records import Reservation
+from fleet.core.capabilities import TaskQueues
 from fleet.core.outage import OutageLog, is_outage
+from fleet.core.records import Reservation
 from fleet.worker.backoff import backoff_delay
 
 log = logging.getLogger("fleet.worker.feeder")
@@ -51,7 +51,7 @@ class Feeder:
 
     def __init__(
         self,
-        backend: Backend,
+        backend: TaskQueues,
         automation_type: str,
         lease_params: Callable[[], tuple[float, int]],
         *,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from fleet.backends.base import Backend
+from fleet.core.capabilities import Primitives
 from fleet.core.errors import FleetError
 from fleet.protocol import CONTROL_NS, worker_id_key
 from fleet.worker.hardware import host_name
@@ -90,7 +90,7 @@ class IdClaim:
         self.hold_seconds = hold_seconds
         self._warned = False
 
-    async def renew(self, backend: Backend) -> None:
+    async def renew(self, backend: Primitives) -> None:
         """Keep the claim alive; write it back if the backend lost it."""
         key = worker_id_key(self.worker_id)
         current = await backend.kv_get(CONTROL_NS, key)
@@ -104,14 +104,14 @@ class IdClaim:
             return
         await backend.kv_set(CONTROL_NS, key, mine, ttl_seconds=self.hold_seconds)
 
-    async def release(self, backend: Backend) -> None:
+    async def release(self, backend: Primitives) -> None:
         """Give the id back (a graceful stop), so a restart takes it at once."""
         key = worker_id_key(self.worker_id)
         if await backend.kv_get(CONTROL_NS, key) == self.holder.encode():
             await backend.kv_delete(CONTROL_NS, key)
 
 
-async def _try(backend: Backend, worker_id: str, me: Holder, hold: float) -> Holder | None:
+async def _try(backend: Primitives, worker_id: str, me: Holder, hold: float) -> Holder | None:
     """Claim ``worker_id``; None on success, else the live holder."""
     key = worker_id_key(worker_id)
     value = me.encode()
@@ -134,7 +134,7 @@ async def _try(backend: Backend, worker_id: str, me: Holder, hold: float) -> Hol
 
 
 async def claim_worker_id(
-    backend: Backend, requested: str | None, *, hold_seconds: float
+    backend: Primitives, requested: str | None, *, hold_seconds: float
 ) -> IdClaim:
     """Claim ``requested``, or the first free default id.
 

@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fleet.backends.base import Backend
-from fleet.backends.records import LeaseStatus
+from fleet.core.capabilities import TaskQueues
 from fleet.core.outage import OutageLog, is_outage
+from fleet.core.records import LeaseStatus
 
 log = logging.getLogger("fleet.worker.leases")
 
@@ -36,6 +36,8 @@ class Lease:
         visibility: Lease length (seconds) to renew to.
         renew_at: Monotonic time of the next renewal.
         on_cancel: Called with the task id when the backend says it was cancelled.
+        on_lost: Called with the task id once the backend said the token is stale
+            (the lease ran out and the task may run elsewhere); None: only log it.
         lost: True once the backend said the token is stale.
     """
 
@@ -44,6 +46,7 @@ class Lease:
     visibility: float
     renew_at: float
     on_cancel: Callable[[str], object]
+    on_lost: Callable[[str], object] | None = None
     lost: bool = False
 
 
@@ -56,7 +59,7 @@ class LeaseKeeper:
         tick: Longest sleep between checks (seconds).
     """
 
-    def __init__(self, backend: Backend, automation_type: str, tick: float = 1.0) -> None:
+    def __init__(self, backend: TaskQueues, automation_type: str, tick: float = 1.0) -> None:
         self._backend = backend
         self._type = automation_type
         self._tick = tick
@@ -77,20 +80,39 @@ class LeaseKeeper:
             self._task = None
 
     def track(
-        self, task_id: str, token: str, visibility: float, on_cancel: Callable[[str], object]
+        self,
+        task_id: str,
+        token: str,
+        visibility: float,
+        on_cancel: Callable[[str], object],
+        on_lost: Callable[[str], object] | None = None,
     ) -> Lease:
         """Start renewing a task's lease; returns the record (see ``Lease.lost``)."""
-        lease = Lease(task_id, token, visibility, time.monotonic() + visibility / 3, on_cancel)
-        self._leases[task_id] = lease
+        lease = Lease(
+            task_id, token, visibility, time.monotonic() + visibility / 3, on_cancel, on_lost
+        )
+        # Keyed by token, not task id: after a lost lease this worker may hold a
+        # new lease of the same task while the old attempt still runs, and each
+        # must be renewed (or found stale) on its own.
+        self._leases[token] = lease
         return lease
 
-    def untrack(self, task_id: str) -> None:
-        """Stop renewing (the task finished)."""
-        self._leases.pop(task_id, None)
+    def untrack(self, task_id: str, token: str | None = None) -> None:
+        """Stop renewing (the task finished): the lease ``token``, or every
+        lease of ``task_id`` when no token is given."""
+        if token is not None:
+            self._leases.pop(token, None)
+            return
+        for key in [k for k, lease in self._leases.items() if lease.task_id == task_id]:
+            del self._leases[key]
 
     def get(self, task_id: str) -> Lease | None:
-        """The tracked lease of a running task, if any."""
-        return self._leases.get(task_id)
+        """The most recently tracked lease of a running task, if any."""
+        found = None
+        for lease in self._leases.values():
+            if lease.task_id == task_id:
+                found = lease
+        return found
 
     async def _loop(self) -> None:
         while True:
@@ -115,17 +137,22 @@ class LeaseKeeper:
             lease.renew_at = time.monotonic() + min(self._tick, lease.visibility / 10)
             return
         self._outages.recovered(self._component)
-        if self._leases.get(lease.task_id) is not lease:
+        if self._leases.get(lease.token) is not lease:
             return  # finished while we were renewing
         if status is LeaseStatus.STALE:
-            log.warning(
-                "%s: lease of task %s was lost (it expired and was handed out again); "
-                "this attempt's result will be refused",
-                self._type,
-                lease.task_id,
-            )
             lease.lost = True
-            self._leases.pop(lease.task_id, None)
+            self._leases.pop(lease.token, None)
+            if lease.on_lost is not None:
+                # The slot cancels the attempt still running (and logs it): the
+                # task belongs to another lease now, its side effects must stop.
+                lease.on_lost(lease.task_id)
+            else:
+                log.warning(
+                    "%s: lease of task %s was lost (it expired and was handed out again); "
+                    "this attempt's result will be refused",
+                    self._type,
+                    lease.task_id,
+                )
             return
         lease.renew_at = time.monotonic() + lease.visibility / 3
         if status is LeaseStatus.CANCELLED:
@@ -146,7 +173,7 @@ class AckBatcher:
 
     def __init__(
         self,
-        backend: Backend,
+        backend: TaskQueues,
         automation_type: str,
         on_stale: Callable[[str], None] | None = None,
         linger_seconds: float = 0.002,

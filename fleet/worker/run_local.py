@@ -17,9 +17,9 @@ from typing import IO, Any
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
-from fleet.backends.memory_store import drop_store
-from fleet.backends.records import dumps
+from fleet.backends.memory.store import drop_store
 from fleet.core.automation import Automation, BatchAutomation
+from fleet.core.records import dumps
 from fleet.core.submission import make_push_request
 from fleet.worker.agent import Worker
 from fleet.worker.backoff import RetryPolicy

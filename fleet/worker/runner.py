@@ -67,6 +67,8 @@ class TypeRunner:
         self.config: BaseConfig | None = None
         self.raw_config: dict[str, Any] = {}
         self.held_gen = 0
+        #: (type-wide config, this worker's override) the held config was merged from.
+        self.config_sources: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
         self.error: str | None = None
         self.draining = False
         self.shutting_down = False
@@ -174,15 +176,32 @@ class TypeRunner:
             stored, gen = await b.worker_config_get(t, wid)
             action = config_action(self.held_gen, stored, gen)
         if action == "apply" and stored is not None:
-            self.apply(stored, gen)
+            if self.apply(stored, gen):
+                # What the config was made of, to put back if the backend loses it.
+                self.config_sources = (await b.config_get(t), await b.config_get(t, wid))
         elif action == "write_back":
-            log.warning(
-                "%s: backend holds config generation %d, lower than our %d; writing ours back",
-                t,
-                gen,
-                self.held_gen,
-            )
-            await b.worker_config_put(t, wid, self.raw_config, self.held_gen)
+            await self.restore_config(gen)
+
+    async def restore_config(self, stored_gen: int) -> None:
+        """Write back what the backend lost of this worker's config: the type-wide
+        config and the override it was made of (if they are gone), the merged config
+        and its generation, and a generation counter above it (so the next push is
+        newer than what this worker runs)."""
+        b, t, wid = self.backend, self.automation_type, self.worker_id
+        log.warning(
+            "%s: backend holds config generation %d, lower than our %d (it lost data?); "
+            "writing ours back",
+            t,
+            stored_gen,
+            self.held_gen,
+        )
+        type_wide, override = self.config_sources
+        if type_wide and not await b.config_get(t):
+            await b.config_set(t, type_wide)
+        if override and not await b.config_get(t, wid):
+            await b.config_set(t, override, wid)
+        await b.next_generation(t, floor=self.held_gen)
+        await b.worker_config_put(t, wid, self.raw_config, self.held_gen)
 
     def set_draining(self, draining: bool) -> None:
         """Drain (stop taking tasks, let running ones finish) or resume."""

@@ -15,11 +15,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from fleet.backends.base import Backend
-from fleet.backends.records import Reservation
 from fleet.core.automation import Automation, BatchAutomation, ContinuousAutomation
 from fleet.core.config import BaseConfig
 from fleet.core.context import Context
 from fleet.core.outage import OutageLog, is_outage
+from fleet.core.records import Reservation
 from fleet.core.task import Task
 from fleet.worker.backoff import RetryPolicy
 from fleet.worker.cancels import PendingCancels
@@ -131,6 +131,30 @@ class Slot:
             return False
         return self._cancel("task")
 
+    def _lease_lost(self, task_id: str, attempt: int) -> None:
+        """The lease keeper found this slot's lease of ``task_id`` stale: the task
+        was handed to another worker. Cancel ``run_one`` if it still runs (the
+        same path as a cancel through the API, except that the attempt is then
+        neither acked nor nacked: it no longer owns the task)."""
+        env = self.env
+        if self.running_task_id == task_id and self.phase == "run" and self._cancel("lost"):
+            env.counters.zombies_cancelled += 1
+            log.warning(
+                "%s: task %s attempt %d: lease lost: cancelling the attempt still running; "
+                "another worker holds the task",
+                env.automation_type,
+                task_id,
+                attempt,
+            )
+        else:
+            log.warning(
+                "%s: task %s attempt %d: lease lost after run_one ended; "
+                "its result will be refused",
+                env.automation_type,
+                task_id,
+                attempt,
+            )
+
     def _cancel(self, reason: str) -> bool:
         if self.task is None or self.task.done() or self.phase not in _CANCELLABLE:
             return False
@@ -229,7 +253,13 @@ class BatchSlot(Slot):
         )
         keeper = env.keeper
         assert keeper is not None
-        lease = keeper.track(body.id, res.token, config.visibility_seconds, self.cancel_task)
+        lease = keeper.track(
+            body.id,
+            res.token,
+            config.visibility_seconds,
+            self.cancel_task,
+            lambda task_id: self._lease_lost(task_id, body.attempt),
+        )
         self.stats.busy = True
         self.running_task_id = body.id
         self.phase = "run"
@@ -244,7 +274,12 @@ class BatchSlot(Slot):
                 reason = self._take_cancel()
                 if reason is None:
                     raise  # not ours (the loop is going away): the lease runs out
-                outcome = "cancelled" if reason == "task" else "release"
+                if reason == "task":
+                    outcome = "cancelled"
+                elif reason == "lost":
+                    outcome = "lost"  # a zombie: the task is another lease's now
+                else:
+                    outcome = "release"
             except Exception as exc:
                 outcome = "failed"
                 error = f"{type(exc).__name__}: {exc}"
@@ -255,12 +290,14 @@ class BatchSlot(Slot):
                 env.counters.durations.observe(time.perf_counter() - started)
             await self._cleanup()
         finally:
-            keeper.untrack(body.id)
+            keeper.untrack(body.id, res.token)
             self.stats.busy = False
         if outcome == "cancelled":
             self.ctx.logger.info("task %s cancelled while running", body.id)
         self.phase = "settle"
         if lease.lost:
+            # Neither ack nor nack: the stale token would be refused anyway, and
+            # the task's fate is up to the attempt that holds it now.
             self._finished(body.id, "stale")
         elif outcome in ("ok", "cancelled"):
             assert env.acker is not None

@@ -48,6 +48,8 @@ class TypeCounters:
         failed: Attempts that raised.
         dead: Tasks this worker dead-lettered.
         retried: Failed attempts scheduled for a retry.
+        zombies_cancelled: Attempts cancelled while running because their lease
+            was lost (the task had been handed to another worker).
         durations: How long each ``run_one`` that returned or raised took.
     """
 
@@ -55,6 +57,7 @@ class TypeCounters:
     failed: int = 0
     dead: int = 0
     retried: int = 0
+    zombies_cancelled: int = 0
     durations: Histogram = field(default_factory=Histogram)
 
 
@@ -112,6 +115,7 @@ def stats_frame(
             "failed": counters.failed,
             "dead": counters.dead,
             "retried": counters.retried,
+            "zombies_cancelled": counters.zombies_cancelled,
             "per_second": round(per_second, 3),
         },
         "cpu_percent": cpu_percent,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.backends.base import Backend
-from fleet.backends.records import PushRequest, Reservation, TaskBody, new_id, now
+from fleet.core.records import PushRequest, Reservation, TaskBody, new_id, now
 
 TYPE = "conf-type"
 #: Short lease used where a test lets leases run out.

@@ -11,8 +11,8 @@ import time
 import uuid
 
 from fleet.backends import open_backend
-from fleet.backends.memory_store import drop_store, store_name
-from fleet.backends.records import PushRequest, TaskBody
+from fleet.backends.memory.store import drop_store, store_name
+from fleet.core.records import PushRequest, TaskBody
 
 
 def _url() -> str:

@@ -3,10 +3,10 @@ the interface-level suite cannot steer, such as index compaction and clock steps
 
 from __future__ import annotations
 
-from fleet.backends.memory_pool import PoolState
-from fleet.backends.memory_queue import QueueState
-from fleet.backends.memory_stream import StreamState
-from fleet.backends.records import PushRequest, TaskBody
+from fleet.backends.memory.pool import PoolState
+from fleet.backends.memory.queue import QueueState
+from fleet.backends.memory.stream import StreamState
+from fleet.core.records import PushRequest, TaskBody
 
 T0 = 1_000_000.0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from fleet.backends.base import Backend
-from fleet.backends.records import LeaseStatus, PushRequest
+from fleet.core.records import LeaseStatus, PushRequest
 
 from .helpers import TYPE, body, push, req, reserve_ids, reserve_one
 

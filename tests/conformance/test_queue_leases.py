@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from fleet.backends.base import Backend
-from fleet.backends.records import LeaseStatus, now
+from fleet.core.records import LeaseStatus, now
 
 from .helpers import SHORT, TYPE, push, reserve_ids, reserve_one
 

@@ -36,7 +36,7 @@ from hypothesis.stateful import (
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
-from fleet.backends.records import TIERS, LeaseStatus, PushRequest, TaskBody, Tier, now, tier_of
+from fleet.core.records import TIERS, LeaseStatus, PushRequest, TaskBody, Tier, now, tier_of
 
 R = TypeVar("R")
 

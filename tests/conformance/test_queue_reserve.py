@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from fleet.backends.base import Backend
-from fleet.backends.records import PushRequest, now
+from fleet.core.records import PushRequest, now
 
 from .helpers import SHORT, TYPE, body, drain, push, req, reserve_ids, reserve_one
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from fleet.backends.base import Backend
-from fleet.backends.records import now
+from fleet.core.records import now
 
 from .helpers import TYPE
 

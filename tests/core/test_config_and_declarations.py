@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from fleet.backends.records import TaskBody, tier_of
 from fleet.core import BaseConfig, ConfigError, Pool, Queue, Stream
 from fleet.core.browser import BrowserNeeds
 from fleet.core.config import merge_config, missing_required_fields, validate_config
+from fleet.core.records import TaskBody, tier_of
 from fleet.core.submission import make_push_request
 
 

@@ -15,9 +15,9 @@ from cf_scraper import Scraper
 from fleet_pinger import Pinger
 
 from fleet.backends.base import Backend
-from fleet.backends.records import PushRequest
 from fleet.core import Context
 from fleet.core.automation import Automation
+from fleet.core.records import PushRequest
 from fleet.core.submission import make_push_request
 from fleet.worker.agent import Worker
 from fleet.worker.backoff import RetryPolicy

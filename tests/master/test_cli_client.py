@@ -159,7 +159,7 @@ def test_fleet_master_on_loopback_generates_a_token_file(tmp_path: Path) -> None
 
 async def _seed(url: str) -> None:
     from fleet.backends import open_backend
-    from fleet.backends.records import PushRequest, TaskBody
+    from fleet.core.records import PushRequest, TaskBody
 
     b = await open_backend(url)
     try:

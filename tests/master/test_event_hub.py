@@ -14,8 +14,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from fleet.backends import open_backend
-from fleet.backends.records import PushRequest, TaskBody
-from fleet.backends.redis_keys import event_channel
+from fleet.backends.redis.keys import event_channel
+from fleet.core.records import PushRequest, TaskBody
 from fleet.master import event_hub
 from fleet.master.event_hub import IDLE_TOPIC, EventHub
 from tests.master.conftest import ADMIN, auth, memory_url, wait_for
@@ -96,6 +96,71 @@ async def test_a_late_client_hears_hello_and_the_last_snapshot_at_once() -> None
         await late.stream.aclose()  # type: ignore[attr-defined]
     finally:
         await first.stream.aclose()  # type: ignore[attr-defined]
+        await hub.close()
+        await backend.close()
+
+
+async def test_types_frames_carry_the_automations_rows_only_when_they_change() -> None:
+    # A dashboard builds its type cards from frames: the rows of GET
+    # /automations (without counts) come after depths and workers, once, and
+    # again only when the list changed; a worker of an uncatalogued type is in
+    # both its workers and types frames, as GET /workers and /automations list it.
+    backend = await open_backend(memory_url())
+    hub = EventHub(backend, heartbeat_seconds=5.0)
+    schema = {"type": "object"}
+    await backend.catalog_put(
+        "hub-q", {"kind": "BatchAutomation", "queue": schema, "stream": schema}
+    )
+    await backend.catalog_put("hub-c", {"kind": "ContinuousAutomation"})
+    await backend.worker_register("hub-x", "w9", {"host": "box"})
+    await backend.worker_set_state("hub-x", "w9", {"state": "RUNNING", "last_seen": "1"})
+    every = Frames(hub.stream(0.2))
+    only_q = Frames(hub.stream(0.2, {"hub-q"}))
+    try:
+        names = [(await every.next())[0] for _ in range(4)]
+        assert names == ["hello", "depths", "workers", "types"]
+        # a late client gets the last snapshot, its types frame included, at once
+        late = Frames(hub.stream(60.0))
+        rows = (await late.next("types", timeout=2))[1]
+        await late.stream.aclose()  # type: ignore[attr-defined]
+        assert rows == [
+            {
+                "type": "hub-c",
+                "kind": "ContinuousAutomation",
+                "catalogued": True,
+                "has_queue": False,
+                "has_stream": False,
+            },
+            {
+                "type": "hub-q",
+                "kind": "BatchAutomation",
+                "catalogued": True,
+                "has_queue": True,
+                "has_stream": True,
+            },
+            {
+                "type": "hub-x",
+                "kind": None,
+                "catalogued": False,
+                "has_queue": False,
+                "has_stream": False,
+            },
+        ]
+        assert [r["type"] for r in (await only_q.next("types"))[1]] == ["hub-q"]
+        workers = (await every.next("workers"))[1]
+        assert [(w["type"], w["worker_id"]) for w in workers] == [("hub-x", "w9")]
+        # unchanged: further ticks send depths and workers, not types again
+        seen = [(await every.next())[0] for _ in range(6)]
+        assert "types" not in seen and seen.count("depths") >= 2
+        # a new type: hello again, then a types frame with the new row
+        await backend.catalog_put("hub-new", {"kind": "BatchAutomation", "queue": schema})
+        assert "hub-new" in (await every.next("hello"))[1]["types"]
+        rows = (await every.next("types"))[1]
+        assert [r["type"] for r in rows] == ["hub-c", "hub-new", "hub-q", "hub-x"]
+        assert set((await every.next("depths"))[1]) == {"hub-new", "hub-q"}
+    finally:
+        await every.stream.aclose()  # type: ignore[attr-defined]
+        await only_q.stream.aclose()  # type: ignore[attr-defined]
         await hub.close()
         await backend.close()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fleet.backends.records import PushRequest, TaskBody
+from fleet.core.records import PushRequest, TaskBody
 from tests.master.conftest import ADMIN, READ, SCOPED, InProcess, auth
 from tests.master.plugins import LOOP, SCRAPE
 

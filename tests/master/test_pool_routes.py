@@ -98,7 +98,7 @@ async def test_declared_pool_stays_after_its_items_go(master: InProcess) -> None
 
 async def test_undeclared_pool_exists_while_it_holds_unexpired_items(master: InProcess) -> None:
     b = master.backend
-    await b.pool_put("adhoc", {"value": "v"}, {"site": "a"}, ttl_seconds=0.3)
+    await b.pool_put("adhoc", {"value": "v"}, {"site": "a"}, ttl_seconds=3.0)
     claimed_id = await b.pool_put("held", {"value": "w"}, {"site": "b"})
     assert await b.pool_claim("held") is not None
     r = await master.client.get("/api/v1/pools", headers=H)
@@ -108,7 +108,7 @@ async def test_undeclared_pool_exists_while_it_holds_unexpired_items(master: InP
     assert r.status_code == 200 and (r.json()["total"], r.json()["claimed"]) == (1, 1)
     assert r.json()["items"] == []
 
-    await asyncio.sleep(0.5)  # adhoc's only item expires; no backend has pruned it yet
+    await asyncio.sleep(3.2)  # adhoc's only item expires; no backend has pruned it yet
     r = await master.client.get("/api/v1/pools/adhoc", headers=H)
     assert r.status_code == 404, r.text
     r = await master.client.get("/api/v1/pools", headers=H)

@@ -6,9 +6,9 @@ import click
 import httpx
 import pytest
 
-from fleet.backends.records import WorkerRecord
-from fleet.client.cli_common import ago, parse_assignment
+from fleet.cli.common import ago, parse_assignment
 from fleet.client.http import error_for, format_validation
+from fleet.core.records import WorkerRecord
 from fleet.master.limits import limit_for_paths
 from fleet.master.workers_view import is_up, worker_counts, worker_view
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fleet.backends import open_backend
-from fleet.backends.records import PushRequest, TaskBody
+from fleet.core.records import PushRequest, TaskBody
 from fleet.master.sweeper import LOCK_NAME, Sweeper
 from tests.master.conftest import settings_for, start_in_process, wait_for
 from tests.master.plugins import SCRAPE

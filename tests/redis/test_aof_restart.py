@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from fleet.backends.records import PushRequest, TaskBody
 from fleet.backends.redis import RedisBackend
+from fleet.core.records import PushRequest, TaskBody
 from tests.support.redis_server import REDIS_BIN, RedisServer
 
 pytestmark = pytest.mark.skipif(REDIS_BIN is None, reason="redis-server not installed")

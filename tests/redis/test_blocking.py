@@ -7,8 +7,8 @@ import asyncio
 import random
 import time
 
-from fleet.backends.records import PushRequest, TaskBody, new_id
 from fleet.backends.redis import RedisBackend
+from fleet.core.records import PushRequest, TaskBody, new_id
 
 
 def req(delay: float = 0.0) -> PushRequest:

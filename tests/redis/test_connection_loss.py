@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from fleet.backends.records import PushRequest, TaskBody, new_id
 from fleet.backends.redis import RedisBackend
 from fleet.core.errors import BackendUnavailable
+from fleet.core.records import PushRequest, TaskBody, new_id
 from tests.support.redis_server import REDIS_BIN, RedisServer, free_port
 
 pytestmark = pytest.mark.skipif(REDIS_BIN is None, reason="redis-server not installed")

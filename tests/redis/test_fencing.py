@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from fleet.backends.records import PushRequest, TaskBody, new_id
 from fleet.backends.redis import RedisBackend
+from fleet.core.records import PushRequest, TaskBody, new_id
 
 
 def reqs(n: int) -> list[PushRequest]:
@@ -84,7 +84,7 @@ async def test_stale_tokens_are_refused_everywhere(rb: RedisBackend) -> None:
 async def test_sweep_requeues_everything_in_bounded_calls(
     rb: RedisBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fleet.backends import redis_queue
+    from fleet.backends.redis import queue as redis_queue
 
     monkeypatch.setattr(redis_queue, "SWEEP_CHUNK", 4)
     await rb.push("t", reqs(10))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleet.backends import redis_keys as keys
+from fleet.backends.redis import keys
 
 
 def test_spec_key_names() -> None:

@@ -99,7 +99,7 @@ async def test_claim_cost_does_not_grow_with_the_pool(
 async def test_prune_and_drop_work_in_bounded_chunks(
     rb: RedisBackend, raw: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fleet.backends import redis_pools
+    from fleet.backends.redis import pools as redis_pools
 
     monkeypatch.setattr(redis_pools, "POOL_CHUNK", 7)
     await asyncio.gather(*(rb.pool_put("p", i, {"k": i % 3}) for i in range(20)))

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from fleet.backends.records import TaskBody
-from fleet.backends.redis_records import body_with_record, delivered_body, parse_record
+from fleet.backends.redis.records import body_with_record, delivered_body, parse_record
+from fleet.core.records import TaskBody
 
 
 def test_hot_record_without_tail() -> None:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis
 
-from fleet.backends.resp import (
+from fleet.backends.redis.resp import (
     ReplyError,
     RespClient,
     endpoint_from_url,

@@ -3,8 +3,8 @@ including those inside scripts; not timed)."""
 
 from __future__ import annotations
 
-from fleet.backends.records import PushRequest, TaskBody, new_id
 from fleet.backends.redis import RedisBackend
+from fleet.core.records import PushRequest, TaskBody, new_id
 
 
 async def commands(rb: RedisBackend) -> int:

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from fleet.backends.records import PushRequest, TaskBody
 from fleet.backends.redis import RedisBackend
+from fleet.core.records import PushRequest, TaskBody
 
 
 @pytest.fixture

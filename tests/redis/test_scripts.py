@@ -3,9 +3,9 @@ refilled transparently (NOSCRIPT -> SCRIPT LOAD -> retry)."""
 
 from __future__ import annotations
 
-from fleet.backends.records import PushRequest, TaskBody
 from fleet.backends.redis import RedisBackend
-from fleet.backends.redis_scripts import SCRIPT_NAMES, load_source, scripts
+from fleet.backends.redis.scripts import SCRIPT_NAMES, load_source, scripts
+from fleet.core.records import PushRequest, TaskBody
 
 
 def test_includes_are_resolved() -> None:

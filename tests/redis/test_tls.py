@@ -14,8 +14,8 @@ import pytest
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
-from fleet.backends.records import PushRequest, TaskBody
 from fleet.core.errors import BackendUnavailable
+from fleet.core.records import PushRequest, TaskBody
 from tests.support.redis_server import REDIS_BIN, free_port
 
 OPENSSL = shutil.which("openssl")

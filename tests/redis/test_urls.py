@@ -13,9 +13,9 @@ import pytest
 import redis
 
 from fleet.backends import open_backend
-from fleet.backends.records import PushRequest, TaskBody
 from fleet.backends.redis import RedisBackend
 from fleet.core.errors import BackendUnavailable
+from fleet.core.records import PushRequest, TaskBody
 from tests.support.redis_server import REDIS_BIN, RedisServer
 
 pytestmark = pytest.mark.skipif(REDIS_BIN is None, reason="redis-server not installed")

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fleet.backends.base import Backend
-from fleet.backends.records import PushRequest, TaskBody, new_id
+from fleet.core.records import PushRequest, TaskBody, new_id
 
 REPO = Path(__file__).resolve().parents[2]
 TYPE = "sqlite-test"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fleet.backends import open_backend
-from fleet.backends.sqlite_schema import SCHEMA_VERSION, read_version
+from fleet.backends.sqlite.schema import SCHEMA_VERSION, read_version
 from tests.sqlite.helpers import TYPE, executions, push_many, spawn, url_for, wait_all
 
 pytestmark = pytest.mark.slow

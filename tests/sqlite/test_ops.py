@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from fleet.backends import sqlite_queue as q
-from fleet.backends.records import FINISHED_RETENTION_SECONDS, PushRequest, TaskBody
-from fleet.backends.sqlite_poller import poll
-from fleet.backends.sqlite_schema import migrate
-from fleet.backends.sqlite_state import kv_set, publish
+from fleet.backends.sqlite import queue as q
+from fleet.backends.sqlite.poller import poll
+from fleet.backends.sqlite.schema import migrate
+from fleet.backends.sqlite.state import kv_set, publish
+from fleet.core.records import FINISHED_RETENTION_SECONDS, PushRequest, TaskBody
 
 T = "ops"
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from fleet.backends import open_backend
-from fleet.backends import sqlite_queue as q
-from fleet.backends.records import PushRequest, TaskBody
-from fleet.backends.sqlite_conn import parse_url
-from fleet.backends.sqlite_schema import SCHEMA_VERSION, migrate, read_version, split_statements
+from fleet.backends.sqlite import queue as q
+from fleet.backends.sqlite.conn import parse_url
+from fleet.backends.sqlite.schema import SCHEMA_VERSION, migrate, read_version, split_statements
 from fleet.core.errors import BackendUnavailable, ConfigError, SchemaVersionError
+from fleet.core.records import PushRequest, TaskBody
 from tests.sqlite.helpers import TYPE, url_for
 
 
@@ -179,7 +179,7 @@ def test_hot_queries_use_an_index(
 
 
 def test_pool_claim_walks_the_tag_index_in_order(conn: sqlite3.Connection) -> None:
-    from fleet.backends.sqlite_pools import _matching
+    from fleet.backends.sqlite.pools import _matching
 
     sql, params = _matching("p", {"region": "eu", "kind": "cookie"}, 1.0)
     plan = _plan(conn, sql + " ORDER BY t.xs DESC LIMIT 1", tuple(params))

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from fleet.backends import open_backend
-from fleet.backends.records import PushRequest, TaskBody, new_id
 from fleet.backends.sqlite import SQLiteBackend
-from fleet.backends.sqlite_state import EVENT_RETENTION_SECONDS, publish
-from fleet.backends.sqlite_watch import SQLiteSubscription
+from fleet.backends.sqlite.state import EVENT_RETENTION_SECONDS, publish
+from fleet.backends.sqlite.watch import SQLiteSubscription
+from fleet.core.records import PushRequest, TaskBody, new_id
 from tests.sqlite.helpers import TYPE, read_line, reap, spawn, url_for, wait_all
 
 pytestmark = pytest.mark.slow

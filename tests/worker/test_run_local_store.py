@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from fleet.backends import memory_store
+from fleet.backends.memory import store as memory_store
 from fleet.core import BaseConfig, BatchAutomation, Context, Task, register
 from fleet.worker.run_local import run_local
 

@@ -96,7 +96,13 @@ function start() {
   live.hidden = false;
   store.start();
   if (stopEvents) stopEvents();
-  stopEvents = connectEvents((ev) => store.onServerEvent(ev), setLive);
+  stopEvents = connectEvents(
+    (ev) => store.onServerEvent(ev),
+    (status) => {
+      setLive(status);
+      store.setStatus(status); // live: frames only; otherwise the store polls
+    },
+  );
   route();
 }
 

@@ -1,0 +1,352 @@
+"""``memory://<name>``: the whole backend in one process, for ``fleet run`` and tests.
+
+A real backend with the same semantics as Redis and SQLite (the conformance
+suite proves it), not a mock. State lives in a named :class:`MemoryStore`
+shared by every open of the same URL in the process; it keeps its data after
+the last ``close`` (like a file) until :func:`fleet.backends.memory.store.drop_store`,
+so give each independent run its own name. Each operation runs
+without awaiting in the middle, so it is atomic under asyncio; a blocked
+``reserve`` waits on a future woken by pushes, releases, sweeps and replays, and
+sleeps no longer than until the next scheduled task comes due.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from fleet.backends.base import (
+    STREAM_MAX_AGE,
+    STREAM_MAX_LEN,
+    Backend,
+    Subscription,
+    log_expired,
+)
+from fleet.backends.memory.events import MemorySubscription
+from fleet.backends.memory.records import MemoryRecordsMixin
+from fleet.backends.memory.store import get_store, store_name
+from fleet.backends.memory.wait import resolve
+from fleet.core.errors import ContractValueError
+from fleet.core.records import (
+    CancelOutcome,
+    LeaseStatus,
+    NackOutcome,
+    PoolClaim,
+    PoolItem,
+    PoolStats,
+    PoolStrategy,
+    PushRequest,
+    PushResult,
+    QueueDepths,
+    Reservation,
+    StreamEntry,
+    TaskBody,
+    TaskInfo,
+    dumps,
+    new_token,
+    now,
+)
+from fleet.protocol import emit_topic
+
+# A reserver waiting for a scheduled task wakes this much after its due time so
+# that the task is surely due by the wall clock when it looks again.
+_DUE_SLACK = 0.002
+
+
+def _json(value: Any) -> Any:
+    return json.loads(dumps(value))
+
+
+class MemoryBackend(MemoryRecordsMixin, Backend):
+    """In-process backend over the store named by ``memory://<name>``.
+
+    Args:
+        url: ``memory://`` (the store ``default``) or ``memory://<name>``.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._store = get_store(store_name(url))
+        self._closed = False
+        self._waiting: set[asyncio.Future[None]] = set()
+        # Weak: a subscription closed by its user must not be kept alive here.
+        self._subs: weakref.WeakSet[MemorySubscription] = weakref.WeakSet()
+
+    # ------------------------------------------------------------ lifecycle
+    async def connect(self) -> None:
+        self._closed = False
+
+    async def close(self) -> None:
+        self._closed = True
+        for fut in list(self._waiting):
+            resolve(fut)
+        for sub in list(self._subs):
+            sub.close()
+        self._subs.clear()
+
+    async def ping(self) -> bool:
+        return not self._closed
+
+    # ------------------------------------------------------------ task queues
+    async def push(self, automation_type: str, requests: Sequence[PushRequest]) -> list[PushResult]:
+        await asyncio.sleep(0)  # a yield point, as every networked backend has
+        reqs = [r if _plain(r.body) else _copied(r) for r in requests]
+        return self._store.queue(automation_type).state.push(reqs, now())
+
+    async def reserve(
+        self,
+        automation_type: str,
+        *,
+        k: int = 1,
+        visibility_seconds: float = 300.0,
+        timeout: float = 0.0,
+        default_max_attempts: int = 3,
+    ) -> list[Reservation]:
+        await asyncio.sleep(0)
+        queue = self._store.queue(automation_type)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + max(timeout, 0.0)
+        while True:
+            t = now()
+            expired: list[TaskBody] = []
+            taken = queue.state.take(k, visibility_seconds, default_max_attempts, t, expired)
+            for body in expired:
+                log_expired(automation_type, body.id, t - body.enqueued_at, body.ttl_seconds)
+            if taken or timeout <= 0 or self._closed:
+                return [_delivered(r) for r in taken]
+            left = end - loop.time()
+            if left <= 0:
+                return []
+            due = queue.state.next_due()
+            if due is not None:
+                left = min(left, max(due - now(), 0.0) + _DUE_SLACK)
+            fut = queue.waiters.add()
+            self._waiting.add(fut)
+            try:
+                await asyncio.wait((fut,), timeout=left)
+            except asyncio.CancelledError:
+                if fut.done() and not fut.cancelled():
+                    queue.waiters.wake(1)  # hand the wake-up we consumed to another reserver
+                raise
+            finally:
+                self._waiting.discard(fut)
+                queue.waiters.discard(fut)
+                if not fut.done():
+                    fut.cancel()
+
+    async def ack(self, automation_type: str, leases: Sequence[tuple[str, str]]) -> list[bool]:
+        await asyncio.sleep(0)
+        return self._store.queue(automation_type).state.ack(leases, now())
+
+    async def nack(
+        self,
+        automation_type: str,
+        task_id: str,
+        token: str,
+        *,
+        delay_seconds: float,
+        error: str | None = None,
+        traceback: str | None = None,
+        dead: bool = False,
+    ) -> NackOutcome:
+        return self._store.queue(automation_type).state.nack(
+            task_id,
+            token,
+            delay_seconds=delay_seconds,
+            error=error,
+            traceback=traceback,
+            dead=dead,
+            now=now(),
+        )
+
+    async def release(self, automation_type: str, task_id: str, token: str) -> bool:
+        return self._store.queue(automation_type).state.release(task_id, token)
+
+    async def extend(
+        self, automation_type: str, task_id: str, token: str, visibility_seconds: float
+    ) -> LeaseStatus:
+        return self._store.queue(automation_type).state.extend(
+            task_id, token, visibility_seconds, now()
+        )
+
+    async def sweep(self, automation_type: str) -> int:
+        return self._store.queue(automation_type).state.sweep(now())
+
+    async def dead_peek(self, automation_type: str, n: int = 50) -> list[TaskBody]:
+        return [_delivered_body(b) for b in self._store.queue(automation_type).state.dead_peek(n)]
+
+    async def dead_replay(
+        self, automation_type: str, *, n: int | None = None, task_ids: Sequence[str] | None = None
+    ) -> int:
+        return self._store.queue(automation_type).state.dead_replay(n, task_ids)
+
+    async def dead_clear(self, automation_type: str) -> int:
+        return self._store.queue(automation_type).state.dead_clear()
+
+    async def depths(self, automation_type: str) -> QueueDepths:
+        return self._store.queue(automation_type).state.depths(now())
+
+    async def task_state(self, automation_type: str, task_id: str) -> TaskInfo:
+        return self._store.queue(automation_type).state.task_state(task_id, now())
+
+    async def cancel(self, automation_type: str, task_id: str) -> CancelOutcome:
+        return self._store.queue(automation_type).state.cancel(task_id, now())
+
+    async def purge_type(self, automation_type: str) -> None:
+        store = self._store
+        queue = store.queues.get(automation_type)
+        if queue is not None:
+            queue.state.reset()
+        store.streams.pop(automation_type, None)
+        store.catalog.pop(automation_type, None)
+        store.config.pop(automation_type, None)
+        store.generations.pop(automation_type, None)
+        for key in [k for k in store.overrides if k[0] == automation_type]:
+            del store.overrides[key]
+        for wid in list(store.worker_index.get(automation_type, ())):
+            store.forget_worker(automation_type, wid)
+        for key in [k for k in store.workers if k[0] == automation_type]:
+            store.forget_worker(*key)
+
+    # ------------------------------------------------------------ streams
+    async def stream_push(
+        self,
+        automation_type: str,
+        payload: Any,
+        *,
+        worker_id: str,
+        max_len: int = STREAM_MAX_LEN,
+        max_age: float = STREAM_MAX_AGE,
+    ) -> StreamEntry:
+        entry = self._store.stream(automation_type).push(
+            payload, worker_id=worker_id, now=now(), max_len=max_len, max_age=max_age
+        )
+        self._store.hub.publish(emit_topic(automation_type), entry.to_dict())
+        return entry
+
+    async def stream_pop(self, automation_type: str, n: int = 1) -> list[StreamEntry]:
+        await asyncio.sleep(0)
+        return self._store.stream(automation_type).pop(n)
+
+    async def stream_peek(self, automation_type: str, n: int = 10) -> list[StreamEntry]:
+        return self._store.stream(automation_type).peek(n)
+
+    async def stream_read(
+        self, automation_type: str, *, after: str | None = None, n: int = 100
+    ) -> list[StreamEntry]:
+        return self._store.stream(automation_type).read(after, n)
+
+    async def stream_tail(self, automation_type: str, n: int = 20) -> list[StreamEntry]:
+        return self._store.stream(automation_type).tail(n)
+
+    async def stream_len(self, automation_type: str) -> int:
+        return len(self._store.stream(automation_type))
+
+    # ------------------------------------------------------------ pools
+    async def pool_put(
+        self,
+        name: str,
+        payload: Any,
+        tags: dict[str, Any],
+        *,
+        ttl_seconds: float | None = None,
+        item_id: str | None = None,
+    ) -> str:
+        return self._store.pool(name).put(
+            payload, tags, ttl_seconds=ttl_seconds, item_id=item_id, now=now()
+        )
+
+    async def pool_claim(
+        self,
+        name: str,
+        *,
+        where: dict[str, Any] | None = None,
+        hold_seconds: float = 60.0,
+        strategy: PoolStrategy = "freshest",
+    ) -> PoolClaim | None:
+        if strategy not in ("freshest", "oldest", "random"):
+            raise ContractValueError(f"unknown claim strategy {strategy!r}", field="strategy")
+        await asyncio.sleep(0)
+        return self._store.pool(name).claim(where, hold_seconds, strategy, now(), new_token())
+
+    async def pool_release(self, name: str, item_id: str, token: str) -> bool:
+        return self._store.pool(name).release(item_id, token, now())
+
+    async def pool_evict(self, name: str, item_id: str, token: str) -> bool:
+        return self._store.pool(name).evict(item_id, token, now())
+
+    async def pool_extend(self, name: str, item_id: str, token: str, hold_seconds: float) -> bool:
+        return self._store.pool(name).extend(item_id, token, hold_seconds, now())
+
+    async def pool_list(
+        self, name: str, *, where: dict[str, Any] | None = None, n: int = 50
+    ) -> list[PoolItem]:
+        return self._store.pool(name).available(where, n, now())
+
+    async def pool_size(self, name: str, *, where: dict[str, Any] | None = None) -> int:
+        return self._store.pool(name).size(where, now())
+
+    async def pool_remove(self, name: str, item_id: str) -> bool:
+        return self._store.pool(name).remove(item_id, now())
+
+    async def pool_prune(self, name: str) -> int:
+        pool = self._store.pools.get(name)
+        return 0 if pool is None else pool.maintain(now())
+
+    async def pool_names(self) -> list[str]:
+        t = now()
+        names = []
+        for name, pool in self._store.pools.items():
+            pool.maintain(t)
+            if pool.items:
+                names.append(name)
+        return sorted(names)
+
+    async def pool_stats(self, name: str) -> PoolStats:
+        pool = self._store.pools.get(name)
+        if pool is None:
+            return PoolStats(name=name, total=0, available=0, claimed=0, expiring_soon=0)
+        return pool.stats(now())
+
+    async def pool_drop(self, name: str) -> int:
+        pool = self._store.pools.pop(name, None)
+        if pool is None:
+            return 0
+        pool.maintain(now())
+        return len(pool.items)
+
+    # ------------------------------------------------------------ events
+    async def publish(self, topic: str, message: Any) -> None:
+        self._store.hub.publish(topic, message)
+
+    async def subscribe(self, *topics: str) -> Subscription:
+        if not topics:
+            raise ContractValueError("subscribe needs at least one topic", field="topics")
+        sub = self._store.hub.subscribe(tuple(topics))
+        self._subs.add(sub)
+        return sub
+
+
+# ------------------------------------------------------------ copies
+# Bodies cross the boundary as JSON copies, as with every real backend, so a
+# caller that mutates a payload never mutates the stored task.
+
+
+def _plain(body: TaskBody) -> bool:
+    return body.payload is None or isinstance(body.payload, str | int | float | bool)
+
+
+def _copied(req: PushRequest) -> PushRequest:
+    body = req.body.evolve(payload=_json(req.body.payload))
+    return PushRequest(body, req.delay_seconds, req.idempotency_key, req.idempotency_ttl)
+
+
+def _delivered_body(body: TaskBody) -> TaskBody:
+    return body if _plain(body) else body.evolve(payload=_json(body.payload))
+
+
+def _delivered(res: Reservation) -> Reservation:
+    return Reservation(_delivered_body(res.body), res.token, res.deadline)

@@ -1,0 +1,463 @@
+"""The task queue of one automation type in the memory backend.
+
+Pure and synchronous: every method is one atomic step because nothing in it
+awaits. The async backend wraps it and owns the waiting.
+
+Layout (each structure keeps reserve/ack/sweep at O(log N) or better):
+
+* ``tasks``: every live task (queued, scheduled or processing) by id.
+* ``tiers``: one deque of ``(id, seq)`` per priority tier. Entries are checked
+  lazily against ``tasks`` (a cancel leaves a dead entry that a pop skips), so
+  removing from the middle of a tier never costs a scan.
+* ``scheduled``/``leases``: heaps of ``(time, seq, id)`` validated the same way;
+  an extended lease pushes a new entry and the old one goes stale.
+* ``dead``: insertion-ordered dict (oldest death first, O(1) removal by id).
+* ``finished``: done/cancelled states kept for ``FINISHED_RETENTION_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from fleet.core.records import (
+    FINISHED_RETENTION_SECONDS,
+    TIERS,
+    CancelOutcome,
+    LeaseStatus,
+    NackOutcome,
+    PushRequest,
+    PushResult,
+    QueueCounters,
+    QueueDepths,
+    Reservation,
+    TaskBody,
+    TaskInfo,
+    Tier,
+    new_token,
+)
+
+LiveState = Literal["queued", "scheduled", "processing"]
+COUNTER_NAMES = ("submitted", "completed", "failed", "dead", "expired", "cancelled")
+
+
+@dataclass(slots=True)
+class _Task:
+    body: TaskBody
+    state: LiveState
+    seq: int  # changes on every move; index entries carrying an older seq are stale
+    token: str | None = None
+    deadline: float = 0.0
+    ready_at: float = 0.0
+    cancel: bool = False
+
+
+@dataclass(slots=True)
+class _Finished:
+    state: Literal["done", "cancelled"]
+    at: float
+    body: TaskBody
+
+
+def _noop(*_: object) -> None:
+    return None
+
+
+class QueueState:
+    """All queue state of one type.
+
+    Args:
+        on_ready: Called with how many tasks just became pending (wake reservers).
+        on_reschedule: Called when the earliest scheduled due time moved earlier
+            (blocked reservers recompute how long to wait).
+    """
+
+    def __init__(
+        self,
+        on_ready: Callable[[int], None] = _noop,
+        on_reschedule: Callable[[], None] = _noop,
+    ) -> None:
+        self.on_ready = on_ready
+        self.on_reschedule = on_reschedule
+        self._seq = itertools.count()
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every task, key and counter (``purge_type``); waiters stay."""
+        self.tasks: dict[str, _Task] = {}
+        self.tiers: dict[Tier, deque[tuple[str, int]]] = {t: deque() for t in TIERS}
+        self.tier_len: dict[Tier, int] = dict.fromkeys(TIERS, 0)
+        self.scheduled: list[tuple[float, int, str]] = []
+        self.n_scheduled = 0
+        self.leases: list[tuple[float, int, str]] = []
+        self.n_processing = 0
+        self.dead: OrderedDict[str, TaskBody] = OrderedDict()
+        self.finished: dict[str, _Finished] = {}
+        self.finished_order: deque[tuple[float, str]] = deque()
+        self.idem: dict[str, tuple[str, float]] = {}
+        self.idem_heap: list[tuple[float, str]] = []
+        self.counters: dict[str, int] = dict.fromkeys(COUNTER_NAMES, 0)
+
+    # ------------------------------------------------------------ moves
+    def _enqueue(self, task: _Task, *, head: bool) -> None:
+        task.state = "queued"
+        task.seq = next(self._seq)
+        task.token = None
+        tier = task.body.tier
+        if head:
+            self.tiers[tier].appendleft((task.body.id, task.seq))
+        else:
+            self.tiers[tier].append((task.body.id, task.seq))
+        self.tier_len[tier] += 1
+
+    def _schedule(self, task: _Task, ready_at: float) -> None:
+        task.state = "scheduled"
+        task.seq = next(self._seq)
+        task.token = None
+        task.ready_at = ready_at
+        earliest = self.next_due()
+        heapq.heappush(self.scheduled, (ready_at, task.seq, task.body.id))
+        self.n_scheduled += 1
+        if earliest is None or ready_at < earliest:
+            self.on_reschedule()
+
+    def _unlink(self, task: _Task) -> None:
+        """Take a live task out of its state's counts (its index entries go stale)."""
+        if task.state == "queued":
+            self.tier_len[task.body.tier] -= 1
+        elif task.state == "scheduled":
+            self.n_scheduled -= 1
+        else:
+            self.n_processing -= 1
+        task.seq = next(self._seq)
+
+    def _finish(self, task: _Task, state: Literal["done", "cancelled"], now: float) -> None:
+        del self.tasks[task.body.id]
+        self.finished[task.body.id] = _Finished(state, now, task.body)
+        self.finished_order.append((now, task.body.id))
+        horizon = now - FINISHED_RETENTION_SECONDS
+        while self.finished_order and self.finished_order[0][0] < horizon:
+            at, tid = self.finished_order.popleft()
+            old = self.finished.get(tid)
+            if old is not None and old.at == at:
+                del self.finished[tid]
+
+    def _bury(self, body: TaskBody) -> None:
+        self.dead.pop(body.id, None)
+        self.dead[body.id] = body
+        self.counters["dead"] += 1
+
+    def _valid(self, tid: str, seq: int, state: LiveState) -> _Task | None:
+        task = self.tasks.get(tid)
+        if task is None or task.seq != seq or task.state != state:
+            return None
+        return task
+
+    def _owned(self, tid: str, token: str) -> _Task | None:
+        task = self.tasks.get(tid)
+        if task is None or task.state != "processing" or task.token != token:
+            return None
+        return task
+
+    # ------------------------------------------------------------ push
+    def push(self, requests: Sequence[PushRequest], now: float) -> list[PushResult]:
+        """Enqueue requests in order (see ``Backend.push``)."""
+        while self.idem_heap and self.idem_heap[0][0] <= now:
+            exp, old_key = heapq.heappop(self.idem_heap)
+            old = self.idem.get(old_key)
+            if old is not None and old[1] == exp:
+                del self.idem[old_key]
+        results: list[PushResult] = []
+        ready = 0
+        for req in requests:
+            body = req.body
+            key = req.idempotency_key
+            if key is not None:
+                hit = self.idem.get(key)
+                if hit is not None and hit[1] > now:
+                    results.append(PushResult(hit[0], queued=False, duplicate=True))
+                    continue
+            if body.id in self.tasks:
+                results.append(PushResult(body.id, queued=False, duplicate=True))
+                continue
+            if body.enqueued_at <= 0:
+                body = body.evolve(enqueued_at=now)
+            if key is not None:
+                expires = now + req.idempotency_ttl
+                self.idem[key] = (body.id, expires)
+                heapq.heappush(self.idem_heap, (expires, key))
+            self.finished.pop(body.id, None)
+            task = _Task(body, "queued", 0)
+            self.tasks[body.id] = task
+            if req.delay_seconds > 0:
+                self._schedule(task, now + req.delay_seconds)
+            else:
+                self._enqueue(task, head=False)
+                ready += 1
+            self.counters["submitted"] += 1
+            results.append(PushResult(body.id, queued=True, duplicate=False))
+        if ready:
+            self.on_ready(ready)
+        return results
+
+    # ------------------------------------------------------------ reserve
+    def next_due(self) -> float | None:
+        """When the earliest scheduled task becomes pending (None if none)."""
+        while self.scheduled:
+            ready_at, seq, tid = self.scheduled[0]
+            if self._valid(tid, seq, "scheduled") is not None:
+                return ready_at
+            heapq.heappop(self.scheduled)
+        return None
+
+    def promote_due(self, now: float) -> int:
+        """Move due scheduled tasks to the tail of their tier; returns how many."""
+        moved = 0
+        while self.scheduled and self.scheduled[0][0] <= now:
+            _, seq, tid = heapq.heappop(self.scheduled)
+            task = self._valid(tid, seq, "scheduled")
+            if task is None:
+                continue
+            self.n_scheduled -= 1
+            self._enqueue(task, head=False)
+            moved += 1
+        if moved:
+            self.on_ready(moved)
+        return moved
+
+    def _pop_pending(self) -> _Task | None:
+        for tier in TIERS:
+            entries = self.tiers[tier]
+            while entries:
+                tid, seq = entries.popleft()
+                task = self._valid(tid, seq, "queued")
+                if task is not None:
+                    self.tier_len[tier] -= 1
+                    return task
+        return None
+
+    def take(
+        self,
+        k: int,
+        visibility_seconds: float,
+        default_max_attempts: int,
+        now: float,
+        expired: list[TaskBody] | None = None,
+    ) -> list[Reservation]:
+        """Reserve up to ``k`` deliverable tasks (see ``Backend.reserve``).
+
+        The body of every task dropped for its ttl is appended to ``expired``
+        when given (the backend logs them once the step is over).
+        """
+        self.promote_due(now)
+        out: list[Reservation] = []
+        while len(out) < k:
+            task = self._pop_pending()
+            if task is None:
+                break
+            body = task.body
+            if task.cancel:
+                self._finish(task, "cancelled", now)
+                self.counters["cancelled"] += 1
+                continue
+            if body.is_expired(now):
+                del self.tasks[body.id]
+                self.counters["expired"] += 1
+                if expired is not None:
+                    expired.append(body)
+                continue
+            if body.max_attempts is None:
+                body = body.evolve(max_attempts=default_max_attempts)
+            max_attempts = body.max_attempts or default_max_attempts
+            if body.attempt + 1 > max_attempts:
+                del self.tasks[body.id]
+                self._bury(
+                    body.evolve(
+                        last_error=(
+                            f"attempt {body.attempt + 1} exceeds max_attempts={max_attempts}: "
+                            "earlier attempts were lost with their worker"
+                        ),
+                        failed_at=now,
+                    )
+                )
+                continue
+            body = body.evolve(attempt=body.attempt + 1)
+            task.body = body
+            task.state = "processing"
+            task.seq = next(self._seq)
+            task.token = new_token()
+            task.deadline = now + visibility_seconds
+            heapq.heappush(self.leases, (task.deadline, task.seq, body.id))
+            self.n_processing += 1
+            out.append(Reservation(body, task.token, task.deadline))
+        return out
+
+    # ------------------------------------------------------------ lease ends
+    def ack(self, leases: Sequence[tuple[str, str]], now: float) -> list[bool]:
+        out: list[bool] = []
+        for tid, token in leases:
+            task = self._owned(tid, token)
+            if task is None:
+                out.append(False)
+                continue
+            self._unlink(task)
+            if task.cancel:
+                self._finish(task, "cancelled", now)
+                self.counters["cancelled"] += 1
+            else:
+                self._finish(task, "done", now)
+                self.counters["completed"] += 1
+            out.append(True)
+        return out
+
+    def nack(
+        self,
+        tid: str,
+        token: str,
+        *,
+        delay_seconds: float,
+        error: str | None,
+        traceback: str | None,
+        dead: bool,
+        now: float,
+    ) -> NackOutcome:
+        task = self._owned(tid, token)
+        if task is None:
+            return "stale"
+        self._unlink(task)
+        body = task.body.evolve(last_error=error, traceback=traceback, failed_at=now)
+        max_attempts = body.max_attempts if body.max_attempts is not None else body.attempt
+        if dead or body.attempt >= max_attempts:
+            del self.tasks[tid]
+            self._bury(body)
+            return "dead"
+        task.body = body
+        self._schedule(task, now + max(delay_seconds, 0.0))
+        self.counters["failed"] += 1
+        return "retry"
+
+    def release(self, tid: str, token: str) -> bool:
+        task = self._owned(tid, token)
+        if task is None:
+            return False
+        self._unlink(task)
+        task.body = task.body.evolve(attempt=max(task.body.attempt - 1, 0))
+        self._enqueue(task, head=True)
+        self.on_ready(1)
+        return True
+
+    def extend(self, tid: str, token: str, visibility_seconds: float, now: float) -> LeaseStatus:
+        task = self._owned(tid, token)
+        if task is None:
+            return LeaseStatus.STALE
+        task.deadline = now + visibility_seconds
+        heapq.heappush(self.leases, (task.deadline, task.seq, tid))
+        return LeaseStatus.CANCELLED if task.cancel else LeaseStatus.OK
+
+    def sweep(self, now: float) -> int:
+        """Re-queue expired leases at the head of their tier; promote due tasks."""
+        expired: list[_Task] = []
+        while self.leases and self.leases[0][0] <= now:
+            deadline, seq, tid = heapq.heappop(self.leases)
+            task = self._valid(tid, seq, "processing")
+            if task is not None and task.deadline == deadline:
+                expired.append(task)
+        # Reversed so the lease that ran out first ends up at the very head.
+        for task in reversed(expired):
+            self._unlink(task)
+            self._enqueue(task, head=True)
+        if expired:
+            self.on_ready(len(expired))
+        self.promote_due(now)
+        return len(expired)
+
+    # ------------------------------------------------------------ dead letters
+    def dead_peek(self, n: int) -> list[TaskBody]:
+        return list(itertools.islice(self.dead.values(), max(n, 0)))
+
+    def dead_replay(self, n: int | None, task_ids: Sequence[str] | None) -> int:
+        if task_ids is not None:
+            chosen = [tid for tid in dict.fromkeys(task_ids) if tid in self.dead]
+        else:
+            limit = len(self.dead) if n is None else max(n, 0)
+            chosen = list(itertools.islice(self.dead.keys(), limit))
+        replayed = 0
+        for tid in chosen:
+            body = self.dead.pop(tid)
+            if tid in self.tasks:
+                continue  # the id was pushed again meanwhile; the live task wins
+            task = _Task(body.evolve(attempt=0), "queued", 0)
+            self.tasks[tid] = task
+            self._enqueue(task, head=False)
+            replayed += 1
+        if replayed:
+            self.on_ready(replayed)
+        return replayed
+
+    def dead_clear(self) -> int:
+        n = len(self.dead)
+        self.dead.clear()
+        return n
+
+    # ------------------------------------------------------------ inspection
+    def _oldest_enqueued(self) -> float | None:
+        # Heads of the tiers: exact for FIFO traffic; a retried task re-enters at
+        # the tail with its old submit time, as on every backend.
+        oldest: float | None = None
+        for tier in TIERS:
+            entries = self.tiers[tier]
+            while entries:
+                tid, seq = entries[0]
+                task = self._valid(tid, seq, "queued")
+                if task is not None:
+                    at = task.body.enqueued_at
+                    oldest = at if oldest is None else min(oldest, at)
+                    break
+                entries.popleft()
+        return oldest
+
+    def depths(self, now: float) -> QueueDepths:
+        oldest = self._oldest_enqueued()
+        return QueueDepths(
+            high=self.tier_len["high"],
+            normal=self.tier_len["normal"],
+            low=self.tier_len["low"],
+            processing=self.n_processing,
+            scheduled=self.n_scheduled,
+            dead=len(self.dead),
+            oldest_pending_age=None if oldest is None else max(now - oldest, 0.0),
+            counters=QueueCounters(**self.counters),
+        )
+
+    def task_state(self, tid: str, now: float) -> TaskInfo:
+        task = self.tasks.get(tid)
+        if task is not None:
+            return TaskInfo.of(
+                task.body,
+                task.state,
+                deadline=task.deadline if task.state == "processing" else None,
+                ready_at=task.ready_at if task.state == "scheduled" else None,
+            )
+        dead = self.dead.get(tid)
+        if dead is not None:
+            return TaskInfo.of(dead, "dead")
+        fin = self.finished.get(tid)
+        if fin is not None and fin.at >= now - FINISHED_RETENTION_SECONDS:
+            return TaskInfo.of(fin.body, fin.state, finished_at=fin.at)
+        return TaskInfo(task_id=tid, state="unknown")
+
+    def cancel(self, tid: str, now: float) -> CancelOutcome:
+        task = self.tasks.get(tid)
+        if task is None:
+            return "not_found"
+        if task.state == "processing":
+            task.cancel = True
+            return "cancelling"
+        self._unlink(task)
+        self._finish(task, "cancelled", now)
+        self.counters["cancelled"] += 1
+        return "cancelled"

@@ -1,0 +1,111 @@
+"""The Redis backend (``redis://``, ``rediss://``, ``unix://``): what a fleet runs on.
+
+The methods live in small mixins, one concept each:
+:mod:`~fleet.backends.redis.queue` (task queues), :mod:`~fleet.backends.redis.pools`,
+:mod:`~fleet.backends.redis.streams` (streams and events) and
+:mod:`~fleet.backends.redis.state` (kv, locks, counters, catalog, workers, config).
+Key names come from :mod:`~fleet.backends.redis.keys`; the atomic steps are the
+Lua scripts in ``fleet/backends/lua``. The key schema is ``docs/redis-schema.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from redis.exceptions import ResponseError
+
+from fleet.backends.base import Backend
+from fleet.backends.redis import keys
+from fleet.backends.redis.core import CONNECT_TIMEOUT
+from fleet.backends.redis.pools import PoolOps
+from fleet.backends.redis.queue import QueueOps
+from fleet.backends.redis.state import StateOps
+from fleet.backends.redis.streams import StreamOps
+from fleet.core.errors import UnsupportedBackend
+from fleet.core.records import now
+
+__all__ = ["RedisBackend"]
+
+
+class RedisBackend(QueueOps, PoolOps, StreamOps, StateOps, Backend):
+    """Backend over one Redis database.
+
+    Args:
+        url: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://`` for TLS
+            (``?ssl_cert_reqs=...`` etc. as redis-py accepts) or
+            ``unix:///path/redis.sock?db=0``. Connection options may be given
+            in the query string (e.g. ``socket_timeout=5``).
+
+    Raises:
+        UnsupportedBackend: The URL asks for Redis Sentinel or Cluster (not
+            supported yet; a cluster-mode server is refused by :meth:`connect`).
+        ConfigError: The URL cannot be read.
+    """
+
+    async def connect(self) -> None:
+        """Check the server answers and load every script (idempotent).
+
+        Raises:
+            BackendUnavailable: The server cannot be reached (or is loading its data).
+            UnsupportedBackend: The server runs in cluster mode.
+        """
+        self._closed = False
+        with self._guard():
+            await self._r.ping()
+            cluster = await self._cluster_enabled()
+        if cluster:
+            await self._close_clients()
+            raise UnsupportedBackend(
+                f"redis at {self._safe_url} runs in cluster mode: Redis Cluster is not "
+                "supported by the Redis backend yet (its script lane talks to one server "
+                "and does not follow cluster redirections). Use one Redis server without "
+                "cluster mode."
+            )
+        with self._guard():
+            await self._scripts.load_all(self._lane)
+
+    async def _cluster_enabled(self) -> bool:
+        # A plain redis:// URL may name a cluster node: its scripts would then fail
+        # call by call with MOVED or CROSSSLOT; refuse it here, once, instead.
+        try:
+            info = await self._r.info("cluster")
+        except ResponseError:  # INFO denied by an ACL: nothing to learn here
+            return False
+        return bool(int(info.get("cluster_enabled", 0)))
+
+    async def close(self) -> None:
+        await self._close_clients()
+
+    async def ping(self) -> bool:
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                return bool(await self._r.ping())
+        except Exception:
+            return False
+
+    async def purge_type(self, automation_type: str) -> None:
+        t = automation_type
+        with self._guard():
+            doomed: list[str] = [*keys.queue_keys(t, now()), keys.stream(t), keys.config(t)]
+            doomed.append(keys.config_generation(t))
+            patterns = (
+                keys.idempotency_pattern(t),
+                keys.config_override_pattern(t),
+                keys.done_pattern(t),
+            )
+            for pattern in patterns:
+                async for key in self._r.scan_iter(match=pattern, count=1000):
+                    doomed.append(key)
+            worker_ids = await self._r.smembers(keys.workers_index(t))
+            for wid in worker_ids:
+                doomed += [keys.worker_key(t, wid, p) for p in keys.WORKER_PARTS]
+            async with self._r.pipeline(transaction=True) as pipe:
+                for start in range(0, len(doomed), 500):
+                    pipe.unlink(*doomed[start : start + 500])
+                pipe.delete(keys.workers_index(t))
+                if worker_ids:
+                    pipe.srem(
+                        keys.WORKERS_ALL, *[keys.workers_all_member(t, w) for w in worker_ids]
+                    )
+                pipe.hdel(keys.CATALOG, t)
+                await pipe.execute()

@@ -1,0 +1,290 @@
+"""Connections, error translation and shared state of the Redis backend.
+
+Three ways to the server per backend instance:
+
+* the *script lane*: one pipelined connection of our own RESP client
+  (:mod:`fleet.backends.redis.resp`) that every Lua script call takes; the hot
+  path of producers and workers is scripts only, and this client costs a
+  fraction of redis-py's per call;
+* the *command* pool: every ordinary command and script, with short socket
+  timeouts so a vanished server surfaces as ``BackendUnavailable`` within
+  seconds;
+* the *blocking* pool: only for ``BLPOP`` on wake-up lists, without a socket
+  read timeout (a blocked call may legitimately wait for its whole timeout;
+  each call is bounded by an asyncio deadline instead). Blocked reservers
+  therefore never hold a command connection or delay anyone else's command.
+
+Errors of all three are translated in one place, :func:`translate` (run by
+the ``with self._guard():`` around every call): connection failures and the
+error replies that mean "not now" become ``BackendUnavailable`` (the callers
+that retry, retry), every other error reply or driver error a
+``BackendError``; no redis-py, hiredis or socket exception leaves a public
+method.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import (
+    ClusterDownError,
+    InvalidResponse,
+    MasterDownError,
+    ReadOnlyError,
+    RedisError,
+    ResponseError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from fleet.backends import redact_url
+from fleet.backends.redis.resp import ReplyError, RespClient, endpoint_from_url
+from fleet.backends.redis.scripts import Scripts, scripts
+from fleet.core.errors import BackendError, BackendUnavailable, ConfigError
+
+log = logging.getLogger("fleet.backends.redis")
+
+#: Seconds to establish a TCP/TLS/unix connection before giving up.
+CONNECT_TIMEOUT = 3.0
+#: Seconds a non-blocking command may take before the server counts as gone.
+COMMAND_TIMEOUT = 10.0
+#: Extra seconds a blocking call may overrun its own timeout before it is
+#: treated as a dead connection.
+BLOCKING_GRACE = 5.0
+
+#: Driver errors that mean the server cannot be used now: a refused, lost or
+#: timed-out connection (OSError covers the script lane's ConnectionError and
+#: TimeoutError, and ssl errors), redis-py's ConnectionError family (which holds
+#: ``LOADING`` as BusyLoadingError, and refused AUTH), and a reply redis-py could
+#: not parse (it drops that connection; the next call gets a new one).
+_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    InvalidResponse,
+    OSError,
+)
+
+#: Codes of error replies that mean "not now": the same call may succeed later.
+#: LOADING: the server is loading its data set after a start. BUSY: a script
+#: runs past ``busy-reply-threshold`` (until it ends or SCRIPT KILL). READONLY:
+#: a replica, typically the old primary after a failover. MASTERDOWN: a replica
+#: that lost its primary (``replica-serve-stale-data no``). NOREPLICAS: fewer
+#: replicas than ``min-replicas-to-write``. TRYAGAIN, CLUSTERDOWN: a cluster
+#: resharding or down (no Cluster support yet, but the meaning is the same).
+NOT_NOW_CODES = frozenset(
+    {"LOADING", "BUSY", "READONLY", "MASTERDOWN", "NOREPLICAS", "TRYAGAIN", "CLUSTERDOWN"}
+)
+
+#: redis-py's classes for some of those replies: it cuts the code off their
+#: message, so the class is what tells them (MasterDownError, a ClusterDownError,
+#: first; LOADING is BusyLoadingError, a ConnectionError, above).
+_NOT_NOW_CLASSES: tuple[tuple[type[ResponseError], str], ...] = (
+    (ReadOnlyError, "READONLY"),
+    (MasterDownError, "MASTERDOWN"),
+    (ClusterDownError, "CLUSTERDOWN"),
+    (TryAgainError, "TRYAGAIN"),
+)
+
+
+def unavailable(safe_url: str, exc: BaseException) -> BackendUnavailable:
+    """The error callers see when the server cannot be used."""
+    return BackendUnavailable(f"redis at {safe_url} is unavailable: {exc}")
+
+
+def _not_now(exc: ResponseError) -> str | None:
+    """The code of an error reply that means "not now", else None."""
+    if isinstance(exc, ReplyError):  # the script lane's: code kept
+        code = exc.code
+    else:
+        for cls, known in _NOT_NOW_CLASSES:
+            if isinstance(exc, cls):
+                return known
+        code = str(exc).split(" ", 1)[0]  # redis-py has no class for BUSY, NOREPLICAS
+    return code if code in NOT_NOW_CODES else None
+
+
+def translate(safe_url: str, exc: BaseException) -> BackendError | None:
+    """The Fleet error for an exception of either client (the script lane or
+    redis-py), or None if ``exc`` is none of theirs (a Fleet error already, a
+    cancellation, a programming error such as a TypeError for a bad argument).
+
+    The one place where driver errors become Fleet's: ``BackendUnavailable``
+    for a connection that failed and for the error replies of
+    :data:`NOT_NOW_CODES`, ``BackendError`` for every other error reply and
+    driver error. NOSCRIPT never gets here: :mod:`~fleet.backends.redis.scripts`
+    reloads the script and retries first.
+    """
+    if isinstance(exc, BackendError):
+        return None
+    if isinstance(exc, ResponseError):  # an error reply, from either client
+        code = _not_now(exc)
+        if code is not None:
+            text = str(exc)
+            shown = text if text.startswith(code) else f"{code} {text}"
+            return BackendUnavailable(f"redis at {safe_url} cannot serve this now: {shown}")
+        return BackendError(f"redis at {safe_url} refused the call: {exc}")
+    if isinstance(exc, _CONNECTION_ERRORS):
+        return unavailable(safe_url, exc)
+    if isinstance(exc, UnicodeDecodeError):
+        # a reply holding bytes that are not UTF-8 (not written by Fleet): only that
+        # call fails, and a retry would fail the same way
+        return BackendError(f"redis at {safe_url} sent a reply that is not UTF-8: {exc}")
+    if isinstance(exc, RedisError):  # redis-py's DataError, PubSubError...
+        return BackendError(f"redis at {safe_url}: {type(exc).__name__}: {exc}")
+    return None
+
+
+class _Guard:
+    """``with`` block translating driver errors into Fleet's (:func:`translate`).
+    A plain class rather than ``@contextmanager``: it wraps every call, and a
+    generator-based one costs several µs each time; a call that succeeds costs
+    one ``is None`` test."""
+
+    __slots__ = ("_safe_url",)
+
+    def __init__(self, safe_url: str) -> None:
+        self._safe_url = safe_url
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is None:
+            return
+        translated = translate(self._safe_url, exc)
+        if translated is not None:
+            raise translated from exc
+
+
+def make_client(url: str, *, blocking: bool) -> Redis:
+    """A redis.asyncio client for ``url`` (redis://, rediss://, unix://).
+
+    Timeouts given in the URL's query string (``socket_timeout=...``) win over
+    the defaults. A failed connection is retried once at once (a pooled
+    connection may predate a server restart); timeouts are not retried so a
+    script never runs twice because it was slow.
+    """
+    options: dict[str, Any] = {
+        "decode_responses": True,
+        "socket_connect_timeout": CONNECT_TIMEOUT,
+        "socket_timeout": None if blocking else COMMAND_TIMEOUT,
+        "retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+        "client_name": "fleet-blocking" if blocking else "fleet",
+    }
+    return Redis.from_url(url, **options)
+
+
+class RedisCore:
+    """State every part of the Redis backend shares.
+
+    Args:
+        url: ``redis://[user:password@]host:port/db``, ``rediss://...`` (TLS) or
+            ``unix:///path/to/redis.sock?db=0``. The password is never printed.
+
+    Raises:
+        UnsupportedBackend: The URL asks for Redis Sentinel or Cluster.
+        ConfigError: The URL cannot be read (not a redis URL, a bad option or
+            TLS file).
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._safe_url = redact_url(url)
+        self._guard_cm = _Guard(self._safe_url)
+        # Read the URL now, so a URL the backend cannot serve fails here rather
+        # than at the first call.
+        try:
+            self._endpoint = endpoint_from_url(
+                url,
+                connect_timeout=CONNECT_TIMEOUT,
+                command_timeout=COMMAND_TIMEOUT,
+                client_name="fleet-scripts",
+            )
+        except BackendError:
+            raise
+        except (ValueError, OSError) as exc:  # OSError: a TLS file cannot be read
+            raise ConfigError(f"redis URL {self._safe_url}: {exc}") from exc
+        self._scripts: Scripts = scripts()
+        self._cmd: Redis | None = None
+        self._blk: Redis | None = None
+        self._fast: RespClient | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+        self._closed = False
+        #: BLPOP calls in flight, cancelled by close().
+        self._blocked: set[asyncio.Future[Any]] = set()
+        #: Live subscriptions, closed with the backend.
+        self._subs: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._safe_url!r})"
+
+    # The clients are typed Any: redis-py types every reply as bytes | str, while
+    # these clients decode replies (decode_responses=True), so every reply is str.
+    @property
+    def _r(self) -> Any:
+        """The command client (connecting lazily if ``connect`` was not called)."""
+        if self._cmd is None:
+            self._cmd = make_client(self.url, blocking=False)
+        return self._cmd
+
+    @property
+    def _lane(self) -> RespClient:
+        """The script lane (connecting lazily on its first call)."""
+        if self._fast is None:
+            self._fast = RespClient(self._endpoint)
+        return self._fast
+
+    @property
+    def _b(self) -> Any:
+        """The client used only for blocking commands."""
+        if self._blk is None:
+            self._blk = make_client(self.url, blocking=True)
+        return self._blk
+
+    def _unavailable(self, exc: BaseException) -> BackendUnavailable:
+        return unavailable(self._safe_url, exc)
+
+    def _guard(self) -> _Guard:
+        """Translate driver errors into Fleet's (see :func:`translate`)."""
+        return self._guard_cm
+
+    def _spawn(self, coro: Any) -> None:
+        """Run a cleanup coroutine in the background, kept alive until done; its
+        failure is logged, never raised (there is nobody to raise it to)."""
+
+        async def quietly() -> None:
+            try:
+                await coro
+            except Exception as exc:
+                log.warning("redis backend %s: background cleanup failed: %s", self._safe_url, exc)
+
+        task = asyncio.ensure_future(quietly())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _close_clients(self) -> None:
+        self._closed = True
+        for blocked in list(self._blocked):
+            blocked.cancel()
+        for sub in list(self._subs):
+            await sub.aclose()
+        if self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+        for client in (self._cmd, self._blk):
+            if client is not None:
+                try:
+                    await client.aclose()
+                except Exception:
+                    pass
+        if self._fast is not None:
+            await self._fast.close()
+        self._cmd = None
+        self._blk = None
+        self._fast = None

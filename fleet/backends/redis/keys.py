@@ -1,0 +1,235 @@
+"""Every Redis key name Fleet uses, built in this one module.
+
+The names follow ``docs/redis-schema.md`` (the spec's schema plus the keys Fleet
+adds). Keeping them here means a Redis Cluster layout (hash tags) can be
+introduced by changing this file alone. Lua scripts never invent key names: they
+receive full keys in ``KEYS`` or, for per-item keys only known inside a script
+(pool claim keys, tag indexes), a prefix built here.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+# ------------------------------------------------------------------ workers
+
+
+def worker_key(automation_type: str, worker_id: str, part: str) -> str:
+    """``wkr:<type>:<id>:<part>`` with part in hardware|config|gen|state|stats."""
+    return f"wkr:{automation_type}:{worker_id}:{part}"
+
+
+WORKER_PARTS = ("hardware", "config", "gen", "state", "stats")
+
+
+def workers_index(automation_type: str) -> str:
+    """``wkrs:<type>``: set of every worker id of the type."""
+    return f"wkrs:{automation_type}"
+
+
+WORKERS_ALL = "wkrs:all"
+
+
+def workers_all_member(automation_type: str, worker_id: str) -> str:
+    """The ``wkrs:all`` member of one worker: ``<type>|<id>``."""
+    return f"{automation_type}|{worker_id}"
+
+
+# ------------------------------------------------------------------ streams, events, catalog
+
+
+def stream(automation_type: str) -> str:
+    """``stream:<type>``: zset score = emit time, member = JSON envelope."""
+    return f"stream:{automation_type}"
+
+
+def event_prefix(db: int = 0) -> str:
+    """The prefix of every event channel of database ``db``: ``event:`` for db 0
+    (the spec's names), ``event:db<N>:`` for any other.
+
+    Redis pub/sub ignores the database number (a message published from db 1
+    reaches subscribers connected to db 0), so the channel name itself carries
+    it; fleets on two databases of one server then never hear each other.
+    """
+    return EVENT_PREFIX if db == 0 else f"{EVENT_PREFIX}db{db}:"
+
+
+def event_channel(topic: str, db: int = 0) -> str:
+    """``event:<topic>`` (db 0) or ``event:db<N>:<topic>``: the pub/sub channel
+    of a topic in database ``db``."""
+    return event_prefix(db) + topic
+
+
+EVENT_PREFIX = "event:"
+CATALOG = "fleet:catalog"
+
+# ------------------------------------------------------------------ queues
+
+
+def queue(automation_type: str) -> str:
+    """``fleet:queue:<type>``: the normal tier list (also the prefix of every queue key)."""
+    return f"fleet:queue:{automation_type}"
+
+
+#: Order of the keys every queue script receives in ``KEYS`` (see ``queue_keys``).
+QUEUE_KEY_PARTS = (
+    "",  # normal tier list (the spec's fleet:queue:<type>)
+    ":high",  # high tier list
+    ":low",  # low tier list
+    ":processing",  # zset task_id -> lease deadline
+    ":processing:body",  # hash task_id -> body JSON
+    ":scheduled",  # zset body JSON -> ready_at
+    ":dead",  # list of dead-lettered bodies, oldest death first
+    ":tasks",  # hash task_id -> JSON state record (live and finished tasks)
+    ":counters",  # hash submitted|completed|failed|dead|expired|cancelled -> int
+    ":done:",  # hash task_id -> finished record, one per hour (suffix added below)
+    ":wake",  # list of wake-up tokens blocked reservers BLPOP on
+    ":dead:info",  # hash task_id -> JSON state record at death
+    ":done:",  # the previous hour's finished records
+)
+
+#: Width of one finished-records bucket (seconds); a bucket expires as a whole.
+DONE_BUCKET_SECONDS = 3600
+
+
+def done_bucket(automation_type: str, bucket: int) -> str:
+    """``fleet:queue:<type>:done:<hour>``: finished (done/cancelled) task records
+    of one hour (``hour = int(unix_time // 3600)``), expiring as a whole."""
+    return f"{queue(automation_type)}:done:{bucket}"
+
+
+def done_pattern(automation_type: str) -> str:
+    """SCAN pattern of every finished-records bucket of a type."""
+    return f"{_glob_escape(queue(automation_type))}:done:*"
+
+
+def queue_keys(automation_type: str, at: float) -> list[str]:
+    """The fixed ``KEYS`` of every queue script at time ``at``, in
+    ``QUEUE_KEY_PARTS`` order (the two ``:done:`` buckets depend on the time)."""
+    return list(_queue_keys(automation_type, int(at // DONE_BUCKET_SECONDS)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _queue_keys(automation_type: str, hour: int) -> tuple[str, ...]:
+    # every script call needs these; built once per type and hour
+    base = queue(automation_type)
+    out = [base + part for part in QUEUE_KEY_PARTS]
+    out[9] = done_bucket(automation_type, hour)
+    out[12] = done_bucket(automation_type, hour - 1)
+    return tuple(out)
+
+
+def queue_wake(automation_type: str) -> str:
+    """``fleet:queue:<type>:wake``: the list blocked reservers wait on."""
+    return queue(automation_type) + ":wake"
+
+
+def idempotency(automation_type: str, key: str) -> str:
+    """``fleet:queue:<type>:idem:<key>``: string task_id with the key's TTL."""
+    return f"{queue(automation_type)}:idem:{key}"
+
+
+def idempotency_pattern(automation_type: str) -> str:
+    """SCAN pattern of every idempotency key of a type."""
+    return f"{_glob_escape(queue(automation_type))}:idem:*"
+
+
+# ------------------------------------------------------------------ pools
+
+POOL_NAMES = "fleet:pools"
+
+
+def pool(name: str) -> str:
+    """``fleet:pool:<name>``: hash item_id -> JSON ``{p, t, x, c, i}``."""
+    return f"fleet:pool:{name}"
+
+
+def pool_claim_prefix(name: str) -> str:
+    """Prefix of ``fleet:pool:<name>:claim:<item_id>`` (value: the claim token)."""
+    return f"fleet:pool:{name}:claim:"
+
+
+def pool_claim(name: str, item_id: str) -> str:
+    """``fleet:pool:<name>:claim:<item_id>``: the claim lease of one item."""
+    return pool_claim_prefix(name) + item_id
+
+
+def pool_tag_prefix(name: str) -> str:
+    """Prefix of ``fleet:pool:<name>:idx:tag:<field>=<json value>`` tag indexes."""
+    return f"fleet:pool:{name}:idx:tag:"
+
+
+def pool_tag_suffix(field: str, value: Any) -> str:
+    """The part after :func:`pool_tag_prefix` for one tag (stored in each item)."""
+    return f"{field}={json.dumps(value, sort_keys=True, separators=(',', ':'), ensure_ascii=False)}"
+
+
+def pool_keys(name: str) -> list[str]:
+    """Fixed ``KEYS`` of every pool script: hash, available index (zset id ->
+    expires_at, +inf if never), claimed index (zset id -> lease end), expiry index
+    (zset id -> expires_at), and the set of pool names."""
+    return [
+        pool(name),
+        f"fleet:pool:{name}:idx:avail",
+        f"fleet:pool:{name}:idx:claimed",
+        f"fleet:pool:{name}:idx:expiry",
+        POOL_NAMES,
+    ]
+
+
+# ------------------------------------------------------------------ primitives
+
+
+def lock(name: str) -> str:
+    """``fleet:lock:<name>``: string token with TTL."""
+    return f"fleet:lock:{name}"
+
+
+def counter(name: str) -> str:
+    """``fleet:counter:<name>``: integer string."""
+    return f"fleet:counter:{name}"
+
+
+def kv(ns: str, key: str) -> str:
+    """``fleet:kv:<ns>:<key>``: string value, optional TTL.
+
+    ``%`` and ``:`` inside the namespace are percent-encoded so that namespace
+    ``a:b`` key ``c`` and namespace ``a`` key ``b:c`` stay two keys; namespaces
+    without those characters appear verbatim.
+    """
+    return f"fleet:kv:{ns.replace('%', '%25').replace(':', '%3A')}:{key}"
+
+
+# ------------------------------------------------------------------ config
+
+
+def config(automation_type: str) -> str:
+    """``fleet:config:<type>``: the type-wide partial config (JSON)."""
+    return f"fleet:config:{automation_type}"
+
+
+def config_override(automation_type: str, worker_id: str) -> str:
+    """``fleet:config:<type>:w:<worker_id>``: one worker's override (JSON)."""
+    return f"fleet:config:{automation_type}:w:{worker_id}"
+
+
+def config_generation(automation_type: str) -> str:
+    """``fleet:config:<type>:gen``: the type's generation counter."""
+    return f"fleet:config:{automation_type}:gen"
+
+
+def config_override_pattern(automation_type: str) -> str:
+    """SCAN pattern of every per-worker override of a type."""
+    return f"{_glob_escape(config(automation_type))}:w:*"
+
+
+def _glob_escape(text: str) -> str:
+    """Escape SCAN MATCH metacharacters so a type name matches literally."""
+    out = []
+    for ch in text:
+        if ch in "*?[]\\":
+            out.append("\\")
+        out.append(ch)
+    return "".join(out)

@@ -1,0 +1,398 @@
+"""Task queues of the Redis backend: every state change is one Lua script.
+
+Times: every script gets ``now`` from Python (:func:`fleet.core.records.now`),
+the one clock workers and backends compare deadlines on; Redis' own clock is
+used only for key TTLs (idempotency keys), which are relative.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from fleet.backends.base import log_expired
+from fleet.backends.redis import keys
+from fleet.backends.redis.core import BLOCKING_GRACE, RedisCore
+from fleet.backends.redis.records import body_with_record, delivered_body, parse_record
+from fleet.core.errors import BackendUnavailable
+from fleet.core.records import (
+    FINISHED_RETENTION_SECONDS,
+    CancelOutcome,
+    LeaseStatus,
+    NackOutcome,
+    PushRequest,
+    PushResult,
+    QueueCounters,
+    QueueDepths,
+    Reservation,
+    TaskBody,
+    TaskInfo,
+    TaskStateName,
+    dumps,
+    new_token,
+    now,
+)
+
+#: Requests per push script call (bounds one script's run time).
+PUSH_CHUNK = 500
+#: Most tasks one reserve call takes (bounds one script's run time and Lua stack).
+RESERVE_CHUNK = 1000
+#: Leases per ack script call.
+ACK_CHUNK = 1000
+#: Expired leases handled per sweep script call.
+SWEEP_CHUNK = 1000
+#: Shortest BLPOP wait (Redis rounds smaller timeouts oddly; 0 means forever).
+MIN_BLOCK = 0.01
+
+_STATE_NAMES: dict[str, TaskStateName] = {
+    "q": "queued",
+    "s": "scheduled",
+    "p": "processing",
+    "D": "done",
+    "C": "cancelled",
+}
+
+
+def _opt_text(value: str | None) -> str:
+    """Encode an optional string for a script argument ('-' means None)."""
+    return "-" if value is None else "+" + value
+
+
+def _log_expired(automation_type: str, flat: Sequence[str]) -> None:
+    """Log the ttl drops reserve.lua reports as ``[id, age, ttl, ...]``."""
+    for i in range(0, len(flat) - 2, 3):
+        age, ttl = flat[i + 1], flat[i + 2]
+        log_expired(
+            automation_type, flat[i], float(age) if age else None, float(ttl) if ttl else None
+        )
+
+
+class QueueOps(RedisCore):
+    """Push, reserve, leases, DLQ and inspection of task queues."""
+
+    def _qkeys(self, automation_type: str, t: float | None = None) -> list[str]:
+        return keys.queue_keys(automation_type, now() if t is None else t)
+
+    # ------------------------------------------------------------ push
+    async def push(self, automation_type: str, requests: Sequence[PushRequest]) -> list[PushResult]:
+        results: list[PushResult] = []
+        base = self._qkeys(automation_type)
+        for start in range(0, len(requests), PUSH_CHUNK):
+            chunk = requests[start : start + PUSH_CHUNK]
+            t = now()
+            extra: list[str] = []
+            rows: list[list[Any]] = []
+            bodies: list[str] = []
+            for req in chunk:
+                body = req.body
+                if body.enqueued_at <= 0:
+                    body = body.evolve(enqueued_at=t)
+                idem_index = 0
+                if req.idempotency_key is not None:
+                    extra.append(keys.idempotency(automation_type, req.idempotency_key))
+                    idem_index = len(base) + len(extra)
+                ready_at = t + req.delay_seconds if req.delay_seconds > 0 else 0
+                expires = None
+                if body.ttl_seconds is not None:
+                    expires = repr(body.enqueued_at + body.ttl_seconds)
+                bodies.append(body.to_json())
+                rows.append(
+                    [
+                        body.id,
+                        body.priority,
+                        ready_at,
+                        idem_index,
+                        max(1, int(req.idempotency_ttl * 1000)),
+                        body.attempt,
+                        body.max_attempts,
+                        expires,
+                    ]
+                )
+            argv = [repr(t), dumps(rows), *bodies]
+            with self._guard():
+                raw = await self._scripts.push(self._lane, base + extra, argv)
+            for i in range(0, len(raw), 2):
+                queued = bool(int(raw[i]))
+                results.append(PushResult(str(raw[i + 1]), queued=queued, duplicate=not queued))
+        return results
+
+    # ------------------------------------------------------------ reserve
+    async def _reserve_once(
+        self, automation_type: str, k: int, visibility_seconds: float, default_max: int
+    ) -> tuple[list[Reservation], float | None]:
+        t = now()
+        deadline = t + visibility_seconds
+        argv: list[Any] = [repr(t), k, repr(deadline), default_max, new_token()]
+        with self._guard():
+            raw = await self._scripts.reserve(self._lane, self._qkeys(automation_type, t), argv)
+        n = len(raw)
+        if n % 3 == 2:
+            # A trailing element: the tasks dropped for their ttl (see reserve.lua).
+            _log_expired(automation_type, raw[-1])
+            n -= 1
+        out = [
+            Reservation(delivered_body(raw[i], raw[i + 1]), raw[i + 2], deadline)
+            for i in range(1, n, 3)
+        ]
+        next_due = float(raw[0]) if raw[0] else None
+        return out, next_due
+
+    async def _reserve_shielded(
+        self, automation_type: str, k: int, visibility_seconds: float, default_max: int
+    ) -> tuple[list[Reservation], float | None]:
+        """One reserve script call that survives the caller's cancellation: if the
+        caller is cancelled while the script runs, whatever it took is released
+        (back to the head of its tier, attempt refunded), so no task waits for
+        its lease to run out."""
+        job = asyncio.ensure_future(
+            self._reserve_once(automation_type, k, visibility_seconds, default_max)
+        )
+        try:
+            return await asyncio.shield(job)
+        except asyncio.CancelledError:
+            job.add_done_callback(lambda j: self._release_orphans(automation_type, j))
+            raise
+
+    def _release_orphans(self, automation_type: str, job: asyncio.Future[Any]) -> None:
+        if job.cancelled() or job.exception() is not None:
+            return
+        taken: list[Reservation] = job.result()[0]
+        for res in taken:
+            self._spawn(self.release(automation_type, res.body.id, res.token))
+
+    async def reserve(
+        self,
+        automation_type: str,
+        *,
+        k: int = 1,
+        visibility_seconds: float = 300.0,
+        timeout: float = 0.0,
+        default_max_attempts: int = 3,
+    ) -> list[Reservation]:
+        k = max(1, min(int(k), RESERVE_CHUNK))
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + max(timeout, 0.0)
+        while True:
+            got, next_due = await self._reserve_shielded(
+                automation_type, k, visibility_seconds, default_max_attempts
+            )
+            if got or timeout <= 0 or self._closed:
+                return got
+            wait = give_up - loop.time()
+            if wait <= 0:
+                return []
+            bounded = False
+            if next_due is not None and next_due - now() < wait:
+                wait = next_due - now()
+                bounded = True
+            if wait > 0:
+                woken = await self._wait_wake(automation_type, max(wait, MIN_BLOCK))
+                if self._closed:
+                    return []
+                if not woken and not bounded:
+                    # The wait used up the caller's timeout with no wake-up and
+                    # nothing came due: an idle reserver costs one script call
+                    # and one BLPOP per timeout.
+                    return []
+
+    async def _wait_wake(self, automation_type: str, seconds: float) -> bool:
+        """Block on the type's wake-up list for at most ``seconds`` (one BLPOP on
+        the blocking pool). A cancelled wait drops its connection, so a half-read
+        reply can never confuse a later command, and puts a token back in case it
+        had consumed one meant for another reserver (a spare wake-up is harmless).
+        True if a wake-up token arrived, False on timeout (or close)."""
+        wake_key = keys.queue_wake(automation_type)
+        # The BLPOP runs as its own task so close() can end it (see _close_clients).
+        blpop = asyncio.ensure_future(self._b.blpop([wake_key], timeout=seconds))
+        self._blocked.add(blpop)
+        try:
+            with self._guard():
+                try:
+                    async with asyncio.timeout(seconds + BLOCKING_GRACE):
+                        popped = await blpop
+                except TimeoutError as exc:
+                    raise self._unavailable(exc) from exc
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if self._closed and (me is None or me.cancelling() == 0):
+                return False  # ended by close(), not by our caller
+            if not self._closed:
+                self._spawn(self._give_back_wake(wake_key))
+            raise
+        except BackendUnavailable:
+            if self._closed:
+                return False  # close() dropped the connection under us: end quietly
+            raise
+        finally:
+            self._blocked.discard(blpop)
+        return popped is not None
+
+    async def _give_back_wake(self, wake_key: str) -> None:
+        with contextlib.suppress(Exception):
+            await self._r.lpush(wake_key, "1")
+
+    # ------------------------------------------------------------ lease ends
+    async def ack(self, automation_type: str, leases: Sequence[tuple[str, str]]) -> list[bool]:
+        out: list[bool] = []
+        for start in range(0, len(leases), ACK_CHUNK):
+            t = now()
+            base = self._qkeys(automation_type, t)
+            flat: list[str] = []
+            for task_id, token in leases[start : start + ACK_CHUNK]:
+                flat += [task_id, token]
+            argv = [repr(t), dumps(flat)]
+            with self._guard():
+                raw = await self._scripts.ack(self._lane, base, argv)
+            out += [bool(int(x)) for x in raw]
+        return out
+
+    async def nack(
+        self,
+        automation_type: str,
+        task_id: str,
+        token: str,
+        *,
+        delay_seconds: float,
+        error: str | None = None,
+        traceback: str | None = None,
+        dead: bool = False,
+    ) -> NackOutcome:
+        argv = [
+            repr(now()),
+            task_id,
+            token,
+            repr(float(delay_seconds)),
+            "1" if dead else "0",
+            _opt_text(error),
+            _opt_text(traceback),
+        ]
+        with self._guard():
+            raw = await self._scripts.nack(self._lane, self._qkeys(automation_type), argv)
+        outcome: NackOutcome = raw
+        return outcome
+
+    async def release(self, automation_type: str, task_id: str, token: str) -> bool:
+        with self._guard():
+            raw = await self._scripts.release(
+                self._lane, self._qkeys(automation_type), [task_id, token]
+            )
+        return bool(int(raw))
+
+    async def extend(
+        self, automation_type: str, task_id: str, token: str, visibility_seconds: float
+    ) -> LeaseStatus:
+        argv = [repr(now()), task_id, token, repr(float(visibility_seconds))]
+        with self._guard():
+            raw = await self._scripts.extend(self._lane, self._qkeys(automation_type), argv)
+        return LeaseStatus(raw)
+
+    async def sweep(self, automation_type: str) -> int:
+        total = 0
+        base = self._qkeys(automation_type)
+        while True:
+            with self._guard():
+                requeued, seen = await self._scripts.sweep(
+                    self._lane, base, [repr(now()), SWEEP_CHUNK]
+                )
+            total += int(requeued)
+            if int(seen) < SWEEP_CHUNK:
+                return total
+
+    # ------------------------------------------------------------ dead letters
+    async def dead_peek(self, automation_type: str, n: int = 50) -> list[TaskBody]:
+        with self._guard():
+            raw = await self._scripts.dead(self._lane, self._qkeys(automation_type), ["peek", n])
+        out: list[TaskBody] = []
+        for i in range(0, len(raw), 2):
+            try:
+                body = TaskBody.from_json(raw[i])
+            except (ValueError, KeyError, TypeError):
+                continue  # not a Fleet body (pushed by hand); nothing to show
+            out.append(body_with_record(raw[i], parse_record(raw[i + 1])) if raw[i + 1] else body)
+        return out
+
+    async def dead_replay(
+        self, automation_type: str, *, n: int | None = None, task_ids: Sequence[str] | None = None
+    ) -> int:
+        if task_ids is not None:
+            if not task_ids:
+                return 0
+            argv: list[Any] = ["replay_ids", *task_ids]
+        else:
+            argv = ["replay", -1 if n is None else max(0, n)]
+        with self._guard():
+            raw = await self._scripts.dead(self._lane, self._qkeys(automation_type), argv)
+        return int(raw)
+
+    async def dead_clear(self, automation_type: str) -> int:
+        with self._guard():
+            raw = await self._scripts.dead(self._lane, self._qkeys(automation_type), ["clear"])
+        return int(raw)
+
+    # ------------------------------------------------------------ inspection
+    async def depths(self, automation_type: str) -> QueueDepths:
+        k = self._qkeys(automation_type)
+        normal, high, low, proc, _pb, sched, dead, _t, counters = k[:9]
+        with self._guard():
+            async with self._r.pipeline(transaction=True) as pipe:
+                pipe.llen(high).llen(normal).llen(low)
+                pipe.zcard(proc).zcard(sched).llen(dead).hgetall(counters)
+                pipe.lindex(high, 0).lindex(normal, 0).lindex(low, 0)
+                res = await pipe.execute()
+        t = now()
+        oldest: float | None = None
+        for head in res[7:10]:
+            if head is None:
+                continue
+            try:
+                at = float(json.loads(head).get("enqueued_at", 0.0))
+            except (ValueError, AttributeError, TypeError):
+                continue
+            oldest = at if oldest is None else min(oldest, at)
+        c = {name: int(v) for name, v in res[6].items()}
+        return QueueDepths(
+            high=int(res[0]),
+            normal=int(res[1]),
+            low=int(res[2]),
+            processing=int(res[3]),
+            scheduled=int(res[4]),
+            dead=int(res[5]),
+            oldest_pending_age=None if oldest is None else max(t - oldest, 0.0),
+            counters=QueueCounters(**{f: c.get(f, 0) for f in QueueCounters.__dataclass_fields__}),
+        )
+
+    async def task_state(self, automation_type: str, task_id: str) -> TaskInfo:
+        with self._guard():
+            where, raw, score = await self._scripts.task_state(
+                self._lane, self._qkeys(automation_type), [task_id]
+            )
+        if where == "none":
+            return TaskInfo(task_id=task_id, state="unknown")
+        rec = parse_record(raw)
+        state: TaskStateName = "dead" if where == "dead" else _STATE_NAMES.get(rec.state, "unknown")
+        if state in ("done", "cancelled"):
+            finished = rec.finished_at or 0.0
+            if finished < now() - FINISHED_RETENTION_SECONDS:
+                return TaskInfo(task_id=task_id, state="unknown")
+        return TaskInfo(
+            task_id=task_id,
+            state=state,
+            attempt=rec.attempt or 0,
+            max_attempts=rec.max_attempts or 0,
+            priority=rec.priority,
+            last_error=rec.last_error,
+            deadline=float(score) if state == "processing" and score else None,
+            ready_at=float(score) if state == "scheduled" and score else None,
+            finished_at=rec.finished_at if state in ("done", "cancelled") else None,
+        )
+
+    async def cancel(self, automation_type: str, task_id: str) -> CancelOutcome:
+        with self._guard():
+            raw = await self._scripts.cancel(
+                self._lane, self._qkeys(automation_type), [repr(now()), task_id]
+            )
+        outcome: CancelOutcome = raw
+        return outcome

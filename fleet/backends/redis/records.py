@@ -1,0 +1,120 @@
+"""The task state record of the Redis backend, in Python (pure functions).
+
+Scripts keep what changes during a task's life in a record beside the immutable
+body (see ``lua/queue_common.lua``)::
+
+    s|a|m|p|k|c|x|d[|{"e": last_error, "t": traceback, "f": failed_at, "b": body}]
+
+The eight hot fields are plain text so reserve and ack never run a JSON codec
+on them; the JSON tail exists only after a failure or while scheduled.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from fleet.core.records import TaskBody
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """One decoded record (``None`` where the record leaves a field unset)."""
+
+    state: str
+    attempt: int | None = None
+    max_attempts: int | None = None
+    priority: int = 0
+    token: str | None = None
+    cancel: bool = False
+    expires_at: float | None = None
+    finished_at: float | None = None
+    last_error: str | None = None
+    traceback: str | None = None
+    failed_at: float | None = None
+    scheduled_body: str | None = None
+
+
+def _int(text: str) -> int | None:
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:  # written as a float by hand or an older script
+        return int(float(text))
+
+
+def _float(text: str) -> float | None:
+    return float(text) if text else None
+
+
+def parse_record(raw: str) -> TaskRecord:
+    """Decode a record written by the scripts.
+
+    Raises:
+        ValueError: ``raw`` is not a record.
+    """
+    parts = raw.split("|", 8)
+    if len(parts) < 8:
+        raise ValueError(f"not a task record: {raw[:80]!r}")
+    s, a, m, p, k, c, x, d = parts[:8]
+    extra: dict[str, Any] = json.loads(parts[8]) if len(parts) > 8 and parts[8] else {}
+    f = extra.get("f")
+    return TaskRecord(
+        state=s,
+        attempt=_int(a),
+        max_attempts=_int(m),
+        priority=_int(p) or 0,
+        token=k or None,
+        cancel=bool(c),
+        expires_at=_float(x),
+        finished_at=_float(d),
+        last_error=extra.get("e"),
+        traceback=extra.get("t"),
+        failed_at=None if f is None else float(f),
+        scheduled_body=extra.get("b"),
+    )
+
+
+def body_with_record(raw_body: str, rec: TaskRecord) -> TaskBody:
+    """A delivered (or dead) body: the stored JSON with the record's mutable
+    fields applied (attempt, max_attempts, last error, traceback, failed_at)."""
+    d: dict[str, Any] = json.loads(raw_body)
+    if rec.attempt is not None:
+        d["attempt"] = rec.attempt
+    if rec.max_attempts:
+        d["max_attempts"] = rec.max_attempts
+    d["last_error"] = rec.last_error
+    d["traceback"] = rec.traceback
+    d["failed_at"] = rec.failed_at
+    return TaskBody.from_dict(d)
+
+
+def delivered_body(raw_body: str, raw_record: str) -> TaskBody:
+    """``body_with_record(raw_body, parse_record(raw_record))`` for the reserve hot
+    path: reads only the fields a delivery needs, without the intermediate record.
+
+    Raises:
+        ValueError: ``raw_record`` is not a record.
+    """
+    parts = raw_record.split("|", 8)
+    if len(parts) < 8:
+        raise ValueError(f"not a task record: {raw_record[:80]!r}")
+    d: dict[str, Any] = json.loads(raw_body)
+    extra: dict[str, Any] = json.loads(parts[8]) if len(parts) > 8 and parts[8] else {}
+    max_attempts = _int(parts[2]) or d.get("max_attempts")
+    failed_at = extra.get("f")
+    attempt = _int(parts[1])
+    return TaskBody(
+        id=str(d["id"]),
+        payload=d.get("payload"),
+        priority=int(d.get("priority", 0)),
+        attempt=int(d.get("attempt", 0)) if attempt is None else attempt,
+        max_attempts=None if max_attempts is None else int(max_attempts),
+        enqueued_at=float(d.get("enqueued_at", 0.0)),
+        ttl_seconds=d.get("ttl_seconds"),
+        last_error=extra.get("e"),
+        traceback=extra.get("t"),
+        failed_at=None if failed_at is None else float(failed_at),
+    )

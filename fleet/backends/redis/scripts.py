@@ -1,0 +1,123 @@
+"""Lua scripts of the Redis backend: loaded once, called by EVALSHA.
+
+Scripts live in ``fleet/backends/redis/lua/*.lua`` (package data). A first line
+``-- @include <name>`` prepends ``<name>.lua`` (shared helpers), so each script
+is still one self-contained EVAL body. A server that lost its script cache
+(restart, ``SCRIPT FLUSH``, failover) answers NOSCRIPT; the script is then
+loaded again and the call retried once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+
+from fleet.backends.redis.resp import ReplyError, RespClient
+
+_INCLUDE = "-- @include "
+
+
+def _read(name: str) -> str:
+    return resources.files("fleet.backends.redis").joinpath("lua", f"{name}.lua").read_text("utf-8")
+
+
+def load_source(name: str) -> str:
+    """The full source of one script, with its ``@include`` resolved.
+
+    Raises:
+        FileNotFoundError: No such script in the package.
+    """
+    text = _read(name)
+    first, _, _rest = text.partition("\n")
+    if first.startswith(_INCLUDE):
+        return _read(first[len(_INCLUDE) :].strip()) + "\n" + text
+    return text
+
+
+class LuaScript:
+    """One script: its source and SHA1, callable on a client.
+
+    Args:
+        name: File name under ``lua/`` without ``.lua``.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.source = load_source(name)
+        self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
+
+    async def __call__(self, client: RespClient, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """Run the script by EVALSHA, loading it first if the server lost it.
+
+        Raises:
+            ReplyError: Any error reply but a first NOSCRIPT (the caller's guard
+                translates it, see :func:`fleet.backends.redis.core.translate`).
+        """
+        try:
+            return await client.evalsha(self.sha, keys, args)
+        except ReplyError as exc:
+            # Recovered here, before any translation: a NOSCRIPT must never reach a
+            # caller as a BackendError, since one reload answers it.
+            if exc.code != "NOSCRIPT":
+                raise
+            await client.execute("SCRIPT", "LOAD", self.source)
+            return await client.evalsha(self.sha, keys, args)
+
+
+SCRIPT_NAMES = (
+    "push",
+    "reserve",
+    "ack",
+    "nack",
+    "release",
+    "extend",
+    "sweep",
+    "cancel",
+    "dead",
+    "task_state",
+    "pool_claim",
+    "pool_ops",
+    "pool_query",
+    "misc",
+)
+
+
+class Scripts:
+    """Every script of the backend, by attribute."""
+
+    def __init__(self) -> None:
+        self.all = {name: LuaScript(name) for name in SCRIPT_NAMES}
+        self.push = self.all["push"]
+        self.reserve = self.all["reserve"]
+        self.ack = self.all["ack"]
+        self.nack = self.all["nack"]
+        self.release = self.all["release"]
+        self.extend = self.all["extend"]
+        self.sweep = self.all["sweep"]
+        self.cancel = self.all["cancel"]
+        self.dead = self.all["dead"]
+        self.task_state = self.all["task_state"]
+        self.pool_claim = self.all["pool_claim"]
+        self.pool_ops = self.all["pool_ops"]
+        self.pool_query = self.all["pool_query"]
+        self.misc = self.all["misc"]
+
+    async def load_all(self, client: RespClient) -> None:
+        """SCRIPT LOAD every script (pipelined: one round trip)."""
+        await asyncio.gather(
+            *(client.execute("SCRIPT", "LOAD", script.source) for script in self.all.values())
+        )
+
+
+_SCRIPTS: Scripts | None = None
+
+
+def scripts() -> Scripts:
+    """The process-wide script set (sources are read from the package once)."""
+    global _SCRIPTS
+    if _SCRIPTS is None:
+        _SCRIPTS = Scripts()
+    return _SCRIPTS

@@ -1,0 +1,234 @@
+"""KV, locks, counters, catalog, worker records and config of the Redis backend."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fleet.backends.redis import keys
+from fleet.backends.redis.core import RedisCore
+from fleet.core.records import WorkerRecord, dumps
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+class StateOps(RedisCore):
+    """The simple keyed primitives; each method is one command or one script."""
+
+    # The primitives plugins call from their jobs (ctx.kv, ctx.lock, ctx.counter)
+    # go over the script lane: one command each, at a fraction of redis-py's cost.
+
+    # ------------------------------------------------------------ kv
+    async def kv_set(
+        self, ns: str, key: str, value: str, *, ttl_seconds: float | None = None
+    ) -> None:
+        args: list[Any] = ["SET", keys.kv(ns, key), value]
+        if ttl_seconds is not None:
+            args += ["PX", _ms(ttl_seconds)]
+        with self._guard():
+            await self._lane.execute(*args)
+
+    async def kv_setnx(
+        self, ns: str, key: str, value: str, *, ttl_seconds: float | None = None
+    ) -> bool:
+        args: list[Any] = ["SET", keys.kv(ns, key), value, "NX"]
+        if ttl_seconds is not None:
+            args += ["PX", _ms(ttl_seconds)]
+        with self._guard():
+            done = await self._lane.execute(*args)
+        return done is not None
+
+    async def kv_get(self, ns: str, key: str) -> str | None:
+        with self._guard():
+            value: str | None = await self._lane.execute("GET", keys.kv(ns, key))
+        return value
+
+    async def kv_delete(self, ns: str, key: str) -> bool:
+        with self._guard():
+            return bool(await self._lane.execute("DEL", keys.kv(ns, key)))
+
+    # ------------------------------------------------------------ locks
+    async def lock_acquire(self, name: str, token: str, hold_seconds: float) -> bool:
+        with self._guard():
+            done = await self._lane.execute(
+                "SET", keys.lock(name), token, "NX", "PX", _ms(hold_seconds)
+            )
+        return done is not None
+
+    async def lock_renew(self, name: str, token: str, hold_seconds: float) -> bool:
+        with self._guard():
+            raw = await self._scripts.misc(
+                self._lane, [keys.lock(name)], ["lock_renew", token, _ms(hold_seconds)]
+            )
+        return bool(int(raw))
+
+    async def lock_release(self, name: str, token: str) -> bool:
+        with self._guard():
+            raw = await self._scripts.misc(self._lane, [keys.lock(name)], ["lock_release", token])
+        return bool(int(raw))
+
+    # ------------------------------------------------------------ counters
+    async def counter_incr(self, name: str, n: int = 1) -> int:
+        with self._guard():
+            return int(await self._lane.execute("INCRBY", keys.counter(name), int(n)))
+
+    async def counter_get(self, name: str) -> int:
+        with self._guard():
+            raw = await self._lane.execute("GET", keys.counter(name))
+        return 0 if raw is None else int(raw)
+
+    async def counter_set(self, name: str, value: int) -> None:
+        with self._guard():
+            await self._lane.execute("SET", keys.counter(name), int(value))
+
+    async def counter_delete(self, name: str) -> None:
+        with self._guard():
+            await self._lane.execute("DEL", keys.counter(name))
+
+    # ------------------------------------------------------------ catalog
+    async def catalog_put(self, automation_type: str, entry: dict[str, Any]) -> None:
+        with self._guard():
+            await self._r.hset(keys.CATALOG, automation_type, dumps(entry))
+
+    async def catalog_get(self, automation_type: str) -> dict[str, Any] | None:
+        with self._guard():
+            raw = await self._r.hget(keys.CATALOG, automation_type)
+        return None if raw is None else dict(json.loads(raw))
+
+    async def catalog_all(self) -> dict[str, dict[str, Any]]:
+        with self._guard():
+            raw = await self._r.hgetall(keys.CATALOG)
+        return {t: dict(json.loads(v)) for t, v in raw.items()}
+
+    async def catalog_delete(self, automation_type: str) -> None:
+        with self._guard():
+            await self._r.hdel(keys.CATALOG, automation_type)
+
+    # ------------------------------------------------------------ workers
+    async def worker_register(
+        self, automation_type: str, worker_id: str, hardware: dict[str, Any]
+    ) -> None:
+        with self._guard():
+            async with self._r.pipeline(transaction=True) as pipe:
+                pipe.set(keys.worker_key(automation_type, worker_id, "hardware"), dumps(hardware))
+                pipe.sadd(keys.workers_index(automation_type), worker_id)
+                pipe.sadd(keys.WORKERS_ALL, keys.workers_all_member(automation_type, worker_id))
+                await pipe.execute()
+
+    async def worker_set_state(
+        self, automation_type: str, worker_id: str, fields: dict[str, str]
+    ) -> None:
+        if not fields:
+            return
+        with self._guard():
+            await self._r.hset(
+                keys.worker_key(automation_type, worker_id, "state"),
+                mapping={k: str(v) for k, v in fields.items()},
+            )
+
+    async def worker_put_stats(
+        self, automation_type: str, worker_id: str, stats: dict[str, Any]
+    ) -> None:
+        with self._guard():
+            await self._r.set(keys.worker_key(automation_type, worker_id, "stats"), dumps(stats))
+
+    async def worker_get(self, automation_type: str, worker_id: str) -> WorkerRecord | None:
+        wk = keys.worker_key
+        with self._guard():
+            async with self._r.pipeline(transaction=True) as pipe:
+                pipe.get(wk(automation_type, worker_id, "hardware"))
+                pipe.get(wk(automation_type, worker_id, "config"))
+                pipe.get(wk(automation_type, worker_id, "gen"))
+                pipe.hgetall(wk(automation_type, worker_id, "state"))
+                pipe.get(wk(automation_type, worker_id, "stats"))
+                pipe.sismember(keys.workers_index(automation_type), worker_id)
+                hw, cfg, gen, state, stats, member = await pipe.execute()
+        if hw is None and not member:
+            return None
+        return WorkerRecord(
+            automation_type=automation_type,
+            worker_id=worker_id,
+            hardware=json.loads(hw) if hw else {},
+            config=json.loads(cfg) if cfg else None,
+            gen=int(gen or 0),
+            state=dict(state),
+            stats=json.loads(stats) if stats else None,
+        )
+
+    async def worker_ids(self, automation_type: str) -> list[str]:
+        with self._guard():
+            return sorted(await self._r.smembers(keys.workers_index(automation_type)))
+
+    async def workers_all(self) -> list[tuple[str, str]]:
+        with self._guard():
+            members = await self._r.smembers(keys.WORKERS_ALL)
+        out: list[tuple[str, str]] = []
+        for m in members:
+            t, sep, wid = m.partition("|")
+            if sep:
+                out.append((t, wid))
+        return sorted(out)
+
+    async def worker_forget(self, automation_type: str, worker_id: str) -> None:
+        with self._guard():
+            async with self._r.pipeline(transaction=True) as pipe:
+                pipe.delete(
+                    *[keys.worker_key(automation_type, worker_id, p) for p in keys.WORKER_PARTS]
+                )
+                pipe.srem(keys.workers_index(automation_type), worker_id)
+                pipe.srem(keys.WORKERS_ALL, keys.workers_all_member(automation_type, worker_id))
+                await pipe.execute()
+
+    # ------------------------------------------------------------ config
+    def _config_key(self, automation_type: str, worker_id: str | None) -> str:
+        if worker_id is None:
+            return keys.config(automation_type)
+        return keys.config_override(automation_type, worker_id)
+
+    async def config_get(
+        self, automation_type: str, worker_id: str | None = None
+    ) -> dict[str, Any]:
+        with self._guard():
+            raw = await self._r.get(self._config_key(automation_type, worker_id))
+        return {} if raw is None else dict(json.loads(raw))
+
+    async def config_set(
+        self, automation_type: str, config: dict[str, Any], worker_id: str | None = None
+    ) -> None:
+        with self._guard():
+            await self._r.set(self._config_key(automation_type, worker_id), dumps(config))
+
+    async def next_generation(self, automation_type: str, *, floor: int = 0) -> int:
+        key = keys.config_generation(automation_type)
+        with self._guard():
+            if floor <= 0:
+                return int(await self._r.incr(key))
+            raw = await self._scripts.misc(self._lane, [key], ["next_generation", str(floor)])
+            return int(raw)
+
+    async def worker_config_put(
+        self, automation_type: str, worker_id: str, config: dict[str, Any], gen: int
+    ) -> bool:
+        k = [
+            keys.worker_key(automation_type, worker_id, "config"),
+            keys.worker_key(automation_type, worker_id, "gen"),
+        ]
+        with self._guard():
+            raw = await self._scripts.misc(
+                self._lane, k, ["worker_config_put", dumps(config), int(gen)]
+            )
+        return bool(int(raw))
+
+    async def worker_config_get(
+        self, automation_type: str, worker_id: str
+    ) -> tuple[dict[str, Any] | None, int]:
+        with self._guard():
+            cfg, gen = await self._r.mget(
+                keys.worker_key(automation_type, worker_id, "config"),
+                keys.worker_key(automation_type, worker_id, "gen"),
+            )
+        if cfg is None:
+            return None, 0
+        return dict(json.loads(cfg)), int(gen or 0)

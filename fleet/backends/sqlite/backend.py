@@ -1,0 +1,399 @@
+"""``sqlite:///path``: a one-host fleet on a single file, safe across processes.
+
+A master and any number of worker processes on one machine share one SQLite
+file in WAL mode. Every operation is one short transaction (``BEGIN
+IMMEDIATE`` when it writes), so two processes can never both reserve a task
+and a crash between statements loses or duplicates nothing. Statements run in
+threads (see :mod:`fleet.backends.sqlite.conn`); blocked reserves and event
+subscriptions of other processes are woken by one cheap poller per backend
+instance (see :mod:`fleet.backends.sqlite.watch`).
+
+URL forms: ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``,
+options ``?busy_timeout_ms=5000&poll_ms=20&readers=2``. Parent directories are
+created. ``sqlite:///:memory:`` is refused: use ``memory://`` in one process.
+
+Operations notes:
+
+* Keep the file on a local disk: WAL mode shares memory between the processes
+  (the ``-shm`` file) and does not work over NFS/SMB. One host only; a fleet of
+  machines runs on Redis.
+* ``-wal`` and ``-shm`` next to the file belong to it: copy the database with
+  ``sqlite3 fleet.db ".backup copy.db"``, not ``cp``, while processes run.
+* ``synchronous=NORMAL``: a killed process loses nothing committed; a power
+  cut may lose the last few commits but never corrupts the file.
+* A blocked reserve or a subscription sees other processes' changes within
+  ``poll_ms`` (20 ms by default); while nothing changes a poll is one
+  ``PRAGMA data_version`` in a background thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import sqlite3
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from fleet.backends.base import STREAM_MAX_AGE, STREAM_MAX_LEN, log_expired
+from fleet.backends.sqlite import pools
+from fleet.backends.sqlite import queue as q
+from fleet.backends.sqlite import queue_admin as qa
+from fleet.backends.sqlite import state as st
+from fleet.backends.sqlite.conn import SQLiteDB, parse_url
+from fleet.backends.sqlite.primitives import SQLitePrimitives
+from fleet.backends.sqlite.watch import SQLiteSubscription, Watcher
+from fleet.core.records import (
+    CancelOutcome,
+    LeaseStatus,
+    NackOutcome,
+    PoolClaim,
+    PoolItem,
+    PoolStats,
+    PoolStrategy,
+    PushRequest,
+    PushResult,
+    QueueDepths,
+    Reservation,
+    StreamEntry,
+    TaskBody,
+    TaskInfo,
+    now,
+)
+
+log = logging.getLogger(__name__)
+
+
+class SQLiteBackend(SQLitePrimitives):
+    """The SQLite backend (see the module docstring).
+
+    Args:
+        url: ``sqlite:///path/to/fleet.db`` (+ options).
+
+    Raises:
+        ConfigError: The URL is malformed or names an in-memory database.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._db = SQLiteDB(parse_url(url))
+        self._watcher = Watcher(self._db, self._db.options.poll_ms / 1000)
+        self._connected = False
+        self._closed = False
+
+    @property
+    def watcher_polls(self) -> int:
+        """How many cross-process polls this instance made (for idle-cost checks)."""
+        return self._watcher.polls
+
+    @property
+    def write_ops(self) -> int:
+        """How many write operations this instance submitted (for idle-cost checks)."""
+        return self._db.write_ops
+
+    # ------------------------------------------------------------ lifecycle
+    async def connect(self) -> None:
+        if self._connected:
+            return
+        await self._db.open()
+        self._connected = True
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._watcher.close()
+        await self._db.close()
+
+    async def ping(self) -> bool:
+        try:
+            return bool(await self._db.read(lambda c: c.execute("SELECT 1").fetchone()[0] == 1))
+        except Exception:
+            return False
+
+    # ------------------------------------------------------------ task queues
+    async def push(self, automation_type: str, requests: Sequence[PushRequest]) -> list[PushResult]:
+        if not requests:
+            return []
+        pushed = await self._db.write(lambda c: q.push(c, automation_type, requests, now()))
+        if pushed.signal:
+            self._watcher.wake(
+                automation_type, pushed.ready, pushed.signal, len(requests) - _dupes(pushed)
+            )
+        return pushed.results
+
+    async def reserve(
+        self,
+        automation_type: str,
+        *,
+        k: int = 1,
+        visibility_seconds: float = 300.0,
+        timeout: float = 0.0,
+        default_max_attempts: int = 3,
+    ) -> list[Reservation]:
+        give_up = time.monotonic() + max(timeout, 0.0)
+        while True:
+            got = await self._reserve_once(
+                automation_type, k, visibility_seconds, default_max_attempts
+            )
+            if got.reservations:
+                if len(got.reservations) >= k:
+                    # There may be more: let one more local waiter look.
+                    self._watcher.wake(automation_type, 1)
+                return got.reservations
+            remaining = give_up - time.monotonic()
+            if remaining <= 0 or self._closed:
+                return []
+            if got.next_due is not None:
+                remaining = min(remaining, max(got.next_due - now(), 0.0) + 0.001)
+            await self._watcher.wait(automation_type, got.signal, remaining)
+            if self._closed:
+                return []
+
+    async def _reserve_once(
+        self, automation_type: str, k: int, visibility: float, default_max_attempts: int
+    ) -> q.Reserved:
+        future = self._db.submit_write(
+            lambda c: q.reserve(
+                c,
+                automation_type,
+                k=k,
+                visibility_seconds=visibility,
+                default_max_attempts=default_max_attempts,
+                now=now(),
+            )
+        )
+        try:
+            reserved: q.Reserved = await self._db.wait_future(future)
+        except asyncio.CancelledError:
+            # The transaction may already run in its thread: whatever it took
+            # goes straight back to the head of its tier, attempt refunded.
+            future.add_done_callback(lambda f: self._give_back(automation_type, f))
+            raise
+        # Logged here, not in the transaction: the write lock is held no longer.
+        for task_id, age, ttl in reserved.expired:
+            log_expired(automation_type, task_id, age, ttl)
+        return reserved
+
+    def _give_back(self, automation_type: str, future: concurrent.futures.Future[Any]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            return
+        reserved: q.Reserved = future.result()
+        for task_id, age, ttl in reserved.expired:
+            log_expired(automation_type, task_id, age, ttl)
+        leases = [(r.body.id, r.token) for r in reserved.reservations]
+        if not leases:
+            return
+
+        def undo(conn: sqlite3.Connection) -> None:
+            for task_id, token in leases:
+                q.release(conn, automation_type, task_id, token, now())
+
+        try:
+            self._db.submit_write(undo)
+        except Exception:
+            log.warning("could not give back %d reserved task(s); sweep will", len(leases))
+
+    async def ack(self, automation_type: str, leases: Sequence[tuple[str, str]]) -> list[bool]:
+        if not leases:
+            return []
+        return await self._db.write(lambda c: q.ack(c, automation_type, leases, now()))
+
+    async def nack(
+        self,
+        automation_type: str,
+        task_id: str,
+        token: str,
+        *,
+        delay_seconds: float,
+        error: str | None = None,
+        traceback: str | None = None,
+        dead: bool = False,
+    ) -> NackOutcome:
+        outcome = await self._db.write(
+            lambda c: q.nack(
+                c,
+                automation_type,
+                task_id,
+                token,
+                delay_seconds=delay_seconds,
+                error=error,
+                traceback=traceback,
+                dead=dead,
+                now=now(),
+            )
+        )
+        if outcome == "retry":
+            self._watcher.wake(automation_type, 1 if delay_seconds <= 0 else 0, None, 1)
+        return outcome
+
+    async def release(self, automation_type: str, task_id: str, token: str) -> bool:
+        done = await self._db.write(lambda c: q.release(c, automation_type, task_id, token, now()))
+        if done:
+            self._watcher.wake(automation_type, 1)
+        return done
+
+    async def extend(
+        self, automation_type: str, task_id: str, token: str, visibility_seconds: float
+    ) -> LeaseStatus:
+        return await self._db.write(
+            lambda c: q.extend(c, automation_type, task_id, token, visibility_seconds, now())
+        )
+
+    async def sweep(self, automation_type: str) -> int:
+        requeued = await self._db.write(lambda c: q.sweep(c, automation_type, now()))
+        if requeued:
+            self._watcher.wake(automation_type, requeued)
+        return requeued
+
+    async def dead_peek(self, automation_type: str, n: int = 50) -> list[TaskBody]:
+        return await self._db.read(lambda c: qa.dead_peek(c, automation_type, n))
+
+    async def dead_replay(
+        self, automation_type: str, *, n: int | None = None, task_ids: Sequence[str] | None = None
+    ) -> int:
+        replayed = await self._db.write(
+            lambda c: qa.dead_replay(c, automation_type, n=n, task_ids=task_ids, now=now())
+        )
+        if replayed:
+            self._watcher.wake(automation_type, replayed)
+        return replayed
+
+    async def dead_clear(self, automation_type: str) -> int:
+        return await self._db.write(lambda c: qa.dead_clear(c, automation_type))
+
+    async def depths(self, automation_type: str) -> QueueDepths:
+        return await self._db.read(lambda c: qa.depths(c, automation_type, now()))
+
+    async def task_state(self, automation_type: str, task_id: str) -> TaskInfo:
+        return await self._db.read(lambda c: qa.task_state(c, automation_type, task_id, now()))
+
+    async def cancel(self, automation_type: str, task_id: str) -> CancelOutcome:
+        return await self._db.write(lambda c: qa.cancel(c, automation_type, task_id, now()))
+
+    async def purge_type(self, automation_type: str) -> None:
+        await self._db.write(lambda c: qa.purge_type(c, automation_type))
+
+    # ------------------------------------------------------------ streams
+    async def stream_push(
+        self,
+        automation_type: str,
+        payload: Any,
+        *,
+        worker_id: str,
+        max_len: int = STREAM_MAX_LEN,
+        max_age: float = STREAM_MAX_AGE,
+    ) -> StreamEntry:
+        entry = await self._db.write(
+            lambda c: st.stream_push(
+                c,
+                automation_type,
+                payload,
+                worker_id=worker_id,
+                max_len=max_len,
+                max_age=max_age,
+                now=now(),
+            )
+        )
+        self._watcher.kick()
+        return entry
+
+    async def stream_pop(self, automation_type: str, n: int = 1) -> list[StreamEntry]:
+        return await self._db.write(lambda c: st.stream_pop(c, automation_type, n))
+
+    async def stream_peek(self, automation_type: str, n: int = 10) -> list[StreamEntry]:
+        return await self._db.read(
+            lambda c: st.stream_range(c, automation_type, after=None, n=n, newest=False)
+        )
+
+    async def stream_read(
+        self, automation_type: str, *, after: str | None = None, n: int = 100
+    ) -> list[StreamEntry]:
+        return await self._db.read(
+            lambda c: st.stream_range(c, automation_type, after=after, n=n, newest=False)
+        )
+
+    async def stream_tail(self, automation_type: str, n: int = 20) -> list[StreamEntry]:
+        return await self._db.read(
+            lambda c: st.stream_range(c, automation_type, after=None, n=n, newest=True)
+        )
+
+    async def stream_len(self, automation_type: str) -> int:
+        return await self._db.read(lambda c: st.stream_len(c, automation_type))
+
+    # ------------------------------------------------------------ events
+    async def publish(self, topic: str, message: Any) -> None:
+        await self._db.write(lambda c: st.publish(c, topic, message, now()))
+        self._watcher.kick()
+
+    async def subscribe(self, *topics: str) -> SQLiteSubscription:
+        return await self._watcher.subscribe(frozenset(topics))
+
+    # ------------------------------------------------------------ pools
+    async def pool_put(
+        self,
+        name: str,
+        payload: Any,
+        tags: dict[str, Any],
+        *,
+        ttl_seconds: float | None = None,
+        item_id: str | None = None,
+    ) -> str:
+        return await self._db.write(
+            lambda c: pools.put(
+                c, name, payload, tags, ttl_seconds=ttl_seconds, item_id=item_id, now=now()
+            )
+        )
+
+    async def pool_claim(
+        self,
+        name: str,
+        *,
+        where: dict[str, Any] | None = None,
+        hold_seconds: float = 60.0,
+        strategy: PoolStrategy = "freshest",
+    ) -> PoolClaim | None:
+        return await self._db.write(
+            lambda c: pools.claim(
+                c, name, where=where, hold_seconds=hold_seconds, strategy=strategy, now=now()
+            )
+        )
+
+    async def pool_release(self, name: str, item_id: str, token: str) -> bool:
+        return await self._db.write(lambda c: pools.release(c, name, item_id, token, now()))
+
+    async def pool_evict(self, name: str, item_id: str, token: str) -> bool:
+        return await self._db.write(lambda c: pools.evict(c, name, item_id, token, now()))
+
+    async def pool_extend(self, name: str, item_id: str, token: str, hold_seconds: float) -> bool:
+        return await self._db.write(
+            lambda c: pools.extend(c, name, item_id, token, hold_seconds, now())
+        )
+
+    async def pool_list(
+        self, name: str, *, where: dict[str, Any] | None = None, n: int = 50
+    ) -> list[PoolItem]:
+        return await self._db.read(lambda c: pools.list_items(c, name, where, n, now()))
+
+    async def pool_size(self, name: str, *, where: dict[str, Any] | None = None) -> int:
+        return await self._db.read(lambda c: pools.size(c, name, where, now()))
+
+    async def pool_remove(self, name: str, item_id: str) -> bool:
+        return await self._db.write(lambda c: pools.remove(c, name, item_id))
+
+    async def pool_prune(self, name: str) -> int:
+        return await self._db.write(lambda c: pools.prune_all(c, name, now()))
+
+    async def pool_names(self) -> list[str]:
+        return await self._db.read(pools.names)
+
+    async def pool_stats(self, name: str) -> PoolStats:
+        return await self._db.read(lambda c: pools.stats(c, name, now()))
+
+    async def pool_drop(self, name: str) -> int:
+        return await self._db.write(lambda c: pools.drop(c, name))
+
+
+def _dupes(pushed: q.Pushed) -> int:
+    return sum(1 for r in pushed.results if not r.queued)

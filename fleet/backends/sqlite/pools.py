@@ -1,0 +1,260 @@
+"""Pools of the SQLite backend: items, the tag index, claims.
+
+``pool_items`` holds each item with ``xs`` (its expiry; items that never
+expire sort last, at :data:`NEVER`) and ``rnd`` (a random sort key for the
+``random`` strategy). ``pool_tags`` has one row per (item, tag) with copies of
+``xs``/``rnd``, indexed by ``(name, k, v, xs)`` and ``(name, k, v, rnd)``: a
+claim with ``where`` walks the index of one tag in strategy order and stops at
+the first unclaimed match, so its cost does not grow with the pool.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from typing import Any
+
+from fleet.core.records import (
+    PoolClaim,
+    PoolItem,
+    PoolStats,
+    PoolStrategy,
+    dumps,
+    new_id,
+    new_token,
+)
+
+#: ``xs`` of items without expiry (a finite number so every SQLite build sorts it).
+NEVER = 1e18
+#: ``expiring_soon`` counts items whose expiry is within this many seconds.
+EXPIRING_SOON_SECONDS = 60.0
+
+_ITEM_COLUMNS = "i.id, i.payload, i.tags, i.expires_at, i.created_at"
+
+
+def _item(row: tuple[str, str, str, float | None, float]) -> PoolItem:
+    return PoolItem(
+        id=row[0],
+        payload=json.loads(row[1]),
+        tags=json.loads(row[2]),
+        expires_at=row[3],
+        created_at=row[4],
+    )
+
+
+def _matching(name: str, where: dict[str, Any] | None, now: float) -> tuple[str, list[Any]]:
+    """SQL (without ORDER BY) selecting unclaimed, unexpired items matching ``where``.
+
+    With ``where`` the rows come from the tag index of its first field, so an
+    ``ORDER BY t.xs``/``t.rnd`` walks that index.
+    """
+    fields = sorted((where or {}).items())
+    unclaimed = "(i.claim_until IS NULL OR i.claim_until <= ?)"
+    if not fields:
+        sql = (
+            f"SELECT {_ITEM_COLUMNS} FROM pool_items i WHERE i.name = ? AND i.xs > ? "
+            f"AND {unclaimed}"
+        )
+        params: list[Any] = [name, now, now]
+        return sql, params
+    (k0, v0), rest = fields[0], fields[1:]
+    sql = (
+        f"SELECT {_ITEM_COLUMNS} FROM pool_tags t "
+        "JOIN pool_items i ON i.name = t.name AND i.id = t.item_id "
+        f"WHERE t.name = ? AND t.k = ? AND t.v = ? AND t.xs > ? AND {unclaimed}"
+    )
+    params = [name, k0, dumps(v0), now, now]
+    for k, v in rest:
+        sql += (
+            " AND EXISTS (SELECT 1 FROM pool_tags o WHERE o.name = t.name "
+            "AND o.item_id = t.item_id AND o.k = ? AND o.v = ?)"
+        )
+        params += [k, dumps(v)]
+    return sql, params
+
+
+def _order(where: dict[str, Any] | None, key: str) -> str:
+    return f" ORDER BY {'t' if where else 'i'}.{key}"
+
+
+def prune(conn: sqlite3.Connection, name: str, now: float) -> int:
+    """Delete the pool's expired items (their tags go with them); how many."""
+    return conn.execute("DELETE FROM pool_items WHERE name = ? AND xs <= ?", (name, now)).rowcount
+
+
+def put(
+    conn: sqlite3.Connection,
+    name: str,
+    payload: Any,
+    tags: dict[str, Any],
+    *,
+    ttl_seconds: float | None,
+    item_id: str | None,
+    now: float,
+) -> str:
+    """Insert or replace an item, keeping an existing claim (see :meth:`Backend.pool_put`)."""
+    prune(conn, name, now)
+    item_id = item_id or new_id()
+    old = conn.execute(
+        "SELECT claim_token, claim_until, created_at FROM pool_items WHERE name = ? AND id = ?",
+        (name, item_id),
+    ).fetchone()
+    token, until, created = old if old is not None else (None, None, now)
+    expires = None if ttl_seconds is None else now + ttl_seconds
+    xs = NEVER if expires is None else expires
+    rnd = random.random()
+    conn.execute("DELETE FROM pool_items WHERE name = ? AND id = ?", (name, item_id))
+    conn.execute(
+        "INSERT INTO pool_items (name, id, payload, tags, expires_at, xs, rnd, created_at, "
+        "claim_token, claim_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (name, item_id, dumps(payload), dumps(tags), expires, xs, rnd, created, token, until),
+    )
+    conn.executemany(
+        "INSERT INTO pool_tags (name, item_id, k, v, xs, rnd) VALUES (?, ?, ?, ?, ?, ?)",
+        [(name, item_id, k, dumps(v), xs, rnd) for k, v in tags.items()],
+    )
+    return item_id
+
+
+def _first(
+    conn: sqlite3.Connection,
+    name: str,
+    where: dict[str, Any] | None,
+    strategy: PoolStrategy,
+    now: float,
+) -> PoolItem | None:
+    sql, params = _matching(name, where, now)
+    if strategy == "random":
+        prefix = "t" if where else "i"
+        pivot = random.random()
+        for cond, arg in ((f" AND {prefix}.rnd >= ?", pivot), (f" AND {prefix}.rnd < ?", pivot)):
+            row = conn.execute(
+                sql + cond + _order(where, "rnd") + " LIMIT 1", (*params, arg)
+            ).fetchone()
+            if row is not None:
+                return _item(row)
+        return None
+    order = _order(where, "xs") + (" DESC" if strategy == "freshest" else "")
+    row = conn.execute(sql + order + " LIMIT 1", params).fetchone()
+    return None if row is None else _item(row)
+
+
+def claim(
+    conn: sqlite3.Connection,
+    name: str,
+    *,
+    where: dict[str, Any] | None,
+    hold_seconds: float,
+    strategy: PoolStrategy,
+    now: float,
+) -> PoolClaim | None:
+    """Claim one matching item (see :meth:`Backend.pool_claim`)."""
+    item = _first(conn, name, where, strategy, now)
+    if item is None:
+        return None
+    token = new_token()
+    until = now + hold_seconds
+    conn.execute(
+        "UPDATE pool_items SET claim_token = ?, claim_until = ? WHERE name = ? AND id = ?",
+        (token, until, name, item.id),
+    )
+    return PoolClaim(item=item, token=token, lease_until=until)
+
+
+def release(conn: sqlite3.Connection, name: str, item_id: str, token: str, now: float) -> bool:
+    """End a held claim early."""
+    return (
+        conn.execute(
+            "UPDATE pool_items SET claim_token = NULL, claim_until = NULL "
+            "WHERE name = ? AND id = ? AND claim_token = ? AND claim_until > ?",
+            (name, item_id, token, now),
+        ).rowcount
+        == 1
+    )
+
+
+def evict(conn: sqlite3.Connection, name: str, item_id: str, token: str, now: float) -> bool:
+    """Remove a claimed item for good if the claim is still held."""
+    return (
+        conn.execute(
+            "DELETE FROM pool_items WHERE name = ? AND id = ? AND claim_token = ? "
+            "AND claim_until > ?",
+            (name, item_id, token, now),
+        ).rowcount
+        == 1
+    )
+
+
+def extend(
+    conn: sqlite3.Connection, name: str, item_id: str, token: str, hold: float, now: float
+) -> bool:
+    """Move a held claim's end to now + ``hold``."""
+    return (
+        conn.execute(
+            "UPDATE pool_items SET claim_until = ? WHERE name = ? AND id = ? AND claim_token = ? "
+            "AND claim_until > ?",
+            (now + hold, name, item_id, token, now),
+        ).rowcount
+        == 1
+    )
+
+
+def list_items(
+    conn: sqlite3.Connection, name: str, where: dict[str, Any] | None, n: int, now: float
+) -> list[PoolItem]:
+    """Up to ``n`` unclaimed, unexpired matching items, freshest first."""
+    sql, params = _matching(name, where, now)
+    found = conn.execute(sql + _order(where, "xs") + " DESC LIMIT ?", (*params, n)).fetchall()
+    return [_item(row) for row in found]
+
+
+def size(conn: sqlite3.Connection, name: str, where: dict[str, Any] | None, now: float) -> int:
+    """How many unclaimed, unexpired items match."""
+    sql, params = _matching(name, where, now)
+    row = conn.execute(f"SELECT COUNT(*) FROM ({sql})", params).fetchone()
+    return int(row[0])
+
+
+def remove(conn: sqlite3.Connection, name: str, item_id: str) -> bool:
+    """Remove an item whatever its claim."""
+    return (
+        conn.execute("DELETE FROM pool_items WHERE name = ? AND id = ?", (name, item_id)).rowcount
+        == 1
+    )
+
+
+def prune_all(conn: sqlite3.Connection, name: str, now: float) -> int:
+    """Remove expired items and forget lapsed claims; how many items went."""
+    removed = prune(conn, name, now)
+    conn.execute(
+        "UPDATE pool_items SET claim_token = NULL, claim_until = NULL "
+        "WHERE name = ? AND claim_until <= ?",
+        (name, now),
+    )
+    return removed
+
+
+def names(conn: sqlite3.Connection) -> list[str]:
+    """Pools holding at least one item, sorted."""
+    return [str(n) for (n,) in conn.execute("SELECT DISTINCT name FROM pool_items ORDER BY name")]
+
+
+def stats(conn: sqlite3.Connection, name: str, now: float) -> PoolStats:
+    """Counts of one pool (unexpired items only)."""
+    row = conn.execute(
+        "SELECT COUNT(*), "
+        "COALESCE(SUM(claim_until > ?), 0), "
+        "COALESCE(SUM(expires_at IS NOT NULL AND expires_at <= ?), 0) "
+        "FROM pool_items WHERE name = ? AND xs > ?",
+        (now, now + EXPIRING_SOON_SECONDS, name, now),
+    ).fetchone()
+    total, claimed, soon = (int(v) for v in row)
+    return PoolStats(
+        name=name, total=total, available=total - claimed, claimed=claimed, expiring_soon=soon
+    )
+
+
+def drop(conn: sqlite3.Connection, name: str) -> int:
+    """Delete a pool; how many items it had."""
+    return conn.execute("DELETE FROM pool_items WHERE name = ?", (name,)).rowcount

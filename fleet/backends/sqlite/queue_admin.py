@@ -1,0 +1,189 @@
+"""Queue inspection and administration of the SQLite backend: DLQ, depths,
+task states, cancel and purge.
+
+Like :mod:`fleet.backends.sqlite.queue`, each function runs inside the
+caller's transaction and takes the current time.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from fleet.backends.sqlite.queue import LIVE_STATES, count, merged, signal, tail_of, tier_num
+from fleet.core.records import (
+    FINISHED_RETENTION_SECONDS,
+    TIERS,
+    CancelOutcome,
+    QueueCounters,
+    QueueDepths,
+    TaskBody,
+    TaskInfo,
+)
+
+
+def dead_peek(conn: sqlite3.Connection, automation_type: str, n: int) -> list[TaskBody]:
+    """Up to ``n`` dead bodies, oldest death first."""
+    found = conn.execute(
+        "SELECT body FROM dead WHERE type = ? ORDER BY pos LIMIT ?", (automation_type, n)
+    ).fetchall()
+    return [TaskBody.from_json(raw) for (raw,) in found]
+
+
+def dead_replay(
+    conn: sqlite3.Connection,
+    automation_type: str,
+    *,
+    n: int | None,
+    task_ids: Sequence[str] | None,
+    now: float,
+) -> int:
+    """Move dead tasks back to the tail of their tier with ``attempt=0``."""
+    if task_ids is not None:
+        picked: list[tuple[int, str, str]] = []
+        for task_id in dict.fromkeys(task_ids):
+            picked += conn.execute(
+                "SELECT pos, id, body FROM dead WHERE type = ? AND id = ? ORDER BY pos",
+                (automation_type, task_id),
+            ).fetchall()
+        picked.sort()
+    else:
+        picked = conn.execute(
+            "SELECT pos, id, body FROM dead WHERE type = ? ORDER BY pos LIMIT ?",
+            (automation_type, -1 if n is None else n),
+        ).fetchall()
+    replayed = 0
+    for pos, task_id, raw in picked:
+        conn.execute("DELETE FROM dead WHERE pos = ?", (pos,))
+        live = conn.execute(
+            "SELECT state FROM tasks WHERE type = ? AND id = ?", (automation_type, task_id)
+        ).fetchone()
+        if live is not None and live[0] in LIVE_STATES:
+            # The id was resubmitted since it died; that copy supersedes this one.
+            continue
+        body = TaskBody.from_json(raw).evolve(attempt=0)
+        tier = tier_num(body)
+        conn.execute(
+            "INSERT OR REPLACE INTO tasks (type, id, state, tier, seq, body, attempt, "
+            "max_attempts, enqueued_at) VALUES (?, ?, 'queued', ?, ?, ?, 0, ?, ?)",
+            (
+                automation_type,
+                task_id,
+                tier,
+                tail_of(conn, automation_type, tier),
+                body.to_json(),
+                body.max_attempts,
+                body.enqueued_at,
+            ),
+        )
+        replayed += 1
+    if replayed:
+        signal(conn, automation_type, replayed)
+    return replayed
+
+
+def dead_clear(conn: sqlite3.Connection, automation_type: str) -> int:
+    """Remove every dead task of the type; how many."""
+    return conn.execute("DELETE FROM dead WHERE type = ?", (automation_type,)).rowcount
+
+
+def depths(conn: sqlite3.Connection, automation_type: str, now: float) -> QueueDepths:
+    """Sizes of the type's queue by tier and state, and its counters."""
+    tiers = dict.fromkeys(range(len(TIERS)), 0)
+    oldest: float | None = None
+    for tier, n, first in conn.execute(
+        "SELECT tier, COUNT(*), MIN(enqueued_at) FROM tasks "
+        "WHERE type = ? AND state = 'queued' GROUP BY tier",
+        (automation_type,),
+    ):
+        tiers[int(tier)] = int(n)
+        if first is not None and (oldest is None or first < oldest):
+            oldest = float(first)
+    processing = conn.execute(
+        "SELECT COUNT(*) FROM tasks WHERE type = ? AND state = 'processing'", (automation_type,)
+    ).fetchone()[0]
+    scheduled = conn.execute(
+        "SELECT COUNT(*) FROM tasks WHERE type = ? AND state = 'scheduled'", (automation_type,)
+    ).fetchone()[0]
+    dead = conn.execute("SELECT COUNT(*) FROM dead WHERE type = ?", (automation_type,)).fetchone()[
+        0
+    ]
+    values = dict(
+        conn.execute("SELECT name, value FROM task_counters WHERE type = ?", (automation_type,))
+    )
+    counters = QueueCounters(
+        **{name: int(values.get(name, 0)) for name in QueueCounters.__dataclass_fields__}
+    )
+    return QueueDepths(
+        high=tiers[0],
+        normal=tiers[1],
+        low=tiers[2],
+        processing=int(processing),
+        scheduled=int(scheduled),
+        dead=int(dead),
+        oldest_pending_age=None if oldest is None else max(now - oldest, 0.0),
+        counters=counters,
+    )
+
+
+def task_state(
+    conn: sqlite3.Connection, automation_type: str, task_id: str, now: float
+) -> TaskInfo:
+    """Where one task is; two primary-key probes at most."""
+    row = conn.execute(
+        "SELECT state, body, attempt, max_attempts, deadline, ready_at, finished_at FROM tasks "
+        "WHERE type = ? AND id = ?",
+        (automation_type, task_id),
+    ).fetchone()
+    if row is not None:
+        state, raw, attempt, limit, deadline, ready_at, finished_at = row
+        forgotten = finished_at is not None and finished_at < now - FINISHED_RETENTION_SECONDS
+        if not forgotten:
+            body = merged(raw, attempt, limit)
+            return TaskInfo.of(
+                body, state, deadline=deadline, ready_at=ready_at, finished_at=finished_at
+            )
+    dead = conn.execute(
+        "SELECT body FROM dead WHERE type = ? AND id = ? ORDER BY pos DESC LIMIT 1",
+        (automation_type, task_id),
+    ).fetchone()
+    if dead is None:
+        return TaskInfo(task_id=task_id, state="unknown")
+    return TaskInfo.of(TaskBody.from_json(dead[0]), "dead")
+
+
+def cancel(
+    conn: sqlite3.Connection, automation_type: str, task_id: str, now: float
+) -> CancelOutcome:
+    """Remove a queued/scheduled task, or flag a processing one."""
+    row = conn.execute(
+        "SELECT state FROM tasks WHERE type = ? AND id = ?", (automation_type, task_id)
+    ).fetchone()
+    if row is None or row[0] not in LIVE_STATES:
+        return "not_found"
+    if row[0] == "processing":
+        conn.execute(
+            "UPDATE tasks SET cancel = 1 WHERE type = ? AND id = ?", (automation_type, task_id)
+        )
+        return "cancelling"
+    conn.execute(
+        "UPDATE tasks SET state = 'cancelled', finished_at = ?, ready_at = NULL, "
+        "body = json_remove(body, '$.payload', '$.traceback') WHERE type = ? AND id = ?",
+        (now, automation_type, task_id),
+    )
+    count(conn, automation_type, "cancelled")
+    return "cancelled"
+
+
+#: Tables keyed by ``type`` whose rows purge_type deletes outright.
+_PURGED = ("tasks", "dead", "task_counters", "idempotency", "stream", "stream_len", "catalog")
+
+
+def purge_type(conn: sqlite3.Connection, automation_type: str) -> None:
+    """Delete every piece of state of a type, its config generation included
+    (its change counter stays, so blocked reservers never see it go backwards)."""
+    for table in _PURGED:
+        conn.execute(f"DELETE FROM {table} WHERE type = ?", (automation_type,))
+    conn.execute("DELETE FROM config WHERE type = ?", (automation_type,))
+    conn.execute("DELETE FROM workers WHERE type = ?", (automation_type,))
+    conn.execute("DELETE FROM generations WHERE type = ?", (automation_type,))

@@ -1,0 +1,303 @@
+"""CLI client commands about tasks: ``submit``, ``tasks``, ``dlq``, ``tail``."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import click
+from rich.progress import Progress
+
+from fleet.cli.common import (
+    ago,
+    client_options,
+    open_client,
+    parse_json_arg,
+    print_json,
+    table,
+)
+from fleet.cli.console import progress_console
+from fleet.client.http import FleetClient
+from fleet.core.records import FINISHED_RETENTION_SECONDS
+
+#: Tasks per batch request of ``submit --from-jsonl``.
+JSONL_CHUNK = 1_000
+
+
+def _read_jsonl(path: str) -> list[Any]:
+    payloads = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                payloads.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise click.BadParameter(f"{path}:{lineno}: not valid JSON: {exc}") from exc
+    return payloads
+
+
+def queued_word(delay_seconds: float | None, submitted_at: float) -> str:
+    """How to call accepted tasks: ``queued``, or ``scheduled for <when> (in <delay>)``
+    when a positive ``--delay`` keeps them out of the queue until then."""
+    if not delay_seconds or delay_seconds <= 0:
+        return "queued"
+    when = datetime.fromtimestamp(submitted_at + delay_seconds).strftime("%Y-%m-%d %H:%M:%S")
+    return f"scheduled for {when} (in {ago(delay_seconds)})"
+
+
+@click.command("submit")
+@click.argument("automation_type")
+@click.argument("payload", required=False)
+@click.option(
+    "--from-jsonl",
+    "jsonl",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Submit one task per line (each line a payload) with the batch route.",
+)
+@click.option("--priority", type=int, default=None, help=">0 high, 0 normal, <0 low.")
+@click.option("--task-id", default=None)
+@click.option("--max-attempts", type=int, default=None)
+@click.option("--ttl", "ttl_seconds", type=float, default=None, help="Drop if not started in N s.")
+@click.option("--delay", "delay_seconds", type=float, default=None, help="Start after N s.")
+@click.option("--idempotency-key", default=None)
+@client_options
+def submit(
+    automation_type: str,
+    payload: str | None,
+    jsonl: str | None,
+    url: str | None,
+    token: str | None,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """Submit a task: PAYLOAD is JSON, @file or - (stdin); or --from-jsonl FILE."""
+    if (payload is None) == (jsonl is None):
+        raise click.UsageError("give either a PAYLOAD or --from-jsonl FILE")
+    submitted_at = time.time()
+    queued = queued_word(options.get("delay_seconds"), submitted_at)
+    with open_client(url, token) as client:
+        if payload is not None:
+            result = client.submit(automation_type, parse_json_arg(payload), **options)
+            if as_json:
+                print_json(result)
+            else:
+                state = queued if result["queued"] else "duplicate of an existing task"
+                click.echo(f"{result['task_id']} {state}")
+            return
+        assert jsonl is not None
+        payloads = _read_jsonl(jsonl)
+        extra = {k: v for k, v in options.items() if v is not None}
+        extra.pop("task_id", None)  # one id cannot name many tasks
+        results: list[dict[str, Any]] = []
+        with Progress(disable=as_json, console=progress_console()) as progress:
+            bar = progress.add_task(f"submitting to {automation_type}", total=len(payloads))
+            for start in range(0, len(payloads), JSONL_CHUNK):
+                chunk = payloads[start : start + JSONL_CHUNK]
+                results += client.submit_batch(
+                    automation_type, [{"payload": p, **extra} for p in chunk]
+                )
+                progress.advance(bar, len(chunk))
+        errors = [(i + 1, r) for i, r in enumerate(results) if "error" in r]
+        if as_json:
+            print_json(results)
+        else:
+            accepted = sum(1 for r in results if r.get("queued"))
+            dupes = sum(1 for r in results if r.get("duplicate"))
+            click.echo(f"{accepted} {queued}, {dupes} duplicates, {len(errors)} refused")
+            for line, r in errors[:20]:
+                click.echo(f"  line {line}: {r['error']}", err=True)
+        if errors:
+            raise SystemExit(1)
+
+
+@click.command("tasks")
+@click.argument("automation_type")
+@click.argument("task_id", required=False)
+@click.option("--cancel", is_flag=True, help="Cancel TASK_ID.")
+@client_options
+def tasks(
+    automation_type: str,
+    task_id: str | None,
+    cancel: bool,
+    url: str | None,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Queue depths of a type, or the state of one task (--cancel to cancel it)."""
+    if cancel and task_id is None:
+        raise click.UsageError("--cancel needs a TASK_ID")
+    with open_client(url, token) as client:
+        if task_id is None:
+            q = client.queue(automation_type)
+            if as_json:
+                print_json(q)
+                return
+            p = q["pending"]
+            age = q["oldest_pending_age"]
+            table(
+                f"{automation_type} queue",
+                ["high", "normal", "low", "processing", "scheduled", "dead", "oldest pending"],
+                [
+                    [
+                        p["high"],
+                        p["normal"],
+                        p["low"],
+                        q["processing"],
+                        q["scheduled"],
+                        q["dead"],
+                        "-" if age is None else f"{age:.1f}s",
+                    ]
+                ],
+            )
+            c = q["counters"]
+            table(None, list(c), [list(c.values())])
+            return
+        result = (
+            client.cancel(automation_type, task_id)
+            if cancel
+            else client.task_state(automation_type, task_id)
+        )
+        if as_json:
+            print_json(result)
+        if not cancel and result["state"] == "unknown":
+            # Scripts test the exit status: a typo'd or long-forgotten id is an error.
+            raise click.ClickException(
+                f"no task {task_id!r} of {automation_type!r}: never submitted, or it "
+                f"finished more than {ago(FINISHED_RETENTION_SECONDS)} ago"
+            )
+        if as_json:
+            return
+        if cancel:
+            click.echo(f"{task_id} {result['outcome']}")
+        else:
+            table(
+                None,
+                ["task", "state", "attempt", "max", "priority", "last error"],
+                [
+                    [
+                        task_id,
+                        result["state"],
+                        result["attempt"],
+                        result["max_attempts"],
+                        result["priority"],
+                        result.get("last_error"),
+                    ]
+                ],
+            )
+
+
+@click.command("dlq")
+@click.argument("automation_type")
+@click.option("-n", "n", type=int, default=50, show_default=True, help="How many to show/replay.")
+@click.option("--replay", is_flag=True, help="Replay the N oldest dead tasks.")
+@click.option("--replay-id", "replay_ids", multiple=True, help="Replay these task ids.")
+@click.option("--all", "replay_all", is_flag=True, help="With --replay: every dead task.")
+@click.option("--drain", is_flag=True, help="Delete every dead task.")
+@click.option("--yes", is_flag=True, help="Do not ask before --drain.")
+@client_options
+def dlq(
+    automation_type: str,
+    n: int,
+    replay: bool,
+    replay_ids: tuple[str, ...],
+    replay_all: bool,
+    drain: bool,
+    yes: bool,
+    url: str | None,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Peek the dead-letter queue of a type; --replay or --drain it."""
+    with open_client(url, token) as client:
+        if drain:
+            if not yes and not as_json:
+                click.confirm(f"Delete every dead task of {automation_type}?", abort=True)
+            count = client.dead_drain(automation_type)
+            print_json({"drained": count}) if as_json else click.echo(f"{count} dead tasks deleted")
+            return
+        if replay or replay_ids:
+            count = client.dead_replay(
+                automation_type,
+                n=None if replay_all or replay_ids else n,
+                task_ids=list(replay_ids) or None,
+            )
+            print_json({"replayed": count}) if as_json else click.echo(f"{count} tasks replayed")
+            return
+        dead = client.dead_peek(automation_type, n)
+        if as_json:
+            print_json(dead)
+            return
+        table(
+            f"{automation_type} dead letters ({len(dead)} shown)",
+            ["task", "attempts", "priority", "last error", "payload"],
+            [
+                [
+                    d["id"],
+                    d["attempt"],
+                    d["priority"],
+                    (d.get("last_error") or "")[:80],
+                    json.dumps(d["payload"])[:60],
+                ]
+                for d in dead
+            ],
+        )
+
+
+def follow_entries(client: FleetClient, automation_type: str, n: int) -> Iterator[dict[str, Any]]:
+    """The ``n`` newest output entries, then every new one as it is emitted, each once.
+
+    The event stream is subscribed before the newest entries are read, so an entry
+    emitted in between is not lost; one that is both read and announced is shown once.
+    """
+    events = client.events([automation_type])
+    for name, _ in events:
+        if name == "hello":  # subscribed: from here on no emit is missed
+            break
+    shown: set[str] = set()
+    for entry in client.output_peek(automation_type, n, newest=True) if n else []:
+        shown.add(entry["id"])
+        yield entry
+    for name, data in events:
+        if name == "emit" and data.get("type") == automation_type:
+            entry = data["data"]
+            if entry.get("id") in shown:
+                shown.discard(entry["id"])  # read above already; each repeats once at most
+                continue
+            yield entry
+
+
+@click.command("tail")
+@click.argument("automation_type")
+@click.option(
+    "-n",
+    "n",
+    type=click.IntRange(0, 1_000),
+    default=20,
+    show_default=True,
+    help="How many of the newest entries to print first (0: none).",
+)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new outputs as they are emitted.")
+@client_options
+def tail(
+    automation_type: str, n: int, follow: bool, url: str | None, token: str | None, as_json: bool
+) -> None:
+    """Print the newest N entries of a type's output stream, oldest of them first (one
+    JSON line each); --follow then prints new emits live (-n 0 -f: only new ones)."""
+    with open_client(url, token) as client:
+        if n == 0:
+            # Nothing to print yet, but ask the master anyway: an unknown type or a
+            # refused token must be an error, not silence.
+            client.output_peek(automation_type, 1)
+        if not follow:
+            for entry in client.output_peek(automation_type, n, newest=True) if n else []:
+                click.echo(json.dumps(entry if as_json else entry["payload"]))
+            return
+        try:
+            for entry in follow_entries(client, automation_type, n):
+                click.echo(json.dumps(entry if as_json else entry.get("payload")))
+        except KeyboardInterrupt:
+            return

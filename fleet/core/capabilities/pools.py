@@ -1,0 +1,83 @@
+"""Pools: shared items with tags, TTLs and exclusive claims."""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+from fleet.core.records import PoolClaim, PoolItem, PoolStats, PoolStrategy
+
+
+class Pools(abc.ABC):
+    """Named pools of items that slots claim, release and evict."""
+
+    @abc.abstractmethod
+    async def pool_put(
+        self,
+        name: str,
+        payload: Any,
+        tags: dict[str, Any],
+        *,
+        ttl_seconds: float | None = None,
+        item_id: str | None = None,
+    ) -> str:
+        """Insert an item (new id) or replace the item ``item_id`` (an existing
+        claim on it is kept). Expires at now + ttl if given. Prunes expired
+        items. Returns the item id."""
+
+    @abc.abstractmethod
+    async def pool_claim(
+        self,
+        name: str,
+        *,
+        where: dict[str, Any] | None = None,
+        hold_seconds: float = 60.0,
+        strategy: PoolStrategy = "freshest",
+    ) -> PoolClaim | None:
+        """Claim one unclaimed, unexpired item whose tags equal every ``where``
+        field: the one expiring last (``freshest``; never-expiring items count as
+        freshest), expiring first (``oldest``) or any (``random``). The claim is an
+        exclusive lease until now + ``hold_seconds`` with a new token. None if no
+        item matches. Cost must not grow with the pool's size."""
+
+    @abc.abstractmethod
+    async def pool_release(self, name: str, item_id: str, token: str) -> bool:
+        """End a claim early if ``token`` still holds it; False and no change else."""
+
+    @abc.abstractmethod
+    async def pool_evict(self, name: str, item_id: str, token: str) -> bool:
+        """Remove a claimed item for good if ``token`` still holds it; else False."""
+
+    @abc.abstractmethod
+    async def pool_extend(self, name: str, item_id: str, token: str, hold_seconds: float) -> bool:
+        """Extend a held claim to now + ``hold_seconds``; False if the token lost it."""
+
+    @abc.abstractmethod
+    async def pool_list(
+        self, name: str, *, where: dict[str, Any] | None = None, n: int = 50
+    ) -> list[PoolItem]:
+        """Up to ``n`` unclaimed, unexpired items matching ``where``, freshest first."""
+
+    @abc.abstractmethod
+    async def pool_size(self, name: str, *, where: dict[str, Any] | None = None) -> int:
+        """Count of unclaimed, unexpired items matching ``where``."""
+
+    @abc.abstractmethod
+    async def pool_remove(self, name: str, item_id: str) -> bool:
+        """Remove an item whatever its claim; True if it existed."""
+
+    @abc.abstractmethod
+    async def pool_prune(self, name: str) -> int:
+        """Remove expired items (and stale claim records); returns how many items."""
+
+    @abc.abstractmethod
+    async def pool_names(self) -> list[str]:
+        """Names of pools that hold at least one item, sorted."""
+
+    @abc.abstractmethod
+    async def pool_stats(self, name: str) -> PoolStats:
+        """Counts of one pool (zeros for an unknown pool)."""
+
+    @abc.abstractmethod
+    async def pool_drop(self, name: str) -> int:
+        """Delete a pool, its indexes and claims; returns how many items it had."""

@@ -1,0 +1,60 @@
+"""Primitives: KV, locks and counters shared by the fleet."""
+
+from __future__ import annotations
+
+import abc
+
+
+class Primitives(abc.ABC):
+    """``ctx.kv``, ``ctx.lock`` and ``ctx.counter`` (and the control flags)."""
+
+    @abc.abstractmethod
+    async def kv_set(
+        self, ns: str, key: str, value: str, *, ttl_seconds: float | None = None
+    ) -> None:
+        """Store ``value`` under (ns, key), replacing any value and TTL."""
+
+    @abc.abstractmethod
+    async def kv_setnx(
+        self, ns: str, key: str, value: str, *, ttl_seconds: float | None = None
+    ) -> bool:
+        """Store only if absent (or expired); True if stored. Atomic across callers."""
+
+    @abc.abstractmethod
+    async def kv_get(self, ns: str, key: str) -> str | None:
+        """The live value, or None if absent or expired."""
+
+    @abc.abstractmethod
+    async def kv_delete(self, ns: str, key: str) -> bool:
+        """Delete; True if a live value existed."""
+
+    # ------------------------------------------------------------ locks
+    @abc.abstractmethod
+    async def lock_acquire(self, name: str, token: str, hold_seconds: float) -> bool:
+        """Take the lock for ``hold_seconds`` if free (or expired); True if taken.
+        Never waits: waiting and renewal live in the lock handle."""
+
+    @abc.abstractmethod
+    async def lock_renew(self, name: str, token: str, hold_seconds: float) -> bool:
+        """Extend the lock to now + ``hold_seconds`` if ``token`` holds it."""
+
+    @abc.abstractmethod
+    async def lock_release(self, name: str, token: str) -> bool:
+        """Free the lock only if ``token`` holds it; True if it did."""
+
+    # ------------------------------------------------------------ counters
+    @abc.abstractmethod
+    async def counter_incr(self, name: str, n: int = 1) -> int:
+        """Add ``n`` (may be negative) atomically; returns the new value (absent = 0)."""
+
+    @abc.abstractmethod
+    async def counter_get(self, name: str) -> int:
+        """The value (0 if absent)."""
+
+    @abc.abstractmethod
+    async def counter_set(self, name: str, value: int) -> None:
+        """Set the value."""
+
+    @abc.abstractmethod
+    async def counter_delete(self, name: str) -> None:
+        """Delete the counter (it reads 0 afterwards)."""

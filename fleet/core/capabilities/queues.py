@@ -1,0 +1,169 @@
+"""Task queues: push, reserve under a lease, ack/nack/release/extend, sweep, the DLQ."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+
+from fleet.core.records import (
+    CancelOutcome,
+    LeaseStatus,
+    NackOutcome,
+    PushRequest,
+    PushResult,
+    QueueDepths,
+    Reservation,
+    TaskBody,
+    TaskInfo,
+)
+
+
+class TaskQueues(abc.ABC):
+    """Reliable per-type task queues (the batch automations' input)."""
+
+    @abc.abstractmethod
+    async def push(self, automation_type: str, requests: Sequence[PushRequest]) -> list[PushResult]:
+        """Enqueue tasks, one result per request, in order; atomic per request.
+
+        A request without delay goes to the tail of its priority tier; with
+        ``delay_seconds > 0`` to ``:scheduled`` (ready at now + delay). A request
+        with an ``idempotency_key`` that is still live for this type enqueues
+        nothing and answers ``(original_id, queued=False, duplicate=True)`` —
+        exactly one of any number of concurrent pushes with one key is queued.
+        A push whose task id is already queued, scheduled or processing in this
+        type is also refused as a duplicate (same answer shape). Each queued
+        task increments ``counters.submitted`` and wakes one blocked reserver.
+        """
+
+    @abc.abstractmethod
+    async def reserve(
+        self,
+        automation_type: str,
+        *,
+        k: int = 1,
+        visibility_seconds: float = 300.0,
+        timeout: float = 0.0,
+        default_max_attempts: int = 3,
+    ) -> list[Reservation]:
+        """Take up to ``k`` pending tasks, each under a new lease.
+
+        Order: first moves due ``:scheduled`` tasks to the tail of their tier;
+        then pops high tier before normal before low, FIFO within a tier.
+        For each popped body, atomically with the pop:
+
+        * a cancelled task is dropped (state ``cancelled``);
+        * a task past its ``ttl_seconds`` is dropped (state ``unknown``),
+          ``counters.expired`` += 1;
+        * otherwise a body whose ``max_attempts`` is None gets
+          ``default_max_attempts`` (stored, so nack and later reserves see it);
+          ``attempt`` += 1; if that exceeds ``max_attempts`` (earlier
+          attempts were lost with their worker) the task is dead-lettered with
+          ``last_error`` saying so and not delivered;
+        * else it is registered in ``:processing`` with a fresh token and
+          ``deadline = now + visibility_seconds`` and returned.
+
+        If nothing is deliverable, waits up to ``timeout`` seconds for a push or
+        a scheduled task coming due, without polling in a tight loop; returns
+        ``[]`` on timeout. ``timeout=0`` never waits. Cancellation of the calling
+        asyncio task while waiting loses no task.
+        """
+
+    @abc.abstractmethod
+    async def ack(self, automation_type: str, leases: Sequence[tuple[str, str]]) -> list[bool]:
+        """Finish tasks: for each ``(task_id, token)`` answer True if it was owned.
+
+        An owned task leaves ``:processing`` and becomes ``done`` (or
+        ``cancelled`` if a cancel was requested while it ran);
+        ``counters.completed`` += 1 (``counters.cancelled`` instead for a
+        cancelled one). A stale token (the lease expired and was
+        swept, or another reservation holds it) changes nothing and answers False.
+        """
+
+    @abc.abstractmethod
+    async def nack(
+        self,
+        automation_type: str,
+        task_id: str,
+        token: str,
+        *,
+        delay_seconds: float,
+        error: str | None = None,
+        traceback: str | None = None,
+        dead: bool = False,
+    ) -> NackOutcome:
+        """Fail the current attempt of an owned task.
+
+        If ``dead`` is set or ``attempt >= max_attempts``: move the body, with
+        ``last_error``/``traceback``/``failed_at`` set, to the DLQ (``dead``;
+        ``counters.dead`` += 1). Otherwise schedule it at now + ``delay_seconds``
+        in ``:scheduled`` keeping its priority (``retry``; ``counters.failed`` += 1).
+        A stale token changes nothing (``stale``).
+        """
+
+    @abc.abstractmethod
+    async def release(self, automation_type: str, task_id: str, token: str) -> bool:
+        """Give an owned task back unfinished: refund its attempt and put it at the
+        *head* of its tier (used on shutdown). False, and no change, if stale."""
+
+    @abc.abstractmethod
+    async def extend(
+        self, automation_type: str, task_id: str, token: str, visibility_seconds: float
+    ) -> LeaseStatus:
+        """Push an owned lease's deadline to now + ``visibility_seconds``.
+
+        ``STALE`` if the token does not own the task (no change); ``CANCELLED``
+        if it does but a cancel was requested (the deadline is still extended, so
+        the slot can stop the task and ack it).
+        """
+
+    @abc.abstractmethod
+    async def sweep(self, automation_type: str) -> int:
+        """Re-queue every reservation past its deadline at the head of its tier
+        (the attempt stays charged), and move due scheduled tasks to their tier.
+        Returns how many reservations were re-queued. A lease extended or acked
+        concurrently is never re-queued."""
+
+    @abc.abstractmethod
+    async def dead_peek(self, automation_type: str, n: int = 50) -> list[TaskBody]:
+        """Up to ``n`` dead-lettered bodies, oldest death first, not removed."""
+
+    @abc.abstractmethod
+    async def dead_replay(
+        self, automation_type: str, *, n: int | None = None, task_ids: Sequence[str] | None = None
+    ) -> int:
+        """Move dead tasks back to the tail of their tier with ``attempt=0``,
+        keeping priority and payload; ``last_error`` is kept for the record.
+        ``task_ids`` selects by id; else the ``n`` oldest (all if None).
+        Returns how many were replayed."""
+
+    @abc.abstractmethod
+    async def dead_clear(self, automation_type: str) -> int:
+        """Remove every dead-lettered task; returns how many."""
+
+    @abc.abstractmethod
+    async def depths(self, automation_type: str) -> QueueDepths:
+        """Sizes by tier and state, the oldest pending task's age, and counters."""
+
+    @abc.abstractmethod
+    async def task_state(self, automation_type: str, task_id: str) -> TaskInfo:
+        """Where one task is (queued|scheduled|processing|dead|done|cancelled|unknown)
+        and its attempt count, without scanning the queue."""
+
+    @abc.abstractmethod
+    async def cancel(self, automation_type: str, task_id: str) -> CancelOutcome:
+        """Cancel a task: a queued or scheduled one is removed for good
+        (``cancelled``); a processing one is flagged so the holder's next
+        :meth:`extend` answers ``CANCELLED`` (``cancelling``); anything else
+        (dead, done, unknown) answers ``not_found``. ``counters.cancelled`` += 1
+        when a task is removed or its cancel is acked."""
+
+    @abc.abstractmethod
+    async def purge_type(self, automation_type: str) -> None:
+        """Delete every piece of state of a type: queue (all tiers and states),
+        task states, idempotency keys, counters, stream, catalog entry, config
+        and worker records (``wkr:<type>:*``, ``wkrs:<type>`` and its
+        ``wkrs:all`` members)."""
+
+    async def push_one(self, automation_type: str, request: PushRequest) -> PushResult:
+        """Push a single request (see :meth:`push`)."""
+        return (await self.push(automation_type, [request]))[0]

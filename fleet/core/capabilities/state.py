@@ -1,0 +1,99 @@
+"""Fleet state: the catalog, worker records and configs with their generations."""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+from fleet.core.records import WorkerRecord
+
+
+class FleetState(abc.ABC):
+    """What workers and masters tell each other about the fleet."""
+
+    @abc.abstractmethod
+    async def catalog_put(self, automation_type: str, entry: dict[str, Any]) -> None:
+        """Write one catalog entry (``fleet:catalog`` hash field)."""
+
+    @abc.abstractmethod
+    async def catalog_get(self, automation_type: str) -> dict[str, Any] | None:
+        """One catalog entry or None."""
+
+    @abc.abstractmethod
+    async def catalog_all(self) -> dict[str, dict[str, Any]]:
+        """Every catalog entry by type."""
+
+    @abc.abstractmethod
+    async def catalog_delete(self, automation_type: str) -> None:
+        """Remove one catalog entry."""
+
+    # ------------------------------------------------------------ workers
+    @abc.abstractmethod
+    async def worker_register(
+        self, automation_type: str, worker_id: str, hardware: dict[str, Any]
+    ) -> None:
+        """Write ``wkr:<type>:<id>:hardware`` and add the id to ``wkrs:<type>`` and
+        ``<type>|<id>`` to ``wkrs:all``."""
+
+    @abc.abstractmethod
+    async def worker_set_state(
+        self, automation_type: str, worker_id: str, fields: dict[str, str]
+    ) -> None:
+        """Merge fields into ``wkr:<type>:<id>:state`` (state, last_seen, ...)."""
+
+    @abc.abstractmethod
+    async def worker_put_stats(
+        self, automation_type: str, worker_id: str, stats: dict[str, Any]
+    ) -> None:
+        """Replace ``wkr:<type>:<id>:stats`` with the JSON stats frame."""
+
+    @abc.abstractmethod
+    async def worker_get(self, automation_type: str, worker_id: str) -> WorkerRecord | None:
+        """Everything about one worker, or None if it was never registered."""
+
+    @abc.abstractmethod
+    async def worker_ids(self, automation_type: str) -> list[str]:
+        """Every worker id ever registered for the type (``wkrs:<type>``), sorted."""
+
+    @abc.abstractmethod
+    async def workers_all(self) -> list[tuple[str, str]]:
+        """Every ``(type, worker_id)`` in ``wkrs:all``, sorted."""
+
+    @abc.abstractmethod
+    async def worker_forget(self, automation_type: str, worker_id: str) -> None:
+        """Delete the worker's ``wkr:`` keys and its index entries."""
+
+    # ------------------------------------------------------------ config
+    @abc.abstractmethod
+    async def config_get(
+        self, automation_type: str, worker_id: str | None = None
+    ) -> dict[str, Any]:
+        """The stored type-wide config (``worker_id`` None) or one worker's override
+        ({} if none). These are partial dicts; merging is the caller's job."""
+
+    @abc.abstractmethod
+    async def config_set(
+        self, automation_type: str, config: dict[str, Any], worker_id: str | None = None
+    ) -> None:
+        """Replace the type-wide config or one worker's override."""
+
+    @abc.abstractmethod
+    async def next_generation(self, automation_type: str, *, floor: int = 0) -> int:
+        """Increment and return the type's config generation counter, raised first to
+        ``floor`` if it is below. Generations are unique and strictly increasing per
+        type, across masters; ``floor`` (the highest generation a live worker holds)
+        keeps them from going backwards after the backend lost its data."""
+
+    @abc.abstractmethod
+    async def worker_config_put(
+        self, automation_type: str, worker_id: str, config: dict[str, Any], gen: int
+    ) -> bool:
+        """Write the desired merged config and its generation to
+        ``wkr:<type>:<id>:config`` / ``:gen`` if ``gen`` is higher than the stored
+        one; True if written. Atomic (config and gen change together)."""
+
+    @abc.abstractmethod
+    async def worker_config_get(
+        self, automation_type: str, worker_id: str
+    ) -> tuple[dict[str, Any] | None, int]:
+        """The desired merged config of a worker and its generation (None, 0 if none)."""

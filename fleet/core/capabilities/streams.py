@@ -1,0 +1,54 @@
+"""Output streams: one bounded, time-ordered stream of emits per automation type."""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+from fleet.core.records import StreamEntry
+
+#: Default bounds of an output stream (spec: 50,000 entries, 3,600 s).
+STREAM_MAX_LEN = 50_000
+STREAM_MAX_AGE = 3600.0
+
+
+class Streams(abc.ABC):
+    """Per-type output streams (``stream:<type>``)."""
+
+    @abc.abstractmethod
+    async def stream_push(
+        self,
+        automation_type: str,
+        payload: Any,
+        *,
+        worker_id: str,
+        max_len: int = STREAM_MAX_LEN,
+        max_age: float = STREAM_MAX_AGE,
+    ) -> StreamEntry:
+        """Append an entry (new :func:`stream_entry_id`, ts = now), then trim the
+        stream to entries younger than ``max_age`` and to the newest ``max_len``.
+        Also publishes the entry on the event topic ``<type>.emit``."""
+
+    @abc.abstractmethod
+    async def stream_pop(self, automation_type: str, n: int = 1) -> list[StreamEntry]:
+        """Remove and return the ``n`` oldest entries. Each entry goes to exactly
+        one of any number of concurrent poppers."""
+
+    @abc.abstractmethod
+    async def stream_peek(self, automation_type: str, n: int = 10) -> list[StreamEntry]:
+        """The ``n`` oldest entries, oldest first, not removed."""
+
+    @abc.abstractmethod
+    async def stream_read(
+        self, automation_type: str, *, after: str | None = None, n: int = 100
+    ) -> list[StreamEntry]:
+        """Up to ``n`` entries with id > ``after`` (all if None), oldest first, not
+        removed. Pass the last entry's id as the next ``after``."""
+
+    @abc.abstractmethod
+    async def stream_tail(self, automation_type: str, n: int = 20) -> list[StreamEntry]:
+        """The ``n`` newest entries, oldest first, not removed (for live views)."""
+
+    @abc.abstractmethod
+    async def stream_len(self, automation_type: str) -> int:
+        """Number of entries (expired ones may count until the next push trims)."""

@@ -1,0 +1,1 @@
+"""The REST routes, one module per resource; each exposes ``router``."""

@@ -1,0 +1,124 @@
+"""Routes over workers: list, inspect, drain/resume, forget."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+
+from fleet.backends.base import Backend
+from fleet.core.config import merge_config
+from fleet.master.auth import Principal, admin_access, list_access, type_read_access
+from fleet.master.models import TypeName, error_responses
+from fleet.master.state import backend_dependency, master_state
+from fleet.master.workers_view import load_views
+from fleet.protocol import CONTROL_NS, control_topic, drain_key
+
+router = APIRouter(tags=["workers"], responses=error_responses(401, 403, 404, 413, 503))
+
+
+@router.get("/workers", summary="Every worker of every type")
+async def all_workers(
+    request: Request,
+    principal: Principal = Depends(list_access),
+    backend: Backend = Depends(backend_dependency),
+) -> list[dict[str, Any]]:
+    """Workers with state, last_seen, up, slots, desired vs applied generation."""
+    pairs = [p for p in await backend.workers_all() if principal.sees_type(p[0])]
+    return await load_views(backend, pairs, master_state(request).settings.heartbeat_seconds)
+
+
+@router.get("/automations/{automation_type}/workers", summary="Workers of one type")
+async def type_workers(
+    automation_type: TypeName,
+    request: Request,
+    _: Any = Depends(type_read_access),
+    backend: Backend = Depends(backend_dependency),
+) -> list[dict[str, Any]]:
+    """Workers of the type: state, last_seen, slots, config generations, hardware."""
+    pairs = [(automation_type, wid) for wid in await backend.worker_ids(automation_type)]
+    return await load_views(backend, pairs, master_state(request).settings.heartbeat_seconds)
+
+
+@router.get("/automations/{automation_type}/workers/{worker_id}", summary="One worker")
+async def one_worker(
+    automation_type: TypeName,
+    worker_id: str,
+    request: Request,
+    _: Any = Depends(type_read_access),
+    backend: Backend = Depends(backend_dependency),
+) -> dict[str, Any]:
+    """One worker with its config: type-wide, its override, the merged result and
+    the desired config written for it (with its generation)."""
+    views = await load_views(
+        backend, [(automation_type, worker_id)], master_state(request).settings.heartbeat_seconds
+    )
+    if not views:
+        raise HTTPException(404, detail=f"unknown worker {worker_id!r} of {automation_type!r}")
+    type_wide = await backend.config_get(automation_type)
+    override = await backend.config_get(automation_type, worker_id)
+    desired, gen = await backend.worker_config_get(automation_type, worker_id)
+    record = await backend.worker_get(automation_type, worker_id)
+    return {
+        **views[0],
+        "config": {
+            "type_wide": type_wide,
+            "override": override,
+            "merged": merge_config(type_wide, override),
+            "desired": desired,
+            "desired_gen": gen,
+        },
+        "stats": record.stats if record is not None else None,
+    }
+
+
+async def _control(backend: Backend, automation_type: str, worker_id: str, action: str) -> None:
+    if worker_id not in await backend.worker_ids(automation_type):
+        raise HTTPException(404, detail=f"unknown worker {worker_id!r} of {automation_type!r}")
+    key = drain_key(automation_type, worker_id)
+    if action == "drain":
+        await backend.kv_set(CONTROL_NS, key, "true")
+    else:
+        await backend.kv_delete(CONTROL_NS, key)
+    await backend.publish(
+        control_topic(automation_type), {"worker_id": worker_id, "action": action}
+    )
+
+
+@router.post("/automations/{automation_type}/workers/{worker_id}/drain", summary="Drain")
+async def drain_worker(
+    automation_type: TypeName,
+    worker_id: str,
+    _: Any = Depends(admin_access),
+    backend: Backend = Depends(backend_dependency),
+) -> dict[str, Any]:
+    """Stop taking tasks, finish in-flight ones, then idle (until resumed)."""
+    await _control(backend, automation_type, worker_id, "drain")
+    return {"worker_id": worker_id, "action": "drain"}
+
+
+@router.post("/automations/{automation_type}/workers/{worker_id}/resume", summary="Resume")
+async def resume_worker(
+    automation_type: TypeName,
+    worker_id: str,
+    _: Any = Depends(admin_access),
+    backend: Backend = Depends(backend_dependency),
+) -> dict[str, Any]:
+    """Undo a drain: the worker takes tasks again."""
+    await _control(backend, automation_type, worker_id, "resume")
+    return {"worker_id": worker_id, "action": "resume"}
+
+
+@router.delete("/automations/{automation_type}/workers/{worker_id}", summary="Forget a worker")
+async def forget_worker(
+    automation_type: TypeName,
+    worker_id: str,
+    _: Any = Depends(admin_access),
+    backend: Backend = Depends(backend_dependency),
+) -> dict[str, Any]:
+    """Delete the worker's ``wkr:`` keys and index entries (a live worker comes
+    back on its next heartbeat)."""
+    known = worker_id in await backend.worker_ids(automation_type)
+    await backend.worker_forget(automation_type, worker_id)
+    await backend.kv_delete(CONTROL_NS, drain_key(automation_type, worker_id))
+    return {"worker_id": worker_id, "forgotten": known}

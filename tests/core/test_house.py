@@ -1,0 +1,174 @@
+"""The house rules of docs/architecture.md, checked on the source tree: imports flow one
+way (no circle in ``fleet``; ``fleet.core`` imports no other ``fleet`` package at run time),
+services never import routes, and no module grows past 600 lines."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PKG = ROOT / "fleet"
+MAX_LINES = 600
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in PKG.rglob("*.py")}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST, module: str, *, top_level_only: bool) -> set[str]:
+    """Fleet modules imported at run time (``if TYPE_CHECKING:`` blocks skipped).
+
+    ``from pkg import name`` counts as an import of ``pkg.name`` when that is a module,
+    else of ``pkg``: importing a submodule needs its parent package only to be
+    importing, not imported, so parent packages are not edges of their own.
+    """
+    found: set[str] = set()
+    is_pkg = MODULES.get(module, Path()).name == "__init__.py"
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for other in child.orelse:
+                    visit(other)
+                continue
+            if top_level_only and isinstance(
+                child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+            ):
+                continue
+            if isinstance(child, ast.Import):
+                found.update(a.name for a in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    anchor = module.split(".") if is_pkg else module.split(".")[:-1]
+                    anchor = anchor[: len(anchor) - (child.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                for alias in child.names:
+                    sub = f"{base}.{alias.name}"
+                    found.add(sub if sub in MODULES else base)
+            visit(child)
+
+    visit(tree)
+    return {m for m in found if m == "fleet" or m.startswith("fleet.")}
+
+
+def _graph(*, top_level_only: bool) -> dict[str, set[str]]:
+    return {
+        name: _imports(ast.parse(path.read_text()), name, top_level_only=top_level_only)
+        & set(MODULES)
+        for name, path in MODULES.items()
+    }
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+
+    def strong(v: str) -> None:
+        nonlocal counter
+        index[v] = low[v] = counter
+        counter += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in graph.get(v, ()):
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def test_the_checker_finds_a_circle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+@pytest.mark.parametrize("top_level_only", [True, False], ids=["import-time", "any-import"])
+def test_no_import_circle_in_fleet(top_level_only: bool) -> None:
+    assert _cycles(_graph(top_level_only=top_level_only)) == []
+
+
+def test_core_imports_no_other_fleet_package_at_run_time() -> None:
+    graph = _graph(top_level_only=False)
+    outside = {
+        f"{name} -> {dep}"
+        for name, deps in graph.items()
+        if name.startswith("fleet.core")
+        for dep in deps
+        if dep != "fleet" and not dep.startswith("fleet.core")
+    }
+    assert outside == set()
+    code = "import sys, fleet.core; print(sorted(m for m in sys.modules if m.startswith('fleet.')))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert all(m.startswith("fleet.core") for m in eval(loaded.stdout))  # a list literal
+
+
+def test_master_services_never_import_a_route_module() -> None:
+    graph = _graph(top_level_only=False)
+    offenders = {
+        f"{name} -> {dep}"
+        for name, deps in graph.items()
+        if name.startswith("fleet.master.") and not name.startswith("fleet.master.routes")
+        and name not in ("fleet.master.app",)  # the app mounts the routers
+        for dep in deps
+        if dep.startswith("fleet.master.routes")
+    }  # fmt: skip
+    assert offenders == set()
+
+
+def test_every_backend_is_a_package_exposing_its_class() -> None:
+    for package, cls in (("memory", "MemoryBackend"), ("sqlite", "SQLiteBackend"),
+                         ("redis", "RedisBackend")):  # fmt: skip
+        init = PKG / "backends" / package / "__init__.py"
+        assert init.exists() and cls in init.read_text()
+    flat = sorted(p.name for p in (PKG / "backends").glob("*.py"))
+    assert flat == ["__init__.py", "base.py", "waiting.py"]  # the rest lives in a package
+
+
+def test_no_module_over_600_lines() -> None:
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in PKG.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
