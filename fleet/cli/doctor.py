@@ -1,8 +1,9 @@
 """``fleet doctor``: is this machine's fleet set up right?
 
-Checks the backend answers, Redis keeps data across restarts (AOF) and will
-not evict queue keys, the installed plugins load, and the master is reachable
-and accepts the token. Each check is ``ok``, ``warn`` or ``fail``; any ``fail``
+Checks the backend answers, every stored catalog entry, worker record and dead
+letter can be read, Redis keeps data across restarts (AOF) and will not evict
+queue keys, the installed plugins load, and the master is reachable and accepts
+the token. Each check is ``ok``, ``warn`` or ``fail``; any ``fail``
 makes the command exit 1.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import click
@@ -23,6 +24,9 @@ from fleet.cli.common import (
     resolve_url,
     table,
 )
+
+if TYPE_CHECKING:
+    from fleet.backends.base import Backend
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +49,7 @@ async def check_backend(url: str) -> list[Check]:
         return [Check("backend", "fail", f"{shown}: {type(exc).__name__}: {exc}")]
     try:
         ok = await backend.ping()
+        records = await check_records(backend) if ok else []
     finally:
         await backend.close()
     checks = [
@@ -52,9 +57,51 @@ async def check_backend(url: str) -> list[Check]:
             "backend", "ok" if ok else "fail", f"{shown} {'answers' if ok else 'does not answer'}"
         )
     ]
+    checks += records
     if ok and urlsplit(url).scheme in ("redis", "rediss", "unix"):
         checks += await check_redis(url)
     return checks
+
+
+#: Dead letters per type the doctor reads, oldest first, looking for unreadable ones.
+DEAD_SCAN = 1000
+
+
+async def check_records(backend: Backend) -> list[Check]:
+    """Stored records that cannot be read (docs/operations.md, "Corrupt records"):
+    one ``warn`` line each, or one ``ok`` line."""
+    from fleet.core.stored import UnreadableBody, entry_unreadable
+
+    try:
+        found: list[Check] = []
+        entries = await backend.catalog_all()
+        for t, entry in sorted(entries.items()):
+            why = entry_unreadable(entry)
+            if why is not None:
+                found.append(Check("records", "warn", f"catalog entry of {t}: {why}"))
+        pairs = await backend.workers_all()
+        for t, wid in pairs:
+            record = await backend.worker_get(t, wid)
+            if record is not None and record.unreadable:
+                parts = ", ".join(record.unreadable)
+                found.append(Check("records", "warn", f"worker {wid} of {t}: unreadable {parts}"))
+        types = sorted({*entries, *(t for t, _ in pairs)})
+        for t in types:
+            for body in await backend.dead_peek(t, DEAD_SCAN):
+                if isinstance(body, UnreadableBody):
+                    shown = body.id or "(no id)"
+                    found.append(
+                        Check("records", "warn", f"dead letter {shown} of {t}: {body.unreadable}")
+                    )
+    except Exception as exc:
+        return [Check("records", "fail", f"cannot read the records: {type(exc).__name__}: {exc}")]
+    if found:
+        return found
+    detail = (
+        f"{len(entries)} catalog entr{'y' if len(entries) == 1 else 'ies'}, {len(pairs)} "
+        f"worker record(s) and the dead letters of {len(types)} type(s) read"
+    )
+    return [Check("records", "ok", detail)]
 
 
 async def check_redis(url: str) -> list[Check]:

@@ -240,7 +240,8 @@ def dlq(
                     d["attempt"],
                     d["priority"],
                     (d.get("last_error") or "")[:80],
-                    json.dumps(d["payload"])[:60],
+                    # an entry that cannot be read: what is stored instead
+                    (d["raw"] if d.get("unreadable") else json.dumps(d["payload"]))[:60],
                 ]
                 for d in dead
             ],

@@ -69,6 +69,14 @@ def dumps(value: Any) -> str:
     return _encode(value)
 
 
+def refund_cap(max_attempts: int | None) -> int:
+    """How many lost attempts ``sweep`` refunds a task at most: ``max_attempts``,
+    but never fewer than 2 (a task with one attempt must survive being lost
+    unstarted twice beside a task that kills its process: once before that task
+    is a suspect, once while it runs alone; see docs/batch-automations.md)."""
+    return max(max_attempts or 0, 2)
+
+
 @dataclass(frozen=True, slots=True)
 class TaskBody:
     """A task as stored in a queue. Its JSON form is the queue's wire format.
@@ -88,6 +96,11 @@ class TaskBody:
         last_error: The last failure's message (set by nack and dead-lettering).
         traceback: The last failure's traceback text.
         failed_at: Unix time of the last failure.
+        refunds: Attempts given back by ``sweep`` because the reservation that
+            charged them expired without ever being marked started (the task died
+            unstarted with its worker). At most :func:`refund_cap`: past that,
+            such losses stay charged, so a task that kills its process before its
+            mark lands still reaches the DLQ.
     """
 
     id: str
@@ -100,6 +113,7 @@ class TaskBody:
     last_error: str | None = None
     traceback: str | None = None
     failed_at: float | None = None
+    refunds: int = 0
 
     @property
     def tier(self) -> Tier:
@@ -126,6 +140,8 @@ class TaskBody:
             out["traceback"] = self.traceback
         if self.failed_at is not None:
             out["failed_at"] = self.failed_at
+        if self.refunds:
+            out["refunds"] = self.refunds
         return out
 
     def to_json(self) -> str:
@@ -144,6 +160,7 @@ class TaskBody:
             last_error=d.get("last_error"),
             traceback=d.get("traceback"),
             failed_at=d.get("failed_at"),
+            refunds=int(d.get("refunds") or 0),
         )
 
     @classmethod
@@ -406,7 +423,12 @@ class PoolStats:
 
 @dataclass(frozen=True, slots=True)
 class WorkerRecord:
-    """Everything the backend holds about one worker of one type (``wkr:`` keys)."""
+    """Everything the backend holds about one worker of one type (``wkr:`` keys).
+
+    Backends build it with :func:`fleet.core.stored.worker_record`, which never
+    raises: a stored part that cannot be read comes back empty and is named in
+    ``unreadable`` (the worker's next heartbeat or config write replaces it).
+    """
 
     automation_type: str
     worker_id: str
@@ -415,6 +437,8 @@ class WorkerRecord:
     gen: int  #: generation of ``config`` (0 if none was ever written)
     state: dict[str, str]  #: state, last_seen, last_error, applied_gen, ...
     stats: dict[str, Any] | None  #: the last stats frame
+    #: parts whose stored value could not be read: hardware, config, gen, state, stats
+    unreadable: tuple[str, ...] = ()
 
     @property
     def last_seen(self) -> float | None:

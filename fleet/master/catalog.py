@@ -16,6 +16,7 @@ from fleet.core.automation import registered
 from fleet.core.catalog import catalog_entry
 from fleet.core.errors import BackendError
 from fleet.core.outage import OutageLog, is_outage
+from fleet.core.stored import entry_unreadable
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,8 @@ def declared_pools(entries: dict[str, dict[str, Any]]) -> set[str]:
 
 
 async def require_entry(backend: Backend, automation_type: str) -> dict[str, Any]:
-    """The catalog entry of a type.
+    """The catalog entry of a type (perhaps one that cannot be read: see
+    :func:`require_readable_entry`).
 
     Raises:
         HTTPException: 404 if no plugin or worker ever published the type.
@@ -89,13 +91,34 @@ async def require_entry(backend: Backend, automation_type: str) -> dict[str, Any
     return entry
 
 
+async def require_readable_entry(backend: Backend, automation_type: str) -> dict[str, Any]:
+    """The catalog entry of a type, for the routes that need its schemas.
+
+    Raises:
+        HTTPException: 404 for an unknown type, 503 while its stored entry cannot be
+            read (its workers publish it again within a heartbeat).
+    """
+    entry = await require_entry(backend, automation_type)
+    why = entry_unreadable(entry)
+    if why is not None:
+        raise HTTPException(
+            503,
+            detail=(
+                f"the catalog entry of {automation_type!r} cannot be read ({why}); a worker "
+                "of the type publishes it again within a heartbeat, retry then"
+            ),
+        )
+    return entry
+
+
 async def require_batch_entry(backend: Backend, automation_type: str) -> dict[str, Any]:
     """The catalog entry of a batch type.
 
     Raises:
-        HTTPException: 404 for an unknown type, 409 for a type without a task queue.
+        HTTPException: 404 for an unknown type, 409 for a type without a task queue,
+            503 while its stored entry cannot be read.
     """
-    entry = await require_entry(backend, automation_type)
+    entry = await require_readable_entry(backend, automation_type)
     if not entry.get("queue"):
         kind = entry.get("kind", "automation")
         raise HTTPException(
@@ -111,14 +134,14 @@ async def require_batch_entry(backend: Backend, automation_type: str) -> dict[st
 async def keep_local_entries(backend: Backend, period: float) -> None:
     """Re-write this process's entries whenever they are missing from the catalog
     (a Redis restart without persistence, a ``DELETE /automations/{type}``
-    while the plugin is still installed). Runs until cancelled."""
+    while the plugin is still installed) or cannot be read. Runs until cancelled."""
     outages = OutageLog(log)
     while True:
         await asyncio.sleep(period)
         try:
             present = await backend.catalog_all()
             for name, entry in local_entries().items():
-                if name not in present:
+                if name not in present or entry_unreadable(present[name]) is not None:
                     await backend.catalog_put(name, entry)
                     log.info("catalog: re-published %s", name)
             outages.recovered("catalog keeper")

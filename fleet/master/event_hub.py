@@ -32,6 +32,7 @@ from typing import Any
 from fleet.backends.base import Backend, Subscription
 from fleet.core.errors import BackendError
 from fleet.core.outage import OutageLog, is_outage
+from fleet.core.stored import entry_unreadable
 from fleet.master.workers_view import load_views
 from fleet.protocol import cancel_topic, config_topic, control_topic, emit_topic, worker_topic
 
@@ -75,19 +76,22 @@ def topic_event(topic: str, types: set[str]) -> tuple[str, str] | None:
 def type_rows(entries: dict[str, dict[str, Any]], worker_types: set[str]) -> list[dict[str, Any]]:
     """The ``types`` frame: every catalogued type and every type with workers,
     as ``GET /automations`` lists them, without the worker counts and depths
-    (the ``workers`` and ``depths`` frames carry those)."""
+    (the ``workers`` and ``depths`` frames carry those); an entry that cannot be
+    read is listed with ``unreadable`` (why)."""
     rows = []
     for t in sorted({*entries, *worker_types}):
         entry = entries.get(t) or {}
-        rows.append(
-            {
-                "type": t,
-                "kind": entry.get("kind"),
-                "catalogued": t in entries,
-                "has_queue": bool(entry.get("queue")),
-                "has_stream": bool(entry.get("stream")),
-            }
-        )
+        row = {
+            "type": t,
+            "kind": entry.get("kind"),
+            "catalogued": t in entries,
+            "has_queue": bool(entry.get("queue")),
+            "has_stream": bool(entry.get("stream")),
+        }
+        why = entry_unreadable(entry)
+        if why is not None:
+            row["unreadable"] = why
+        rows.append(row)
     return rows
 
 

@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 from fleet.backends.base import Backend
 from fleet.core.metrics import BUCKETS, merge_histograms, merge_snapshots
 from fleet.core.records import QueueDepths
+from fleet.core.stored import entry_unreadable
 from fleet.master.workers_view import is_up
 
 #: Counters of QueueDepths exported as ``fleet_tasks_<name>_total``.
@@ -50,6 +51,9 @@ class TypeSnapshot:
     processes: list[tuple[str, float, float]] = field(default_factory=list)  #: wid, cpu, rss
     #: worker id -> attempts it cancelled because their lease was lost (since it started)
     zombies: dict[str, float] = field(default_factory=dict)
+    #: record (catalog, or a worker part: hardware, config, gen, state, stats) ->
+    #: how many stored values of it could not be read
+    unreadable: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -90,6 +94,8 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
         ts = snap.types.setdefault(t, TypeSnapshot())
         if (entries.get(t) or {}).get("queue"):
             ts.depths = await backend.depths(t)
+        if t in entries and entry_unreadable(entries[t]) is not None:
+            ts.unreadable["catalog"] = 1
     now = time.time()
     plugin_snaps: dict[str, list[dict[str, Any]]] = {}
     for t, wid in pairs:
@@ -97,6 +103,8 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
         if record is None:
             continue
         ts = snap.types[t]
+        for part in record.unreadable:
+            ts.unreadable[part] = ts.unreadable.get(part, 0) + 1
         up = is_up(record, now, heartbeat_seconds)
         state = record.state.get("state", "UNKNOWN") if up else "DOWN"
         ts.workers[state] = ts.workers.get(state, 0) + 1
@@ -182,6 +190,11 @@ class _SnapshotCollector(Collector):
             "Attempts a worker cancelled while running because their lease was lost",
             labels=["type", "worker"],
         )
+        unreadable = GaugeMetricFamily(
+            "fleet_unreadable_records",
+            "Stored records that could not be read (shown as unreadable), by type and record",
+            labels=["type", "record"],
+        )
         duration = HistogramMetricFamily(
             "fleet_task_duration_seconds",
             "Time run_one took, as reported by workers",
@@ -214,6 +227,8 @@ class _SnapshotCollector(Collector):
                 rss.add_metric([t, wid], rss_bytes)
             for wid, cancelled in sorted(ts.zombies.items()):
                 zombies.add_metric([t, wid], cancelled)
+            for record, n in sorted(ts.unreadable.items()):
+                unreadable.add_metric([t, record], float(n))
             if ts.duration is not None:
                 duration.add_metric(
                     [t], _cumulative(ts.duration["buckets"]), float(ts.duration["sum"])
@@ -226,7 +241,8 @@ class _SnapshotCollector(Collector):
                 if _valid_hist(h):
                     p_hist.add_metric([t, str(name)], _cumulative(h["buckets"]), float(h["sum"]))
         yield from counters.values()
-        yield from (depth, oldest, workers, busy, total, rate, cpu, rss, zombies, duration)
+        yield from (depth, oldest, workers, busy, total, rate, cpu, rss, zombies, unreadable)
+        yield duration
         yield from (p_counter, p_gauge, p_hist)
 
 

@@ -40,9 +40,10 @@ def worker_view(record: WorkerRecord, now: float, heartbeat_seconds: float) -> d
 
     Returns:
         ``{type, worker_id, state, up, last_seen, seen_ago, slots, gen, lagging,
-        hardware, last_error, host, pid, started_at, version, tasks}``; ``gen`` is
-        ``{desired, applied}`` and ``lagging`` is true when a live worker has not
-        applied its desired generation yet.
+        hardware, last_error, host, pid, started_at, version, tasks, unreadable}``;
+        ``gen`` is ``{desired, applied}``, ``lagging`` is true when a live worker has
+        not applied its desired generation yet, and ``unreadable`` names the parts
+        of the record whose stored value could not be read (shown empty).
     """
     state = record.state
     stats = record.stats or {}
@@ -73,6 +74,7 @@ def worker_view(record: WorkerRecord, now: float, heartbeat_seconds: float) -> d
         "started_at": state.get("started_at"),
         "version": state.get("version") or record.hardware.get("fleet_version"),
         "tasks": stats.get("tasks") if isinstance(stats.get("tasks"), dict) else {},
+        "unreadable": list(record.unreadable),
     }
 
 

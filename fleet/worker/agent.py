@@ -18,6 +18,7 @@ from fleet.core.browser import BrowserNeeds
 from fleet.core.catalog import catalog_entry
 from fleet.core.errors import BackendError
 from fleet.core.outage import OutageLog, is_outage
+from fleet.core.stored import entry_unreadable
 from fleet.protocol import (
     CONTROL_NS,
     cancel_topic,
@@ -100,6 +101,9 @@ class Worker:
         self._written_state: dict[str, str] = {}
         self._stop = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
+        #: Healing and the safety-net re-read take turns: a re-read between a heal's
+        #: discovery of a loss and its restoring the drain flag would read it as a resume.
+        self._healing = asyncio.Lock()
         #: One line per outage of each loop below, not one per failed retry.
         self._outages = OutageLog(log)
 
@@ -277,7 +281,9 @@ class Worker:
                     await self.backend.worker_register(t, self.worker_id, self._hardware)
                     await self._write_state(runner, heartbeat=True)
                     await self.backend.worker_put_stats(t, self.worker_id, runner.stats(cpu, rss))
-                    await self._heal(runner)
+                    async with self._healing:
+                        await self._heal(runner)
+                    await self._rewrite_unreadable_entry(runner)
                     self._outages.recovered("heartbeat")
                 except Exception as exc:
                     if is_outage(exc):
@@ -291,19 +297,32 @@ class Worker:
         config and its generation, and a drain flag this worker still obeys. The
         registration and state were just written by the heartbeat itself."""
         t = runner.automation_type
-        lost = False
         if runner.held_gen > 0:
             _, gen = await self.backend.worker_config_get(t, self.worker_id)
             if gen < runner.held_gen:
-                lost = True
-                await runner.restore_config(gen)
+                await runner.restore_config(gen)  # sets runner.lost_data
         if await self.backend.catalog_get(t) is None:
-            lost = True
+            runner.lost_data = True
             log.warning("%s: catalog entry missing (the backend lost data?): publishing it", t)
             await self.backend.catalog_put(t, catalog_entry(runner.cls))
         # Only after a loss: a flag missing otherwise means a resume whose event we missed.
-        if lost and runner.draining and not await self._drain_flag(t):
-            await self.backend.kv_set(CONTROL_NS, drain_key(t, self.worker_id), "true")
+        if runner.lost_data:
+            if runner.draining and not await self._drain_flag(t):
+                await self.backend.kv_set(CONTROL_NS, drain_key(t, self.worker_id), "true")
+            runner.lost_data = False
+
+    async def _rewrite_unreadable_entry(self, runner: TypeRunner) -> None:
+        """Publish the type's catalog entry again if the stored one cannot be read
+        (docs/operations.md, "Corrupt records"). The rest of this worker's record
+        is rewritten by the heartbeat itself (registration, state, stats) and, for
+        a config or generation that cannot be read, by :meth:`_heal` (the backend
+        answers it as missing)."""
+        t = runner.automation_type
+        entry = await self.backend.catalog_get(t)
+        why = None if entry is None else entry_unreadable(entry)
+        if why is not None:
+            log.warning("%s: the stored catalog entry cannot be read (%s): publishing it", t, why)
+            await self.backend.catalog_put(t, catalog_entry(runner.cls))
 
     async def _drain_flag(self, automation_type: str) -> bool:
         value = await self.backend.kv_get(CONTROL_NS, drain_key(automation_type, self.worker_id))
@@ -313,8 +332,13 @@ class Worker:
         """Re-read every type's desired config and drain flag (the safety net)."""
         for t, runner in self.runners.items():
             try:
-                await runner.sync_config()
-                runner.set_draining(await self._drain_flag(t))
+                async with self._healing:
+                    await self._heal(runner)
+                    await runner.sync_config()
+                    if runner.lost_data:
+                        await self._heal(runner)  # puts the drain flag back
+                    else:  # a flag missing now is a resume whose event was missed
+                        runner.set_draining(await self._drain_flag(t))
                 self._outages.recovered("config re-read")
             except Exception as exc:
                 if is_outage(exc):

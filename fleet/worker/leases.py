@@ -6,6 +6,11 @@ nothing), and one ``AckBatcher`` turns the acks of many slots into one backend
 call. A task's lease stays valid until its ack lands, so batching never lets a
 finished task be handed out again.
 
+The keeper also tells the backend which tasks started (``mark_started``): the
+marks of every task started since its last call go out in one call, at once,
+and no slot waits for it. A sweep charges the attempt of a lost lease only if
+its mark landed; a task lost unstarted with its worker gets the attempt back.
+
 The loops here catch every exception of a backend call, not only
 ``BackendError``: a failing call is retried, and the loop itself never dies.
 """
@@ -39,6 +44,8 @@ class Lease:
         on_lost: Called with the task id once the backend said the token is stale
             (the lease ran out and the task may run elsewhere); None: only log it.
         lost: True once the backend said the token is stale.
+        marked: Resolved with the answer of the lease's start mark, for a slot
+            that waits for it (:meth:`LeaseKeeper.mark_confirmed`).
     """
 
     task_id: str
@@ -48,6 +55,7 @@ class Lease:
     on_cancel: Callable[[str], object]
     on_lost: Callable[[str], object] | None = None
     lost: bool = False
+    marked: asyncio.Future[bool] | None = None
 
 
 class LeaseKeeper:
@@ -67,17 +75,29 @@ class LeaseKeeper:
         self._task: asyncio.Task[None] | None = None
         self._outages = OutageLog(log)
         self._component = f"{automation_type}: lease renewal"
+        #: Leases whose start mark is still to be sent.
+        self._marks: list[Lease] = []
+        self._mark_wake = asyncio.Event()
+        self._marker: asyncio.Task[None] | None = None
+        self._marking = f"{automation_type}: start marks"
 
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._loop(), name=f"leases:{self._type}")
+        if self._marker is None:
+            self._marker = asyncio.create_task(self._send_marks(), name=f"marks:{self._type}")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        for task in (self._task, self._marker):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._marker = None
+        for lease in self._marks:
+            if lease.marked is not None and not lease.marked.done():
+                lease.marked.set_result(False)
+        self._marks.clear()
 
     def track(
         self,
@@ -86,8 +106,15 @@ class LeaseKeeper:
         visibility: float,
         on_cancel: Callable[[str], object],
         on_lost: Callable[[str], object] | None = None,
+        *,
+        started: bool = True,
     ) -> Lease:
-        """Start renewing a task's lease; returns the record (see ``Lease.lost``)."""
+        """Start renewing a task's lease; returns the record (see ``Lease.lost``).
+
+        ``started``: the task starts now, so its start mark is sent with the
+        next batch (the caller does not wait for it). False: renew only; the
+        caller marks it later with :meth:`mark_confirmed`.
+        """
         lease = Lease(
             task_id, token, visibility, time.monotonic() + visibility / 3, on_cancel, on_lost
         )
@@ -95,7 +122,25 @@ class LeaseKeeper:
         # new lease of the same task while the old attempt still runs, and each
         # must be renewed (or found stale) on its own.
         self._leases[token] = lease
+        if started:
+            self._marks.append(lease)
+            self._mark_wake.set()
         return lease
+
+    async def mark_confirmed(self, lease: Lease, timeout: float = 5.0) -> bool | None:
+        """Send a tracked lease's start mark and wait until the backend has it:
+        True (marked), False (the token is stale: the lease is lost, and no
+        longer tracked; ``on_lost`` is not called, the caller handles it), or
+        None if no answer came within ``timeout`` (the mark stays queued)."""
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        lease.marked = fut
+        self._marks.append(lease)
+        self._mark_wake.set()
+        try:
+            async with asyncio.timeout(timeout):
+                return await asyncio.shield(fut)
+        except TimeoutError:
+            return None
 
     def untrack(self, task_id: str, token: str | None = None) -> None:
         """Stop renewing (the task finished): the lease ``token``, or every
@@ -123,6 +168,52 @@ class LeaseKeeper:
             nxt = min((lease.renew_at for lease in self._leases.values()), default=now + self._tick)
             await asyncio.sleep(min(max(nxt - time.monotonic(), 0.01), self._tick))
 
+    async def _send_marks(self) -> None:
+        failures = 0
+        while True:
+            await self._mark_wake.wait()
+            # One loop turn: the slots that start together share one call.
+            await asyncio.sleep(0)
+            self._mark_wake.clear()
+            while self._marks:
+                # A task that finished before its mark went out needs none: its
+                # ack or nack settles the lease.
+                batch: list[Lease] = []
+                for m in self._marks:
+                    if self._leases.get(m.token) is m:
+                        batch.append(m)
+                    elif m.marked is not None and not m.marked.done():
+                        m.marked.set_result(False)
+                self._marks = []
+                if not batch:
+                    break
+                try:
+                    results = await self._backend.mark_started(
+                        self._type, [(m.task_id, m.token) for m in batch]
+                    )
+                except Exception as exc:
+                    failures += 1
+                    if is_outage(exc):
+                        self._outages.failed(self._marking, exc)
+                    else:
+                        log.warning(
+                            "%s: start marks of %d task(s) failed: %s", self._type, len(batch), exc
+                        )
+                    self._marks[:0] = batch
+                    await asyncio.sleep(min(0.1 * 2**failures, 5.0))
+                    continue
+                failures = 0
+                self._outages.recovered(self._marking)
+                for lease, ok in zip(batch, results, strict=False):
+                    waiter, lease.marked = lease.marked, None
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result(ok)
+                        if not ok:
+                            lease.lost = True
+                            self._leases.pop(lease.token, None)
+                    elif not ok and self._leases.get(lease.token) is lease:
+                        self._lost(lease)
+
     async def _renew(self, lease: Lease) -> None:
         try:
             status = await self._backend.extend(
@@ -140,23 +231,27 @@ class LeaseKeeper:
         if self._leases.get(lease.token) is not lease:
             return  # finished while we were renewing
         if status is LeaseStatus.STALE:
-            lease.lost = True
-            self._leases.pop(lease.token, None)
-            if lease.on_lost is not None:
-                # The slot cancels the attempt still running (and logs it): the
-                # task belongs to another lease now, its side effects must stop.
-                lease.on_lost(lease.task_id)
-            else:
-                log.warning(
-                    "%s: lease of task %s was lost (it expired and was handed out again); "
-                    "this attempt's result will be refused",
-                    self._type,
-                    lease.task_id,
-                )
+            self._lost(lease)
             return
         lease.renew_at = time.monotonic() + lease.visibility / 3
         if status is LeaseStatus.CANCELLED:
             lease.on_cancel(lease.task_id)
+
+    def _lost(self, lease: Lease) -> None:
+        """The backend said the lease's token is stale."""
+        lease.lost = True
+        self._leases.pop(lease.token, None)
+        if lease.on_lost is not None:
+            # The slot cancels the attempt still running (and logs it): the
+            # task belongs to another lease now, its side effects must stop.
+            lease.on_lost(lease.task_id)
+        else:
+            log.warning(
+                "%s: lease of task %s was lost (it expired and was handed out again); "
+                "this attempt's result will be refused",
+                self._type,
+                lease.task_id,
+            )
 
 
 class AckBatcher:

@@ -69,6 +69,9 @@ class TypeRunner:
         self.held_gen = 0
         #: (type-wide config, this worker's override) the held config was merged from.
         self.config_sources: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+        #: Set when the backend was found to have lost this worker's config (until the
+        #: worker has put back the rest of what it holds, see Worker._heal).
+        self.lost_data = False
         self.error: str | None = None
         self.draining = False
         self.shutting_down = False
@@ -188,9 +191,10 @@ class TypeRunner:
         and its generation, and a generation counter above it (so the next push is
         newer than what this worker runs)."""
         b, t, wid = self.backend, self.automation_type, self.worker_id
+        self.lost_data = True
         log.warning(
-            "%s: backend holds config generation %d, lower than our %d (it lost data?); "
-            "writing ours back",
+            "%s: backend holds config generation %d, lower than our %d (it lost data, or "
+            "the stored config cannot be read?); writing ours back",
             t,
             stored_gen,
             self.held_gen,

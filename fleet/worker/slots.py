@@ -24,7 +24,7 @@ from fleet.core.task import Task
 from fleet.worker.backoff import RetryPolicy
 from fleet.worker.cancels import PendingCancels
 from fleet.worker.feeder import Feeder
-from fleet.worker.leases import AckBatcher, LeaseKeeper
+from fleet.worker.leases import AckBatcher, Lease, LeaseKeeper
 from fleet.worker.stats import SlotStats, TypeCounters
 
 log = logging.getLogger("fleet.worker.slots")
@@ -36,6 +36,9 @@ Phase = Literal["idle", "wait", "run", "cleanup", "settle", "sleep"]
 _CANCELLABLE: frozenset[str] = frozenset({"wait", "run", "cleanup", "sleep"})
 #: A continuous run shorter than this counts towards the respawn backoff.
 SHORT_RUN_SECONDS = 30.0
+#: How long a suspect task (one lost unstarted with a worker before) runs alone
+#: among its type's suspects on a worker before the next one may start.
+SUSPECT_PROBATION_SECONDS = 1.0
 #: After a backend outage, a respawned ``run_slot`` that runs this long without
 #: raising counts as "backend back" (longer than a connect timeout, so a run
 #: still waiting to fail does not count).
@@ -60,6 +63,7 @@ class SlotEnv:
         cancels: Cancel requests of tasks no slot ran yet (checked before a run).
         outages: One log line per backend outage of the type's slots, not one per slot
             and retry.
+        suspects: Held by the one suspect task starting (see ``BatchSlot._start_suspect``).
     """
 
     automation_type: str
@@ -75,6 +79,7 @@ class SlotEnv:
     cancels: PendingCancels = field(default_factory=PendingCancels)
     has_cleanup: bool = True
     outages: OutageLog = field(default_factory=lambda: OutageLog(log))
+    suspects: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
         self.has_cleanup = type(self.automation).cleanup is not Automation.cleanup
@@ -253,13 +258,29 @@ class BatchSlot(Slot):
         )
         keeper = env.keeper
         assert keeper is not None
+        # The start mark goes out with the keeper's next batch; no waiting, except
+        # for a suspect (lost unstarted with a worker before, see _start_suspect).
+        suspect = body.refunds > 0
         lease = keeper.track(
             body.id,
             res.token,
             config.visibility_seconds,
             self.cancel_task,
             lambda task_id: self._lease_lost(task_id, body.attempt),
+            started=not suspect,
         )
+        gate: Callable[[], None] | None = None
+        if suspect:
+            gate = await self._start_suspect(lease)
+            if gate is None:
+                keeper.untrack(body.id, res.token)
+                self.phase = "settle"
+                if lease.lost:
+                    self.ctx.logger.warning("task %s: lease lost before it started", body.id)
+                    self._finished(body.id, "stale")
+                else:
+                    await self._release(res)  # the slot was stopped while it waited
+                return
         self.stats.busy = True
         self.running_task_id = body.id
         self.phase = "run"
@@ -292,6 +313,8 @@ class BatchSlot(Slot):
         finally:
             keeper.untrack(body.id, res.token)
             self.stats.busy = False
+            if gate is not None:
+                gate()
         if outcome == "cancelled":
             self.ctx.logger.info("task %s cancelled while running", body.id)
         self.phase = "settle"
@@ -311,6 +334,55 @@ class BatchSlot(Slot):
             env.counters.failed += 1
             self.stats.failed += 1
             await self._nack(res, error, tb, dead=False)
+
+    async def _start_suspect(self, lease: Lease) -> Callable[[], None] | None:
+        """Start a suspect: a task lost unstarted with a worker before
+        (``refunds > 0``). It may be a task that kills its process at once, before
+        its start mark leaves, which a sweep cannot tell from the innocent tasks
+        lost beside it. So it starts only once the backend has its mark (one round
+        trip, on this rare path only): if it kills the process again, the loss is
+        charged to it. And it starts alone among its type's suspects on this
+        worker: the others wait, unmarked, until it ends or has run
+        ``SUSPECT_PROBATION_SECONDS``, so its death is not charged to them.
+
+        Returns the gate's release (call it once the attempt is over), or None if
+        the task must not run: its lease was lost (``lease.lost``), or the slot was
+        stopped while it waited (the caller gives the task back).
+        """
+        env = self.env
+        assert env.keeper is not None
+        self.phase = "wait"
+        try:
+            await env.suspects.acquire()
+        except asyncio.CancelledError:
+            if self._take_cancel() is None:
+                raise
+            return None
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                env.suspects.release()
+
+        try:
+            marked = await env.keeper.mark_confirmed(lease)
+        except asyncio.CancelledError:
+            release()
+            if self._take_cancel() is None:
+                raise
+            return None
+        if marked is False:
+            release()
+            return None
+        if marked is None:
+            self.ctx.logger.warning(
+                "task %s: its start mark was not confirmed in time; running it anyway",
+                lease.task_id,
+            )
+        asyncio.get_running_loop().call_later(SUSPECT_PROBATION_SECONDS, release)
+        return release
 
     async def _nack(
         self, res: Reservation, error: str | None, tb: str | None, *, dead: bool

@@ -59,6 +59,7 @@ class Worker:
 
     fleet: ChaosFleet
     worker_id: str
+    url: str | None = None  #: its own backend URL (through a proxy), else the fleet's
     proc: subprocess.Popen[bytes] | None = None
     pids: list[int] = field(default_factory=list)
     restarts: int = 0
@@ -66,7 +67,7 @@ class Worker:
     def start(self) -> None:
         log = self.fleet.dir / f"{self.worker_id}.{self.restarts}.log"
         args = [sys.executable, "-m", "fleet", "worker", "--plugin", PLUGIN, "--type", TYPE]
-        args += ["--id", self.worker_id, "--backend", self.fleet.url, "--grace", "5"]
+        args += ["--id", self.worker_id, "--backend", self.url or self.fleet.url, "--grace", "5"]
         with log.open("wb") as out:
             self.proc = subprocess.Popen(
                 args, cwd=ROOT, env=self.fleet.env, stdout=out, stderr=subprocess.STDOUT
@@ -85,6 +86,12 @@ class Worker:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout)
+
+    def log(self) -> str:
+        return "".join(
+            (self.fleet.dir / f"{self.worker_id}.{i}.log").read_text(errors="replace")
+            for i in range(self.restarts)
+        )
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -114,8 +121,8 @@ class ChaosFleet:
     def start_master(self) -> None:
         self.master = MasterProcess(self.url, self.dir, sweep_seconds=0.5)
 
-    def add_worker(self, worker_id: str) -> Worker:
-        w = Worker(self, worker_id)
+    def add_worker(self, worker_id: str, url: str | None = None) -> Worker:
+        w = Worker(self, worker_id, url)
         self.workers[worker_id] = w
         w.start()
         return w

@@ -27,6 +27,7 @@ from tests.chaos.harness import (
     verdict,
     wait_settled,
 )
+from tests.chaos.tcp_proxy import TcpProxy
 from tests.support.redis_server import RedisServer
 from tests.worker.support import state_of, wait_until
 
@@ -171,3 +172,43 @@ async def test_backend_data_loss_heals(fleet: ChaosFleet) -> None:
         done, dead, _ = await wait_settled(b, ids, timeout=60)
     assert healed < 5, healed
     assert_clean(verdict("data loss (FLUSHALL)", kind(fleet.url), fleet, ids, done, dead, healed))
+
+
+@pytest.mark.parametrize("chaos_url", ["redis"], indirect=True)
+async def test_network_cut_longer_than_the_visibility_timeout(
+    fleet: ChaosFleet, aof_redis: RedisServer
+) -> None:
+    """Worker a's line to Redis is cut for longer than visibility_seconds while it runs
+    long tasks: worker b takes them over, and a, once back, cancels its zombie attempts
+    instead of finishing them beside b's (no task finished twice)."""
+    proxy = TcpProxy(aof_redis.port)
+    await proxy.start()
+    try:
+        await fleet.configure(slots=2)
+        fleet.start_master()
+        a = fleet.add_worker("a", url=f"redis://127.0.0.1:{proxy.port}/0")
+        await workers_up(fleet, "a")
+        async with await open_backend(fleet.url) as b:
+            ids = await submit(b, [{"n": i, "ms": 25_000} for i in range(2)])
+
+            async def both_started() -> bool:
+                starts, _ = fleet.ledger.read()
+                return all(tid in starts for tid in ids)
+
+            await wait_until(both_started, timeout=20, interval=0.1, what="a to start both")
+            fleet.add_worker("b")  # direct line; it waits for the tasks to come back
+            await workers_up(fleet, "b")
+            proxy.cut()
+            await asyncio.sleep(VISIBILITY + 4)  # a's leases expire; the master sweeps
+            proxy.restore()
+            restored = time.monotonic()
+            done, dead, _ = await wait_settled(b, ids, timeout=90)
+        starts, _ = fleet.ledger.read()
+        assert all(len(starts[t]) == 2 for t in ids), starts  # a's attempt, then b's
+        assert "lease lost: cancelling the attempt still running" in a.log(), a.log()[-3000:]
+        v = verdict("network cut > visibility", "redis", fleet, ids, done, dead,
+                    time.monotonic() - restored)  # fmt: skip
+        assert_clean(v)
+        assert v.duplicates == 0  # the zombies were cancelled, not finished
+    finally:
+        await proxy.close()

@@ -160,6 +160,7 @@ async def test_sweep_requeues_only_expired_leases_at_head(backend: Backend) -> N
     await push(backend, "x", "y")
     short = await reserve_one(backend, visibility_seconds=SHORT)
     long = await reserve_one(backend, visibility_seconds=30)
+    assert await backend.mark_started(TYPE, [(short.body.id, short.token)]) == [True]
     await push(backend, "z")
     await asyncio.sleep(SHORT + 0.1)
     assert await backend.sweep(TYPE) == 1
@@ -167,7 +168,7 @@ async def test_sweep_requeues_only_expired_leases_at_head(backend: Backend) -> N
     assert (await backend.task_state(TYPE, long.body.id)).state == "processing"
     r = await reserve_one(backend)
     assert r.body.id == short.body.id  # ahead of z, which was pushed earlier
-    assert r.body.attempt == 2  # the lost attempt stays charged
+    assert r.body.attempt == 2  # the lost attempt ran (marked started): it stays charged
     assert await backend.sweep(TYPE) == 0
 
 

@@ -1,11 +1,12 @@
 """A hypothesis state machine driving one backend's queue against a model.
 
-Rules push, reserve, ack, nack, release, extend, let short leases run out and
-sweep, use stale tokens and replay the DLQ. After every step the invariants
-check that each task is in exactly one place (no task lost or duplicated), that
-no task is held by two live leases, that reserves follow priority then FIFO,
-that attempts and dead-lettering follow ``max_attempts``, and that stale tokens
-change nothing.
+Rules push, reserve, mark started, ack, nack, release, extend, let short leases
+run out and sweep (refunding the attempt of a reservation never marked started,
+up to ``refund_cap`` refunds), use stale tokens and replay the DLQ. After every
+step the invariants check that each task is in exactly one place (no task lost
+or duplicated), that no task is held by two live leases, that reserves follow
+priority then FIFO, that attempts and dead-lettering follow ``max_attempts``,
+and that stale tokens change nothing.
 
 Where a backend may legitimately order tasks either way (several leases swept
 in one call, several retries coming due together), the model keeps them as one
@@ -36,7 +37,16 @@ from hypothesis.stateful import (
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
-from fleet.core.records import TIERS, LeaseStatus, PushRequest, TaskBody, Tier, now, tier_of
+from fleet.core.records import (
+    TIERS,
+    LeaseStatus,
+    PushRequest,
+    TaskBody,
+    Tier,
+    now,
+    refund_cap,
+    tier_of,
+)
 
 R = TypeVar("R")
 
@@ -54,6 +64,8 @@ class ModelTask:
     attempt: int = 0
     token: str | None = None
     short_lease: bool = False
+    started: bool = False  # the current reservation was marked started
+    refunds: int = 0
     #: A cancel was requested while it ran; the flag travels with the task until
     #: an ack or a reserve settles it. None: it went to the DLQ flagged, and
     #: whether a replay keeps the flag is not specified, so it is never replayed.
@@ -142,6 +154,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
             assert task.token is not None
             self.stale.append((task.id, task.token))
             task.token = None
+            task.started = False
             del self.processing[task.id]
 
         # ------------------------------------------------------------ rules
@@ -208,6 +221,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
                 assert res.body.attempt == task.attempt
                 assert res.body.priority == task.priority
                 assert res.body.max_attempts == task.limit
+                assert res.body.refunds == task.refunds
                 assert res.token not in {tok for _, tok in self.stale}
                 task.token = res.token
                 task.short_lease = short
@@ -259,6 +273,15 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
 
         @precondition(lambda self: self.processing)
         @rule(data=st.data())
+        def mark_started(self, data: st.DataObject) -> None:
+            task = data.draw(st.sampled_from(sorted(self.processing.values(), key=lambda t: t.id)))
+            assert task.token is not None
+            lease = (task.id, task.token)
+            assert self.run(self.backend.mark_started(self.type, [lease, lease])) == [True, True]
+            task.started = True
+
+        @precondition(lambda self: self.processing)
+        @rule(data=st.data())
         def extend(self, data: st.DataObject) -> None:
             task = data.draw(st.sampled_from(sorted(self.processing.values(), key=lambda t: t.id)))
             assert task.token is not None
@@ -275,6 +298,9 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
             assert swept == len(expired)
             by_tier: dict[Tier, set[str]] = {t: set() for t in TIERS}
             for task in expired:
+                if not task.started and task.refunds < refund_cap(task.limit):
+                    task.attempt -= 1  # lost unstarted: refunded
+                    task.refunds += 1
                 self.lose_lease(task)
                 by_tier[task.tier].add(task.id)
             for tier, group in by_tier.items():
@@ -288,6 +314,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
             tid, token = data.draw(st.sampled_from(self.stale))
             b, ty = self.backend, self.type
             assert self.run(b.ack(ty, [(tid, token)])) == [False]
+            assert self.run(b.mark_started(ty, [(tid, token)])) == [False]
             assert self.run(b.nack(ty, tid, token, delay_seconds=0, dead=True)) == "stale"
             assert self.run(b.extend(ty, tid, token, 1)) == LeaseStatus.STALE
             assert not self.run(b.release(ty, tid, token))
@@ -305,6 +332,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
             by_tier: dict[Tier, set[str]] = {t: set() for t in TIERS}
             for tid in chosen:
                 self.tasks[tid].attempt = 0
+                self.tasks[tid].refunds = 0
                 by_tier[self.tasks[tid].tier].add(tid)
             for tier, group in by_tier.items():
                 if group:

@@ -167,6 +167,7 @@ async def test_attempt_is_charged_at_reserve(backend: Backend) -> None:
     await push(backend, "a", max_attempts=5)
     r1 = await reserve_one(backend, visibility_seconds=SHORT)
     assert r1.body.attempt == 1
+    assert await backend.mark_started(TYPE, [("a", r1.token)]) == [True]
     await asyncio.sleep(SHORT + 0.1)
     assert await backend.sweep(TYPE) == 1
     r2 = await reserve_one(backend)
@@ -197,8 +198,9 @@ async def test_reserve_dead_letters_when_lost_attempts_exhaust(backend: Backend)
     for attempt in (1, 2):
         r = await reserve_one(backend, visibility_seconds=0.05)
         assert r.body.attempt == attempt
+        assert await backend.mark_started(TYPE, [("poison", r.token)]) == [True]
         await asyncio.sleep(0.1)
-        assert await backend.sweep(TYPE) == 1  # the worker "crashed"
+        assert await backend.sweep(TYPE) == 1  # the worker "crashed" while it ran
     assert await backend.reserve(TYPE, k=5) == []
     dead = await backend.dead_peek(TYPE)
     assert [b.id for b in dead] == ["poison"]

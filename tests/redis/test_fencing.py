@@ -67,6 +67,7 @@ async def test_concurrent_reservers_get_each_task_once(redis_url: str, rb: Redis
 async def test_stale_tokens_are_refused_everywhere(rb: RedisBackend) -> None:
     await rb.push("t", reqs(1))
     first = (await rb.reserve("t", visibility_seconds=0.05))[0]
+    assert await rb.mark_started("t", [(first.body.id, first.token)]) == [True]
     await asyncio.sleep(0.08)
     assert await rb.sweep("t") == 1
     second = (await rb.reserve("t"))[0]
@@ -77,7 +78,7 @@ async def test_stale_tokens_are_refused_everywhere(rb: RedisBackend) -> None:
     assert await rb.release("t", tid, first.token) is False
     assert (await rb.extend("t", tid, first.token, 10)).value == "stale"
     assert await rb.ack("t", [(tid, second.token)]) == [True]
-    # The sweep kept the attempt charged: this was the second attempt.
+    # The sweep kept the attempt charged (it was marked started): the second attempt.
     assert second.body.attempt == 2
 
 
@@ -88,10 +89,15 @@ async def test_sweep_requeues_everything_in_bounded_calls(
 
     monkeypatch.setattr(redis_queue, "SWEEP_CHUNK", 4)
     await rb.push("t", reqs(10))
-    await rb.reserve("t", k=10, visibility_seconds=0.05)
+    got = await rb.reserve("t", k=10, visibility_seconds=0.05)
+    assert await rb.mark_started("t", [(r.body.id, r.token) for r in got[:5]]) == [True] * 5
     await asyncio.sleep(0.08)
     assert await rb.sweep("t") == 10
     depths = await rb.depths("t")
     assert (depths.pending, depths.processing) == (10, 0)
     again = await rb.reserve("t", k=10)
-    assert all(r.body.attempt == 2 for r in again)
+    started = {r.body.id for r in got[:5]}
+    # Marked started: charged; never started: refunded (across the chunked calls).
+    assert sorted(r.body.attempt for r in again) == [1] * 5 + [2] * 5
+    assert all((r.body.attempt == 2) == (r.body.id in started) for r in again)
+    assert all(r.body.refunds == (0 if r.body.id in started else 1) for r in again)

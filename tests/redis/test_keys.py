@@ -32,6 +32,7 @@ def test_queue_keys_follow_the_spec_order() -> None:
     assert qk[1:3] == ["fleet:queue:t:high", "fleet:queue:t:low"]
     assert all(k.startswith("fleet:queue:t") for k in qk)
     assert qk[9] == "fleet:queue:t:done:2" and qk[12] == "fleet:queue:t:done:1"
+    assert qk[13] == "fleet:queue:t:processing:started"
     assert len(set(qk)) == len(qk)
 
 

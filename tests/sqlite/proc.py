@@ -53,6 +53,9 @@ async def _drain(backend: Backend, automation_type: str, out: str, *rest: str) -
             )
             if got:
                 idle_since = None
+                # They run now: marked started like a worker's slot does, so a kill
+                # charges their attempt (unstarted ones would be refunded).
+                await backend.mark_started(automation_type, [(r.body.id, r.token) for r in got])
                 log.write("".join(f"{r.body.id} {r.body.attempt}\n" for r in got))
                 log.flush()
                 logged += len(got)

@@ -172,6 +172,11 @@ class MemoryBackend(MemoryRecordsMixin, Backend):
             task_id, token, visibility_seconds, now()
         )
 
+    async def mark_started(
+        self, automation_type: str, leases: Sequence[tuple[str, str]]
+    ) -> list[bool]:
+        return self._store.queue(automation_type).state.mark_started(leases)
+
     async def sweep(self, automation_type: str) -> int:
         return self._store.queue(automation_type).state.sweep(now())
 

@@ -39,6 +39,7 @@ from fleet.core.records import (
     TaskInfo,
     Tier,
     new_token,
+    refund_cap,
 )
 
 LiveState = Literal["queued", "scheduled", "processing"]
@@ -54,6 +55,7 @@ class _Task:
     deadline: float = 0.0
     ready_at: float = 0.0
     cancel: bool = False
+    started: bool = False  # the current reservation was marked started
 
 
 @dataclass(slots=True)
@@ -290,6 +292,7 @@ class QueueState:
             task.state = "processing"
             task.seq = next(self._seq)
             task.token = new_token()
+            task.started = False
             task.deadline = now + visibility_seconds
             heapq.heappush(self.leases, (task.deadline, task.seq, body.id))
             self.n_processing += 1
@@ -350,6 +353,15 @@ class QueueState:
         self.on_ready(1)
         return True
 
+    def mark_started(self, leases: Sequence[tuple[str, str]]) -> list[bool]:
+        out: list[bool] = []
+        for tid, token in leases:
+            task = self._owned(tid, token)
+            if task is not None:
+                task.started = True
+            out.append(task is not None)
+        return out
+
     def extend(self, tid: str, token: str, visibility_seconds: float, now: float) -> LeaseStatus:
         task = self._owned(tid, token)
         if task is None:
@@ -359,7 +371,9 @@ class QueueState:
         return LeaseStatus.CANCELLED if task.cancel else LeaseStatus.OK
 
     def sweep(self, now: float) -> int:
-        """Re-queue expired leases at the head of their tier; promote due tasks."""
+        """Re-queue expired leases at the head of their tier (refunding the
+        attempt of one never marked started, up to ``refund_cap`` refunds);
+        promote due tasks."""
         expired: list[_Task] = []
         while self.leases and self.leases[0][0] <= now:
             deadline, seq, tid = heapq.heappop(self.leases)
@@ -369,6 +383,11 @@ class QueueState:
         # Reversed so the lease that ran out first ends up at the very head.
         for task in reversed(expired):
             self._unlink(task)
+            body = task.body
+            unstarted = not task.started and body.attempt > 0
+            if unstarted and body.refunds < refund_cap(body.max_attempts):
+                task.body = body.evolve(attempt=body.attempt - 1, refunds=body.refunds + 1)
+            task.started = False
             self._enqueue(task, head=True)
         if expired:
             self.on_ready(len(expired))
@@ -390,7 +409,7 @@ class QueueState:
             body = self.dead.pop(tid)
             if tid in self.tasks:
                 continue  # the id was pushed again meanwhile; the live task wins
-            task = _Task(body.evolve(attempt=0), "queued", 0)
+            task = _Task(body.evolve(attempt=0, refunds=0), "queued", 0)
             self.tasks[tid] = task
             self._enqueue(task, head=False)
             replayed += 1

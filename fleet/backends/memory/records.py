@@ -5,11 +5,11 @@ each method is one synchronous step on the shared store, so atomic under asyncio
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fleet.backends.memory.store import MemoryStore
 from fleet.core.records import WorkerRecord, dumps, now
+from fleet.core.stored import catalog_entry_of, config_of, desired_config, worker_record
 
 
 def _kv_key(ns: str, key: str) -> str:
@@ -85,10 +85,10 @@ class MemoryRecordsMixin:
 
     async def catalog_get(self, automation_type: str) -> dict[str, Any] | None:
         raw = self._store.catalog.get(automation_type)
-        return None if raw is None else dict(json.loads(raw))
+        return None if raw is None else catalog_entry_of(automation_type, raw)
 
     async def catalog_all(self) -> dict[str, dict[str, Any]]:
-        return {t: dict(json.loads(raw)) for t, raw in self._store.catalog.items()}
+        return {t: catalog_entry_of(t, raw) for t, raw in self._store.catalog.items()}
 
     async def catalog_delete(self, automation_type: str) -> None:
         self._store.catalog.pop(automation_type, None)
@@ -104,8 +104,12 @@ class MemoryRecordsMixin:
     async def worker_set_state(
         self, automation_type: str, worker_id: str, fields: dict[str, str]
     ) -> None:
-        state = self._store.worker(automation_type, worker_id).state
-        state.update({str(k): str(v) for k, v in fields.items()})
+        w = self._store.worker(automation_type, worker_id)
+        if not isinstance(w.state, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in w.state.items()
+        ):
+            w.state = {}  # one that cannot be read is replaced (the heartbeat writes it all)
+        w.state.update({str(k): str(v) for k, v in fields.items()})
 
     async def worker_put_stats(
         self, automation_type: str, worker_id: str, stats: dict[str, Any]
@@ -116,14 +120,14 @@ class MemoryRecordsMixin:
         w = self._store.workers.get((automation_type, worker_id))
         if w is None:
             return None
-        return WorkerRecord(
-            automation_type=automation_type,
-            worker_id=worker_id,
-            hardware={} if w.hardware is None else dict(json.loads(w.hardware)),
-            config=None if w.config is None else dict(json.loads(w.config)),
+        return worker_record(
+            automation_type,
+            worker_id,
+            hardware=w.hardware,
+            config=w.config,
             gen=w.gen,
-            state=dict(w.state),
-            stats=None if w.stats is None else dict(json.loads(w.stats)),
+            state=w.state,
+            stats=w.stats,
         )
 
     async def worker_ids(self, automation_type: str) -> list[str]:
@@ -143,7 +147,7 @@ class MemoryRecordsMixin:
             raw = self._store.config.get(automation_type)
         else:
             raw = self._store.overrides.get((automation_type, worker_id))
-        return {} if raw is None else dict(json.loads(raw))
+        return config_of(raw)
 
     async def config_set(
         self, automation_type: str, config: dict[str, Any], worker_id: str | None = None
@@ -162,7 +166,9 @@ class MemoryRecordsMixin:
         self, automation_type: str, worker_id: str, config: dict[str, Any], gen: int
     ) -> bool:
         w = self._store.worker(automation_type, worker_id)
-        if gen <= w.gen:
+        # A stored config or generation that cannot be read is replaced by any write.
+        readable = w.config is None or desired_config(w.config, w.gen)[0] is not None
+        if gen <= (w.gen if readable and isinstance(w.gen, int) else 0):
             return False
         w.config, w.gen = dumps(config), gen
         return True
@@ -171,6 +177,6 @@ class MemoryRecordsMixin:
         self, automation_type: str, worker_id: str
     ) -> tuple[dict[str, Any] | None, int]:
         w = self._store.workers.get((automation_type, worker_id))
-        if w is None or w.config is None:
+        if w is None:
             return None, 0
-        return dict(json.loads(w.config)), w.gen
+        return desired_config(w.config, w.gen)

@@ -32,6 +32,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.client import NEVER_DECODE
 from redis.exceptions import (
     ClusterDownError,
     InvalidResponse,
@@ -70,6 +71,11 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     InvalidResponse,
     OSError,
 )
+
+#: Options of a redis-py command whose reply is read as bytes, for records that
+#: may hold anything (``fleet.core.stored`` decodes them, so a value that is not
+#: UTF-8 fails only its own record, not the whole reply).
+RAW: dict[str, Any] = {NEVER_DECODE: True}
 
 #: Codes of error replies that mean "not now": the same call may succeed later.
 #: LOADING: the server is loading its data set after a start. BUSY: a script

@@ -88,6 +88,7 @@ QUEUE_KEY_PARTS = (
     ":wake",  # list of wake-up tokens blocked reservers BLPOP on
     ":dead:info",  # hash task_id -> JSON state record at death
     ":done:",  # the previous hour's finished records
+    ":processing:started",  # hash task_id -> token of the reservation marked started
 )
 
 #: Width of one finished-records bucket (seconds); a bucket expires as a whole.

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 from collections.abc import Sequence
 from typing import Any
 
 from fleet.backends.base import log_expired
 from fleet.backends.redis import keys
-from fleet.backends.redis.core import BLOCKING_GRACE, RedisCore
+from fleet.backends.redis.core import BLOCKING_GRACE, RAW, RedisCore, log
 from fleet.backends.redis.records import body_with_record, delivered_body, parse_record
+from fleet.backends.redis.scripts import LuaScript
 from fleet.core.errors import BackendUnavailable
 from fleet.core.records import (
     FINISHED_RETENTION_SECONDS,
@@ -35,6 +37,7 @@ from fleet.core.records import (
     new_token,
     now,
 )
+from fleet.core.stored import UnreadableBody, dead_body
 
 #: Requests per push script call (bounds one script's run time).
 PUSH_CHUNK = 500
@@ -42,6 +45,8 @@ PUSH_CHUNK = 500
 RESERVE_CHUNK = 1000
 #: Leases per ack script call.
 ACK_CHUNK = 1000
+#: Leases per mark_started script call.
+MARK_CHUNK = 1000
 #: Expired leases handled per sweep script call.
 SWEEP_CHUNK = 1000
 #: Shortest BLPOP wait (Redis rounds smaller timeouts oddly; 0 means forever).
@@ -54,6 +59,13 @@ _STATE_NAMES: dict[str, TaskStateName] = {
     "D": "done",
     "C": "cancelled",
 }
+
+
+@functools.cache
+def _mark_started_script() -> LuaScript:
+    """``lua/mark_started.lua``. Not in the preloaded set: the first call per
+    server answers NOSCRIPT and the script loads then (see ``LuaScript``)."""
+    return LuaScript("mark_started")
 
 
 def _opt_text(value: str | None) -> str:
@@ -133,10 +145,12 @@ class QueueOps(RedisCore):
             # A trailing element: the tasks dropped for their ttl (see reserve.lua).
             _log_expired(automation_type, raw[-1])
             n -= 1
-        out = [
-            Reservation(delivered_body(raw[i], raw[i + 1]), raw[i + 2], deadline)
-            for i in range(1, n, 3)
-        ]
+        out: list[Reservation] = []
+        for i in range(1, n, 3):
+            try:
+                out.append(Reservation(delivered_body(raw[i], raw[i + 1]), raw[i + 2], deadline))
+            except (KeyError, TypeError, ValueError) as exc:  # JSON, but not a task body
+                await self._bury_unreadable(automation_type, raw[i], raw[i + 2], exc)
         next_due = float(raw[0]) if raw[0] else None
         return out, next_due
 
@@ -249,6 +263,20 @@ class QueueOps(RedisCore):
             out += [bool(int(x)) for x in raw]
         return out
 
+    async def mark_started(
+        self, automation_type: str, leases: Sequence[tuple[str, str]]
+    ) -> list[bool]:
+        out: list[bool] = []
+        script = _mark_started_script()
+        for start in range(0, len(leases), MARK_CHUNK):
+            flat: list[str] = []
+            for task_id, token in leases[start : start + MARK_CHUNK]:
+                flat += [task_id, token]
+            with self._guard():
+                raw = await script(self._lane, self._qkeys(automation_type), [dumps(flat)])
+            out += [bool(int(x)) for x in raw]
+        return out
+
     async def nack(
         self,
         automation_type: str,
@@ -302,16 +330,51 @@ class QueueOps(RedisCore):
                 return total
 
     # ------------------------------------------------------------ dead letters
+    async def _bury_unreadable(
+        self, automation_type: str, raw_body: str, token: str, error: Exception
+    ) -> None:
+        """Dead-letter a delivered body that is JSON with an id but not a task body
+        (pushed by hand): delivering it would fail every reserve that takes it."""
+        task_id = _body_id(raw_body)
+        why = f"{type(error).__name__}: {error}"
+        log.warning(
+            "%s: task %s has a stored body that cannot be read (%s): dead-lettered",
+            automation_type,
+            task_id,
+            why,
+        )
+        if task_id is not None:
+            error_text = f"the stored body could not be read ({why}): dead-lettered at reserve"
+            await self.nack(
+                automation_type, task_id, token, delay_seconds=0, error=error_text, dead=True
+            )
+
     async def dead_peek(self, automation_type: str, n: int = 50) -> list[TaskBody]:
+        qkeys = self._qkeys(automation_type)
         with self._guard():
-            raw = await self._scripts.dead(self._lane, self._qkeys(automation_type), ["peek", n])
-        out: list[TaskBody] = []
-        for i in range(0, len(raw), 2):
             try:
-                body = TaskBody.from_json(raw[i])
-            except (ValueError, KeyError, TypeError):
-                continue  # not a Fleet body (pushed by hand); nothing to show
-            out.append(body_with_record(raw[i], parse_record(raw[i + 1])) if raw[i + 1] else body)
+                raw = await self._scripts.dead(self._lane, qkeys, ["peek", n])
+            except UnicodeDecodeError:  # an entry that is not UTF-8: read them as bytes
+                raw = await self._dead_peek_raw(qkeys[6], qkeys[11], n)
+        return [_dead_entry(raw[i], raw[i + 1]) for i in range(0, len(raw), 2)]
+
+    async def _dead_peek_raw(self, dead_key: str, info_key: str, n: int) -> list[Any]:
+        """``peek`` of dead.lua over redis-py with replies as bytes: the entries as
+        text where they are UTF-8 (bytes where not), each with its record or ''."""
+        items = await self._r.execute_command("LRANGE", dead_key, 0, max(n, 1) - 1, **RAW)
+        texts: list[str | bytes] = []
+        for item in items[: max(n, 0)]:
+            try:
+                texts.append(item.decode("utf-8"))
+            except UnicodeDecodeError:
+                texts.append(item)
+        ids = [_body_id(t) if isinstance(t, str) else None for t in texts]
+        wanted = [i for i in ids if i is not None]
+        infos = await self._r.hmget(info_key, wanted) if wanted else []
+        info_of = dict(zip(wanted, infos, strict=True))
+        out: list[Any] = []
+        for text, task_id in zip(texts, ids, strict=True):
+            out += [text, (info_of.get(task_id) if task_id is not None else None) or ""]
         return out
 
     async def dead_replay(
@@ -371,7 +434,13 @@ class QueueOps(RedisCore):
             )
         if where == "none":
             return TaskInfo(task_id=task_id, state="unknown")
-        rec = parse_record(raw)
+        try:
+            rec = parse_record(raw)
+        except (TypeError, ValueError) as exc:  # written by something else
+            error = f"the stored state record could not be read: {exc}"
+            return TaskInfo(
+                task_id=task_id, state="dead" if where == "dead" else "unknown", last_error=error
+            )
         state: TaskStateName = "dead" if where == "dead" else _STATE_NAMES.get(rec.state, "unknown")
         if state in ("done", "cancelled"):
             finished = rec.finished_at or 0.0
@@ -396,3 +465,27 @@ class QueueOps(RedisCore):
             )
         outcome: CancelOutcome = raw
         return outcome
+
+
+def _body_id(raw_body: str) -> str | None:
+    """The id of a stored body that is JSON with an id (as reserve.lua reads it)."""
+    try:
+        d = json.loads(raw_body)
+    except ValueError:
+        return None
+    task_id = d.get("id") if isinstance(d, dict) else None
+    if isinstance(task_id, bool) or not isinstance(task_id, str | int | float):
+        return None
+    return str(task_id)
+
+
+def _dead_entry(raw_body: str | bytes, raw_record: str) -> TaskBody:
+    """One dead letter from the DLQ's text and its state record ('' if none): the
+    body with the record applied, or the marker of an entry that cannot be read."""
+    body = dead_body(_body_id(raw_body) if isinstance(raw_body, str) else None, raw_body)
+    if isinstance(body, UnreadableBody) or not raw_record:
+        return body
+    try:
+        return body_with_record(str(raw_body), parse_record(raw_record))
+    except (KeyError, TypeError, ValueError):
+        return body  # a record that cannot be read: the body as it was stored

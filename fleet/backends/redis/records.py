@@ -3,10 +3,12 @@
 Scripts keep what changes during a task's life in a record beside the immutable
 body (see ``lua/queue_common.lua``)::
 
-    s|a|m|p|k|c|x|d[|{"e": last_error, "t": traceback, "f": failed_at, "b": body}]
+    s|a|m|p|k|c|x|d[|{"e": last_error, "t": traceback, "f": failed_at, "b": body,
+                      "r": refunds}]
 
 The eight hot fields are plain text so reserve and ack never run a JSON codec
-on them; the JSON tail exists only after a failure or while scheduled.
+on them; the JSON tail exists only after a failure, while scheduled, or once a
+sweep refunded an attempt (``r``, see ``TaskBody.refunds``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class TaskRecord:
     traceback: str | None = None
     failed_at: float | None = None
     scheduled_body: str | None = None
+    refunds: int = 0
 
 
 def _int(text: str) -> int | None:
@@ -74,12 +77,13 @@ def parse_record(raw: str) -> TaskRecord:
         traceback=extra.get("t"),
         failed_at=None if f is None else float(f),
         scheduled_body=extra.get("b"),
+        refunds=int(extra.get("r") or 0),
     )
 
 
 def body_with_record(raw_body: str, rec: TaskRecord) -> TaskBody:
     """A delivered (or dead) body: the stored JSON with the record's mutable
-    fields applied (attempt, max_attempts, last error, traceback, failed_at)."""
+    fields applied (attempt, max_attempts, last error, traceback, failed_at, refunds)."""
     d: dict[str, Any] = json.loads(raw_body)
     if rec.attempt is not None:
         d["attempt"] = rec.attempt
@@ -88,6 +92,7 @@ def body_with_record(raw_body: str, rec: TaskRecord) -> TaskBody:
     d["last_error"] = rec.last_error
     d["traceback"] = rec.traceback
     d["failed_at"] = rec.failed_at
+    d["refunds"] = rec.refunds
     return TaskBody.from_dict(d)
 
 
@@ -117,4 +122,5 @@ def delivered_body(raw_body: str, raw_record: str) -> TaskBody:
         last_error=extra.get("e"),
         traceback=extra.get("t"),
         failed_at=None if failed_at is None else float(failed_at),
+        refunds=int(extra.get("r") or 0),
     )

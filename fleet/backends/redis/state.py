@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from fleet.backends.redis import keys
-from fleet.backends.redis.core import RedisCore
+from fleet.backends.redis.core import RAW, RedisCore
 from fleet.core.records import WorkerRecord, dumps
+from fleet.core.stored import catalog_entry_of, config_of, desired_config, worker_record
 
 
 def _ms(seconds: float) -> int:
@@ -92,15 +94,21 @@ class StateOps(RedisCore):
         with self._guard():
             await self._r.hset(keys.CATALOG, automation_type, dumps(entry))
 
+    # Records that may hold anything are read as bytes (RAW) and decoded by
+    # fleet.core.stored: one value that is not UTF-8 or not JSON fails only itself.
     async def catalog_get(self, automation_type: str) -> dict[str, Any] | None:
         with self._guard():
-            raw = await self._r.hget(keys.CATALOG, automation_type)
-        return None if raw is None else dict(json.loads(raw))
+            raw = await self._r.execute_command("HGET", keys.CATALOG, automation_type, **RAW)
+        return None if raw is None else catalog_entry_of(automation_type, raw)
 
     async def catalog_all(self) -> dict[str, dict[str, Any]]:
         with self._guard():
-            raw = await self._r.hgetall(keys.CATALOG)
-        return {t: dict(json.loads(v)) for t, v in raw.items()}
+            raw = await self._r.execute_command("HGETALL", keys.CATALOG, **RAW)
+        out: dict[str, dict[str, Any]] = {}
+        for field, value in raw.items():
+            t = field.decode("utf-8", "replace")
+            out[t] = catalog_entry_of(t, value)
+        return out
 
     async def catalog_delete(self, automation_type: str) -> None:
         with self._guard():
@@ -122,11 +130,19 @@ class StateOps(RedisCore):
     ) -> None:
         if not fields:
             return
+        key = keys.worker_key(automation_type, worker_id, "state")
+        mapping = {k: str(v) for k, v in fields.items()}
         with self._guard():
-            await self._r.hset(
-                keys.worker_key(automation_type, worker_id, "state"),
-                mapping={k: str(v) for k, v in fields.items()},
-            )
+            try:
+                await self._r.hset(key, mapping=mapping)
+            except ResponseError as exc:
+                if not str(exc).startswith("WRONGTYPE"):
+                    raise
+                # Not a hash (written by something else): replaced, since the
+                # heartbeat writes every field.
+                async with self._r.pipeline(transaction=True) as pipe:
+                    pipe.delete(key).hset(key, mapping=mapping)
+                    await pipe.execute()
 
     async def worker_put_stats(
         self, automation_type: str, worker_id: str, stats: dict[str, Any]
@@ -136,25 +152,28 @@ class StateOps(RedisCore):
 
     async def worker_get(self, automation_type: str, worker_id: str) -> WorkerRecord | None:
         wk = keys.worker_key
+        # As bytes, and a key of the wrong type fails only its own part: a
+        # pipeline without MULTI (EXEC would decode every reply at once).
         with self._guard():
-            async with self._r.pipeline(transaction=True) as pipe:
-                pipe.get(wk(automation_type, worker_id, "hardware"))
-                pipe.get(wk(automation_type, worker_id, "config"))
-                pipe.get(wk(automation_type, worker_id, "gen"))
-                pipe.hgetall(wk(automation_type, worker_id, "state"))
-                pipe.get(wk(automation_type, worker_id, "stats"))
+            async with self._r.pipeline(transaction=False) as pipe:
+                for part in ("hardware", "config", "gen"):
+                    pipe.execute_command("GET", wk(automation_type, worker_id, part), **RAW)
+                pipe.execute_command("HGETALL", wk(automation_type, worker_id, "state"), **RAW)
+                pipe.execute_command("GET", wk(automation_type, worker_id, "stats"), **RAW)
                 pipe.sismember(keys.workers_index(automation_type), worker_id)
-                hw, cfg, gen, state, stats, member = await pipe.execute()
+                hw, cfg, gen, state, stats, member = await pipe.execute(raise_on_error=False)
+        if isinstance(member, Exception):
+            raise member
         if hw is None and not member:
             return None
-        return WorkerRecord(
-            automation_type=automation_type,
-            worker_id=worker_id,
-            hardware=json.loads(hw) if hw else {},
-            config=json.loads(cfg) if cfg else None,
-            gen=int(gen or 0),
-            state=dict(state),
-            stats=json.loads(stats) if stats else None,
+        return worker_record(
+            automation_type,
+            worker_id,
+            hardware=hw,
+            config=cfg,
+            gen=gen,
+            state=state,
+            stats=stats,
         )
 
     async def worker_ids(self, automation_type: str) -> list[str]:
@@ -190,9 +209,15 @@ class StateOps(RedisCore):
     async def config_get(
         self, automation_type: str, worker_id: str | None = None
     ) -> dict[str, Any]:
+        key = self._config_key(automation_type, worker_id)
         with self._guard():
-            raw = await self._r.get(self._config_key(automation_type, worker_id))
-        return {} if raw is None else dict(json.loads(raw))
+            try:
+                raw = await self._r.execute_command("GET", key, **RAW)
+            except ResponseError as exc:
+                if not str(exc).startswith("WRONGTYPE"):
+                    raise
+                return {}  # not a string: unreadable, like text that is not JSON
+        return config_of(raw)
 
     async def config_set(
         self, automation_type: str, config: dict[str, Any], worker_id: str | None = None
@@ -225,10 +250,10 @@ class StateOps(RedisCore):
         self, automation_type: str, worker_id: str
     ) -> tuple[dict[str, Any] | None, int]:
         with self._guard():
-            cfg, gen = await self._r.mget(
+            cfg, gen = await self._r.execute_command(
+                "MGET",
                 keys.worker_key(automation_type, worker_id, "config"),
                 keys.worker_key(automation_type, worker_id, "gen"),
+                **RAW,
             )
-        if cfg is None:
-            return None, 0
-        return dict(json.loads(cfg)), int(gen or 0)
+        return desired_config(cfg, gen)

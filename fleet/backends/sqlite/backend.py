@@ -241,6 +241,13 @@ class SQLiteBackend(SQLitePrimitives):
             lambda c: q.extend(c, automation_type, task_id, token, visibility_seconds, now())
         )
 
+    async def mark_started(
+        self, automation_type: str, leases: Sequence[tuple[str, str]]
+    ) -> list[bool]:
+        if not leases:
+            return []
+        return await self._db.write(lambda c: q.mark_started(c, automation_type, leases))
+
     async def sweep(self, automation_type: str) -> int:
         requeued = await self._db.write(lambda c: q.sweep(c, automation_type, now()))
         if requeued:

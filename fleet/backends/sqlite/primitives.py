@@ -7,13 +7,13 @@ to queues, streams, events and pools.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fleet.backends.base import Backend
 from fleet.backends.sqlite import state as st
 from fleet.backends.sqlite.conn import SQLiteDB
 from fleet.core.records import WorkerRecord, dumps, now
+from fleet.core.stored import catalog_entry_of, config_of
 
 #: ``config.worker_id`` of the type-wide config.
 TYPE_WIDE = ""
@@ -80,16 +80,19 @@ class SQLitePrimitives(Backend):
     async def catalog_get(self, automation_type: str) -> dict[str, Any] | None:
         row = await self._db.read(
             lambda c: c.execute(
-                "SELECT entry FROM catalog WHERE type = ?", (automation_type,)
+                "SELECT CAST(entry AS BLOB) FROM catalog WHERE type = ?", (automation_type,)
             ).fetchone()
         )
-        return None if row is None else _obj(row[0])
+        return None if row is None else catalog_entry_of(automation_type, row[0])
 
     async def catalog_all(self) -> dict[str, dict[str, Any]]:
+        # As bytes: one entry that is not UTF-8 must not fail the whole listing.
         found = await self._db.read(
-            lambda c: c.execute("SELECT type, entry FROM catalog ORDER BY type").fetchall()
+            lambda c: c.execute(
+                "SELECT type, CAST(entry AS BLOB) FROM catalog ORDER BY type"
+            ).fetchall()
         )
-        return {str(t): _obj(raw) for t, raw in found}
+        return {str(t): catalog_entry_of(str(t), raw) for t, raw in found}
 
     async def catalog_delete(self, automation_type: str) -> None:
         await self._db.write(
@@ -147,11 +150,11 @@ class SQLitePrimitives(Backend):
     ) -> dict[str, Any]:
         row = await self._db.read(
             lambda c: c.execute(
-                "SELECT config FROM config WHERE type = ? AND worker_id = ?",
+                "SELECT CAST(config AS BLOB) FROM config WHERE type = ? AND worker_id = ?",
                 (automation_type, worker_id or TYPE_WIDE),
             ).fetchone()
         )
-        return {} if row is None else _obj(row[0])
+        return {} if row is None else config_of(row[0])
 
     async def config_set(
         self, automation_type: str, config: dict[str, Any], worker_id: str | None = None
@@ -177,8 +180,3 @@ class SQLitePrimitives(Backend):
         self, automation_type: str, worker_id: str
     ) -> tuple[dict[str, Any] | None, int]:
         return await self._db.read(lambda c: st.worker_config_get(c, automation_type, worker_id))
-
-
-def _obj(raw: str) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(raw)
-    return loaded

@@ -10,6 +10,7 @@ one atomic step and can be tested without an event loop. Queue order lives in
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +24,10 @@ from fleet.core.records import (
     PushResult,
     Reservation,
     TaskBody,
+    refund_cap,
 )
+
+log = logging.getLogger("fleet.backends.sqlite")
 
 LIVE_STATES = ("queued", "scheduled", "processing")
 _TIER_NUM = {name: i for i, name in enumerate(TIERS)}
@@ -208,6 +212,42 @@ def bury(conn: sqlite3.Connection, automation_type: str, body: TaskBody, now: fl
     count(conn, automation_type, "dead")
 
 
+def bury_unreadable(
+    conn: sqlite3.Connection,
+    automation_type: str,
+    task_id: str,
+    raw: str | bytes,
+    max_attempts: int | None,
+    error: Exception,
+    now: float,
+) -> None:
+    """Dead-letter a task row whose stored body cannot be read, as a body that can
+    be: its id, the stored text as its payload (nothing is lost), no attempt
+    charged, and a ``last_error`` saying why (``counters.dead`` += 1)."""
+    row = conn.execute(
+        "SELECT attempt, enqueued_at FROM tasks WHERE type = ? AND id = ?",
+        (automation_type, task_id),
+    ).fetchone()
+    text = raw if isinstance(raw, str) else bytes(raw).decode("utf-8", "replace")
+    why = f"{type(error).__name__}: {error}"
+    log.warning(
+        "%s: task %s has a stored body that cannot be read (%s): dead-lettered",
+        automation_type,
+        task_id,
+        why,
+    )
+    body = TaskBody(
+        id=task_id,
+        payload=text,
+        attempt=max(int(row[0]) - 1, 0) if row else 0,
+        max_attempts=max_attempts,
+        enqueued_at=float(row[1]) if row else now,
+        last_error=f"the stored body could not be read ({why}): dead-lettered at reserve",
+        failed_at=now,
+    )
+    bury(conn, automation_type, body, now)
+
+
 @dataclass(frozen=True, slots=True)
 class Reserved:
     """Result of :func:`reserve`: the leases, the signal seen, the next due time,
@@ -242,7 +282,7 @@ def reserve(
         taken = conn.execute(
             "UPDATE tasks SET state = 'processing', attempt = attempt + 1, "
             "max_attempts = COALESCE(NULLIF(max_attempts, 0), ?), "
-            "token = lower(hex(randomblob(12))), deadline = ? "
+            "token = lower(hex(randomblob(12))), deadline = ?, started = 0 "
             "WHERE rowid IN (SELECT rowid FROM tasks WHERE type = ? "
             "AND state = 'queued' ORDER BY tier, seq LIMIT ?) "
             "RETURNING tier, seq, id, body, attempt, max_attempts, token, cancel",
@@ -250,7 +290,13 @@ def reserve(
         ).fetchall()
         taken.sort()  # RETURNING order is unspecified; queue order is (tier, seq)
         for _tier, _seq, task_id, raw, attempt, limit, token, cancel in taken:
-            body = merged(raw, attempt, limit)
+            try:
+                body = merged(raw, attempt, limit)
+                body.is_expired(now)  # a ttl_seconds that is not a number raises here
+            except (KeyError, TypeError, ValueError) as exc:
+                # A head row that cannot be read would fail every reserve: the DLQ.
+                bury_unreadable(conn, automation_type, task_id, raw, limit, exc, now)
+                continue
             if cancel:
                 # Dropped, not delivered: no attempt is charged.
                 conn.execute(
@@ -404,20 +450,46 @@ def extend(
     return LeaseStatus.CANCELLED if row[0] else LeaseStatus.OK
 
 
+def mark_started(
+    conn: sqlite3.Connection, automation_type: str, leases: Sequence[tuple[str, str]]
+) -> list[bool]:
+    """Mark owned reservations started (see :meth:`Backend.mark_started`)."""
+    return [
+        conn.execute(
+            "UPDATE tasks SET started = 1 WHERE type = ? AND id = ? AND state = 'processing' "
+            "AND token = ?",
+            (automation_type, task_id, token),
+        ).rowcount
+        > 0
+        for task_id, token in leases
+    ]
+
+
 def sweep(conn: sqlite3.Connection, automation_type: str, now: float) -> int:
-    """Re-queue expired leases at the head of their tier, promote due retries,
-    and forget finished states and idempotency keys past their retention."""
+    """Re-queue expired leases at the head of their tier (refunding the attempt
+    of one never marked started, up to ``refund_cap`` refunds), promote due
+    retries, and forget finished states and idempotency keys past their retention."""
     expired = conn.execute(
-        "SELECT id, tier FROM tasks WHERE type = ? AND state = 'processing' AND deadline < ? "
-        "ORDER BY deadline DESC",
+        "SELECT id, tier, started, attempt, COALESCE(max_attempts, 0), "
+        "COALESCE(json_extract(body, '$.refunds'), 0) FROM tasks "
+        "WHERE type = ? AND state = 'processing' AND deadline < ? ORDER BY deadline DESC",
         (automation_type, now),
     ).fetchall()
     ends = _Ends(conn, automation_type)
     # Latest deadline first, each at the head: the longest-lost task ends up first.
-    for task_id, tier in expired:
+    for task_id, tier, started, attempt, limit, refunds in expired:
+        if not started and attempt > 0 and int(refunds) < refund_cap(limit):
+            # Lost unstarted with its worker: the attempt was never made.
+            conn.execute(
+                "UPDATE tasks SET state = 'queued', seq = ?, token = NULL, deadline = NULL, "
+                "started = 0, attempt = attempt - 1, body = json_set(body, '$.refunds', ?) "
+                "WHERE type = ? AND id = ?",
+                (ends.head(tier), int(refunds) + 1, automation_type, task_id),
+            )
+            continue
         conn.execute(
-            "UPDATE tasks SET state = 'queued', seq = ?, token = NULL, deadline = NULL "
-            "WHERE type = ? AND id = ?",
+            "UPDATE tasks SET state = 'queued', seq = ?, token = NULL, deadline = NULL, "
+            "started = 0 WHERE type = ? AND id = ?",
             (ends.head(tier), automation_type, task_id),
         )
     promoted = promote_due(conn, automation_type, now)

@@ -20,14 +20,17 @@ from fleet.core.records import (
     TaskBody,
     TaskInfo,
 )
+from fleet.core.stored import Unreadable, dead_body, read_body, unreadable_body
 
 
 def dead_peek(conn: sqlite3.Connection, automation_type: str, n: int) -> list[TaskBody]:
     """Up to ``n`` dead bodies, oldest death first."""
+    # As bytes: an entry that is not UTF-8 is shown as unreadable like any other.
     found = conn.execute(
-        "SELECT body FROM dead WHERE type = ? ORDER BY pos LIMIT ?", (automation_type, n)
+        "SELECT id, CAST(body AS BLOB) FROM dead WHERE type = ? ORDER BY pos LIMIT ?",
+        (automation_type, n),
     ).fetchall()
-    return [TaskBody.from_json(raw) for (raw,) in found]
+    return [dead_body(str(task_id), raw) for task_id, raw in found]
 
 
 def dead_replay(
@@ -38,22 +41,28 @@ def dead_replay(
     task_ids: Sequence[str] | None,
     now: float,
 ) -> int:
-    """Move dead tasks back to the tail of their tier with ``attempt=0``."""
+    """Move dead tasks back to the tail of their tier with ``attempt=0`` and
+    ``refunds=0``."""
     if task_ids is not None:
-        picked: list[tuple[int, str, str]] = []
+        picked: list[tuple[int, str, bytes]] = []
         for task_id in dict.fromkeys(task_ids):
             picked += conn.execute(
-                "SELECT pos, id, body FROM dead WHERE type = ? AND id = ? ORDER BY pos",
+                "SELECT pos, id, CAST(body AS BLOB) FROM dead WHERE type = ? AND id = ? "
+                "ORDER BY pos",
                 (automation_type, task_id),
             ).fetchall()
         picked.sort()
     else:
         picked = conn.execute(
-            "SELECT pos, id, body FROM dead WHERE type = ? ORDER BY pos LIMIT ?",
+            "SELECT pos, id, CAST(body AS BLOB) FROM dead WHERE type = ? ORDER BY pos LIMIT ?",
             (automation_type, -1 if n is None else n),
         ).fetchall()
     replayed = 0
     for pos, task_id, raw in picked:
+        try:
+            read_body(raw)
+        except Unreadable:
+            continue  # stays in the DLQ, shown as unreadable (dead_peek)
         conn.execute("DELETE FROM dead WHERE pos = ?", (pos,))
         live = conn.execute(
             "SELECT state FROM tasks WHERE type = ? AND id = ?", (automation_type, task_id)
@@ -61,7 +70,7 @@ def dead_replay(
         if live is not None and live[0] in LIVE_STATES:
             # The id was resubmitted since it died; that copy supersedes this one.
             continue
-        body = TaskBody.from_json(raw).evolve(attempt=0)
+        body = TaskBody.from_json(raw).evolve(attempt=0, refunds=0)
         tier = tier_num(body)
         conn.execute(
             "INSERT OR REPLACE INTO tasks (type, id, state, tier, seq, body, attempt, "
@@ -139,17 +148,23 @@ def task_state(
         state, raw, attempt, limit, deadline, ready_at, finished_at = row
         forgotten = finished_at is not None and finished_at < now - FINISHED_RETENTION_SECONDS
         if not forgotten:
-            body = merged(raw, attempt, limit)
+            try:
+                body = merged(raw, attempt, limit)
+            except (KeyError, TypeError, ValueError) as exc:
+                why = f"{type(exc).__name__}: {exc}"
+                body = unreadable_body(task_id, raw, why).evolve(
+                    attempt=attempt, max_attempts=limit
+                )
             return TaskInfo.of(
                 body, state, deadline=deadline, ready_at=ready_at, finished_at=finished_at
             )
     dead = conn.execute(
-        "SELECT body FROM dead WHERE type = ? AND id = ? ORDER BY pos DESC LIMIT 1",
+        "SELECT CAST(body AS BLOB) FROM dead WHERE type = ? AND id = ? ORDER BY pos DESC LIMIT 1",
         (automation_type, task_id),
     ).fetchone()
     if dead is None:
         return TaskInfo(task_id=task_id, state="unknown")
-    return TaskInfo.of(TaskBody.from_json(dead[0]), "dead")
+    return TaskInfo.of(dead_body(task_id, dead[0]), "dead")
 
 
 def cancel(
@@ -166,9 +181,11 @@ def cancel(
             "UPDATE tasks SET cancel = 1 WHERE type = ? AND id = ?", (automation_type, task_id)
         )
         return "cancelling"
+    # (a body that is not JSON is kept as it is: json_remove would refuse it)
     conn.execute(
         "UPDATE tasks SET state = 'cancelled', finished_at = ?, ready_at = NULL, "
-        "body = json_remove(body, '$.payload', '$.traceback') WHERE type = ? AND id = ?",
+        "body = CASE WHEN json_valid(body) THEN json_remove(body, '$.payload', '$.traceback') "
+        "ELSE body END WHERE type = ? AND id = ?",
         (now, automation_type, task_id),
     )
     count(conn, automation_type, "cancelled")

@@ -14,7 +14,9 @@ Layout (one row per thing; ``type`` is the automation type):
   queued by ``(tier, seq)``, scheduled by ``ready_at``, processing by
   ``deadline``. ``seq`` grows at the tail and shrinks at the head of a tier.
   ``attempt``/``max_attempts`` columns override the copies inside ``body``, so
-  reserve and release change a task without re-encoding its JSON.
+  reserve and release change a task without re-encoding its JSON. ``started``
+  is 1 once the current reservation was marked started (``refunds``, rarely
+  changed, lives in ``body``).
 * ``dead``: the DLQ, in death order (``pos``).
 * ``signals``: one change counter per type, bumped whenever tasks become
   deliverable; blocked reservers of every process watch it.
@@ -32,7 +34,7 @@ from collections.abc import Callable
 from fleet.core.errors import SchemaVersionError
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -144,6 +146,13 @@ CREATE INDEX kv_expiry ON kv (expires_at) WHERE expires_at IS NOT NULL;
 CREATE INDEX events_ts ON events (ts);
 """
 
+#: Version 3: ``tasks.started``, set by ``mark_started`` while the current
+#: reservation runs (reserve clears it), so a sweep can tell a task that died
+#: running from one that died unstarted with its worker (and refund its attempt).
+_V3 = """
+ALTER TABLE tasks ADD COLUMN started INTEGER NOT NULL DEFAULT 0;
+"""
+
 
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def apply(conn: sqlite3.Connection) -> None:
@@ -159,6 +168,7 @@ def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _script(_V1),
     2: _script(_V2),
+    3: _script(_V3),
 }
 
 

@@ -12,6 +12,7 @@ import sqlite3
 from typing import Any
 
 from fleet.core.records import StreamEntry, WorkerRecord, dumps, stream_entry_id
+from fleet.core.stored import desired_config, worker_record
 from fleet.protocol import emit_topic
 
 #: Events older than this are deleted by the next publish (subscribers poll
@@ -240,9 +241,11 @@ def worker_set_state(
     conn: sqlite3.Connection, automation_type: str, worker_id: str, fields: dict[str, str]
 ) -> None:
     row = conn.execute(
-        "SELECT state FROM workers WHERE type = ? AND id = ?", (automation_type, worker_id)
+        "SELECT CAST(state AS BLOB) FROM workers WHERE type = ? AND id = ?",
+        (automation_type, worker_id),
     ).fetchone()
-    state: dict[str, str] = json.loads(row[0]) if row else {}
+    # A stored state that cannot be read is replaced (the heartbeat writes every field).
+    state = worker_record(automation_type, worker_id, state=row[0] if row else None).state
     state.update({str(k): str(v) for k, v in fields.items()})
     worker_upsert(conn, automation_type, worker_id, "state", dumps(state))
 
@@ -250,22 +253,24 @@ def worker_set_state(
 def worker_get(
     conn: sqlite3.Connection, automation_type: str, worker_id: str
 ) -> WorkerRecord | None:
+    # As bytes: a value that is not UTF-8 must fail only its own part, not the read.
     row = conn.execute(
-        "SELECT registered, hardware, config, gen, state, stats FROM workers "
-        "WHERE type = ? AND id = ?",
+        "SELECT CAST(hardware AS BLOB), CAST(config AS BLOB), "
+        "CASE typeof(gen) WHEN 'integer' THEN gen ELSE CAST(gen AS BLOB) END, "
+        "CAST(state AS BLOB), CAST(stats AS BLOB) FROM workers WHERE type = ? AND id = ?",
         (automation_type, worker_id),
     ).fetchone()
     if row is None:
         return None
-    _, hardware, config, gen, state, stats = row
-    return WorkerRecord(
-        automation_type=automation_type,
-        worker_id=worker_id,
-        hardware=json.loads(hardware) if hardware else {},
-        config=json.loads(config) if config else None,
-        gen=int(gen),
-        state=json.loads(state),
-        stats=json.loads(stats) if stats else None,
+    hardware, config, gen, state, stats = row
+    return worker_record(
+        automation_type,
+        worker_id,
+        hardware=hardware,
+        config=config,
+        gen=gen,
+        state=state,
+        stats=stats,
     )
 
 
@@ -276,10 +281,13 @@ def worker_config_put(
     config: dict[str, Any],
     gen: int,
 ) -> bool:
+    # A stored config or generation that cannot be read is replaced by any write.
     changed = conn.execute(
         "INSERT INTO workers (type, id, config, gen) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (type, id) DO UPDATE SET config = excluded.config, gen = excluded.gen "
-        "WHERE workers.gen < excluded.gen",
+        "WHERE workers.gen < excluded.gen OR typeof(workers.gen) != 'integer' "
+        "OR (workers.config IS NOT NULL AND NOT (CASE WHEN json_valid(workers.config) "
+        "THEN json_type(workers.config) = 'object' ELSE 0 END))",
         (automation_type, worker_id, dumps(config), gen),
     ).rowcount
     return changed == 1
@@ -289,12 +297,14 @@ def worker_config_get(
     conn: sqlite3.Connection, automation_type: str, worker_id: str
 ) -> tuple[dict[str, Any] | None, int]:
     row = conn.execute(
-        "SELECT config, gen FROM workers WHERE type = ? AND id = ?", (automation_type, worker_id)
+        "SELECT CAST(config AS BLOB), "
+        "CASE typeof(gen) WHEN 'integer' THEN gen ELSE CAST(gen AS BLOB) END "
+        "FROM workers WHERE type = ? AND id = ?",
+        (automation_type, worker_id),
     ).fetchone()
-    if row is None or row[0] is None:
+    if row is None:
         return None, 0
-    config: dict[str, Any] = json.loads(row[0])
-    return config, int(row[1])
+    return desired_config(row[0], row[1])
 
 
 def next_generation(conn: sqlite3.Connection, automation_type: str, floor: int = 0) -> int:

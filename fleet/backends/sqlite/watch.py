@@ -201,7 +201,7 @@ class Watcher:
             for sub in list(self._subs):
                 if topic in sub.topics and seq > sub.start:
                     if message is None:
-                        message = json.loads(raw)
+                        message = _message(raw)
                     sub.deliver(topic, message)
 
     async def close(self) -> None:
@@ -217,3 +217,12 @@ class Watcher:
         if poller is not None:
             poller.stop()
             await asyncio.to_thread(poller.join)
+
+
+def _message(raw: str) -> Any:
+    """An event's message; one stored as text that is not JSON is delivered as that
+    text (as on Redis), never failing the poller that wakes every subscriber."""
+    try:
+        return json.loads(raw)
+    except (TypeError, ValueError):
+        return raw

@@ -103,7 +103,9 @@ class TaskQueues(abc.ABC):
     @abc.abstractmethod
     async def release(self, automation_type: str, task_id: str, token: str) -> bool:
         """Give an owned task back unfinished: refund its attempt and put it at the
-        *head* of its tier (used on shutdown). False, and no change, if stale."""
+        *head* of its tier (used on shutdown). False, and no change, if stale.
+        Not counted in ``refunds``: a release is a worker's own decision, not a
+        loss."""
 
     @abc.abstractmethod
     async def extend(
@@ -117,11 +119,38 @@ class TaskQueues(abc.ABC):
         """
 
     @abc.abstractmethod
+    async def mark_started(
+        self, automation_type: str, leases: Sequence[tuple[str, str]]
+    ) -> list[bool]:
+        """Record that each ``(task_id, token)`` reservation began to run, one answer
+        per lease, in order: True if the token owns the task (it is now marked),
+        False if stale (no change). Marking twice is harmless (True again).
+
+        A mark belongs to one reservation: reserve starts every reservation
+        unmarked, and a mark never outlives the lease it was made under (ack,
+        nack, release and sweep end it). Workers send the marks of the tasks
+        their slots started, batched, without waiting for the answer; what the
+        mark changes is how :meth:`sweep` settles the reservation if its lease
+        runs out.
+        """
+
+    @abc.abstractmethod
     async def sweep(self, automation_type: str) -> int:
-        """Re-queue every reservation past its deadline at the head of its tier
-        (the attempt stays charged), and move due scheduled tasks to their tier.
-        Returns how many reservations were re-queued. A lease extended or acked
-        concurrently is never re-queued."""
+        """Re-queue every reservation past its deadline at the head of its tier,
+        and move due scheduled tasks to their tier. Returns how many reservations
+        were re-queued. A lease extended or acked concurrently is never re-queued.
+
+        The attempt a re-queued reservation charged stays charged if it was
+        marked started (:meth:`mark_started`): the task ran when its worker was
+        lost. A reservation never marked started died unstarted with its worker
+        (held by a prefetch, or beside a task that killed the process): its
+        attempt is refunded (``attempt`` -= 1, ``refunds`` += 1), unless the
+        body's ``refunds`` already reached ``refund_cap(max_attempts)``
+        (``max(max_attempts, 2)``), in which case the attempt stays charged. So
+        a task does not run out of attempts for losses it did not run in, and a
+        task that kills its process before its mark lands still reaches the DLQ,
+        after at most ``max_attempts + refund_cap(max_attempts)`` deliveries.
+        """
 
     @abc.abstractmethod
     async def dead_peek(self, automation_type: str, n: int = 50) -> list[TaskBody]:
@@ -131,8 +160,9 @@ class TaskQueues(abc.ABC):
     async def dead_replay(
         self, automation_type: str, *, n: int | None = None, task_ids: Sequence[str] | None = None
     ) -> int:
-        """Move dead tasks back to the tail of their tier with ``attempt=0``,
-        keeping priority and payload; ``last_error`` is kept for the record.
+        """Move dead tasks back to the tail of their tier with ``attempt=0`` and
+        ``refunds=0``, keeping priority and payload; ``last_error`` is kept for
+        the record.
         ``task_ids`` selects by id; else the ``n`` oldest (all if None).
         Returns how many were replayed."""
 

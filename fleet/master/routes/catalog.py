@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 
 from fleet.backends.base import Backend
+from fleet.core.stored import entry_unreadable
 from fleet.master.auth import Principal, admin_access, list_access, type_read_access
 from fleet.master.catalog import require_entry
 from fleet.master.models import TypeName, error_responses
@@ -55,17 +56,19 @@ async def automations(
         entry = entries.get(t) or {}
         views = await load_views(backend, [p for p in pairs if p[0] == t], heartbeat)
         depths = await backend.depths(t) if entry.get("queue") else None
-        out.append(
-            {
-                "type": t,
-                "kind": entry.get("kind"),
-                "catalogued": t in entries,
-                "has_queue": bool(entry.get("queue")),
-                "has_stream": bool(entry.get("stream")),
-                "workers": worker_counts(views),
-                "queue": depths.to_dict() if depths is not None else None,
-            }
-        )
+        row = {
+            "type": t,
+            "kind": entry.get("kind"),
+            "catalogued": t in entries,
+            "has_queue": bool(entry.get("queue")),
+            "has_stream": bool(entry.get("stream")),
+            "workers": worker_counts(views),
+            "queue": depths.to_dict() if depths is not None else None,
+        }
+        why = entry_unreadable(entry)
+        if why is not None:  # listed, with what could not be read instead of its kind
+            row["unreadable"] = why
+        out.append(row)
     return out
 
 

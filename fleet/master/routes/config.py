@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Depends, Query
 from fleet.backends.base import Backend
 from fleet.core.config import merge_config
 from fleet.master.auth import admin_access, type_read_access
-from fleet.master.catalog import require_entry
+from fleet.master.catalog import require_entry, require_readable_entry
 from fleet.master.config_ops import patch_type_config, patch_worker_config
 from fleet.master.models import TypeName, error_responses
 from fleet.master.state import backend_dependency
@@ -60,7 +60,7 @@ async def patch_config(
 ) -> dict[str, Any]:
     """Validate against ``Config`` (422), store, bump the generation of every worker of
     the type and push it; per-worker overrides are kept."""
-    entry = await require_entry(backend, automation_type)
+    entry = await require_readable_entry(backend, automation_type)
     result = await patch_type_config(backend, automation_type, entry, patch, replace=replace)
     return {"type": automation_type, **result.to_dict()}
 
@@ -80,7 +80,7 @@ async def patch_worker(
 ) -> dict[str, Any]:
     """Validate the merged config (422), store the override, bump that worker's
     generation and push it. An override of a worker not registered yet is kept for it."""
-    entry = await require_entry(backend, automation_type)
+    entry = await require_readable_entry(backend, automation_type)
     result = await patch_worker_config(
         backend, automation_type, worker_id, entry, patch, replace=replace
     )

@@ -39,6 +39,7 @@ end
 if #gone > 0 then
   mcall('ZREM', K_PROC, gone)
   mcall('HDEL', K_PBODY, gone)
+  mcall('HDEL', K_STARTED, gone)
   mcall('HDEL', K_TASKS, gone)
   mcall('HSET', K_DONE, done)
   touch_done()

@@ -43,6 +43,7 @@ local function requeue(raw)
     if ttl then rec.x = fstr((tonumber(jnull(body.enqueued_at)) or 0) + ttl) end
   end
   rec.a = 0
+  rec.r = nil
   rec.s = 'q'
   rec.k = nil
   rec.c = nil

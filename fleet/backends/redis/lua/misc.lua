@@ -28,7 +28,16 @@ if op == 'next_generation' then
   return cur + 1
 end
 if op == 'worker_config_put' then
-  local cur = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+  -- A stored generation or config that cannot be read (not a number, not a JSON
+  -- object, a key of another type) counts as none: any write replaces it.
+  local g = redis.pcall('GET', KEYS[2])
+  local cur = (type(g) == 'string' and tonumber(g)) or 0
+  if cur > 0 then
+    local c = redis.pcall('GET', KEYS[1])
+    local ok, v = false, nil
+    if type(c) == 'string' and not string.match(c, '^%s*%[') then ok, v = pcall(cjson.decode, c) end
+    if not ok or type(v) ~= 'table' then cur = 0 end
+  end
   if tonumber(ARGV[3]) > cur then
     redis.call('SET', KEYS[1], ARGV[2])
     redis.call('SET', KEYS[2], ARGV[3])

@@ -3,19 +3,22 @@
 --  4 :processing zset   5 :processing:body hash   6 :scheduled zset
 --  7 :dead list   8 :tasks hash   9 :counters hash   10 :done:<hour> hash
 --  11 :wake list   12 :dead:info hash   13 previous :done:<hour> hash
+--  14 :processing:started hash (task_id -> token of the reservation marked started)
 -- KEYS 10 is :done:<hour>, the hash of this hour's finished (done/cancelled) records.
 -- Task state records (:tasks, :dead:info and :done:<hour> values) are
---   s|a|m|p|k|c|x|d[|{"e":..,"t":..,"f":..,"b":..}]
+--   s|a|m|p|k|c|x|d[|{"e":..,"t":..,"f":..,"b":..,"r":..}]
 -- s state (q|s|p|D|C), a attempt, m max_attempts, p priority, k lease token,
 -- c "1" if a cancel was requested, x expires_at (ttl), d finished_at, and only
 -- when set a JSON tail: e last_error, t traceback, f failed_at, b the scheduled
--- member (body) while scheduled. The hot fields need no JSON work. Times are
+-- member (body) while scheduled, r refunds (attempts sweep gave back because the
+-- reservation expired without a start mark). The hot fields need no JSON work. Times are
 -- strings ("%.17g") because cjson rounds numbers to 14 digits. Bodies are never
 -- re-encoded.
 local K_NORMAL, K_HIGH, K_LOW = KEYS[1], KEYS[2], KEYS[3]
 local K_PROC, K_PBODY, K_SCHED = KEYS[4], KEYS[5], KEYS[6]
 local K_DEAD, K_TASKS, K_COUNTERS = KEYS[7], KEYS[8], KEYS[9]
 local K_DONE, K_WAKE, K_DEADINFO, K_DONE_PREV = KEYS[10], KEYS[11], KEYS[12], KEYS[13]
+local K_STARTED = KEYS[14]
 -- Finished records live in hourly hashes that expire as a whole (no per-task index).
 local DONE_TTL = 7200
 local done_ttl_set = false
@@ -54,6 +57,7 @@ local function dec(raw)
     rec.t = jnull(extra.t)
     rec.f = jnull(extra.f)
     rec.b = jnull(extra.b)
+    rec.r = tonumber(jnull(extra.r))
   end
   return rec
 end
@@ -62,8 +66,8 @@ local function enc(rec)
   local head = (rec.s or '') .. '|' .. (rec.a or '') .. '|' .. (rec.m or '') .. '|' ..
     (rec.p or 0) .. '|' .. (rec.k or '') .. '|' .. (rec.c and '1' or '') .. '|' ..
     (rec.x or '') .. '|' .. (rec.d or '')
-  if rec.e or rec.t or rec.f or rec.b then
-    return head .. '|' .. cjson.encode({e = rec.e, t = rec.t, f = rec.f, b = rec.b})
+  if rec.e or rec.t or rec.f or rec.b or rec.r then
+    return head .. '|' .. cjson.encode({e = rec.e, t = rec.t, f = rec.f, b = rec.b, r = rec.r})
   end
   return head
 end
@@ -177,5 +181,6 @@ local function unregister(id)
   redis.call('ZREM', K_PROC, id)
   local raw = redis.call('HGET', K_PBODY, id)
   redis.call('HDEL', K_PBODY, id)
+  redis.call('HDEL', K_STARTED, id)
   return raw
 end
