@@ -17,6 +17,7 @@ from fleet.core.errors import (
     RegistrationError,
     SchemaVersionError,
     StaleLease,
+    Throttled,
     UnknownAutomation,
     UnsupportedBackend,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "StaleLease",
     "Stream",
     "Task",
+    "Throttled",
     "UnknownAutomation",
     "UnsupportedBackend",
     "register",

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fleet.core.errors import ConfigError
+from fleet.core.flow import parse_rate
 
 #: Names of the fields the framework itself reads (as opposed to plugin fields).
 FRAMEWORK_FIELDS = (
@@ -18,6 +19,8 @@ FRAMEWORK_FIELDS = (
     "proxy_url",
     "proxy_provider",
     "proxy_provider_config",
+    "group_concurrency",
+    "group_rate",
 )
 
 
@@ -36,6 +39,11 @@ class BaseConfig(BaseModel):
         proxy_url: A fixed proxy URL, or several separated by commas or newlines.
         proxy_provider: Name of a ``fleet.proxy_providers`` entry point.
         proxy_provider_config: Settings passed to that provider.
+        group_concurrency: At most this many tasks of one group running at once,
+            fleet-wide (None: no cap). See docs/flow-control.md.
+        group_rate: At most this many tasks of one group started per period,
+            fleet-wide and evenly spaced: ``"5/s"``, ``"100/m"``, ``"1000/h"``
+            (None: no rate).
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -48,6 +56,14 @@ class BaseConfig(BaseModel):
     proxy_url: str | None = None
     proxy_provider: str | None = None
     proxy_provider_config: dict[str, Any] = Field(default_factory=dict)
+    group_concurrency: int | None = Field(default=None, ge=1)
+    group_rate: str | None = None
+
+    @field_validator("group_rate")
+    @classmethod
+    def _check_group_rate(cls, value: str | None) -> str | None:
+        # The canonical text ("5 / sec" -> "5/s"): what workers pass to reserve.
+        return None if value is None else parse_rate(value).text
 
 
 def merge_config(*layers: dict[str, Any] | None) -> dict[str, Any]:

@@ -121,9 +121,14 @@ class Context(Generic[ConfigT]):
         ttl_seconds: float | None = None,
         delay_seconds: float | None = None,
         idempotency_key: str | None = None,
+        group: str | None = None,
     ) -> str:
         """Enqueue a task for another batch automation; returns the task id (the
         original one if ``idempotency_key`` matched an earlier submit).
+
+        ``group`` (a domain, an API key, a tenant) puts the task under its group's
+        fleet-wide limits (``group_concurrency``, ``group_rate``, per-group
+        settings) and into the fair round robin across groups.
 
         Raises:
             ContractTypeError: (a ``TypeError``) if ``payload`` is not the queue's model.
@@ -140,6 +145,7 @@ class Context(Generic[ConfigT]):
             ttl_seconds=ttl_seconds,
             delay_seconds=delay_seconds,
             idempotency_key=idempotency_key,
+            group=group,
         )
         return (await self._backend.push_one(ref.name, request)).task_id
 

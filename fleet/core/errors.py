@@ -121,3 +121,41 @@ class BrowserUnavailable(FleetError):
     """``ctx.browser`` cannot give a page: Playwright or the browser binary is
     missing, the engine is unsupported, every launch failed, or no browser
     became free in time."""
+
+
+class Throttled(FleetError):
+    """The outside world asked Fleet to slow down.
+
+    Raised from ``run_one`` (the site answered 429): the task goes back to its
+    queue without an attempt charged, and its group — every task of that group on
+    every worker — starts nothing for ``retry_after`` seconds; a task without a
+    group is simply retried after ``retry_after``. ``ctx.limit`` raises it when its
+    wait for the limiter runs out.
+
+    Args:
+        retry_after: Seconds to hold the group (> 0, at most a day).
+        message: What happened (default: a sentence naming ``retry_after``).
+    """
+
+    MAX_RETRY_AFTER = 86_400.0
+
+    def __init__(
+        self,
+        retry_after: float = 1.0,
+        message: str | None = None,
+        *,
+        automation_type: str | None = None,
+        task_id: str | None = None,
+    ) -> None:
+        try:
+            seconds = float(retry_after)
+        except (TypeError, ValueError):
+            seconds = 1.0
+        if not seconds > 0:  # also NaN
+            seconds = 1.0
+        self.retry_after = min(seconds, self.MAX_RETRY_AFTER)
+        super().__init__(
+            message or f"throttled: retry after {self.retry_after:g} s",
+            automation_type=automation_type,
+            task_id=task_id,
+        )

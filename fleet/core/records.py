@@ -101,6 +101,9 @@ class TaskBody:
             unstarted with its worker). At most :func:`refund_cap`: past that,
             such losses stay charged, so a task that kills its process before its
             mark lands still reaches the DLQ.
+        group: The flow-control group (a domain, an API key, a tenant): reserve
+            applies the group's limits and serves groups round robin. None: no
+            group, no limits (docs/flow-control.md).
     """
 
     id: str
@@ -114,6 +117,7 @@ class TaskBody:
     traceback: str | None = None
     failed_at: float | None = None
     refunds: int = 0
+    group: str | None = None
 
     @property
     def tier(self) -> Tier:
@@ -142,6 +146,8 @@ class TaskBody:
             out["failed_at"] = self.failed_at
         if self.refunds:
             out["refunds"] = self.refunds
+        if self.group is not None:
+            out["group"] = self.group
         return out
 
     def to_json(self) -> str:
@@ -161,6 +167,7 @@ class TaskBody:
             traceback=d.get("traceback"),
             failed_at=d.get("failed_at"),
             refunds=int(d.get("refunds") or 0),
+            group=None if d.get("group") is None else str(d["group"]),
         )
 
     @classmethod

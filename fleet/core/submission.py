@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from fleet.core.errors import ContractValueError
+from fleet.core.flow import check_group
 from fleet.core.records import PushRequest, TaskBody, new_id, now
 
 #: Default lifetime of idempotency keys (seconds); ``FLEET_IDEMPOTENCY_TTL_SECONDS``.
@@ -32,6 +33,7 @@ def make_push_request(
     delay_seconds: float | None = None,
     idempotency_key: str | None = None,
     idempotency_ttl_seconds: float | None = None,
+    group: str | None = None,
 ) -> PushRequest:
     """Validate submit options and build the request to push.
 
@@ -44,6 +46,7 @@ def make_push_request(
         delay_seconds: Make the task pending only after this many seconds (>= 0).
         idempotency_key: Deduplicates submits of the same key (per type).
         idempotency_ttl_seconds: Lifetime of the key (default from the environment).
+        group: Flow-control group (at most 200 characters, no control characters).
 
     Raises:
         ContractValueError: (a ``ValueError``) naming the bad option in ``field``.
@@ -70,6 +73,8 @@ def make_push_request(
         raise ContractValueError(
             "idempotency_key must be a non-empty string", field="idempotency_key"
         )
+    if group is not None:
+        check_group(group)
     body = TaskBody(
         id=task_id or new_id(),
         payload=payload,
@@ -78,6 +83,7 @@ def make_push_request(
         max_attempts=max_attempts,
         enqueued_at=now(),
         ttl_seconds=ttl_seconds,
+        group=group,
     )
     return PushRequest(
         body=body,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -18,7 +17,6 @@ from fleet.backends.base import log_expired
 from fleet.backends.redis import keys
 from fleet.backends.redis.core import BLOCKING_GRACE, RAW, RedisCore, log
 from fleet.backends.redis.records import body_with_record, delivered_body, parse_record
-from fleet.backends.redis.scripts import LuaScript
 from fleet.core.errors import BackendUnavailable
 from fleet.core.records import (
     FINISHED_RETENTION_SECONDS,
@@ -59,13 +57,6 @@ _STATE_NAMES: dict[str, TaskStateName] = {
     "D": "done",
     "C": "cancelled",
 }
-
-
-@functools.cache
-def _mark_started_script() -> LuaScript:
-    """``lua/mark_started.lua``. Not in the preloaded set: the first call per
-    server answers NOSCRIPT and the script loads then (see ``LuaScript``)."""
-    return LuaScript("mark_started")
 
 
 def _opt_text(value: str | None) -> str:
@@ -267,7 +258,7 @@ class QueueOps(RedisCore):
         self, automation_type: str, leases: Sequence[tuple[str, str]]
     ) -> list[bool]:
         out: list[bool] = []
-        script = _mark_started_script()
+        script = self._scripts.mark_started
         for start in range(0, len(leases), MARK_CHUNK):
             flat: list[str] = []
             for task_id, token in leases[start : start + MARK_CHUNK]:

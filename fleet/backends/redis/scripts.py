@@ -71,6 +71,7 @@ SCRIPT_NAMES = (
     "push",
     "reserve",
     "ack",
+    "mark_started",
     "nack",
     "release",
     "extend",
@@ -93,6 +94,7 @@ class Scripts:
         self.push = self.all["push"]
         self.reserve = self.all["reserve"]
         self.ack = self.all["ack"]
+        self.mark_started = self.all["mark_started"]
         self.nack = self.all["nack"]
         self.release = self.all["release"]
         self.extend = self.all["extend"]

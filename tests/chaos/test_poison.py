@@ -20,10 +20,11 @@ from pathlib import Path
 import pytest
 
 from fleet.backends import open_backend
+from tests.chaos.conftest import RESULTS
 from tests.chaos.harness import TYPE, VISIBILITY, ChaosFleet, submit, verdict
 from tests.worker.support import state_of, wait_until
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(200)]
+pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(200)]
 
 MAX_ATTEMPTS = 3
 NEIGHBOURS = 8
@@ -53,6 +54,7 @@ async def test_a_poison_task_does_not_take_its_neighbours_with_it(url: str, tmp_
             payloads = [{"n": 0, "poison": True}]
             payloads += [{"n": i, "ms": 50} for i in range(1, NEIGHBOURS + 1)]
             poison, *neighbours = await submit(b, payloads)
+            submitted = time.monotonic()
             deaths = 0
             deadline = time.monotonic() + (2 * MAX_ATTEMPTS + 1) * (VISIBILITY + 5)
             last_sweep = 0.0
@@ -76,8 +78,9 @@ async def test_a_poison_task_does_not_take_its_neighbours_with_it(url: str, tmp_
             (poison_body,) = [d for d in dead if d.id == poison] or [None]
         starts, _ = fleet.ledger.read()
         deliveries = len(starts.get(poison, []))
-        v = verdict("poison with neighbours", url.split(":")[0], fleet, neighbours, done,
-                    set(), 0.0)  # fmt: skip
+        v = verdict("poison with neighbours", url.split(":")[0], fleet, [poison, *neighbours],
+                    done, {d.id for d in dead}, time.monotonic() - submitted)  # fmt: skip
+        RESULTS.append(v)
         print(
             f"\npoison: {deliveries} deliveries, {deaths} deaths; neighbour starts: "
             f"{dict(Counter(len(starts.get(t, [])) for t in neighbours))}; dead: "

@@ -1,0 +1,229 @@
+"""Flow control: rates, group settings and the admission rule every backend applies.
+
+Pure functions and plain records, no I/O: the memory and SQLite backends call
+:func:`admit` inside their reserve step, the Redis backend's ``lua/groups.lua``
+implements the same rule (the conformance suite holds all three to it), and the
+limiter behind ``ctx.limit`` uses :func:`next_tat` for its rate.
+
+A rate is smooth: ``"5/s"`` lets one start through every 0.2 s rather than five at
+the top of each second. It is a GCRA (generic cell rate algorithm) with a burst of
+one: each group keeps a *theoretical arrival time* (``tat``), the earliest moment its
+next start is allowed; a start at ``now >= tat`` moves it one interval on.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fleet.core.errors import ContractValueError
+
+#: The longest group name (the same rule as task ids).
+MAX_GROUP_LEN = 200
+
+_RATE_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*(s|sec|second|m|min|minute|h|hour|d|day)\s*$")
+_UNIT_SECONDS = {
+    "s": 1.0, "sec": 1.0, "second": 1.0,
+    "m": 60.0, "min": 60.0, "minute": 60.0,
+    "h": 3600.0, "hour": 3600.0,
+    "d": 86400.0, "day": 86400.0,
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """At most ``count`` starts per ``per`` seconds, evenly spaced."""
+
+    count: int
+    per: float
+    text: str
+
+    @property
+    def interval(self) -> float:
+        """Seconds between two starts."""
+        return self.per / self.count
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_rate(text: str) -> Rate:
+    """Parse ``"5/s"``, ``"100/m"``, ``"1000/h"``, ``"20/d"`` or ``"3/10s"``.
+
+    Raises:
+        ContractValueError: (a ``ValueError``) saying what a rate looks like.
+    """
+    m = _RATE_RE.match(text) if isinstance(text, str) else None
+    if m is None:
+        raise ContractValueError(
+            f"rate {text!r} is not of the form N/s, N/m, N/h or N/d (e.g. '5/s', '100/m')",
+            field="rate",
+        )
+    count = int(m.group(1))
+    mult = int(m.group(2)) if m.group(2) else 1
+    if count < 1 or mult < 1:
+        raise ContractValueError(f"rate {text!r} must allow at least 1 per period", field="rate")
+    per = mult * _UNIT_SECONDS[m.group(3)]
+    unit = m.group(3)[0]
+    return Rate(count, per, f"{count}/{mult if mult > 1 else ''}{unit}")
+
+
+def check_group(group: Any, *, field: str = "group") -> str:
+    """A group name as stored: a non-empty string of at most 200 characters with no
+    control characters (the rule task ids follow).
+
+    Raises:
+        ContractValueError: naming ``field``.
+    """
+    if not isinstance(group, str) or not group or len(group) > MAX_GROUP_LEN:
+        raise ContractValueError(
+            f"{field} must be a non-empty string of at most {MAX_GROUP_LEN} characters",
+            field=field,
+        )
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in group):
+        raise ContractValueError(f"{field} must not contain control characters", field=field)
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in group):
+        raise ContractValueError(f"{field} must not contain unpaired surrogates", field=field)
+    return group
+
+
+def check_concurrency(value: Any, *, field: str = "concurrency") -> int | None:
+    """None, or an integer >= 1 (a cap of 0 would be a pause: use ``paused``)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ContractValueError(f"{field} must be an integer >= 1 (or null)", field=field)
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSettings:
+    """One group's overrides, stored in the backend. ``None`` means "the type's
+    value" (``group_concurrency`` / ``group_rate`` of its config)."""
+
+    concurrency: int | None = None
+    rate: str | None = None
+    paused: bool = False
+
+    def __post_init__(self) -> None:
+        check_concurrency(self.concurrency)
+        if self.rate is not None:
+            parse_rate(self.rate)
+
+    @property
+    def interval(self) -> float | None:
+        return None if self.rate is None else parse_rate(self.rate).interval
+
+    @property
+    def empty(self) -> bool:
+        """True if it overrides nothing (the same as having no settings)."""
+        return self.concurrency is None and self.rate is None and not self.paused
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"concurrency": self.concurrency, "rate": self.rate, "paused": self.paused}
+
+    def stored(self) -> dict[str, Any]:
+        """The stored form: also carries the rate's interval, so a backend script
+        never parses rate text."""
+        return {**self.to_dict(), "interval": self.interval}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GroupSettings:
+        rate = d.get("rate")
+        return cls(
+            concurrency=d.get("concurrency"),
+            rate=None if rate is None else parse_rate(str(rate)).text,
+            paused=bool(d.get("paused", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLimits:
+    """The limits a reserve applies to a group without settings of its own: the
+    type's ``group_concurrency`` and ``group_rate`` (as an interval in seconds)."""
+
+    concurrency: int | None = None
+    interval: float | None = None
+
+    @classmethod
+    def of(cls, concurrency: int | None, rate: str | None) -> GroupLimits:
+        return cls(concurrency, None if rate is None else parse_rate(rate).interval)
+
+    @property
+    def any(self) -> bool:
+        return self.concurrency is not None or self.interval is not None
+
+
+Verdict = Literal["serve", "saturated", "delayed", "paused"]
+
+
+def next_tat(tat: float, now: float, interval: float) -> float:
+    """The theoretical arrival time after a start at ``now`` (allowed: ``now >= tat``).
+
+    A start that comes late by less than one interval keeps the schedule (the next
+    one may come that much sooner), so the wake-up latency of reservers does not
+    drag the rate below its value; a later one starts a new schedule from ``now``.
+    The most that can start within any one interval is therefore two.
+    """
+    base = tat if now - tat < interval else now
+    return base + interval
+
+
+def admit(
+    *,
+    paused: bool,
+    concurrency: int | None,
+    interval: float | None,
+    running: int,
+    tat: float,
+    throttled_until: float,
+    now: float,
+) -> tuple[Verdict, float]:
+    """Whether a group may start one more task now.
+
+    Returns ``("serve", new_tat)``, ``("saturated", 0)`` (``running`` is at the cap:
+    it waits for one of its tasks to end), ``("delayed", until)`` (throttled, or its
+    rate allows the next start only at ``until``) or ``("paused", 0)``.
+    """
+    if paused:
+        return "paused", 0.0
+    if throttled_until > now:
+        return "delayed", throttled_until
+    if concurrency is not None and running >= concurrency:
+        return "saturated", 0.0
+    if interval:
+        if tat > now:
+            return "delayed", tat
+        return "serve", next_tat(tat, now, interval)
+    return "serve", tat
+
+
+@dataclass(frozen=True, slots=True)
+class GroupInfo:
+    """What a backend knows of one group: its counts, its state and its own
+    settings (``settings`` None: it has none, the type's values apply)."""
+
+    name: str
+    pending: int
+    running: int
+    settings: GroupSettings | None
+    throttled_until: float | None  #: set while a ``Throttled`` or its rate holds it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "group": self.name,
+            "pending": self.pending,
+            "running": self.running,
+            "settings": None if self.settings is None else self.settings.to_dict(),
+            "throttled_until": self.throttled_until,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPage:
+    """One page of a type's groups, by name; ``next`` is the cursor of the next page
+    (the last name on this one) or None at the end."""
+
+    groups: list[GroupInfo]
+    next: str | None
