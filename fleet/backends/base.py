@@ -33,6 +33,7 @@ from fleet.core.capabilities import (
     Primitives,
     Streams,
     Subscription,
+    TaskGroups,
     TaskQueues,
 )
 from fleet.core.capabilities.streams import STREAM_MAX_AGE, STREAM_MAX_LEN
@@ -67,7 +68,7 @@ def log_expired(automation_type: str, task_id: str, age: float | None, ttl: floa
     )
 
 
-class Backend(TaskQueues, Streams, Pools, Primitives, Events, FleetState, abc.ABC):
+class Backend(TaskQueues, TaskGroups, Streams, Pools, Primitives, Events, FleetState, abc.ABC):
     """Storage for queues, streams, pools, primitives, events and fleet state.
 
     Create one with :func:`fleet.backends.open_backend`; call :meth:`connect`

@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "submit": "fleet.cli.tasks:submit",
     "tasks": "fleet.cli.tasks:tasks",
     "dlq": "fleet.cli.tasks:dlq",
+    "groups": "fleet.cli.groups:groups",
     "tail": "fleet.cli.tasks:tail",
     "config": "fleet.cli.admin:config",
     "workers": "fleet.cli.admin:workers",

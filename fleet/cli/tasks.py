@@ -64,6 +64,7 @@ def queued_word(delay_seconds: float | None, submitted_at: float) -> str:
 @click.option("--ttl", "ttl_seconds", type=float, default=None, help="Drop if not started in N s.")
 @click.option("--delay", "delay_seconds", type=float, default=None, help="Start after N s.")
 @click.option("--idempotency-key", default=None)
+@click.option("--group", default=None, help="Flow-control group (a domain, an API key...).")
 @client_options
 def submit(
     automation_type: str,

@@ -225,6 +225,48 @@ class FleetClient:
         )
         return result
 
+    def groups(
+        self, automation_type: str, *, after: str | None = None, limit: int = 1000
+    ) -> dict[str, Any]:
+        """One page of a type's groups: ``{groups, next, defaults}``."""
+        params: dict[str, Any] = {"limit": limit}
+        if after is not None:
+            params["after"] = after
+        result: dict[str, Any] = self.request(
+            "GET", f"{self._type(automation_type)}/groups", params=params
+        )
+        return result
+
+    def group(self, automation_type: str, group: str) -> dict[str, Any]:
+        """One group: counts, effective limits, its own settings, throttle."""
+        result: dict[str, Any] = self.request(
+            "GET", f"{self._type(automation_type)}/groups/{_seg(group)}"
+        )
+        return result
+
+    def group_set(
+        self,
+        automation_type: str,
+        group: str,
+        *,
+        concurrency: int | None = None,
+        rate: str | None = None,
+        paused: bool = False,
+    ) -> dict[str, Any]:
+        """Replace a group's own settings (None: the type's value)."""
+        body = {"concurrency": concurrency, "rate": rate, "paused": paused}
+        result: dict[str, Any] = self.request(
+            "PUT", f"{self._type(automation_type)}/groups/{_seg(group)}", json_body=body
+        )
+        return result
+
+    def group_reset(self, automation_type: str, group: str) -> dict[str, Any]:
+        """Back to the type's limits; any throttle in force is lifted."""
+        result: dict[str, Any] = self.request(
+            "DELETE", f"{self._type(automation_type)}/groups/{_seg(group)}"
+        )
+        return result
+
     def config_get(self, automation_type: str) -> dict[str, Any]:
         result: dict[str, Any] = self.request("GET", f"{self._type(automation_type)}/config")
         return result

@@ -13,6 +13,7 @@ next start is allowed; a start at ``now >= tat`` moves it one interval on.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -148,11 +149,18 @@ class GroupLimits:
 
     @classmethod
     def of(cls, concurrency: int | None, rate: str | None) -> GroupLimits:
-        return cls(concurrency, None if rate is None else parse_rate(rate).interval)
+        """The limits of a type's ``group_concurrency`` and ``group_rate``."""
+        return _limits_of(concurrency, rate)
 
     @property
     def any(self) -> bool:
         return self.concurrency is not None or self.interval is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _limits_of(concurrency: int | None, rate: str | None) -> GroupLimits:
+    # Workers ask once per reserve call: parse each config's rate once.
+    return GroupLimits(concurrency, None if rate is None else parse_rate(rate).interval)
 
 
 Verdict = Literal["serve", "saturated", "delayed", "paused"]

@@ -304,6 +304,7 @@ class QueueCounters:
     dead: int = 0  #: tasks moved to the DLQ
     expired: int = 0  #: tasks dropped at reserve because their ttl passed
     cancelled: int = 0
+    throttled: int = 0  #: reservations given back uncharged by ``throttle``
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,6 +339,7 @@ class QueueDepths:
                 "dead": self.counters.dead,
                 "expired": self.counters.expired,
                 "cancelled": self.counters.cancelled,
+                "throttled": self.counters.throttled,
             },
         }
 

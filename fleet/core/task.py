@@ -22,6 +22,7 @@ class Task(Generic[P]):
         max_attempts: Attempts allowed before the task is dead-lettered.
         priority: ``>0`` high tier, ``0`` normal, ``<0`` low.
         enqueued_at: Unix time the task was first submitted.
+        group: Its flow-control group (``submit(..., group=...)``), or None.
     """
 
     id: str
@@ -31,6 +32,7 @@ class Task(Generic[P]):
     max_attempts: int = 3
     priority: int = 0
     enqueued_at: float = 0.0
+    group: str | None = None
 
     @property
     def is_last_attempt(self) -> bool:

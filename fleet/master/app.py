@@ -35,6 +35,7 @@ from fleet.master.metrics import MasterMetrics
 from fleet.master.outage import ApiOutage
 from fleet.master.routes import catalog as catalog_routes
 from fleet.master.routes import config as config_routes
+from fleet.master.routes import groups as group_routes
 from fleet.master.routes import health as health_routes
 from fleet.master.routes import pools as pool_routes
 from fleet.master.routes import queue as queue_routes
@@ -187,6 +188,7 @@ def create_app(
         catalog_routes,
         task_routes,
         queue_routes,
+        group_routes,
         config_routes,
         worker_routes,
         pool_routes,

@@ -30,11 +30,16 @@ from fleet.core.stored import entry_unreadable
 from fleet.master.workers_view import is_up
 
 #: Counters of QueueDepths exported as ``fleet_tasks_<name>_total``.
-TASK_COUNTERS = ("submitted", "completed", "failed", "dead", "expired", "cancelled")
+TASK_COUNTERS = ("submitted", "completed", "failed", "dead", "expired", "cancelled", "throttled")
 DEPTH_STATES = ("high", "normal", "low", "processing", "scheduled", "dead")
 #: Where a worker's stats frame may carry a task duration histogram
 #: (same shape as a ``ctx.metrics`` histogram: count, sum, per-bucket counts).
 DURATION_KEYS = ("task_duration", "task_duration_seconds")
+#: Groups of one type exported with their own labels (the busiest ones), so that a
+#: type with 100,000 groups cannot explode the label cardinality.
+TOP_GROUPS = 20
+#: Groups looked at per type and scrape to find them (a scrape stays bounded).
+GROUPS_EXAMINED = 5000
 
 
 @dataclass
@@ -54,6 +59,9 @@ class TypeSnapshot:
     #: record (catalog, or a worker part: hardware, config, gen, state, stats) ->
     #: how many stored values of it could not be read
     unreadable: dict[str, int] = field(default_factory=dict)
+    #: the busiest groups (pending + running): (group, pending, running)
+    groups: list[tuple[str, int, int]] = field(default_factory=list)
+    groups_seen: int = 0  #: groups examined (at most GROUPS_EXAMINED)
 
 
 @dataclass
@@ -82,6 +90,20 @@ def _valid_hist(h: Any) -> bool:
     )
 
 
+async def _busiest_groups(backend: Backend, automation_type: str, ts: TypeSnapshot) -> None:
+    found: list[tuple[str, int, int]] = []
+    after: str | None = None
+    while len(found) < GROUPS_EXAMINED:
+        page = await backend.group_list(automation_type, after=after, limit=1000)
+        found += [(g.name, g.pending, g.running) for g in page.groups]
+        if page.next is None:
+            break
+        after = page.next
+    ts.groups_seen = len(found)
+    found.sort(key=lambda g: (-(g[1] + g[2]), g[0]))
+    ts.groups = found[:TOP_GROUPS]
+
+
 async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
     """Read everything ``/metrics`` shows from the backend."""
     snap = Snapshot()
@@ -94,6 +116,7 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
         ts = snap.types.setdefault(t, TypeSnapshot())
         if (entries.get(t) or {}).get("queue"):
             ts.depths = await backend.depths(t)
+            await _busiest_groups(backend, t, ts)
         if t in entries and entry_unreadable(entries[t]) is not None:
             ts.unreadable["catalog"] = 1
     now = time.time()
@@ -195,6 +218,21 @@ class _SnapshotCollector(Collector):
             "Stored records that could not be read (shown as unreadable), by type and record",
             labels=["type", "record"],
         )
+        g_pending = GaugeMetricFamily(
+            "fleet_group_pending",
+            f"Pending tasks of the {TOP_GROUPS} busiest groups of a type",
+            labels=["type", "group"],
+        )
+        g_running = GaugeMetricFamily(
+            "fleet_group_running",
+            f"Running tasks of the {TOP_GROUPS} busiest groups of a type",
+            labels=["type", "group"],
+        )
+        g_count = GaugeMetricFamily(
+            "fleet_groups",
+            f"Groups of a type with tasks or settings (counted up to {GROUPS_EXAMINED})",
+            labels=["type"],
+        )
         duration = HistogramMetricFamily(
             "fleet_task_duration_seconds",
             "Time run_one took, as reported by workers",
@@ -227,6 +265,11 @@ class _SnapshotCollector(Collector):
                 rss.add_metric([t, wid], rss_bytes)
             for wid, cancelled in sorted(ts.zombies.items()):
                 zombies.add_metric([t, wid], cancelled)
+            if ts.depths is not None:
+                g_count.add_metric([t], float(ts.groups_seen))
+            for name, pending, running in ts.groups:
+                g_pending.add_metric([t, name], float(pending))
+                g_running.add_metric([t, name], float(running))
             for record, n in sorted(ts.unreadable.items()):
                 unreadable.add_metric([t, record], float(n))
             if ts.duration is not None:
@@ -242,6 +285,7 @@ class _SnapshotCollector(Collector):
                     p_hist.add_metric([t, str(name)], _cumulative(h["buckets"]), float(h["sum"]))
         yield from counters.values()
         yield from (depth, oldest, workers, busy, total, rate, cpu, rss, zombies, unreadable)
+        yield from (g_count, g_pending, g_running)
         yield duration
         yield from (p_counter, p_gauge, p_hist)
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from fleet.core.flow import MAX_GROUP_LEN, check_group
 
 #: Wire names (types, pools) as ``fleet.core.contracts.check_name`` accepts them.
 #: Checked at the door so that no glob character ever reaches a backend that
@@ -32,6 +34,17 @@ class SubmitBody(BaseModel):
     ttl_seconds: float | None = Field(default=None, gt=0, le=MAX_DELAY_SECONDS)
     delay_seconds: float | None = Field(default=None, ge=0, le=MAX_DELAY_SECONDS)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=500)
+    group: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_GROUP_LEN,
+        description="Flow-control group (a domain, an API key, a tenant): its limits apply.",
+    )
+
+    @field_validator("group")
+    @classmethod
+    def _group(cls, value: str | None) -> str | None:
+        return None if value is None else check_group(value)
 
 
 class SubmitResult(BaseModel):

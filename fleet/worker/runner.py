@@ -14,6 +14,7 @@ from fleet.core.automation import Automation, BatchAutomation
 from fleet.core.config import BaseConfig, merge_config
 from fleet.core.context import Context
 from fleet.core.errors import ConfigError
+from fleet.core.flow import GroupLimits
 from fleet.core.metrics import Metrics, merge_snapshots
 from fleet.worker.backoff import RetryPolicy
 from fleet.worker.configstate import check_config, config_action, proxy_changed
@@ -100,7 +101,11 @@ class TypeRunner:
         )
         if self.is_batch:
             self.env.feeder = Feeder(
-                backend, self.automation_type, self._lease_params, prefetch=self._prefetch
+                backend,
+                self.automation_type,
+                self._lease_params,
+                prefetch=self._prefetch,
+                group_limits=self._group_limits,
             )
             self.env.keeper = LeaseKeeper(backend, self.automation_type)
             self.env.acker = AckBatcher(backend, self.automation_type, self._on_stale_ack)
@@ -121,6 +126,10 @@ class TypeRunner:
     def _lease_params(self) -> tuple[float, int]:
         cfg = self._current_config()
         return cfg.visibility_seconds, cfg.max_attempts
+
+    def _group_limits(self) -> GroupLimits:
+        cfg = self._current_config()
+        return GroupLimits.of(cfg.group_concurrency, cfg.group_rate)
 
     def _prefetch(self) -> int:
         # At most one task ahead per slot, none while draining or stopping.

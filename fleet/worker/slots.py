@@ -18,6 +18,7 @@ from fleet.backends.base import Backend
 from fleet.core.automation import Automation, BatchAutomation, ContinuousAutomation
 from fleet.core.config import BaseConfig
 from fleet.core.context import Context
+from fleet.core.errors import Throttled
 from fleet.core.outage import OutageLog, is_outage
 from fleet.core.records import Reservation
 from fleet.core.task import Task
@@ -30,7 +31,7 @@ from fleet.worker.stats import SlotStats, TypeCounters
 log = logging.getLogger("fleet.worker.slots")
 
 #: How a finished task ended, reported to ``SlotEnv.on_finished``.
-Outcome = Literal["done", "dead", "retry", "released", "stale"]
+Outcome = Literal["done", "dead", "retry", "released", "stale", "throttled"]
 #: Where a slot is; cancelling is only safe while waiting, running or cleaning up.
 Phase = Literal["idle", "wait", "run", "cleanup", "settle", "sleep"]
 _CANCELLABLE: frozenset[str] = frozenset({"wait", "run", "cleanup", "sleep"})
@@ -255,6 +256,7 @@ class BatchSlot(Slot):
             max_attempts=body.max_attempts or config.max_attempts,
             priority=body.priority,
             enqueued_at=body.enqueued_at,
+            group=body.group,
         )
         keeper = env.keeper
         assert keeper is not None
@@ -287,6 +289,7 @@ class BatchSlot(Slot):
         outcome = "ok"
         error: str | None = None
         tb: str | None = None
+        retry_after = 0.0
         started = time.perf_counter()
         try:
             try:
@@ -301,6 +304,9 @@ class BatchSlot(Slot):
                     outcome = "lost"  # a zombie: the task is another lease's now
                 else:
                     outcome = "release"
+            except Throttled as exc:
+                outcome = "throttled"
+                retry_after = exc.retry_after
             except Exception as exc:
                 outcome = "failed"
                 error = f"{type(exc).__name__}: {exc}"
@@ -330,6 +336,9 @@ class BatchSlot(Slot):
             self._finished(body.id, "done")
         elif outcome == "release":
             await self._release(res)
+        elif outcome == "throttled":
+            env.counters.throttled += 1
+            await self._throttle(res, retry_after)
         else:
             env.counters.failed += 1
             self.stats.failed += 1
@@ -426,6 +435,31 @@ class BatchSlot(Slot):
             self._finished(body.id, "retry")
         else:
             self._finished(body.id, "stale")
+
+    async def _throttle(self, res: Reservation, retry_after: float) -> None:
+        """``Throttled`` from ``run_one``: the task goes back uncharged and its group
+        (or, without one, the task) waits ``retry_after``, fleet-wide."""
+        body = res.body
+        try:
+            ok = await self.env.backend.throttle(
+                self.env.automation_type, body.id, res.token, retry_after=retry_after
+            )
+        except Exception as exc:
+            # The lease runs out and the sweeper re-queues the task: not lost.
+            if is_outage(exc):
+                self.env.outages.failed(self._settling, exc, logger=self.ctx.logger)
+            else:
+                self.ctx.logger.warning("could not throttle task %s: %s", body.id, exc)
+            return
+        self.env.outages.recovered(self._settling, logger=self.ctx.logger)
+        if not ok:
+            self._finished(body.id, "stale")
+            return
+        held = f"group {body.group!r}" if body.group is not None else "the task"
+        self.ctx.logger.info(
+            "task %s throttled: %s waits %.1fs (no attempt charged)", body.id, held, retry_after
+        )
+        self._finished(body.id, "throttled")
 
     async def _release(self, res: Reservation) -> None:
         try:

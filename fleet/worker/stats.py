@@ -48,6 +48,7 @@ class TypeCounters:
         failed: Attempts that raised.
         dead: Tasks this worker dead-lettered.
         retried: Failed attempts scheduled for a retry.
+        throttled: Attempts that raised ``Throttled`` (given back uncharged).
         zombies_cancelled: Attempts cancelled while running because their lease
             was lost (the task had been handed to another worker).
         durations: How long each ``run_one`` that returned or raised took.
@@ -57,6 +58,7 @@ class TypeCounters:
     failed: int = 0
     dead: int = 0
     retried: int = 0
+    throttled: int = 0
     zombies_cancelled: int = 0
     durations: Histogram = field(default_factory=Histogram)
 
@@ -115,6 +117,7 @@ def stats_frame(
             "failed": counters.failed,
             "dead": counters.dead,
             "retried": counters.retried,
+            "throttled": counters.throttled,
             "zombies_cancelled": counters.zombies_cancelled,
             "per_second": round(per_second, 3),
         },

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from fleet.backends import open_backend
-from fleet.backends.sqlite import queue as q
 from fleet.backends.sqlite.conn import parse_url
+from fleet.backends.sqlite.groups import _HELD, _READY
 from fleet.backends.sqlite.schema import SCHEMA_VERSION, migrate, read_version, split_statements
 from fleet.core.errors import BackendUnavailable, ConfigError, SchemaVersionError
-from fleet.core.records import PushRequest, TaskBody
+from fleet.core.records import TaskBody
 from tests.sqlite.helpers import TYPE, url_for
 
 
@@ -40,7 +40,13 @@ async def test_older_file_is_migrated_keeping_its_tasks(tmp_path: Path) -> None:
     c = _connect(path)
     c.execute("BEGIN IMMEDIATE")
     assert migrate(c, str(path), target=1) == 0
-    q.push(c, TYPE, [PushRequest(TaskBody(id="old", payload={"v": 1}))], now=1.0)
+    # A row as version 1 wrote it (today's push writes columns added since).
+    body = TaskBody(id="old", payload={"v": 1}, enqueued_at=1.0)
+    c.execute(
+        "INSERT INTO tasks (type, id, state, tier, seq, body, enqueued_at) "
+        "VALUES (?, 'old', 'queued', 1, 1, ?, 1.0)",
+        (TYPE, body.to_json()),
+    )
     c.execute("COMMIT")
     assert read_version(c) == 1
     assert "tasks_finished" not in _indexes(c)
@@ -53,9 +59,10 @@ async def test_older_file_is_migrated_keeping_its_tasks(tmp_path: Path) -> None:
     finally:
         await backend.close()
     c = _connect(path)
-    assert read_version(c) == SCHEMA_VERSION == 3
+    assert read_version(c) == SCHEMA_VERSION == 4
     assert {"tasks_finished", "idempotency_expiry", "events_ts"} <= _indexes(c)
-    assert "started" in {row[1] for row in c.execute("PRAGMA table_info(tasks)")}
+    assert {"tasks_grouped", "task_groups_ready", "task_groups_due"} <= _indexes(c)
+    assert {"started", "grp"} <= {row[1] for row in c.execute("PRAGMA table_info(tasks)")}
     c.close()
 
 
@@ -65,7 +72,7 @@ async def test_newer_file_is_refused_with_a_clear_error(tmp_path: Path) -> None:
     c = _connect(path)
     c.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     c.close()
-    with pytest.raises(SchemaVersionError, match=r"schema version 99.*up to version 3.*upgrade"):
+    with pytest.raises(SchemaVersionError, match=r"schema version 99.*up to version 4.*upgrade"):
         await open_backend(url_for(path))
 
 
@@ -128,26 +135,40 @@ def _plan(c: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> str:
     [
         (
             "UPDATE tasks SET state = 'processing' WHERE rowid IN (SELECT rowid FROM tasks "
-            "WHERE type = ? AND state = 'queued' ORDER BY tier, seq LIMIT ?)",
+            "WHERE type = ? AND state = 'queued' AND grp IS NULL ORDER BY tier, seq LIMIT ?)",
             (TYPE, 10),
             "tasks_queued",
         ),
         (
-            "SELECT MAX(seq) FROM tasks WHERE type = ? AND state = 'queued' AND tier = ?",
+            "SELECT MAX(seq) FROM tasks WHERE type = ? AND state = 'queued' AND grp IS NULL "
+            "AND tier = ?",
             (TYPE, 1),
             "tasks_queued",
         ),
         (
-            "SELECT id, tier FROM tasks WHERE type = ? AND state = 'scheduled' AND ready_at <= ? "
-            "ORDER BY ready_at",
-            (TYPE, 1.0),
-            "tasks_scheduled",
+            "SELECT MIN(seq) FROM tasks WHERE type = ? AND state = 'queued' AND grp = ? "
+            "AND tier = ?",
+            (TYPE, "g", 1),
+            "tasks_grouped",
         ),
         (
-            "SELECT id, tier FROM tasks WHERE type = ? AND state = 'processing' "
-            "AND deadline < ? ORDER BY deadline DESC",
-            (TYPE, 1.0),
-            "tasks_processing",
+            "SELECT id, tier FROM tasks WHERE type = ? AND grp = ? AND state = 'queued' "
+            "ORDER BY tier, seq LIMIT 1",
+            (TYPE, "g"),
+            "tasks_grouped",
+        ),
+        (
+            f"SELECT name FROM {_READY} AND key_tier = ? ORDER BY turn LIMIT 1",
+            (TYPE, 1),
+            "task_groups_ready",
+        ),
+        (f"SELECT MAX(turn) FROM {_READY} AND key_tier = ?", (TYPE, 1), "task_groups_ready"),
+        (f"SELECT 1 FROM {_READY} LIMIT 1", (TYPE,), "task_groups_ready"),
+        (f"SELECT name FROM {_HELD} AND due <= ? ORDER BY due", (TYPE, 1.0), "task_groups_due"),
+        (
+            f"SELECT due FROM {_HELD} AND name != ? ORDER BY due LIMIT 1",
+            (TYPE, "g"),
+            "task_groups_due",
         ),
         (
             "DELETE FROM tasks WHERE rowid IN (SELECT rowid FROM tasks "

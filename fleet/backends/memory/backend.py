@@ -26,10 +26,12 @@ from fleet.backends.base import (
     log_expired,
 )
 from fleet.backends.memory.events import MemorySubscription
+from fleet.backends.memory.queue import NO_LIMITS
 from fleet.backends.memory.records import MemoryRecordsMixin
 from fleet.backends.memory.store import get_store, store_name
 from fleet.backends.memory.wait import resolve
 from fleet.core.errors import ContractValueError
+from fleet.core.flow import GroupInfo, GroupLimits, GroupPage, GroupSettings
 from fleet.core.records import (
     CancelOutcome,
     LeaseStatus,
@@ -104,15 +106,19 @@ class MemoryBackend(MemoryRecordsMixin, Backend):
         visibility_seconds: float = 300.0,
         timeout: float = 0.0,
         default_max_attempts: int = 3,
+        group_limits: GroupLimits | None = None,
     ) -> list[Reservation]:
         await asyncio.sleep(0)
         queue = self._store.queue(automation_type)
+        limits = group_limits or NO_LIMITS
         loop = asyncio.get_running_loop()
         end = loop.time() + max(timeout, 0.0)
         while True:
             t = now()
             expired: list[TaskBody] = []
-            taken = queue.state.take(k, visibility_seconds, default_max_attempts, t, expired)
+            taken = queue.state.take(
+                k, visibility_seconds, default_max_attempts, t, expired, limits
+            )
             for body in expired:
                 log_expired(automation_type, body.id, t - body.enqueued_at, body.ttl_seconds)
             if taken or timeout <= 0 or self._closed:
@@ -199,6 +205,41 @@ class MemoryBackend(MemoryRecordsMixin, Backend):
 
     async def cancel(self, automation_type: str, task_id: str) -> CancelOutcome:
         return self._store.queue(automation_type).state.cancel(task_id, now())
+
+    # ------------------------------------------------------------ task groups
+    async def throttle(
+        self, automation_type: str, task_id: str, token: str, *, retry_after: float
+    ) -> bool:
+        await asyncio.sleep(0)
+        return self._store.queue(automation_type).state.throttle(task_id, token, retry_after, now())
+
+    async def group_list(
+        self, automation_type: str, *, after: str | None = None, limit: int = 1000
+    ) -> GroupPage:
+        await asyncio.sleep(0)
+        return self._store.queue(automation_type).state.groups.page(after, limit, now())
+
+    async def group_info(self, automation_type: str, group: str) -> GroupInfo:
+        await asyncio.sleep(0)
+        book = self._store.queue(automation_type).state.groups
+        found = book.groups.get(group)
+        if found is None:
+            return GroupInfo(group, 0, 0, None, None)
+        return book.info(found, now())
+
+    async def group_set(self, automation_type: str, group: str, settings: GroupSettings) -> None:
+        await self._configure_group(automation_type, group, settings)
+
+    async def group_reset(self, automation_type: str, group: str) -> None:
+        await self._configure_group(automation_type, group, None)
+
+    async def _configure_group(
+        self, automation_type: str, group: str, settings: GroupSettings | None
+    ) -> None:
+        await asyncio.sleep(0)
+        queue = self._store.queue(automation_type)
+        if queue.state.groups.configure(group, settings, now()):
+            queue.state.on_ready(1)
 
     async def purge_type(self, automation_type: str) -> None:
         store = self._store

@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from fleet.backends.memory.groups import Group, GroupBook
+from fleet.core.flow import GroupLimits
 from fleet.core.records import (
     FINISHED_RETENTION_SECONDS,
     TIERS,
@@ -42,8 +44,9 @@ from fleet.core.records import (
     refund_cap,
 )
 
+NO_LIMITS = GroupLimits()
 LiveState = Literal["queued", "scheduled", "processing"]
-COUNTER_NAMES = ("submitted", "completed", "failed", "dead", "expired", "cancelled")
+COUNTER_NAMES = ("submitted", "completed", "failed", "dead", "expired", "cancelled", "throttled")
 
 
 @dataclass(slots=True)
@@ -103,6 +106,7 @@ class QueueState:
         self.idem: dict[str, tuple[str, float]] = {}
         self.idem_heap: list[tuple[float, str]] = []
         self.counters: dict[str, int] = dict.fromkeys(COUNTER_NAMES, 0)
+        self.groups = GroupBook(self.on_reschedule)
 
     # ------------------------------------------------------------ moves
     def _enqueue(self, task: _Task, *, head: bool) -> None:
@@ -110,11 +114,20 @@ class QueueState:
         task.seq = next(self._seq)
         task.token = None
         tier = task.body.tier
-        if head:
-            self.tiers[tier].appendleft((task.body.id, task.seq))
+        name = task.body.group
+        if name is None:
+            entries = self.tiers[tier]
         else:
-            self.tiers[tier].append((task.body.id, task.seq))
+            group = self.groups.get(name)
+            entries = group.tiers[tier]
+            group.tier_len[tier] += 1
+        if head:
+            entries.appendleft((task.body.id, task.seq))
+        else:
+            entries.append((task.body.id, task.seq))
         self.tier_len[tier] += 1
+        if name is not None:
+            self.groups.joined(group, tier)
 
     def _schedule(self, task: _Task, ready_at: float) -> None:
         task.state = "scheduled"
@@ -131,10 +144,13 @@ class QueueState:
         """Take a live task out of its state's counts (its index entries go stale)."""
         if task.state == "queued":
             self.tier_len[task.body.tier] -= 1
+            if task.body.group is not None:
+                self.groups.get(task.body.group).tier_len[task.body.tier] -= 1
         elif task.state == "scheduled":
             self.n_scheduled -= 1
         else:
             self.n_processing -= 1
+            self._lease_ended(task)
         task.seq = next(self._seq)
 
     def _finish(self, task: _Task, state: Literal["done", "cancelled"], now: float) -> None:
@@ -152,6 +168,11 @@ class QueueState:
         self.dead.pop(body.id, None)
         self.dead[body.id] = body
         self.counters["dead"] += 1
+
+    def _lease_ended(self, task: _Task) -> None:
+        """A reservation of a grouped task ended: its group's running count falls."""
+        if task.body.group is not None and self.groups.ended(task.body.group):
+            self.on_ready(1)
 
     def _valid(self, tid: str, seq: int, state: LiveState) -> _Task | None:
         task = self.tasks.get(tid)
@@ -208,13 +229,15 @@ class QueueState:
 
     # ------------------------------------------------------------ reserve
     def next_due(self) -> float | None:
-        """When the earliest scheduled task becomes pending (None if none)."""
+        """When the earliest scheduled task becomes pending or the earliest held
+        group may go again (None if neither)."""
+        due = self.groups.next_due()
         while self.scheduled:
             ready_at, seq, tid = self.scheduled[0]
             if self._valid(tid, seq, "scheduled") is not None:
-                return ready_at
+                return ready_at if due is None else min(due, ready_at)
             heapq.heappop(self.scheduled)
-        return None
+        return due
 
     def promote_due(self, now: float) -> int:
         """Move due scheduled tasks to the tail of their tier; returns how many."""
@@ -231,15 +254,62 @@ class QueueState:
             self.on_ready(moved)
         return moved
 
-    def _pop_pending(self) -> _Task | None:
+    def _plain_pending(self, tier: Tier) -> bool:
+        entries = self.tiers[tier]
+        while entries:
+            tid, seq = entries[0]
+            if self._valid(tid, seq, "queued") is not None:
+                return True
+            entries.popleft()
+        return False
+
+    def _pop_from(self, entries: deque[tuple[str, int]], tier: Tier) -> _Task | None:
+        while entries:
+            tid, seq = entries.popleft()
+            task = self._valid(tid, seq, "queued")
+            if task is not None:
+                self.tier_len[tier] -= 1
+                return task
+        return None
+
+    def _pop_pending(
+        self, now: float, limits: GroupLimits
+    ) -> tuple[_Task, Group | None, float] | None:
+        """The next task by the reserve rule: tier by tier, tasks without a group
+        and groups with budget taking turns (see ``TaskGroups``); a group without
+        budget is set aside on the way. Returns the task, its group and the
+        group's rate state (``tat``) to charge if the task is delivered."""
+        book = self.groups
         for tier in TIERS:
-            entries = self.tiers[tier]
-            while entries:
-                tid, seq = entries.popleft()
-                task = self._valid(tid, seq, "queued")
-                if task is not None:
-                    self.tier_len[tier] -= 1
-                    return task
+            while True:
+                plain = self._plain_pending(tier)
+                group = book.peek(tier)
+                if group is not None and group.best_tier() != tier:
+                    book.set_aside(group, "")  # its better tasks left: requeue it
+                    book.activate(group)
+                    continue
+                if group is None or (plain and book.turn == "plain"):
+                    if not plain:
+                        break
+                    if group is not None:
+                        book.turn = "group"
+                    task = self._pop_from(self.tiers[tier], tier)
+                    if task is not None:
+                        return task, None, 0.0
+                    continue
+                verdict, value = book.verdict(group, limits, now)
+                if verdict != "serve":
+                    book.refuse(group, verdict, value)
+                    continue
+                if plain:
+                    book.turn = "plain"
+                task = self._pop_from(group.tiers[tier], tier)
+                if task is None:  # its count was off: never, but never spin either
+                    group.tier_len[tier] = 0
+                    book.settle(group, limits, now)
+                    continue
+                group.tier_len[tier] -= 1
+                return task, group, value
         return None
 
     def take(
@@ -249,6 +319,7 @@ class QueueState:
         default_max_attempts: int,
         now: float,
         expired: list[TaskBody] | None = None,
+        limits: GroupLimits = NO_LIMITS,
     ) -> list[Reservation]:
         """Reserve up to ``k`` deliverable tasks (see ``Backend.reserve``).
 
@@ -256,48 +327,68 @@ class QueueState:
         when given (the backend logs them once the step is over).
         """
         self.promote_due(now)
+        self.groups.promote_due(now)
         out: list[Reservation] = []
         while len(out) < k:
-            task = self._pop_pending()
-            if task is None:
+            popped = self._pop_pending(now, limits)
+            if popped is None:
                 break
-            body = task.body
-            if task.cancel:
-                self._finish(task, "cancelled", now)
-                self.counters["cancelled"] += 1
-                continue
-            if body.is_expired(now):
-                del self.tasks[body.id]
-                self.counters["expired"] += 1
-                if expired is not None:
-                    expired.append(body)
-                continue
-            if body.max_attempts is None:
-                body = body.evolve(max_attempts=default_max_attempts)
-            max_attempts = body.max_attempts or default_max_attempts
-            if body.attempt + 1 > max_attempts:
-                del self.tasks[body.id]
-                self._bury(
-                    body.evolve(
-                        last_error=(
-                            f"attempt {body.attempt + 1} exceeds max_attempts={max_attempts}: "
-                            "earlier attempts were lost with their worker"
-                        ),
-                        failed_at=now,
-                    )
-                )
-                continue
-            body = body.evolve(attempt=body.attempt + 1)
-            task.body = body
-            task.state = "processing"
-            task.seq = next(self._seq)
-            task.token = new_token()
-            task.started = False
-            task.deadline = now + visibility_seconds
-            heapq.heappush(self.leases, (task.deadline, task.seq, body.id))
-            self.n_processing += 1
-            out.append(Reservation(body, task.token, task.deadline))
+            task, group, tat = popped
+            res = self._deliver(task, visibility_seconds, default_max_attempts, now, expired)
+            if group is not None:
+                if res is not None:
+                    group.running += 1
+                    group.tat = tat
+                self.groups.settle(group, limits, now)
+            if res is not None:
+                out.append(res)
         return out
+
+    def _deliver(
+        self,
+        task: _Task,
+        visibility_seconds: float,
+        default_max_attempts: int,
+        now: float,
+        expired: list[TaskBody] | None,
+    ) -> Reservation | None:
+        """Lease one popped task, or settle it if it must not be delivered."""
+        body = task.body
+        if task.cancel:
+            self._finish(task, "cancelled", now)
+            self.counters["cancelled"] += 1
+            return None
+        if body.is_expired(now):
+            del self.tasks[body.id]
+            self.counters["expired"] += 1
+            if expired is not None:
+                expired.append(body)
+            return None
+        if body.max_attempts is None:
+            body = body.evolve(max_attempts=default_max_attempts)
+        max_attempts = body.max_attempts or default_max_attempts
+        if body.attempt + 1 > max_attempts:
+            del self.tasks[body.id]
+            self._bury(
+                body.evolve(
+                    last_error=(
+                        f"attempt {body.attempt + 1} exceeds max_attempts={max_attempts}: "
+                        "earlier attempts were lost with their worker"
+                    ),
+                    failed_at=now,
+                )
+            )
+            return None
+        body = body.evolve(attempt=body.attempt + 1)
+        task.body = body
+        task.state = "processing"
+        task.seq = next(self._seq)
+        task.token = new_token()
+        task.started = False
+        task.deadline = now + visibility_seconds
+        heapq.heappush(self.leases, (task.deadline, task.seq, body.id))
+        self.n_processing += 1
+        return Reservation(body, task.token, task.deadline)
 
     # ------------------------------------------------------------ lease ends
     def ack(self, leases: Sequence[tuple[str, str]], now: float) -> list[bool]:
@@ -351,6 +442,23 @@ class QueueState:
         task.body = task.body.evolve(attempt=max(task.body.attempt - 1, 0))
         self._enqueue(task, head=True)
         self.on_ready(1)
+        return True
+
+    def throttle(self, tid: str, token: str, retry_after: float, now: float) -> bool:
+        """End a lease uncharged; hold its group (or the task) for ``retry_after``."""
+        task = self._owned(tid, token)
+        if task is None:
+            return False
+        self._unlink(task)
+        task.body = task.body.evolve(attempt=max(task.body.attempt - 1, 0))
+        self.counters["throttled"] += 1
+        if task.body.group is None:
+            self._schedule(task, now + retry_after)
+            return True
+        group = self.groups.get(task.body.group)
+        group.until = max(group.until, now + retry_after)
+        self._enqueue(task, head=True)
+        self.groups.set_aside(group, "D", group.until)
         return True
 
     def mark_started(self, leases: Sequence[tuple[str, str]]) -> list[bool]:

@@ -17,6 +17,7 @@ from redis.exceptions import ResponseError
 from fleet.backends.base import Backend
 from fleet.backends.redis import keys
 from fleet.backends.redis.core import CONNECT_TIMEOUT
+from fleet.backends.redis.groups import GroupOps
 from fleet.backends.redis.pools import PoolOps
 from fleet.backends.redis.queue import QueueOps
 from fleet.backends.redis.state import StateOps
@@ -27,7 +28,7 @@ from fleet.core.records import now
 __all__ = ["RedisBackend"]
 
 
-class RedisBackend(QueueOps, PoolOps, StreamOps, StateOps, Backend):
+class RedisBackend(QueueOps, GroupOps, PoolOps, StreamOps, StateOps, Backend):
     """Backend over one Redis database.
 
     Args:
@@ -92,6 +93,7 @@ class RedisBackend(QueueOps, PoolOps, StreamOps, StateOps, Backend):
                 keys.idempotency_pattern(t),
                 keys.config_override_pattern(t),
                 keys.done_pattern(t),
+                keys.group_lists_pattern(t),
             )
             for pattern in patterns:
                 async for key in self._r.scan_iter(match=pattern, count=1000):

@@ -89,7 +89,23 @@ QUEUE_KEY_PARTS = (
     ":dead:info",  # hash task_id -> JSON state record at death
     ":done:",  # the previous hour's finished records
     ":processing:started",  # hash task_id -> token of the reservation marked started
+    ":groups",  # hash group -> "running|tat|until|place|key tier" (flow control)
+    ":groups:ready",  # zset group -> key tier * 2^50 + turn: the rotation
+    ":groups:delayed",  # zset group -> time its rate or throttle lets it go
+    ":groups:conf",  # hash group -> its own settings JSON
+    ":groups:names",  # zset group -> 0: every group, for listing by name
+    ":groups:meta",  # hash seq (turns), turn (plain|group), high|normal|low (grouped pending)
+    ":g:",  # not a key: the prefix of the group lists <prefix><group>:<tier>
 )
+
+#: Index in ``QUEUE_KEY_PARTS`` of ``:groups:meta`` (depths read it directly).
+GROUPS_META = 19
+
+
+def group_lists_pattern(automation_type: str) -> str:
+    """SCAN pattern of every group list of a type (``fleet:queue:<type>:g:<group>:<tier>``)."""
+    return f"{_glob_escape(queue(automation_type))}:g:*"
+
 
 #: Width of one finished-records bucket (seconds); a bucket expires as a whole.
 DONE_BUCKET_SECONDS = 3600

@@ -123,4 +123,5 @@ def delivered_body(raw_body: str, raw_record: str) -> TaskBody:
         traceback=extra.get("t"),
         failed_at=None if failed_at is None else float(failed_at),
         refunds=int(extra.get("r") or 0),
+        group=None if d.get("group") is None else str(d["group"]),
     )

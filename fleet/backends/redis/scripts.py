@@ -1,8 +1,8 @@
 """Lua scripts of the Redis backend: loaded once, called by EVALSHA.
 
 Scripts live in ``fleet/backends/redis/lua/*.lua`` (package data). A first line
-``-- @include <name>`` prepends ``<name>.lua`` (shared helpers), so each script
-is still one self-contained EVAL body. A server that lost its script cache
+``-- @include <name> [<name> ...]`` prepends those files (shared helpers, in
+order), so each script is still one self-contained EVAL body. A server that lost its script cache
 (restart, ``SCRIPT FLUSH``, failover) answers NOSCRIPT; the script is then
 loaded again and the call retried once.
 """
@@ -33,7 +33,8 @@ def load_source(name: str) -> str:
     text = _read(name)
     first, _, _rest = text.partition("\n")
     if first.startswith(_INCLUDE):
-        return _read(first[len(_INCLUDE) :].strip()) + "\n" + text
+        parts = [_read(inc) for inc in first[len(_INCLUDE) :].split()]
+        return "\n".join([*parts, text])
     return text
 
 
@@ -83,6 +84,8 @@ SCRIPT_NAMES = (
     "pool_ops",
     "pool_query",
     "misc",
+    "throttle",
+    "groups",
 )
 
 
@@ -106,6 +109,8 @@ class Scripts:
         self.pool_ops = self.all["pool_ops"]
         self.pool_query = self.all["pool_query"]
         self.misc = self.all["misc"]
+        self.throttle = self.all["throttle"]
+        self.groups = self.all["groups"]
 
     async def load_all(self, client: RespClient) -> None:
         """SCRIPT LOAD every script (pipelined: one round trip)."""

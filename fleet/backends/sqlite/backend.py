@@ -33,8 +33,8 @@ import concurrent.futures
 import logging
 import sqlite3
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from fleet.backends.base import STREAM_MAX_AGE, STREAM_MAX_LEN, log_expired
 from fleet.backends.sqlite import pools
@@ -42,8 +42,10 @@ from fleet.backends.sqlite import queue as q
 from fleet.backends.sqlite import queue_admin as qa
 from fleet.backends.sqlite import state as st
 from fleet.backends.sqlite.conn import SQLiteDB, parse_url
+from fleet.backends.sqlite.groups import Book
 from fleet.backends.sqlite.primitives import SQLitePrimitives
 from fleet.backends.sqlite.watch import SQLiteSubscription, Watcher
+from fleet.core.flow import GroupInfo, GroupLimits, GroupPage, GroupSettings
 from fleet.core.records import (
     CancelOutcome,
     LeaseStatus,
@@ -63,6 +65,8 @@ from fleet.core.records import (
 )
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class SQLiteBackend(SQLitePrimitives):
@@ -131,11 +135,13 @@ class SQLiteBackend(SQLitePrimitives):
         visibility_seconds: float = 300.0,
         timeout: float = 0.0,
         default_max_attempts: int = 3,
+        group_limits: GroupLimits | None = None,
     ) -> list[Reservation]:
+        limits = group_limits or q.NO_LIMITS
         give_up = time.monotonic() + max(timeout, 0.0)
         while True:
             got = await self._reserve_once(
-                automation_type, k, visibility_seconds, default_max_attempts
+                automation_type, k, visibility_seconds, default_max_attempts, limits
             )
             if got.reservations:
                 if len(got.reservations) >= k:
@@ -152,7 +158,12 @@ class SQLiteBackend(SQLitePrimitives):
                 return []
 
     async def _reserve_once(
-        self, automation_type: str, k: int, visibility: float, default_max_attempts: int
+        self,
+        automation_type: str,
+        k: int,
+        visibility: float,
+        default_max_attempts: int,
+        limits: GroupLimits,
     ) -> q.Reserved:
         future = self._db.submit_write(
             lambda c: q.reserve(
@@ -162,6 +173,7 @@ class SQLiteBackend(SQLitePrimitives):
                 visibility_seconds=visibility,
                 default_max_attempts=default_max_attempts,
                 now=now(),
+                group_limits=limits,
             )
         )
         try:
@@ -198,7 +210,10 @@ class SQLiteBackend(SQLitePrimitives):
     async def ack(self, automation_type: str, leases: Sequence[tuple[str, str]]) -> list[bool]:
         if not leases:
             return []
-        return await self._db.write(lambda c: q.ack(c, automation_type, leases, now()))
+        # An ack may give a saturated group its budget back (the signal moves).
+        return await self._write_waking(
+            automation_type, lambda c: q.ack(c, automation_type, leases, now())
+        )
 
     async def nack(
         self,
@@ -211,7 +226,8 @@ class SQLiteBackend(SQLitePrimitives):
         traceback: str | None = None,
         dead: bool = False,
     ) -> NackOutcome:
-        outcome = await self._db.write(
+        return await self._write_waking(
+            automation_type,
             lambda c: q.nack(
                 c,
                 automation_type,
@@ -222,11 +238,8 @@ class SQLiteBackend(SQLitePrimitives):
                 traceback=traceback,
                 dead=dead,
                 now=now(),
-            )
+            ),
         )
-        if outcome == "retry":
-            self._watcher.wake(automation_type, 1 if delay_seconds <= 0 else 0, None, 1)
-        return outcome
 
     async def release(self, automation_type: str, task_id: str, token: str) -> bool:
         done = await self._db.write(lambda c: q.release(c, automation_type, task_id, token, now()))
@@ -281,6 +294,54 @@ class SQLiteBackend(SQLitePrimitives):
 
     async def purge_type(self, automation_type: str) -> None:
         await self._db.write(lambda c: qa.purge_type(c, automation_type))
+
+    async def _write_waking(self, automation_type: str, op: Callable[[sqlite3.Connection], T]) -> T:
+        """Run a write that may make tasks deliverable, and wake as many local
+        reservers as it moved the type's signal (other processes' pollers see it)."""
+
+        def run(conn: sqlite3.Connection) -> tuple[T, int, int]:
+            before = q.read_signal(conn, automation_type)
+            return op(conn), before, q.read_signal(conn, automation_type)
+
+        out, before, after = await self._db.write(run)
+        if after != before:
+            self._watcher.wake(automation_type, after - before, after, after - before)
+        return out
+
+    # ------------------------------------------------------------ task groups
+    async def throttle(
+        self, automation_type: str, task_id: str, token: str, *, retry_after: float
+    ) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            done = _on_groups(
+                conn, automation_type, lambda book: book.throttle(task_id, token, retry_after)
+            )
+            if done:
+                q.count(conn, automation_type, "throttled")
+            return done
+
+        return await self._write_waking(automation_type, op)
+
+    async def group_list(
+        self, automation_type: str, *, after: str | None = None, limit: int = 1000
+    ) -> GroupPage:
+        # A write: listing deletes the rows of groups that hold nothing any more.
+        return await self._db.write(lambda c: Book(c, automation_type, now()).page(after, limit))
+
+    async def group_info(self, automation_type: str, group: str) -> GroupInfo:
+        return await self._db.read(lambda c: Book(c, automation_type, now()).info(group))
+
+    async def group_set(self, automation_type: str, group: str, settings: GroupSettings) -> None:
+        await self._write_waking(
+            automation_type,
+            lambda c: _on_groups(c, automation_type, lambda book: book.configure(group, settings)),
+        )
+
+    async def group_reset(self, automation_type: str, group: str) -> None:
+        await self._write_waking(
+            automation_type,
+            lambda c: _on_groups(c, automation_type, lambda book: book.configure(group, None)),
+        )
 
     # ------------------------------------------------------------ streams
     async def stream_push(
@@ -400,6 +461,15 @@ class SQLiteBackend(SQLitePrimitives):
 
     async def pool_drop(self, name: str) -> int:
         return await self._db.write(lambda c: pools.drop(c, name))
+
+
+def _on_groups(conn: sqlite3.Connection, automation_type: str, act: Callable[[Book], T]) -> T:
+    """Run ``act`` on the type's groups; what it made deliverable bumps the signal."""
+    book = Book(conn, automation_type, now())
+    out = act(book)
+    if book.wake:
+        q.signal(conn, automation_type, book.wake)
+    return out
 
 
 def _dupes(pushed: q.Pushed) -> int:

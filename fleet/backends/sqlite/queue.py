@@ -4,7 +4,8 @@ Every function takes a connection that is already inside a transaction (the
 caller opens ``BEGIN IMMEDIATE`` for writes) and the current time, so each is
 one atomic step and can be tested without an event loop. Queue order lives in
 ``tasks(tier, seq)``: the tail of a tier is ``MAX(seq) + 1``, the head
-``MIN(seq) - 1``, both one index probe.
+``MIN(seq) - 1``, both one index probe; a task with a group queues in its
+group's line of its tier instead (:mod:`fleet.backends.sqlite.groups`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ import logging
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from fleet.backends.sqlite.groups import Book
+from fleet.core.flow import GroupLimits
 from fleet.core.records import (
     FINISHED_RETENTION_SECONDS,
     TIERS,
@@ -30,6 +34,7 @@ from fleet.core.records import (
 log = logging.getLogger("fleet.backends.sqlite")
 
 LIVE_STATES = ("queued", "scheduled", "processing")
+NO_LIMITS = GroupLimits()
 _TIER_NUM = {name: i for i, name in enumerate(TIERS)}
 
 
@@ -73,45 +78,44 @@ def read_signal(conn: sqlite3.Connection, automation_type: str) -> int:
 
 
 class _Ends:
-    """Head and tail positions of each tier of one type, probed once per call."""
+    """Head and tail positions of each tier (or group's tier) of a type, probed once."""
 
     def __init__(self, conn: sqlite3.Connection, automation_type: str) -> None:
         self._conn = conn
         self._type = automation_type
-        self._tail: dict[int, int] = {}
-        self._head: dict[int, int] = {}
+        self._ends: dict[tuple[str, int, str | None], int] = {}
 
-    def tail(self, tier: int) -> int:
-        if tier not in self._tail:
+    def _next(self, end: str, tier: int, grp: str | None, step: int) -> int:
+        key = (end, tier, grp)
+        if key not in self._ends:
+            # The partial index of each kind of task answers in one probe.
+            where = "grp IS NULL" if grp is None else "grp = ?"
             row = self._conn.execute(
-                "SELECT MAX(seq) FROM tasks WHERE type = ? AND state = 'queued' AND tier = ?",
-                (self._type, tier),
+                f"SELECT {end}(seq) FROM tasks WHERE type = ? AND state = 'queued' "
+                f"AND {where} AND tier = ?",
+                (self._type, tier) if grp is None else (self._type, grp, tier),
             ).fetchone()
-            self._tail[tier] = int(row[0]) if row[0] is not None else 0
-        self._tail[tier] += 1
-        return self._tail[tier]
+            self._ends[key] = int(row[0]) if row[0] is not None else 0
+        self._ends[key] += step
+        return self._ends[key]
 
-    def head(self, tier: int) -> int:
-        if tier not in self._head:
-            row = self._conn.execute(
-                "SELECT MIN(seq) FROM tasks WHERE type = ? AND state = 'queued' AND tier = ?",
-                (self._type, tier),
-            ).fetchone()
-            self._head[tier] = int(row[0]) if row[0] is not None else 0
-        self._head[tier] -= 1
-        return self._head[tier]
+    def tail(self, tier: int, grp: str | None = None) -> int:
+        return self._next("MAX", tier, grp, 1)
+
+    def head(self, tier: int, grp: str | None = None) -> int:
+        return self._next("MIN", tier, grp, -1)
 
 
-def tail_of(conn: sqlite3.Connection, automation_type: str, tier: int) -> int:
-    """A fresh ``seq`` at the tail of one tier."""
-    return _Ends(conn, automation_type).tail(tier)
+def tail_of(conn: sqlite3.Connection, automation_type: str, tier: int, grp: str | None) -> int:
+    """A fresh ``seq`` at the tail of one tier (of the group ``grp``'s, if not None)."""
+    return _Ends(conn, automation_type).tail(tier, grp)
 
 
 _UPSERT_TASK = (
     "INSERT INTO tasks (type, id, state, tier, seq, body, attempt, max_attempts, enqueued_at, "
-    "ready_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ready_at, grp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (type, id) DO UPDATE SET state = excluded.state, tier = excluded.tier, "
-    "seq = excluded.seq, body = excluded.body, attempt = excluded.attempt, "
+    "seq = excluded.seq, body = excluded.body, attempt = excluded.attempt, grp = excluded.grp, "
     "max_attempts = excluded.max_attempts, enqueued_at = excluded.enqueued_at, "
     "ready_at = excluded.ready_at, deadline = NULL, token = NULL, cancel = 0, "
     "finished_at = NULL WHERE tasks.state IN ('done', 'cancelled')"
@@ -132,6 +136,7 @@ def push(
 ) -> Pushed:
     """Enqueue ``requests`` (see :meth:`Backend.push`)."""
     ends = _Ends(conn, automation_type)
+    book = Book(conn, automation_type, now)
     results: list[PushResult] = []
     ready = scheduled = 0
     for req in requests:
@@ -158,17 +163,20 @@ def push(
                 body.id,
                 "scheduled" if delayed else "queued",
                 tier,
-                0 if delayed else ends.tail(tier),
+                0 if delayed else ends.tail(tier, body.group),
                 body.to_json(),
                 body.attempt,
                 body.max_attempts,
                 body.enqueued_at,
                 now + req.delay_seconds if delayed else None,
+                body.group,
             ),
         ).rowcount
         if not inserted:
             results.append(PushResult(body.id, queued=False, duplicate=True))
             continue
+        if not delayed:
+            book.joined(body.group, tier)
         if key is not None:
             prune_idempotency(conn, now, 2)
             conn.execute(
@@ -187,18 +195,20 @@ def push(
 
 
 def promote_due(conn: sqlite3.Connection, automation_type: str, now: float) -> int:
-    """Move scheduled tasks whose ``ready_at`` passed to the tail of their tier."""
+    """Move scheduled tasks whose ``ready_at`` passed to the tail of their tier or group."""
     due = conn.execute(
-        "SELECT id, tier FROM tasks WHERE type = ? AND state = 'scheduled' AND ready_at <= ? "
-        "ORDER BY ready_at",
+        "SELECT id, tier, grp FROM tasks WHERE type = ? AND state = 'scheduled' "
+        "AND ready_at <= ? ORDER BY ready_at",
         (automation_type, now),
     ).fetchall()
     ends = _Ends(conn, automation_type)
-    for task_id, tier in due:
+    book = Book(conn, automation_type, now)
+    for task_id, tier, grp in due:
         conn.execute(
             "UPDATE tasks SET state = 'queued', seq = ?, ready_at = NULL WHERE type = ? AND id = ?",
-            (ends.tail(tier), automation_type, task_id),
+            (ends.tail(tier, grp), automation_type, task_id),
         )
+        book.joined(grp, tier)
     return len(due)
 
 
@@ -260,6 +270,21 @@ class Reserved:
     expired: tuple[tuple[str, float, float | None], ...] = ()
 
 
+# Rows that must not be delivered (cancelled, expired, out of attempts) are settled
+# right after by _deliver, in the same transaction. The token is like new_token().
+_LEASE = (
+    "UPDATE tasks SET state = 'processing', attempt = attempt + 1, "
+    "max_attempts = COALESCE(NULLIF(max_attempts, 0), ?), "
+    "token = lower(hex(randomblob(12))), deadline = ?, started = 0 WHERE {} "
+    "RETURNING tier, seq, id, body, attempt, max_attempts, token, cancel"
+)
+_LEASE_BATCH = _LEASE.format(
+    "rowid IN (SELECT rowid FROM tasks WHERE type = ? AND state = 'queued' AND grp IS NULL "
+    "ORDER BY tier, seq LIMIT ?)"
+)
+_LEASE_ONE = _LEASE.format("type = ? AND id = ?")
+
+
 def reserve(
     conn: sqlite3.Connection,
     automation_type: str,
@@ -268,69 +293,97 @@ def reserve(
     visibility_seconds: float,
     default_max_attempts: int,
     now: float,
+    group_limits: GroupLimits = NO_LIMITS,
 ) -> Reserved:
-    """Take up to ``k`` tasks (see :meth:`Backend.reserve`), never waiting."""
+    """Take up to ``k`` tasks (see :meth:`Backend.reserve`), never waiting: one at a
+    time by the group rule (:meth:`Book.pick`) while some group is in the rotation,
+    else a batch of tasks without a group in one statement, as before groups."""
     promote_due(conn, automation_type, now)
+    book = Book(conn, automation_type, now)
+    rotating = book.start()
     out: list[Reservation] = []
     expired: list[tuple[str, float, float | None]] = []
     deadline = now + visibility_seconds
     while len(out) < k:
-        want = k - len(out)
-        # One statement leases the whole batch; rows that must not be delivered
-        # (cancelled, expired, out of attempts) are settled right after, in the
-        # same transaction. The token is 12 random bytes, like new_token().
-        taken = conn.execute(
-            "UPDATE tasks SET state = 'processing', attempt = attempt + 1, "
-            "max_attempts = COALESCE(NULLIF(max_attempts, 0), ?), "
-            "token = lower(hex(randomblob(12))), deadline = ?, started = 0 "
-            "WHERE rowid IN (SELECT rowid FROM tasks WHERE type = ? "
-            "AND state = 'queued' ORDER BY tier, seq LIMIT ?) "
-            "RETURNING tier, seq, id, body, attempt, max_attempts, token, cancel",
-            (default_max_attempts, deadline, automation_type, want),
-        ).fetchall()
-        taken.sort()  # RETURNING order is unspecified; queue order is (tier, seq)
-        for _tier, _seq, task_id, raw, attempt, limit, token, cancel in taken:
-            try:
-                body = merged(raw, attempt, limit)
-                body.is_expired(now)  # a ttl_seconds that is not a number raises here
-            except (KeyError, TypeError, ValueError) as exc:
-                # A head row that cannot be read would fail every reserve: the DLQ.
-                bury_unreadable(conn, automation_type, task_id, raw, limit, exc, now)
-                continue
-            if cancel:
-                # Dropped, not delivered: no attempt is charged.
-                conn.execute(
-                    "UPDATE tasks SET attempt = attempt - 1 WHERE type = ? AND id = ?",
-                    (automation_type, task_id),
-                )
-                _finish(conn, automation_type, task_id, "cancelled", now)
-                count(conn, automation_type, "cancelled")
-            elif body.is_expired(now):
-                conn.execute(
-                    "DELETE FROM tasks WHERE type = ? AND id = ?", (automation_type, task_id)
-                )
-                count(conn, automation_type, "expired")
-                expired.append((task_id, now - body.enqueued_at, body.ttl_seconds))
-            elif attempt > limit:
-                error = (
-                    f"attempt {attempt} exceeds max_attempts={limit}: "
-                    "earlier attempts were lost with their worker"
-                )
-                # The DLQ records the attempts actually made.
-                lost = body.evolve(attempt=attempt - 1, last_error=error, failed_at=now)
-                bury(conn, automation_type, lost, now)
-            else:
-                out.append(Reservation(body=body, token=token, deadline=deadline))
-        if len(taken) < want:
+        if not rotating:
+            want = k - len(out)
+            taken = conn.execute(
+                _LEASE_BATCH, (default_max_attempts, deadline, automation_type, want)
+            ).fetchall()
+            taken.sort()  # RETURNING order is unspecified; queue order is (tier, seq)
+            for row in taken:
+                res = _deliver(conn, automation_type, row, deadline, now, expired)
+                if res is not None:
+                    out.append(res)
+            if len(taken) < want:
+                break
+            continue
+        picked = book.pick(group_limits)
+        if picked is None:
             break
+        row = conn.execute(
+            _LEASE_ONE, (default_max_attempts, deadline, automation_type, picked.task_id)
+        ).fetchone()
+        res = _deliver(conn, automation_type, row, deadline, now, expired)
+        if picked.group is not None:
+            book.served(picked.group, res is not None, picked.tat, group_limits)
+        if res is not None:
+            out.append(res)
+        rotating = book.rotating()  # once no group is left in it: batches again
+    book.save_turn()
+    if book.wake:
+        signal(conn, automation_type, book.wake)
     next_due = None
     if not out:
         row = conn.execute(
             "SELECT MIN(ready_at) FROM tasks WHERE type = ? AND state = 'scheduled'",
             (automation_type,),
         ).fetchone()
-        next_due = row[0]
+        dues = [d for d in (row[0], book.next_due()) if d is not None]
+        next_due = min(dues) if dues else None
     return Reserved(out, read_signal(conn, automation_type), next_due, tuple(expired))
+
+
+def _deliver(
+    conn: sqlite3.Connection,
+    automation_type: str,
+    row: tuple[Any, ...],
+    deadline: float,
+    now: float,
+    expired: list[tuple[str, float, float | None]],
+) -> Reservation | None:
+    """The reservation of one leased row, or None if it was settled instead."""
+    _tier, _seq, task_id, raw, attempt, limit, token, cancel = row
+    try:
+        body = merged(raw, attempt, limit)
+        body.is_expired(now)  # a ttl_seconds that is not a number raises here
+    except (KeyError, TypeError, ValueError) as exc:
+        # A head row that cannot be read would fail every reserve: the DLQ.
+        bury_unreadable(conn, automation_type, task_id, raw, limit, exc, now)
+        return None
+    if cancel:
+        # Dropped, not delivered: no attempt is charged.
+        conn.execute(
+            "UPDATE tasks SET attempt = attempt - 1 WHERE type = ? AND id = ?",
+            (automation_type, task_id),
+        )
+        _finish(conn, automation_type, task_id, "cancelled", now)
+        count(conn, automation_type, "cancelled")
+    elif body.is_expired(now):
+        conn.execute("DELETE FROM tasks WHERE type = ? AND id = ?", (automation_type, task_id))
+        count(conn, automation_type, "expired")
+        expired.append((task_id, now - body.enqueued_at, body.ttl_seconds))
+    elif attempt > limit:
+        error = (
+            f"attempt {attempt} exceeds max_attempts={limit}: "
+            "earlier attempts were lost with their worker"
+        )
+        # The DLQ records the attempts actually made.
+        lost = body.evolve(attempt=attempt - 1, last_error=error, failed_at=now)
+        bury(conn, automation_type, lost, now)
+    else:
+        return Reservation(body=body, token=token, deadline=deadline)
+    return None
 
 
 def _finish(
@@ -351,25 +404,30 @@ def ack(
     """Finish owned tasks (see :meth:`Backend.ack`)."""
     out: list[bool] = []
     completed = cancelled = 0
+    book = Book(conn, automation_type, now)
     for task_id, token in leases:
         row = conn.execute(
             "UPDATE tasks SET state = CASE WHEN cancel THEN 'cancelled' ELSE 'done' END, "
             "finished_at = ?, token = NULL, deadline = NULL, "
             "body = json_remove(body, '$.payload', '$.traceback') "
-            "WHERE type = ? AND id = ? AND state = 'processing' AND token = ? RETURNING cancel",
+            "WHERE type = ? AND id = ? AND state = 'processing' AND token = ? "
+            "RETURNING cancel, grp",
             (now, automation_type, task_id, token),
         ).fetchone()
         if row is None:
             out.append(False)
-        elif row[0]:
+            continue
+        book.ended(row[1])
+        if row[0]:
             cancelled += 1
-            out.append(True)
         else:
             completed += 1
-            out.append(True)
+        out.append(True)
     prune_finished(conn, now, 2 * len(leases))
     count(conn, automation_type, "completed", completed)
     count(conn, automation_type, "cancelled", cancelled)
+    if book.wake:
+        signal(conn, automation_type, book.wake)
     return out
 
 
@@ -401,33 +459,42 @@ def nack(
     if owned is None:
         return "stale"
     body = owned[0].evolve(last_error=error, traceback=traceback, failed_at=now)
+    book = Book(conn, automation_type, now)
+    book.ended(body.group)
     limit = body.max_attempts if body.max_attempts is not None else 0
     if dead or body.attempt >= limit:
         bury(conn, automation_type, body, now)
+        if book.wake:
+            signal(conn, automation_type, book.wake)
         return "dead"
+    # Scheduled, then (when due) at the tail of its tier or group, like a new task.
     conn.execute(
         "UPDATE tasks SET state = 'scheduled', ready_at = ?, body = ?, token = NULL, "
         "deadline = NULL WHERE type = ? AND id = ?",
         (now + max(delay_seconds, 0.0), body.to_json(), automation_type, task_id),
     )
     count(conn, automation_type, "failed")
-    signal(conn, automation_type, 1)
+    signal(conn, automation_type, 1 + book.wake)
     return "retry"
 
 
 def release(
     conn: sqlite3.Connection, automation_type: str, task_id: str, token: str, now: float
 ) -> bool:
-    """Give an owned task back at the head of its tier, refunding its attempt."""
+    """Give an owned task back at the head of its tier (or group), refunding its attempt."""
     owned = _owned(conn, automation_type, task_id, token)
     if owned is None:
         return False
+    group, tier = owned[0].group, owned[1]
     conn.execute(
         "UPDATE tasks SET state = 'queued', seq = ?, attempt = MAX(attempt - 1, 0), "
         "token = NULL, deadline = NULL WHERE type = ? AND id = ?",
-        (_Ends(conn, automation_type).head(owned[1]), automation_type, task_id),
+        (_Ends(conn, automation_type).head(tier, group), automation_type, task_id),
     )
-    signal(conn, automation_type, 1)
+    book = Book(conn, automation_type, now)
+    book.ended(group)
+    book.joined(group, tier)
+    signal(conn, automation_type, 1 + book.wake)
     return True
 
 
@@ -470,31 +537,34 @@ def sweep(conn: sqlite3.Connection, automation_type: str, now: float) -> int:
     of one never marked started, up to ``refund_cap`` refunds), promote due
     retries, and forget finished states and idempotency keys past their retention."""
     expired = conn.execute(
-        "SELECT id, tier, started, attempt, COALESCE(max_attempts, 0), "
+        "SELECT id, tier, grp, started, attempt, COALESCE(max_attempts, 0), "
         "COALESCE(json_extract(body, '$.refunds'), 0) FROM tasks "
         "WHERE type = ? AND state = 'processing' AND deadline < ? ORDER BY deadline DESC",
         (automation_type, now),
     ).fetchall()
     ends = _Ends(conn, automation_type)
+    book = Book(conn, automation_type, now)
     # Latest deadline first, each at the head: the longest-lost task ends up first.
-    for task_id, tier, started, attempt, limit, refunds in expired:
+    for task_id, tier, grp, started, attempt, limit, refunds in expired:
         if not started and attempt > 0 and int(refunds) < refund_cap(limit):
             # Lost unstarted with its worker: the attempt was never made.
             conn.execute(
                 "UPDATE tasks SET state = 'queued', seq = ?, token = NULL, deadline = NULL, "
                 "started = 0, attempt = attempt - 1, body = json_set(body, '$.refunds', ?) "
                 "WHERE type = ? AND id = ?",
-                (ends.head(tier), int(refunds) + 1, automation_type, task_id),
+                (ends.head(tier, grp), int(refunds) + 1, automation_type, task_id),
             )
-            continue
-        conn.execute(
-            "UPDATE tasks SET state = 'queued', seq = ?, token = NULL, deadline = NULL, "
-            "started = 0 WHERE type = ? AND id = ?",
-            (ends.head(tier), automation_type, task_id),
-        )
+        else:
+            conn.execute(
+                "UPDATE tasks SET state = 'queued', seq = ?, token = NULL, deadline = NULL, "
+                "started = 0 WHERE type = ? AND id = ?",
+                (ends.head(tier, grp), automation_type, task_id),
+            )
+        book.ended(grp)
+        book.joined(grp, tier)
     promoted = promote_due(conn, automation_type, now)
-    if expired or promoted:
-        signal(conn, automation_type, len(expired) + promoted)
+    if expired or promoted or book.wake:
+        signal(conn, automation_type, len(expired) + promoted + book.wake)
     prune_finished(conn, now, SWEEP_PRUNE_LIMIT)
     prune_idempotency(conn, now, SWEEP_PRUNE_LIMIT)
     return len(expired)

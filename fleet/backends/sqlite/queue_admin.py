@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
+from fleet.backends.sqlite.groups import Book
 from fleet.backends.sqlite.queue import LIVE_STATES, count, merged, signal, tail_of, tier_num
 from fleet.core.records import (
     FINISHED_RETENTION_SECONDS,
@@ -41,8 +42,8 @@ def dead_replay(
     task_ids: Sequence[str] | None,
     now: float,
 ) -> int:
-    """Move dead tasks back to the tail of their tier with ``attempt=0`` and
-    ``refunds=0``."""
+    """Move dead tasks back to the tail of their tier (or group) with ``attempt=0``
+    and ``refunds=0``."""
     if task_ids is not None:
         picked: list[tuple[int, str, bytes]] = []
         for task_id in dict.fromkeys(task_ids):
@@ -58,6 +59,7 @@ def dead_replay(
             (automation_type, -1 if n is None else n),
         ).fetchall()
     replayed = 0
+    book = Book(conn, automation_type, now)
     for pos, task_id, raw in picked:
         try:
             read_body(raw)
@@ -74,17 +76,19 @@ def dead_replay(
         tier = tier_num(body)
         conn.execute(
             "INSERT OR REPLACE INTO tasks (type, id, state, tier, seq, body, attempt, "
-            "max_attempts, enqueued_at) VALUES (?, ?, 'queued', ?, ?, ?, 0, ?, ?)",
+            "max_attempts, enqueued_at, grp) VALUES (?, ?, 'queued', ?, ?, ?, 0, ?, ?, ?)",
             (
                 automation_type,
                 task_id,
                 tier,
-                tail_of(conn, automation_type, tier),
+                tail_of(conn, automation_type, tier, body.group),
                 body.to_json(),
                 body.max_attempts,
                 body.enqueued_at,
+                body.group,
             ),
         )
+        book.joined(body.group, tier)
         replayed += 1
     if replayed:
         signal(conn, automation_type, replayed)
@@ -100,14 +104,16 @@ def depths(conn: sqlite3.Connection, automation_type: str, now: float) -> QueueD
     """Sizes of the type's queue by tier and state, and its counters."""
     tiers = dict.fromkeys(range(len(TIERS)), 0)
     oldest: float | None = None
-    for tier, n, first in conn.execute(
-        "SELECT tier, COUNT(*), MIN(enqueued_at) FROM tasks "
-        "WHERE type = ? AND state = 'queued' GROUP BY tier",
-        (automation_type,),
-    ):
-        tiers[int(tier)] = int(n)
-        if first is not None and (oldest is None or first < oldest):
-            oldest = float(first)
+    # Tasks without a group, then those with one: each kind walks its own index.
+    for kind in ("grp IS NULL", "grp IS NOT NULL"):
+        for tier, n, first in conn.execute(
+            "SELECT tier, COUNT(*), MIN(enqueued_at) FROM tasks "
+            f"WHERE type = ? AND state = 'queued' AND {kind} GROUP BY tier",
+            (automation_type,),
+        ):
+            tiers[int(tier)] += int(n)
+            if first is not None and (oldest is None or first < oldest):
+                oldest = float(first)
     processing = conn.execute(
         "SELECT COUNT(*) FROM tasks WHERE type = ? AND state = 'processing'", (automation_type,)
     ).fetchone()[0]
@@ -193,7 +199,10 @@ def cancel(
 
 
 #: Tables keyed by ``type`` whose rows purge_type deletes outright.
-_PURGED = ("tasks", "dead", "task_counters", "idempotency", "stream", "stream_len", "catalog")
+_PURGED = (
+    "tasks", "dead", "task_counters", "idempotency", "stream", "stream_len", "catalog",
+    "task_groups", "group_turn",
+)  # fmt: skip
 
 
 def purge_type(conn: sqlite3.Connection, automation_type: str) -> None:

@@ -16,10 +16,16 @@ Layout (one row per thing; ``type`` is the automation type):
   ``attempt``/``max_attempts`` columns override the copies inside ``body``, so
   reserve and release change a task without re-encoding its JSON. ``started``
   is 1 once the current reservation was marked started (``refunds``, rarely
-  changed, lives in ``body``).
+  changed, lives in ``body``). ``grp`` names a task's group: queued tasks
+  without one wait in ``tasks_queued`` ``(tier, seq)``, those with one in
+  ``tasks_grouped`` ``(grp, tier, seq)`` (a seq line per group and tier).
+* ``task_groups``: each group's running count, rate and throttle state, settings
+  and place in the rotation (ready line, delayed heap); ``group_turn``: whose turn
+  it is per type, tasks without a group or the groups (see ``groups.py``).
 * ``dead``: the DLQ, in death order (``pos``).
 * ``signals``: one change counter per type, bumped whenever tasks become
-  deliverable; blocked reservers of every process watch it.
+  deliverable (or a held group's due time moved earlier); blocked reservers of
+  every process watch it.
 * ``events``: the cross-process event bus (autoincrement ``seq``, pruned by age).
 * pools (``pool_items`` + the tag index ``pool_tags``), ``kv``, ``locks``,
   ``counters``, ``catalog``, ``workers``, ``config``, ``generations``,
@@ -34,7 +40,7 @@ from collections.abc import Callable
 from fleet.core.errors import SchemaVersionError
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -153,6 +159,36 @@ _V3 = """
 ALTER TABLE tasks ADD COLUMN started INTEGER NOT NULL DEFAULT 0;
 """
 
+#: Version 4: task groups (flow control). ``tasks.grp`` is a task's group; queued
+#: tasks without one keep an index of their own (the batch reserve walks it alone),
+#: those with one are ordered by group; ``task_groups`` holds each group's state and
+#: place in the rotation, ``group_turn`` whose turn it is in a tier.
+_V4 = """
+ALTER TABLE tasks ADD COLUMN grp TEXT;
+DROP INDEX tasks_queued;
+CREATE INDEX tasks_queued ON tasks (type, tier, seq) WHERE state = 'queued' AND grp IS NULL;
+CREATE INDEX tasks_grouped ON tasks (type, grp, tier, seq)
+    WHERE state = 'queued' AND grp IS NOT NULL;
+
+CREATE TABLE task_groups (
+    type TEXT NOT NULL,
+    name TEXT NOT NULL,
+    running INTEGER NOT NULL DEFAULT 0,
+    tat REAL NOT NULL DEFAULT 0,
+    until REAL NOT NULL DEFAULT 0,
+    place TEXT NOT NULL DEFAULT '',
+    key_tier INTEGER NOT NULL DEFAULT 0,
+    turn INTEGER NOT NULL DEFAULT 0,
+    due REAL NOT NULL DEFAULT 0,
+    settings TEXT,
+    PRIMARY KEY (type, name)
+) WITHOUT ROWID;
+CREATE INDEX task_groups_ready ON task_groups (type, key_tier, turn) WHERE place = 'R';
+CREATE INDEX task_groups_due ON task_groups (type, due) WHERE place = 'D';
+
+CREATE TABLE group_turn (type TEXT PRIMARY KEY, plain INTEGER NOT NULL) WITHOUT ROWID;
+"""
+
 
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def apply(conn: sqlite3.Connection) -> None:
@@ -169,6 +205,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _script(_V1),
     2: _script(_V2),
     3: _script(_V3),
+    4: _script(_V4),
 }
 
 

@@ -63,8 +63,10 @@ class TaskGroups(abc.ABC):
         self, automation_type: str, *, after: str | None = None, limit: int = 1000
     ) -> GroupPage:
         """The type's groups ordered by name, at most ``limit`` of them, starting
-        after the name ``after``. A group is listed while it has pending,
-        scheduled or running tasks, its own settings, or a throttle in force."""
+        after the name ``after``. A group is listed while it has pending or
+        running tasks, its own settings, or a throttle (or a rate's wait) in force;
+        a task scheduled for a retry joins its group's count when it comes due.
+        ``limit`` below 1 counts as 1."""
 
     @abc.abstractmethod
     async def group_info(self, automation_type: str, group: str) -> GroupInfo:

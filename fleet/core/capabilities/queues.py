@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 
+from fleet.core.flow import GroupLimits
 from fleet.core.records import (
     CancelOutcome,
     LeaseStatus,
@@ -44,11 +45,16 @@ class TaskQueues(abc.ABC):
         visibility_seconds: float = 300.0,
         timeout: float = 0.0,
         default_max_attempts: int = 3,
+        group_limits: GroupLimits | None = None,
     ) -> list[Reservation]:
         """Take up to ``k`` pending tasks, each under a new lease.
 
-        Order: first moves due ``:scheduled`` tasks to the tail of their tier;
-        then pops high tier before normal before low, FIFO within a tier.
+        Order: first moves due ``:scheduled`` tasks to the tail of their tier (or
+        of their group); then pops high tier before normal before low, FIFO
+        within a tier. Tasks with a group are served by the rule of
+        :mod:`fleet.core.capabilities.groups` (fair across groups, within each
+        group's budget; ``group_limits`` are the type's values for groups
+        without settings of their own).
         For each popped body, atomically with the pop:
 
         * a cancelled task is dropped (state ``cancelled``);
@@ -62,10 +68,11 @@ class TaskQueues(abc.ABC):
         * else it is registered in ``:processing`` with a fresh token and
           ``deadline = now + visibility_seconds`` and returned.
 
-        If nothing is deliverable, waits up to ``timeout`` seconds for a push or
-        a scheduled task coming due, without polling in a tight loop; returns
-        ``[]`` on timeout. ``timeout=0`` never waits. Cancellation of the calling
-        asyncio task while waiting loses no task.
+        If nothing is deliverable, waits up to ``timeout`` seconds for a push,
+        a scheduled task coming due or a group getting budget back, without
+        polling in a tight loop; returns ``[]`` on timeout. ``timeout=0`` never
+        waits. Cancellation of the calling asyncio task while waiting loses no
+        task.
         """
 
     @abc.abstractmethod

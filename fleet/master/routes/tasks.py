@@ -41,6 +41,7 @@ def _push_request(body: SubmitBody, idempotency_ttl: float) -> PushRequest:
         delay_seconds=body.delay_seconds,
         idempotency_key=body.idempotency_key,
         idempotency_ttl_seconds=idempotency_ttl,
+        group=body.group,
     )
 
 

@@ -1,4 +1,4 @@
--- @include queue_common
+-- @include queue_common queue_groups
 -- ARGV: now, JSON array [task_id, token, task_id, token, ...].
 -- Returns 1|0 per lease. Reads every record with one HMGET and writes with one
 -- command per key.
@@ -9,7 +9,8 @@ for i = 1, #flat, 2 do ids[#ids + 1] = flat[i] end
 local out = {}
 if #ids == 0 then return out end
 local recs = redis.call('HMGET', K_TASKS, unpack(ids))
-local gone, done = {}, {}
+local now = tonumber(now_s)
+local gone, done, grouped = {}, {}, {}
 local seen = {}
 local completed, cancelled = 0, 0
 for j, id in ipairs(ids) do
@@ -18,6 +19,7 @@ for j, id in ipairs(ids) do
   if rec and not seen[id] and rec.s == 'p' and rec.k == flat[2 * j] then
     seen[id] = true
     gone[#gone + 1] = id
+    if rec.g then grouped[#grouped + 1] = rec.g end
     if rec.c then
       rec.s = 'C'
       cancelled = cancelled + 1
@@ -44,6 +46,7 @@ if #gone > 0 then
   mcall('HSET', K_DONE, done)
   touch_done()
 end
+for _, name in ipairs(grouped) do ended(name, now) end
 if completed > 0 then count('completed', completed) end
 if cancelled > 0 then count('cancelled', cancelled) end
 return out

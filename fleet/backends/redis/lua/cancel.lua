@@ -1,4 +1,4 @@
--- @include queue_common
+-- @include queue_common queue_groups
 -- ARGV: now, task_id. Returns cancelled|cancelling|not_found.
 -- A queued task is found by scanning its tier (operator action, O(tier length)).
 local now, id = tonumber(ARGV[1]), ARGV[2]
@@ -13,6 +13,7 @@ if rec.s == 's' then
   redis.call('ZREM', K_SCHED, rec.b)
 elseif rec.s == 'q' then
   local key = tier_key(rec.p)
+  if rec.g then key = glist(rec.g, tier_index(rec.p)) end
   local needle = '"' .. id .. '"'
   -- An id JSON escapes differently cannot be found verbatim: decode every item.
   local verbatim = not string.find(id, '[%c"\\]')
@@ -25,6 +26,7 @@ elseif rec.s == 'q' then
         local body, bid = decode_body(raw)
         if body and bid == id then
           redis.call('LREM', key, 1, raw)
+          if rec.g then redis.call('HINCRBY', K_GMETA, TIER_NAMES[tier_index(rec.p)], -1) end
           done = true
           break
         end

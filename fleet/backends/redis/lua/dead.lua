@@ -1,4 +1,4 @@
--- @include queue_common
+-- @include queue_common queue_groups
 -- ARGV: op, ...
 --   peek n            -> flat (body, info JSON or '') of the n oldest dead
 --   replay n          -> replays the n oldest (n = -1: all); returns how many
@@ -22,12 +22,13 @@ if op == 'clear' then
   return n
 end
 
-local function requeue(raw)
+local function replay_one(raw)
   local body, id = decode_body(raw)
   if not body then
     redis.call('RPUSH', K_NORMAL, raw)
     return 1
   end
+  local group = jnull(body.group)
   local info = redis.call('HGET', K_DEADINFO, id)
   redis.call('HDEL', K_DEADINFO, id)
   local live = get_rec(id)
@@ -47,8 +48,9 @@ local function requeue(raw)
   rec.s = 'q'
   rec.k = nil
   rec.c = nil
+  if type(group) == 'string' then rec.g = group end
   set_rec(id, rec)
-  redis.call('RPUSH', tier_key(rec.p), raw)
+  requeue(raw, rec, false)
   return 1
 end
 
@@ -59,7 +61,7 @@ if op == 'replay' then
   if n > 0 then
     local items = redis.call('LPOP', K_DEAD, n)
     if items then
-      for _, raw in ipairs(items) do replayed = replayed + requeue(raw) end
+      for _, raw in ipairs(items) do replayed = replayed + replay_one(raw) end
     end
   end
 elseif op == 'replay_ids' then
@@ -85,7 +87,7 @@ elseif op == 'replay_ids' then
   end
   for _, raw in ipairs(hits) do
     redis.call('LREM', K_DEAD, 1, raw)
-    replayed = replayed + requeue(raw)
+    replayed = replayed + replay_one(raw)
   end
 end
 wake(replayed)

@@ -1,4 +1,4 @@
--- @include queue_common
+-- @include queue_common queue_groups
 -- ARGV: now, task_id, token, delay seconds, dead (1|0), error ('' + text, or '-' for
 -- none), traceback (same encoding). Returns retry|dead|stale.
 local now, id, tok = tonumber(ARGV[1]), ARGV[2], ARGV[3]
@@ -6,6 +6,7 @@ local delay, dead = tonumber(ARGV[4]), ARGV[5] == '1'
 local rec = owned(id, tok)
 if not rec then return 'stale' end
 local raw = unregister(id)
+ended(rec.g, now)
 local function opt(v)
   if v == '-' then return nil end
   return string.sub(v, 2)

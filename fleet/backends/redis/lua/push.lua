@@ -1,8 +1,9 @@
--- @include queue_common
+-- @include queue_common queue_groups
 -- ARGV: now, JSON array of requests, then the body JSON of each request in order.
 -- A request is
 --   [id, priority, ready_at (0 = now), idempotency KEYS index (0 = none),
---    idempotency ttl ms, attempt, max_attempts (null = none), expires_at (null = no ttl)]
+--    idempotency ttl ms, attempt, max_attempts (null = none), expires_at (null = no ttl),
+--    group (null = none)]
 -- (one JSON argument instead of eight per request: far cheaper to send and parse;
 -- bodies go as arguments of their own so neither side escapes them into a string).
 -- Returns per request: queued (1|0), task id (the original one for a duplicate).
@@ -38,12 +39,17 @@ for n, r in ipairs(reqs) do
     out[#out + 1] = dup
   else
     if ik > 0 then redis.call('SET', KEYS[ik], id, 'PX', r[5]) end
-    local rec = {p = prio, a = r[6], m = jnull(r[7]), x = jnull(r[8])}
+    local group = jnull(r[9])
+    local rec = {p = prio, a = r[6], m = jnull(r[7]), x = jnull(r[8]), g = group}
     if ready_at > 0 then
       redis.call('ZADD', K_SCHED, ready_at, raw)
       rec.s = 's'
       rec.b = raw
       delayed = 1
+    elseif group then
+      gpush(group, tier_index(prio), raw, false)
+      rec.s = 'q'
+      ready = ready + 1
     else
       local tail = tails[tier_key(prio)]
       tail[#tail + 1] = raw

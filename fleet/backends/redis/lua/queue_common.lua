@@ -11,7 +11,8 @@
 -- c "1" if a cancel was requested, x expires_at (ttl), d finished_at, and only
 -- when set a JSON tail: e last_error, t traceback, f failed_at, b the scheduled
 -- member (body) while scheduled, r refunds (attempts sweep gave back because the
--- reservation expired without a start mark). The hot fields need no JSON work. Times are
+-- reservation expired without a start mark), g the flow-control group. The hot
+-- fields need no JSON work. Times are
 -- strings ("%.17g") because cjson rounds numbers to 14 digits. Bodies are never
 -- re-encoded.
 local K_NORMAL, K_HIGH, K_LOW = KEYS[1], KEYS[2], KEYS[3]
@@ -19,6 +20,9 @@ local K_PROC, K_PBODY, K_SCHED = KEYS[4], KEYS[5], KEYS[6]
 local K_DEAD, K_TASKS, K_COUNTERS = KEYS[7], KEYS[8], KEYS[9]
 local K_DONE, K_WAKE, K_DEADINFO, K_DONE_PREV = KEYS[10], KEYS[11], KEYS[12], KEYS[13]
 local K_STARTED = KEYS[14]
+-- KEYS 15-21, flow control (used by queue_groups.lua): 15 :groups hash,
+-- 16 :groups:ready zset, 17 :groups:delayed zset, 18 :groups:conf hash,
+-- 19 :groups:names zset, 20 :groups:meta hash, 21 the prefix of the group lists.
 -- Finished records live in hourly hashes that expire as a whole (no per-task index).
 local DONE_TTL = 7200
 local done_ttl_set = false
@@ -58,6 +62,7 @@ local function dec(raw)
     rec.f = jnull(extra.f)
     rec.b = jnull(extra.b)
     rec.r = tonumber(jnull(extra.r))
+    rec.g = jnull(extra.g)
   end
   return rec
 end
@@ -66,8 +71,9 @@ local function enc(rec)
   local head = (rec.s or '') .. '|' .. (rec.a or '') .. '|' .. (rec.m or '') .. '|' ..
     (rec.p or 0) .. '|' .. (rec.k or '') .. '|' .. (rec.c and '1' or '') .. '|' ..
     (rec.x or '') .. '|' .. (rec.d or '')
-  if rec.e or rec.t or rec.f or rec.b or rec.r then
-    return head .. '|' .. cjson.encode({e = rec.e, t = rec.t, f = rec.f, b = rec.b, r = rec.r})
+  if rec.e or rec.t or rec.f or rec.b or rec.r or rec.g then
+    return head .. '|' .. cjson.encode({e = rec.e, t = rec.t, f = rec.f, b = rec.b, r = rec.r,
+                                        g = rec.g})
   end
   return head
 end
@@ -146,28 +152,6 @@ local function bury(id, raw, rec)
   redis.call('HSET', K_DEADINFO, id, enc(rec))
   redis.call('RPUSH', K_DEAD, raw)
   count('dead')
-end
-
--- Move due scheduled tasks to the tail of their tier; returns how many moved.
-local function drain_due(now)
-  local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', now, 'LIMIT', 0, DRAIN_LIMIT)
-  for _, raw in ipairs(due) do
-    redis.call('ZREM', K_SCHED, raw)
-    local body, id = decode_body(raw)
-    local prio = 0
-    if body then
-      local rec = get_rec(id)
-      if rec then
-        prio = rec.p or 0
-        rec.s = 'q'
-        rec.b = nil
-        set_rec(id, rec)
-      end
-    end
-    redis.call('RPUSH', tier_key(prio), raw)
-  end
-  wake(#due)
-  return #due
 end
 
 -- The owned record of a lease, or nil if the token does not hold the task.

@@ -1,6 +1,7 @@
--- @include queue_common
--- ARGV: task_id, token. Refunds the attempt and puts the task at the head of its tier.
-local id, tok = ARGV[1], ARGV[2]
+-- @include queue_common queue_groups
+-- ARGV: task_id, token, now. Refunds the attempt and puts the task at the head of
+-- its tier (or group).
+local id, tok, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local rec = owned(id, tok)
 if not rec then return 0 end
 local raw = unregister(id)
@@ -8,6 +9,7 @@ rec.a = math.max((rec.a or 1) - 1, 0)
 rec.s = 'q'
 rec.k = nil
 set_rec(id, rec)
-redis.call('LPUSH', tier_key(rec.p), raw)
+ended(rec.g, now)
+requeue(raw, rec, true)
 wake(1)
 return 1

@@ -1,6 +1,7 @@
--- @include queue_common
+-- @include queue_common queue_groups
 -- ARGV: now, k, deadline (now + visibility), default max_attempts, token base
--- (fresh random text; the token of the i-th reservation is base .. "." .. i).
+-- (fresh random text; the token of the i-th reservation is base .. "." .. i),
+-- the type's group concurrency and rate interval ('' for none).
 -- Returns {next_due} followed by (body, record, token) per reservation;
 -- next_due is the earliest scheduled ready_at ("" if none) when nothing was taken.
 -- Only if tasks were dropped for their ttl, one more trailing element: the flat
@@ -9,11 +10,15 @@
 -- nothing expired stays as short as before.
 local now, k = tonumber(ARGV[1]), tonumber(ARGV[2])
 local deadline, defmax, base = ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local defc, defi = tonumber(ARGV[6]), tonumber(ARGV[7])
 drain_due(now)
+promote_groups(now)
 local out = {''}
 local got = 0
 local zargs, pargs, targs = {}, {}, {}
 local expired = nil
+-- Group turns one call may take (each one that serves nothing sets a group aside).
+local RESERVE_SPINS = 4000
 
 -- The record of a body that is not in Fleet's form, or pushed by hand (RPUSH).
 local function slow_record(raw)
@@ -30,77 +35,146 @@ local function slow_record(raw)
   return rec, id
 end
 
-for _, tk in ipairs({K_HIGH, K_NORMAL, K_LOW}) do
-  while got < k do
-    local items = redis.call('LPOP', tk, k - got)
-    if not items then break end
-    -- Fleet's bodies start with a plain id: read it without decoding the payload,
-    -- and fetch every record in one HMGET.
-    local ids = {}
-    for i, raw in ipairs(items) do ids[i] = string.match(raw, '^{"id":"([^"\\]*)"') or '' end
-    local recs = redis.call('HMGET', K_TASKS, unpack(ids))
-    for i, raw in ipairs(items) do
-      local id = ids[i]
-      local rec = recs[i] and dec(recs[i])
-      if not rec then rec, id = slow_record(raw) end
-      if not rec then
-        -- No usable id: dead-letter it as is rather than deliver it unowned.
-        redis.call('RPUSH', K_DEAD, raw)
-        count('dead')
-      elseif rec.c then
-        finish(id, rec, 'C', now)
-        count('cancelled')
-      elseif rec.x and now > tonumber(rec.x) then
-        redis.call('HDEL', K_TASKS, id)
-        count('expired')
-        -- The rare path: decoding the body here costs nothing on the hot one.
-        local body = decode_body(raw)
-        local enq = body and tonumber(jnull(body.enqueued_at))
-        local ttl = body and tonumber(jnull(body.ttl_seconds))
-        expired = expired or {}
-        expired[#expired + 1] = id
-        expired[#expired + 1] = enq and fstr(now - enq) or ''
-        expired[#expired + 1] = ttl and fstr(ttl) or ''
+-- Settle one popped body: dropped (cancelled, past its ttl), dead-lettered (out
+-- of attempts, or no usable id) or leased. True if leased.
+local function take_one(id, raw, rec)
+  if not rec then rec, id = slow_record(raw) end
+  if not rec then
+    -- No usable id: dead-letter it as is rather than deliver it unowned.
+    redis.call('RPUSH', K_DEAD, raw)
+    count('dead')
+  elseif rec.c then
+    finish(id, rec, 'C', now)
+    count('cancelled')
+  elseif rec.x and now > tonumber(rec.x) then
+    redis.call('HDEL', K_TASKS, id)
+    count('expired')
+    -- The rare path: decoding the body here costs nothing on the hot one.
+    local body = decode_body(raw)
+    local enq = body and tonumber(jnull(body.enqueued_at))
+    local ttl = body and tonumber(jnull(body.ttl_seconds))
+    expired = expired or {}
+    expired[#expired + 1] = id
+    expired[#expired + 1] = enq and fstr(now - enq) or ''
+    expired[#expired + 1] = ttl and fstr(ttl) or ''
+  else
+    local m = rec.m
+    if not m or m == 0 then m = defmax end
+    rec.m = m
+    local a = (rec.a or 0) + 1
+    if a > m then
+      rec.e = 'attempt ' .. a .. ' exceeds max_attempts=' .. m ..
+        ': earlier attempts were lost with their worker'
+      rec.f = fstr(now)
+      bury(id, raw, rec)
+    else
+      got = got + 1
+      local tok = base .. '.' .. got
+      rec.a = a
+      rec.s = 'p'
+      rec.k = tok
+      rec.b = nil
+      local encoded = enc(rec)
+      zargs[#zargs + 1] = deadline
+      zargs[#zargs + 1] = id
+      pargs[#pargs + 1] = id
+      pargs[#pargs + 1] = raw
+      targs[#targs + 1] = id
+      targs[#targs + 1] = encoded
+      out[#out + 1] = raw
+      out[#out + 1] = encoded
+      out[#out + 1] = tok
+      return true
+    end
+  end
+  return false
+end
+
+local function head_id(raw)
+  return string.match(raw, '^{"id":"([^"\\]*)"') or ''
+end
+
+local TIER_KEYS = {K_HIGH, K_NORMAL, K_LOW}
+if redis.call('ZCARD', K_GREADY) == 0 then
+  -- No group has a turn: tasks without a group only, exactly as before groups.
+  for _, tk in ipairs(TIER_KEYS) do
+    while got < k do
+      local items = redis.call('LPOP', tk, k - got)
+      if not items then break end
+      -- Fleet's bodies start with a plain id: read it without decoding the payload,
+      -- and fetch every record in one HMGET.
+      local ids = {}
+      for i, raw in ipairs(items) do ids[i] = head_id(raw) end
+      local recs = redis.call('HMGET', K_TASKS, unpack(ids))
+      for i, raw in ipairs(items) do
+        take_one(ids[i], raw, recs[i] and dec(recs[i]))
+      end
+    end
+    if got >= k then break end
+  end
+else
+  -- Tier by tier, tasks without a group and the groups whose best tier it is take
+  -- turns (the turn survives the call); the groups go round robin; a group
+  -- without budget is set aside on the way. Each group turn that serves nothing
+  -- sets a group aside, so `spins` bounds a call's work, not its fairness.
+  local turn = redis.call('HGET', K_GMETA, 'turn') or 'plain'
+  local spins = 0
+  for ti, tk in ipairs(TIER_KEYS) do
+    while got < k and spins < RESERVE_SPINS do
+      spins = spins + 1
+      local plain = redis.call('LLEN', tk) > 0
+      local head = redis.call('ZRANGE', K_GREADY, 0, 0, 'WITHSCORES')
+      local gname = nil
+      if head[1] and math.floor(tonumber(head[2]) / TIER_SPAN) == ti then gname = head[1] end
+      if not gname and not plain then break end
+      if not gname or (plain and turn == 'plain') then
+        if gname then turn = 'group' end
+        local raw = redis.call('LPOP', tk)
+        local id = head_id(raw)
+        local rec = redis.call('HGET', K_TASKS, id)
+        take_one(id, raw, rec and dec(rec))
       else
-        local m = rec.m
-        if not m or m == 0 then m = defmax end
-        rec.m = m
-        local a = (rec.a or 0) + 1
-        if a > m then
-          rec.e = 'attempt ' .. a .. ' exceeds max_attempts=' .. m ..
-            ': earlier attempts were lost with their worker'
-          rec.f = fstr(now)
-          bury(id, raw, rec)
+        local g = gget(gname)
+        local best = gbest(gname)
+        if best ~= ti then
+          -- Its tasks of this tier left (cancelled): requeue it under its best.
+          unplace(g)
+          if best then to_ready(g, best) end
+          if best or not tidy(g, now) then gsave(g) end
         else
-          got = got + 1
-          local tok = base .. '.' .. got
-          rec.a = a
-          rec.s = 'p'
-          rec.k = tok
-          rec.b = nil
-          local encoded = enc(rec)
-          zargs[#zargs + 1] = deadline
-          zargs[#zargs + 1] = id
-          pargs[#pargs + 1] = id
-          pargs[#pargs + 1] = raw
-          targs[#targs + 1] = id
-          targs[#targs + 1] = encoded
-          out[#out + 1] = raw
-          out[#out + 1] = encoded
-          out[#out + 1] = tok
+          local verdict, val = admit(g, defc, defi, now)
+          if verdict ~= 'serve' then
+            refuse(g, verdict, val)
+            gsave(g)
+          else
+            if plain then turn = 'plain' end
+            local raw = redis.call('LPOP', glist(gname, ti))
+            redis.call('HINCRBY', K_GMETA, TIER_NAMES[ti], -1)
+            local id = head_id(raw)
+            local rec = redis.call('HGET', K_TASKS, id)
+            if take_one(id, raw, rec and dec(rec)) then
+              g.run = g.run + 1
+              g.tat = val
+            end
+            settle(g, defc, defi, now)
+          end
         end
       end
     end
   end
-  if got >= k then break end
+  redis.call('HSET', K_GMETA, 'turn', turn)
 end
 if got > 0 then
   mcall('ZADD', K_PROC, zargs)
   mcall('HSET', K_PBODY, pargs)
   mcall('HSET', K_TASKS, targs)
 else
+  -- When to look again: the first scheduled task or held group coming due.
   local first = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
-  if first[2] then out[1] = first[2] end
+  local held = redis.call('ZRANGE', K_GDELAYED, 0, 0, 'WITHSCORES')
+  local due = tonumber(first[2])
+  if held[2] and (not due or tonumber(held[2]) < due) then due = tonumber(held[2]) end
+  if due then out[1] = fstr(due) end
 end
 if expired then out[#out + 1] = expired end
 return out

@@ -1,6 +1,6 @@
--- @include queue_common
+-- @include queue_common queue_groups
 -- ARGV: now, limit. Re-queues up to limit leases past their deadline at the head
--- of their tier and drains due scheduled tasks. The attempt stays charged if the
+-- of their tier (or group) and drains due scheduled tasks. The attempt stays charged if the
 -- reservation was marked started (:processing:started holds its token); else it
 -- is refunded (a -= 1, r += 1) unless r already reached max(max_attempts, 2)
 -- (fleet.core.records.refund_cap).
@@ -15,8 +15,9 @@ for i = #ids, 1, -1 do
   local raw = unregister(id)
   local rec = get_rec(id)
   if raw then
-    local prio = 0
+    local live = nil
     if rec and rec.s == 'p' then
+      live = rec
       local a, r = rec.a or 0, rec.r or 0
       if mark ~= rec.k and a > 0 and r < math.max(rec.m or 0, 2) then
         -- Never marked started: it died unstarted with its worker.
@@ -25,10 +26,10 @@ for i = #ids, 1, -1 do
       end
       rec.s = 'q'
       rec.k = nil
-      prio = rec.p or 0
       set_rec(id, rec)
+      ended(rec.g, now)
     end
-    redis.call('LPUSH', tier_key(prio), raw)
+    requeue(raw, live, true)
     n = n + 1
   end
 end

@@ -10,6 +10,7 @@ import { typeCard } from "./overview.js";
 import { workersTable } from "./workers.js";
 import { configEditor } from "./config_editor.js";
 import { dlqPanel } from "./dlq.js";
+import { groupsPanel } from "./groups.js";
 
 /** Most output entries kept in the tail. */
 const TAIL = 100;
@@ -166,6 +167,7 @@ export function automationView(root, type) {
   );
   let editor = null;
   let dlq = null;
+  let groups = null;
   let tail = null;
 
   async function build() {
@@ -185,6 +187,8 @@ export function automationView(root, type) {
       tail.load();
     }
     if (entry.queue) {
+      groups = groupsPanel(type);
+      grid.append(groups.el);
       dlq = dlqPanel(type);
       grid.append(dlq.el);
     }
@@ -203,6 +207,11 @@ export function automationView(root, type) {
       // the DLQ size stays the same (one replayed, another died).
       const q = queueOf(row) || {};
       dlq.update(`${q.dead}:${(q.counters || {}).dead}`);
+    }
+    if (groups) {
+      const q = queueOf(row) || {};
+      const c = q.counters || {};
+      groups.update(`${q.pending_total}:${q.processing}:${c.completed}:${c.throttled}`);
     }
   }
 

@@ -1,0 +1,303 @@
+"""Conformance: task groups — fair dispatch, fleet-wide limits, pause, throttle."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from fleet.backends.base import Backend
+from fleet.core.flow import GroupLimits, GroupSettings
+from fleet.core.records import PushRequest, Reservation
+
+from .helpers import SHORT, TYPE, body, reserve_one
+
+
+def greq(task_id: str, group: str | None, *, priority: int = 0, **kw: Any) -> PushRequest:
+    delay = kw.pop("delay_seconds", 0.0)
+    return PushRequest(body(task_id, priority=priority, **kw).evolve(group=group), delay)
+
+
+async def gpush(backend: Backend, group: str | None, *ids: str, **kw: Any) -> None:
+    results = await backend.push(TYPE, [greq(i, group, **kw) for i in ids])
+    assert all(r.queued for r in results), results
+
+
+async def take(backend: Backend, k: int = 50, **kw: Any) -> list[Reservation]:
+    return await backend.reserve(TYPE, k=k, **kw)
+
+
+async def ids(backend: Backend, k: int = 50, **kw: Any) -> list[str]:
+    return [r.body.id for r in await take(backend, k, **kw)]
+
+
+async def ack(backend: Backend, *res: Reservation) -> None:
+    assert all(await backend.ack(TYPE, [(r.body.id, r.token) for r in res]))
+
+
+async def test_groups_take_turns_round_robin(backend: Backend) -> None:
+    await gpush(backend, "a", "a1", "a2", "a3", "a4", "a5")
+    await gpush(backend, "b", "b1", "b2")
+    await gpush(backend, "c", "c1")
+    assert await ids(backend) == ["a1", "b1", "c1", "a2", "b2", "a3", "a4", "a5"]
+
+
+async def test_single_reserves_take_turns_too(backend: Backend) -> None:
+    await gpush(backend, "a", "a1", "a2", "a3")
+    await gpush(backend, "b", "b1", "b2")
+    await gpush(backend, None, "u1", "u2", "u3")
+    order = []
+    for _ in range(8):
+        order += await ids(backend, k=1)
+    # Tasks without a group and the groups alternate; the groups take turns.
+    assert order == ["u1", "a1", "u2", "b1", "u3", "a2", "b2", "a3"]
+
+
+async def test_grouped_task_round_trips_its_group(backend: Backend) -> None:
+    await gpush(backend, "example.com", "t1")
+    (r,) = await take(backend)
+    assert r.body.group == "example.com"
+    info = await backend.group_info(TYPE, "example.com")
+    assert (info.pending, info.running) == (0, 1)
+    await ack(backend, r)
+    info = await backend.group_info(TYPE, "example.com")
+    assert (info.pending, info.running) == (0, 0)
+
+
+async def test_priority_holds_across_groups(backend: Backend) -> None:
+    await gpush(backend, "a", "a-norm")
+    await gpush(backend, None, "u-norm")
+    await gpush(backend, "b", "b-low", priority=-1)
+    await gpush(backend, "b", "b-high", priority=3)
+    await gpush(backend, None, "u-high", priority=1)
+    await gpush(backend, "a", "a-high", priority=1)
+    got = await ids(backend)
+    assert set(got[:3]) == {"b-high", "u-high", "a-high"}
+    assert set(got[3:5]) == {"a-norm", "u-norm"}
+    assert got[5:] == ["b-low"]
+
+
+async def test_depths_count_grouped_tasks_in_their_tiers(backend: Backend) -> None:
+    await gpush(backend, "a", "a1", "a2")
+    await gpush(backend, "b", "b1", priority=2)
+    await gpush(backend, None, "u1")
+    d = await backend.depths(TYPE)
+    assert (d.high, d.normal, d.low) == (1, 3, 0)
+    await take(backend, k=2)
+    d = await backend.depths(TYPE)
+    assert (d.high + d.normal, d.processing) == (2, 2)
+
+
+async def test_concurrency_cap_from_the_type(backend: Backend) -> None:
+    limits = GroupLimits(concurrency=2)
+    await gpush(backend, "a", *[f"a{i}" for i in range(5)])
+    await gpush(backend, "b", *[f"b{i}" for i in range(5)])
+    first = await take(backend, group_limits=limits)
+    assert sorted(r.body.id for r in first) == ["a0", "a1", "b0", "b1"]
+    assert await take(backend, group_limits=limits) == []
+    await ack(backend, first[0])  # a0 ends: one more of a may start
+    assert await ids(backend, group_limits=limits) == ["a2"]
+    # A nack (retry), a release and a lost lease end reservations too.
+    b0 = next(r for r in first if r.body.id == "b0")
+    assert await backend.nack(TYPE, "b0", b0.token, delay_seconds=60) == "retry"
+    b1 = next(r for r in first if r.body.id == "b1")
+    assert await backend.release(TYPE, "b1", b1.token)
+    assert sorted(await ids(backend, group_limits=limits)) == ["b1", "b2"]
+    assert (await backend.group_info(TYPE, "b")).running == 2
+
+
+async def test_a_lost_lease_frees_its_place(backend: Backend) -> None:
+    limits = GroupLimits(concurrency=1)
+    await gpush(backend, "a", "a1", "a2")
+    assert await ids(backend, group_limits=limits, visibility_seconds=SHORT) == ["a1"]
+    assert await ids(backend, group_limits=limits) == []
+    await asyncio.sleep(SHORT + 0.1)
+    assert await backend.sweep(TYPE) == 1
+    # Swept back to the head of its group, charged nothing (it never started).
+    got = await take(backend, group_limits=limits)
+    assert [r.body.id for r in got] == ["a1"]
+
+
+async def test_group_settings_override_the_type(backend: Backend) -> None:
+    await backend.group_set(TYPE, "a", GroupSettings(concurrency=1))
+    await gpush(backend, "a", "a1", "a2", "a3")
+    await gpush(backend, "b", "b1", "b2", "b3")
+    got = await ids(backend, group_limits=GroupLimits(concurrency=2))
+    assert sorted(got) == ["a1", "b1", "b2"]
+    info = await backend.group_info(TYPE, "a")
+    assert info.settings == GroupSettings(concurrency=1)
+    assert (info.pending, info.running) == (2, 1)
+    await backend.group_reset(TYPE, "a")
+    assert (await backend.group_info(TYPE, "a")).settings is None
+    assert await ids(backend, group_limits=GroupLimits(concurrency=2)) == ["a2"]
+
+
+async def test_paused_group_holds_while_others_drain(backend: Backend) -> None:
+    await backend.group_set(TYPE, "slow", GroupSettings(paused=True))
+    await gpush(backend, "slow", "s1", "s2")
+    await gpush(backend, "fast", "f1", "f2")
+    await gpush(backend, None, "u1")
+    assert sorted(await ids(backend)) == ["f1", "f2", "u1"]
+    assert await ids(backend) == []
+    await backend.group_set(TYPE, "slow", GroupSettings(paused=False))
+    assert await ids(backend) == ["s1", "s2"]
+
+
+async def test_resume_wakes_a_blocked_reserver(backend: Backend) -> None:
+    await backend.group_set(TYPE, "p", GroupSettings(paused=True))
+    await gpush(backend, "p", "p1")
+    waiter = asyncio.create_task(take(backend, timeout=5))
+    await asyncio.sleep(0.2)
+    t0 = time.monotonic()
+    await backend.group_set(TYPE, "p", GroupSettings())
+    got = await asyncio.wait_for(waiter, 5)
+    assert [r.body.id for r in got] == ["p1"]
+    assert time.monotonic() - t0 < 2.5
+
+
+async def test_a_saturated_group_does_not_block_the_others(backend: Backend) -> None:
+    limits = GroupLimits(concurrency=1)
+    await gpush(backend, "big", *[f"big{i}" for i in range(20)])
+    for n in range(10):
+        await gpush(backend, f"small{n}", f"s{n}")
+    got = await ids(backend, k=100, group_limits=limits)
+    assert got[0] == "big0" and sorted(got[1:]) == sorted(f"s{n}" for n in range(10))
+
+
+async def test_an_ended_task_wakes_a_reserver_waiting_on_its_group(backend: Backend) -> None:
+    limits = GroupLimits(concurrency=1)
+    await gpush(backend, "a", "a1", "a2")
+    (r1,) = await take(backend, group_limits=limits)
+    waiter = asyncio.create_task(take(backend, timeout=5, group_limits=limits))
+    await asyncio.sleep(0.2)
+    t0 = time.monotonic()
+    await ack(backend, r1)
+    got = await asyncio.wait_for(waiter, 5)
+    assert [r.body.id for r in got] == ["a2"]
+    assert time.monotonic() - t0 < 2.5
+
+
+async def test_rate_spaces_the_starts(backend: Backend) -> None:
+    limits = GroupLimits.of(None, "5/s")  # one start every 0.2 s
+    await gpush(backend, "a", *[f"a{i}" for i in range(4)])
+    await gpush(backend, "b", "b0")
+    first = await ids(backend, group_limits=limits)
+    assert sorted(first) == ["a0", "b0"]
+    assert await ids(backend, group_limits=limits) == []
+    # A blocking reserve wakes when the rate allows the next start, not at its timeout.
+    t0 = time.monotonic()
+    got = await ids(backend, timeout=3, group_limits=limits)
+    waited = time.monotonic() - t0
+    assert got == ["a1"]
+    assert 0.05 < waited < 1.0, waited
+    info = await backend.group_info(TYPE, "a")
+    assert info.pending == 2
+
+
+async def test_rate_from_group_settings(backend: Backend) -> None:
+    await backend.group_set(TYPE, "a", GroupSettings(rate="2/s"))
+    await gpush(backend, "a", "a0", "a1")
+    assert await ids(backend) == ["a0"]
+    assert await ids(backend) == []
+    await asyncio.sleep(0.55)
+    assert await ids(backend) == ["a1"]
+
+
+async def test_throttle_holds_the_group_and_charges_nothing(backend: Backend) -> None:
+    await gpush(backend, "a", "a1", "a2")
+    await gpush(backend, "b", "b1", "b2")
+    got = {r.body.id: r for r in await take(backend, k=2)}
+    assert set(got) == {"a1", "b1"}
+    assert await backend.throttle(TYPE, "a1", got["a1"].token, retry_after=0.6)
+    assert not await backend.throttle(TYPE, "a1", got["a1"].token, retry_after=0.6)  # stale
+    state = await backend.task_state(TYPE, "a1")
+    assert (state.state, state.attempt) == ("queued", 0)
+    info = await backend.group_info(TYPE, "a")
+    assert info.throttled_until is not None and info.throttled_until > time.time()
+    assert (info.pending, info.running) == (2, 0)
+    # Only b while a is held; then a again, a1 first, on its first charged attempt.
+    assert await ids(backend) == ["b2"]
+    t0 = time.monotonic()
+    r = await reserve_one(backend, timeout=3)
+    assert r.body.id == "a1" and r.body.attempt == 1
+    assert 0.3 < time.monotonic() - t0 < 2.0
+
+
+async def test_throttle_without_a_group_schedules_the_task(backend: Backend) -> None:
+    await gpush(backend, None, "u1")
+    (r,) = await take(backend)
+    assert await backend.throttle(TYPE, "u1", r.token, retry_after=30)
+    state = await backend.task_state(TYPE, "u1")
+    assert (state.state, state.attempt) == ("scheduled", 0)
+    assert state.ready_at is not None and state.ready_at > time.time() + 25
+    d = await backend.depths(TYPE)
+    assert (d.counters.failed, d.counters.throttled, d.scheduled, d.processing) == (0, 1, 1, 0)
+
+
+async def test_retried_task_returns_to_its_group(backend: Backend) -> None:
+    limits = GroupLimits(concurrency=1)
+    await gpush(backend, "a", "a1")
+    (r,) = await take(backend, group_limits=limits)
+    assert await backend.nack(TYPE, "a1", r.token, delay_seconds=0.05) == "retry"
+    await asyncio.sleep(0.1)
+    await gpush(backend, "a", "a2")
+    first = await take(backend, group_limits=limits)
+    assert len(first) == 1 and first[0].body.group == "a"
+    assert await take(backend, group_limits=limits) == []  # the cap applies to the retry too
+
+
+async def test_dead_replay_returns_to_its_group(backend: Backend) -> None:
+    await gpush(backend, "a", "a1", max_attempts=1)
+    (r,) = await take(backend)
+    assert await backend.nack(TYPE, "a1", r.token, delay_seconds=0, dead=True) == "dead"
+    assert (await backend.dead_peek(TYPE))[0].group == "a"
+    await backend.group_set(TYPE, "a", GroupSettings(paused=True))
+    assert await backend.dead_replay(TYPE) == 1
+    assert await ids(backend) == []
+    assert (await backend.group_info(TYPE, "a")).pending == 1
+
+
+async def test_cancelled_grouped_task_is_dropped(backend: Backend) -> None:
+    await gpush(backend, "a", "a1", "a2")
+    assert await backend.cancel(TYPE, "a1") == "cancelled"
+    assert await ids(backend) == ["a2"]
+    assert (await backend.task_state(TYPE, "a1")).state == "cancelled"
+
+
+async def test_group_list_pages_by_name(backend: Backend) -> None:
+    for n in range(7):
+        await gpush(backend, f"g{n}", f"t{n}", f"u{n}")
+    await backend.group_set(TYPE, "idle", GroupSettings(rate="1/m"))
+    page = await backend.group_list(TYPE, limit=3)
+    assert [g.name for g in page.groups] == ["g0", "g1", "g2"]
+    assert page.next == "g2"
+    rest = await backend.group_list(TYPE, after=page.next, limit=10)
+    assert [g.name for g in rest.groups] == ["g3", "g4", "g5", "g6", "idle"]
+    assert rest.next is None
+    assert rest.groups[0].pending == 2
+    assert rest.groups[-1].settings == GroupSettings(rate="1/m")
+
+
+async def test_a_finished_group_leaves_the_list(backend: Backend) -> None:
+    await gpush(backend, "gone", "t1")
+    (r,) = await take(backend)
+    assert [g.name for g in (await backend.group_list(TYPE)).groups] == ["gone"]
+    await ack(backend, r)
+    assert (await backend.group_list(TYPE)).groups == []
+
+
+async def test_many_groups_each_get_a_turn(backend: Backend) -> None:
+    limits = GroupLimits.of(1, "1/s")
+    reqs = [greq(f"{g}-{i}", f"g{g}") for g in range(200) for i in range(3)]
+    await backend.push(TYPE, reqs)
+    got = await take(backend, k=1000, group_limits=limits)
+    assert sorted(r.body.group or "" for r in got) == sorted(f"g{g}" for g in range(200))
+    assert await take(backend, k=1000, group_limits=limits) == []
+
+
+@pytest.mark.parametrize("bad", [{"concurrency": 0}, {"rate": "fast"}, {"rate": "0/s"}])
+def test_bad_settings_are_refused(bad: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        GroupSettings(**bad)
