@@ -83,6 +83,7 @@ SCRIPT_NAMES = (
     "pool_ops",
     "pool_query",
     "misc",
+    "limits",
 )
 
 
@@ -106,6 +107,7 @@ class Scripts:
         self.pool_ops = self.all["pool_ops"]
         self.pool_query = self.all["pool_query"]
         self.misc = self.all["misc"]
+        self.limits = self.all["limits"]
 
     async def load_all(self, client: RespClient) -> None:
         """SCRIPT LOAD every script (pipelined: one round trip)."""

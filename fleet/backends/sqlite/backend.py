@@ -42,6 +42,7 @@ from fleet.backends.sqlite import queue as q
 from fleet.backends.sqlite import queue_admin as qa
 from fleet.backends.sqlite import state as st
 from fleet.backends.sqlite.conn import SQLiteDB, parse_url
+from fleet.backends.sqlite.limits import SQLiteLimits
 from fleet.backends.sqlite.primitives import SQLitePrimitives
 from fleet.backends.sqlite.watch import SQLiteSubscription, Watcher
 from fleet.core.records import (
@@ -65,7 +66,7 @@ from fleet.core.records import (
 log = logging.getLogger(__name__)
 
 
-class SQLiteBackend(SQLitePrimitives):
+class SQLiteBackend(SQLitePrimitives, SQLiteLimits):
     """The SQLite backend (see the module docstring).
 
     Args:

@@ -7,10 +7,20 @@ A new capability is one new interface here, implemented three times, tested once
 """
 
 from fleet.core.capabilities.events import Events, Subscription
+from fleet.core.capabilities.limits import Limiters
 from fleet.core.capabilities.pools import Pools
 from fleet.core.capabilities.primitives import Primitives
 from fleet.core.capabilities.queues import TaskQueues
 from fleet.core.capabilities.state import FleetState
 from fleet.core.capabilities.streams import Streams
 
-__all__ = ["Events", "FleetState", "Pools", "Primitives", "Streams", "Subscription", "TaskQueues"]
+__all__ = [
+    "Events",
+    "FleetState",
+    "Limiters",
+    "Pools",
+    "Primitives",
+    "Streams",
+    "Subscription",
+    "TaskQueues",
+]
