@@ -90,14 +90,14 @@ async def test_an_expired_hold_frees_its_place(backend: Backend) -> None:
 
 
 async def test_renew_keeps_a_place(backend: Backend) -> None:
-    assert await take(backend, "t1", concurrency=1, hold=0.3) == 0.0
-    for _ in range(3):
-        await asyncio.sleep(0.15)
-        assert await backend.limit_renew(KEY, "t1", 0.3)
-    assert await take(backend, "t2", concurrency=1) > 0  # 0.45 s > the first hold
-    assert not await backend.limit_renew(KEY, "t2", 0.3)
+    assert await take(backend, "t1", concurrency=1, hold=0.2) == 0.0
+    for _ in range(2):
+        await asyncio.sleep(0.12)
+        assert await backend.limit_renew(KEY, "t1", 0.2)
+    assert await take(backend, "t2", concurrency=1) > 0  # 0.24 s > the first hold
+    assert not await backend.limit_renew(KEY, "t2", 0.2)
     assert await backend.limit_release(KEY, "t1")
-    assert not await backend.limit_renew(KEY, "t1", 0.3)
+    assert not await backend.limit_renew(KEY, "t1", 0.2)
 
 
 async def test_a_retried_acquire_keeps_one_place(backend: Backend) -> None:
@@ -170,22 +170,23 @@ async def test_rate_retry_after_is_exact(backend: Backend) -> None:
 
 
 async def test_rate_and_concurrency_together(backend: Backend) -> None:
-    async def both(token: str) -> float:
-        return await take(backend, token, concurrency=1, interval=0.5)
+    async def both(token: str, key: str = KEY, interval: float = 0.4) -> float:
+        return await take(backend, token, key=key, concurrency=1, interval=interval)
 
     assert await both("t1") == 0.0
     # Both bind: the wait is the larger of the two (the rate's here).
     wait = await both("t2")
-    assert CONCURRENCY_RETRY_SECONDS < wait <= 0.5
+    assert CONCURRENCY_RETRY_SECONDS < wait <= 0.4
     assert await backend.limit_release(KEY, "t1")
     # The place is free but the rate still holds t2 back.
     wait = await both("t2")
-    assert 0 < wait <= 0.5
+    assert 0 < wait <= 0.4
     await asyncio.sleep(wait)
     assert await both("t2") == 0.0
-    # Now the rate has room, but the one place is taken for 10 s.
-    await asyncio.sleep(0.5)
-    wait = await both("t3")
+    # The rate has room, but the one place is taken (for 10 s): the capped wait.
+    assert await both("u1", key="other", interval=0.001) == 0.0
+    await asyncio.sleep(0.01)
+    wait = await both("u2", key="other", interval=0.001)
     assert wait == pytest.approx(CONCURRENCY_RETRY_SECONDS, abs=1e-6)
 
 

@@ -204,8 +204,8 @@ async def test_a_waiter_cancelled_takes_no_place(backend: Backend) -> None:
 
 async def test_the_hold_is_renewed_while_the_block_runs(backend: Backend) -> None:
     ctx = ctx_of(backend, "scraper")
-    async with ctx.limit(KEY, concurrency=1, hold_seconds=0.3) as limit:
-        await asyncio.sleep(0.8)  # well past hold_seconds
+    async with ctx.limit(KEY, concurrency=1, hold_seconds=0.15) as limit:
+        await asyncio.sleep(0.4)  # well past hold_seconds
         assert limit.held
         assert not await place_free(backend)
     assert await place_free(backend)
