@@ -1,6 +1,6 @@
 """The Backend: the only code that touches storage, the union of the capability
 interfaces of :mod:`fleet.core.capabilities` (task queues, streams, pools, primitives,
-events, fleet state) plus its lifecycle.
+limiters, events, fleet state) plus its lifecycle.
 
 Every abstract method is a contract; its docstring is the specification that the
 conformance suite (``tests/conformance``, one module per capability) checks against
@@ -29,6 +29,7 @@ import logging
 from fleet.core.capabilities import (
     Events,
     FleetState,
+    Limiters,
     Pools,
     Primitives,
     Streams,
@@ -68,8 +69,10 @@ def log_expired(automation_type: str, task_id: str, age: float | None, ttl: floa
     )
 
 
-class Backend(TaskQueues, TaskGroups, Streams, Pools, Primitives, Events, FleetState, abc.ABC):
-    """Storage for queues, streams, pools, primitives, events and fleet state.
+class Backend(
+    TaskQueues, TaskGroups, Streams, Pools, Primitives, Limiters, Events, FleetState, abc.ABC
+):
+    """Storage for queues, streams, pools, primitives, limiters, events and fleet state.
 
     Create one with :func:`fleet.backends.open_backend`; call :meth:`connect`
     before use (``open_backend`` does) and :meth:`close` when done. One instance

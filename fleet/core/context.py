@@ -13,6 +13,7 @@ from fleet.core.config import BaseConfig
 from fleet.core.contracts import Pool, Queue, Stream, ensure_instance
 from fleet.core.errors import ContractTypeError
 from fleet.core.handles import KV, Counter, Events, Lock, PoolHandle, StreamHandle
+from fleet.core.limit import Limit
 from fleet.core.metrics import Metrics
 from fleet.core.proxy import ProxyHandle
 from fleet.core.submission import make_push_request
@@ -156,6 +157,43 @@ class Context(Generic[ConfigT]):
     def lock(self, name: str, hold_seconds: float = 30.0, wait_seconds: float = 10.0) -> Lock:
         """A fleet-wide mutex; use as ``async with ctx.lock(...) as acquired``."""
         return Lock(self._backend, name, hold_seconds=hold_seconds, wait_seconds=wait_seconds)
+
+    def limit(
+        self,
+        key: str,
+        *,
+        rate: str | None = None,
+        concurrency: int | None = None,
+        timeout: float = 30.0,
+        hold_seconds: float = 60.0,
+    ) -> Limit:
+        """A place in the fleet-wide limiter ``key``, for one call::
+
+            async with ctx.limit("api-key:alpha", rate="10/s", concurrency=4, timeout=5):
+                await call_the_api()
+
+        The limiter is shared by every worker of every automation type that uses
+        ``key``: at most ``concurrency`` blocks run at once and at most ``rate``
+        start (``"10/s"``, ``"100/m"``, ``"3/10s"``; evenly spaced), fleet-wide.
+        Give ``rate``, ``concurrency`` or both, the same wherever ``key`` is used.
+        Entering waits up to ``timeout`` seconds (0: try once) for a place; the
+        place is renewed while the block runs (every ``hold_seconds / 3``), freed
+        when it ends, and frees itself ``hold_seconds`` after its worker died.
+
+        Raises:
+            ContractValueError: (a ``ValueError``) for an invalid argument, or
+                neither ``rate`` nor ``concurrency``.
+            Throttled: From ``async with``, when no place came within ``timeout``
+                (``retry_after``: when one is expected).
+        """
+        return Limit(
+            self._backend,
+            key,
+            rate=rate,
+            concurrency=concurrency,
+            timeout=timeout,
+            hold_seconds=hold_seconds,
+        )
 
     def counter(self, name: str) -> Counter:
         """An atomic fleet-wide counter."""

@@ -3,6 +3,7 @@ the interface-level suite cannot steer, such as index compaction and clock steps
 
 from __future__ import annotations
 
+from fleet.backends.memory.limits import SCAN_SECONDS, LimitTable
 from fleet.backends.memory.pool import PoolState
 from fleet.backends.memory.queue import QueueState
 from fleet.backends.memory.stream import StreamState
@@ -86,3 +87,24 @@ def test_queue_lazy_entries_do_not_leak_into_counts() -> None:
     assert q.extend("t1", got[0].token, 100, T0).value == "ok"
     assert q.sweep(T0 + 50) == 4
     assert q.task_state("t1", T0 + 50).state == "processing"
+
+
+def test_unused_limiters_are_forgotten() -> None:
+    table = LimitTable()
+    for i in range(100):
+        lim = table.get(f"k{i}", T0)
+        lim.holders["t"] = T0 + 1  # a place held for 1 s
+        lim.tat, lim.tat_until = T0 + 2, T0 + 3  # a rate that matters for 3 s
+        table.tidy(f"k{i}", lim, T0)
+    assert len(table.limiters) == 100
+    # Touching one after its hold ended but while its rate matters keeps it.
+    lim = table.get("k0", T0 + 2)
+    assert lim.holders == {} and lim.tat == T0 + 2
+    table.tidy("k0", lim, T0 + 2)
+    assert "k0" in table.limiters
+    # Once nothing of them matters, a touch drops one, the next scan every other one.
+    lim = table.get("k1", T0 + 3)
+    table.tidy("k1", lim, T0 + 3)
+    assert "k1" not in table.limiters
+    table.get("new", T0 + SCAN_SECONDS + 1)
+    assert list(table.limiters) == ["new"]

@@ -36,6 +36,16 @@ def test_queue_keys_follow_the_spec_order() -> None:
     assert len(set(qk)) == len(qk)
 
 
+def test_limiter_keys_never_collide() -> None:
+    assert keys.limit_keys("api-key:alpha") == [
+        "fleet:limit:api-key:alpha:holders",
+        "fleet:limit:api-key:alpha:tat",
+    ]
+    names = ["a", "a:tat", "a:holders", "a:holders:tat", "a:tat:holders", ""]
+    built = [k for name in names for k in keys.limit_keys(name)]
+    assert len(set(built)) == len(built)
+
+
 def test_kv_namespace_with_colon_is_escaped() -> None:
     assert keys.kv("a:b", "c") != keys.kv("a", "b:c")
     assert keys.kv("a%3Ab", "c") != keys.kv("a:b", "c")

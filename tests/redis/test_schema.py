@@ -3,6 +3,7 @@ checked with a plain redis client as an operator with redis-cli would see it."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator
@@ -11,7 +12,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from fleet.backends.redis import RedisBackend
-from fleet.core.records import PushRequest, TaskBody
+from fleet.core.records import PushRequest, TaskBody, now
 
 
 @pytest.fixture
@@ -141,3 +142,29 @@ async def test_cancel_a_queued_task_whose_id_needs_escaping(rb: RedisBackend) ->
     got = await rb.reserve("t", k=10)
     assert [r.body.id for r in got] == ["x", "y"]
     assert (await rb.depths("t")).pending == 0
+
+
+async def test_limiter_keys_carry_ttls_and_go_away(rb: RedisBackend, raw: aioredis.Redis) -> None:
+    holders, tat = "fleet:limit:api:a:holders", "fleet:limit:api:a:tat"
+    t0 = now()
+    assert await rb.limit_acquire("api:a", "t1", interval=0.2, concurrency=2, hold_seconds=3) == 0
+    assert (
+        await rb.limit_acquire("api:a", "t2", interval=None, concurrency=2, hold_seconds=0.3) == 0
+    )
+    assert await raw.type(holders) == "zset" and await raw.type(tat) == "string"
+    members = dict(await raw.zrange(holders, 0, -1, withscores=True))
+    assert members == {"t1": pytest.approx(t0 + 3, abs=0.5), "t2": pytest.approx(t0 + 0.3, abs=0.5)}
+    assert 2000 < await raw.pttl(holders) <= 3001  # the last hold's end (ms, rounded up)
+    assert float(await raw.get(tat)) == pytest.approx(t0 + 0.2, abs=0.1)
+    assert 0 < await raw.pttl(tat) <= 401  # one interval past the tat
+    await asyncio.sleep(0.45)
+    assert not await raw.exists(tat)
+    assert await rb.limit_release("api:a", "t1")
+    assert await raw.zrange(holders, 0, -1) == ["t2"]  # expired, dropped by the next acquire
+    assert (
+        await rb.limit_acquire("api:a", "t3", interval=None, concurrency=1, hold_seconds=0.2) == 0
+    )
+    assert await raw.zrange(holders, 0, -1) == ["t3"]
+    assert 0 < await raw.pttl(holders) <= 201
+    await asyncio.sleep(0.25)
+    assert await raw.keys("fleet:limit:*") == []  # a dead holder's key expires by itself

@@ -59,10 +59,36 @@ async def test_older_file_is_migrated_keeping_its_tasks(tmp_path: Path) -> None:
     finally:
         await backend.close()
     c = _connect(path)
-    assert read_version(c) == SCHEMA_VERSION == 4
+    assert read_version(c) == SCHEMA_VERSION == 5
     assert {"tasks_finished", "idempotency_expiry", "events_ts"} <= _indexes(c)
     assert {"tasks_grouped", "task_groups_ready", "task_groups_due"} <= _indexes(c)
     assert {"started", "grp"} <= {row[1] for row in c.execute("PRAGMA table_info(tasks)")}
+    assert {"limit_holders_until", "limiters_forget"} <= _indexes(c)
+    c.close()
+
+
+async def test_a_version_3_file_gains_the_limiter_tables(tmp_path: Path) -> None:
+    path = tmp_path / "v3.db"
+    c = _connect(path)
+    c.execute("BEGIN IMMEDIATE")
+    migrate(c, str(path), target=3)
+    c.execute("COMMIT")
+    c.close()
+    backend = await open_backend(url_for(path))
+    try:
+        assert (
+            await backend.limit_acquire("k", "t", interval=1.0, concurrency=1, hold_seconds=5)
+            == 0.0
+        )
+        assert (
+            await backend.limit_acquire("k", "u", interval=1.0, concurrency=1, hold_seconds=5) > 0
+        )
+    finally:
+        await backend.close()
+    c = _connect(path)
+    assert read_version(c) == 5
+    tables = {n for (n,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"limit_holders", "limiters"} <= tables
     c.close()
 
 
@@ -72,7 +98,7 @@ async def test_newer_file_is_refused_with_a_clear_error(tmp_path: Path) -> None:
     c = _connect(path)
     c.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     c.close()
-    with pytest.raises(SchemaVersionError, match=r"schema version 99.*up to version 4.*upgrade"):
+    with pytest.raises(SchemaVersionError, match=r"schema version 99.*up to version 5.*upgrade"):
         await open_backend(url_for(path))
 
 

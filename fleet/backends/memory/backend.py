@@ -26,6 +26,7 @@ from fleet.backends.base import (
     log_expired,
 )
 from fleet.backends.memory.events import MemorySubscription
+from fleet.backends.memory.limits import MemoryLimitsMixin
 from fleet.backends.memory.queue import NO_LIMITS
 from fleet.backends.memory.records import MemoryRecordsMixin
 from fleet.backends.memory.store import get_store, store_name
@@ -62,7 +63,7 @@ def _json(value: Any) -> Any:
     return json.loads(dumps(value))
 
 
-class MemoryBackend(MemoryRecordsMixin, Backend):
+class MemoryBackend(MemoryRecordsMixin, MemoryLimitsMixin, Backend):
     """In-process backend over the store named by ``memory://<name>``.
 
     Args:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from fleet.backends.memory.events import MemoryEventBus
+from fleet.backends.memory.limits import LimitTable
 from fleet.backends.memory.pool import PoolState
 from fleet.backends.memory.queue import QueueState
 from fleet.backends.memory.stream import StreamState
@@ -87,6 +88,7 @@ class MemoryStore:
         self.kv = ExpiringValues()  # key: "<ns>\0<key>"
         self.locks = ExpiringValues()  # value: holder token
         self.counters: dict[str, int] = {}
+        self.limits = LimitTable()
         self.catalog: dict[str, str] = {}
         self.workers: dict[tuple[str, str], WorkerData] = {}
         self.worker_index: dict[str, set[str]] = {}

@@ -2,8 +2,9 @@
 
 The methods live in small mixins, one concept each:
 :mod:`~fleet.backends.redis.queue` (task queues), :mod:`~fleet.backends.redis.pools`,
-:mod:`~fleet.backends.redis.streams` (streams and events) and
-:mod:`~fleet.backends.redis.state` (kv, locks, counters, catalog, workers, config).
+:mod:`~fleet.backends.redis.streams` (streams and events),
+:mod:`~fleet.backends.redis.state` (kv, locks, counters, catalog, workers, config) and
+:mod:`~fleet.backends.redis.limits` (the limiters of ``ctx.limit``).
 Key names come from :mod:`~fleet.backends.redis.keys`; the atomic steps are the
 Lua scripts in ``fleet/backends/lua``. The key schema is ``docs/redis-schema.md``.
 """
@@ -18,6 +19,7 @@ from fleet.backends.base import Backend
 from fleet.backends.redis import keys
 from fleet.backends.redis.core import CONNECT_TIMEOUT
 from fleet.backends.redis.groups import GroupOps
+from fleet.backends.redis.limits import LimitOps
 from fleet.backends.redis.pools import PoolOps
 from fleet.backends.redis.queue import QueueOps
 from fleet.backends.redis.state import StateOps
@@ -28,7 +30,7 @@ from fleet.core.records import now
 __all__ = ["RedisBackend"]
 
 
-class RedisBackend(QueueOps, GroupOps, PoolOps, StreamOps, StateOps, Backend):
+class RedisBackend(QueueOps, GroupOps, PoolOps, StreamOps, StateOps, LimitOps, Backend):
     """Backend over one Redis database.
 
     Args:

@@ -209,6 +209,14 @@ def counter(name: str) -> str:
     return f"fleet:counter:{name}"
 
 
+def limit_keys(key: str) -> list[str]:
+    """The two keys of limiter ``key`` (``ctx.limit``), in the order ``lua/limits.lua``
+    takes them: ``fleet:limit:<key>:holders`` (zset token -> hold end) and
+    ``fleet:limit:<key>:tat`` (string: the rate's next allowed start). Both carry a
+    TTL refreshed by every change; the two suffixes keep any two limiters apart."""
+    return [f"fleet:limit:{key}:holders", f"fleet:limit:{key}:tat"]
+
+
 def kv(ns: str, key: str) -> str:
     """``fleet:kv:<ns>:<key>``: string value, optional TTL.
 

@@ -86,6 +86,7 @@ SCRIPT_NAMES = (
     "misc",
     "throttle",
     "groups",
+    "limits",
 )
 
 
@@ -111,6 +112,7 @@ class Scripts:
         self.misc = self.all["misc"]
         self.throttle = self.all["throttle"]
         self.groups = self.all["groups"]
+        self.limits = self.all["limits"]
 
     async def load_all(self, client: RespClient) -> None:
         """SCRIPT LOAD every script (pipelined: one round trip)."""

@@ -43,6 +43,7 @@ from fleet.backends.sqlite import queue_admin as qa
 from fleet.backends.sqlite import state as st
 from fleet.backends.sqlite.conn import SQLiteDB, parse_url
 from fleet.backends.sqlite.groups import Book
+from fleet.backends.sqlite.limits import SQLiteLimits
 from fleet.backends.sqlite.primitives import SQLitePrimitives
 from fleet.backends.sqlite.watch import SQLiteSubscription, Watcher
 from fleet.core.flow import GroupInfo, GroupLimits, GroupPage, GroupSettings
@@ -69,7 +70,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class SQLiteBackend(SQLitePrimitives):
+class SQLiteBackend(SQLitePrimitives, SQLiteLimits):
     """The SQLite backend (see the module docstring).
 
     Args:

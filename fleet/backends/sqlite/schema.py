@@ -30,6 +30,8 @@ Layout (one row per thing; ``type`` is the automation type):
 * pools (``pool_items`` + the tag index ``pool_tags``), ``kv``, ``locks``,
   ``counters``, ``catalog``, ``workers``, ``config``, ``generations``,
   ``idempotency``, ``stream`` + ``stream_len``, ``task_counters``.
+* ``limit_holders`` + ``limiters``: the limiters of ``ctx.limit`` (places held,
+  rate state), pruned by expiry.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from collections.abc import Callable
 from fleet.core.errors import SchemaVersionError
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -189,6 +191,20 @@ CREATE INDEX task_groups_due ON task_groups (type, due) WHERE place = 'D';
 CREATE TABLE group_turn (type TEXT PRIMARY KEY, plain INTEGER NOT NULL) WITHOUT ROWID;
 """
 
+#: Version 5: the limiters of ``ctx.limit`` (``fleet/backends/sqlite/limits.py``):
+#: one row per place held (until its hold expires) and one per rate limiter (its
+#: ``tat``, forgotten at ``forget_at``); the expiry indexes let writes prune them.
+_V5 = """
+CREATE TABLE limit_holders (
+    key TEXT NOT NULL, token TEXT NOT NULL, until REAL NOT NULL,
+    PRIMARY KEY (key, token)
+) WITHOUT ROWID;
+CREATE INDEX limit_holders_until ON limit_holders (until);
+CREATE TABLE limiters (key TEXT PRIMARY KEY, tat REAL NOT NULL, forget_at REAL NOT NULL)
+    WITHOUT ROWID;
+CREATE INDEX limiters_forget ON limiters (forget_at);
+"""
+
 
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def apply(conn: sqlite3.Connection) -> None:
@@ -206,6 +222,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     2: _script(_V2),
     3: _script(_V3),
     4: _script(_V4),
+    5: _script(_V5),
 }
 
 

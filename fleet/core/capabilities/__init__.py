@@ -8,6 +8,7 @@ A new capability is one new interface here, implemented three times, tested once
 
 from fleet.core.capabilities.events import Events, Subscription
 from fleet.core.capabilities.groups import TaskGroups
+from fleet.core.capabilities.limits import Limiters
 from fleet.core.capabilities.pools import Pools
 from fleet.core.capabilities.primitives import Primitives
 from fleet.core.capabilities.queues import TaskQueues
@@ -17,6 +18,7 @@ from fleet.core.capabilities.streams import Streams
 __all__ = [
     "Events",
     "FleetState",
+    "Limiters",
     "Pools",
     "Primitives",
     "Streams",

@@ -1,0 +1,119 @@
+"""The limiters of the SQLite backend (``ctx.limit``): tables ``limiters`` and
+``limit_holders`` (schema version 5), one write transaction per operation.
+
+``limit_holders`` has a row per place held (``until``: when the hold expires);
+``limiters`` a row per limiter with a rate (``tat``, and ``forget_at`` = one
+interval after it, when it stops mattering). Every acquire drops the expired
+holders of its limiter, plus up to two expired holders and two forgotten rate
+rows of any limiter, so the tables shed unused state as fast as they gain it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from fleet.backends.base import Backend
+from fleet.backends.sqlite.conn import SQLiteDB
+from fleet.core.capabilities.limits import CONCURRENCY_RETRY_SECONDS
+from fleet.core.flow import next_tat
+from fleet.core.records import now
+
+
+def _prune(conn: sqlite3.Connection, key: str, t: float) -> None:
+    conn.execute("DELETE FROM limit_holders WHERE key = ? AND until <= ?", (key, t))
+    conn.execute(
+        "DELETE FROM limit_holders WHERE (key, token) IN "
+        "(SELECT key, token FROM limit_holders WHERE until <= ? LIMIT 2)",
+        (t,),
+    )
+    conn.execute(
+        "DELETE FROM limiters WHERE key IN (SELECT key FROM limiters WHERE forget_at <= ? LIMIT 2)",
+        (t,),
+    )
+
+
+def acquire(
+    conn: sqlite3.Connection,
+    key: str,
+    token: str,
+    interval: float | None,
+    concurrency: int | None,
+    hold: float,
+    t: float,
+) -> float:
+    """:meth:`Limiters.limit_acquire` inside the caller's transaction."""
+    _prune(conn, key, t)
+    if conn.execute(
+        "UPDATE limit_holders SET until = ? WHERE key = ? AND token = ?", (t + hold, key, token)
+    ).rowcount:
+        return 0.0
+    wait = 0.0
+    if concurrency is not None:
+        held, first = conn.execute(
+            "SELECT COUNT(*), MIN(until) FROM limit_holders WHERE key = ?", (key,)
+        ).fetchone()
+        if held >= concurrency:
+            wait = min(float(first) - t, CONCURRENCY_RETRY_SECONDS)
+    tat = 0.0
+    if interval is not None:
+        row = conn.execute(
+            "SELECT tat FROM limiters WHERE key = ? AND forget_at > ?", (key, t)
+        ).fetchone()
+        tat = 0.0 if row is None else float(row[0])
+        if tat > t:
+            wait = max(wait, tat - t)
+    if wait > 0:
+        return wait
+    conn.execute(
+        "INSERT INTO limit_holders (key, token, until) VALUES (?, ?, ?)", (key, token, t + hold)
+    )
+    if interval is not None:
+        new = next_tat(tat, t, interval)
+        conn.execute(
+            "INSERT INTO limiters (key, tat, forget_at) VALUES (?, ?, ?) ON CONFLICT (key) "
+            "DO UPDATE SET tat = excluded.tat, forget_at = excluded.forget_at",
+            (key, new, new + interval),
+        )
+    return 0.0
+
+
+def renew(conn: sqlite3.Connection, key: str, token: str, hold: float, t: float) -> bool:
+    """:meth:`Limiters.limit_renew` inside the caller's transaction."""
+    changed = conn.execute(
+        "UPDATE limit_holders SET until = ? WHERE key = ? AND token = ? AND until > ?",
+        (t + hold, key, token, t),
+    ).rowcount
+    return changed == 1
+
+
+def release(conn: sqlite3.Connection, key: str, token: str, t: float) -> bool:
+    """:meth:`Limiters.limit_release` inside the caller's transaction."""
+    row = conn.execute(
+        "DELETE FROM limit_holders WHERE key = ? AND token = ? RETURNING until", (key, token)
+    ).fetchone()
+    return row is not None and float(row[0]) > t
+
+
+class SQLiteLimits(Backend):
+    """The :class:`~fleet.core.capabilities.Limiters` methods, over ``self._db``."""
+
+    _db: SQLiteDB
+
+    async def limit_acquire(
+        self,
+        key: str,
+        token: str,
+        *,
+        interval: float | None,
+        concurrency: int | None,
+        hold_seconds: float,
+    ) -> float:
+        return await self._db.write(
+            lambda c: acquire(c, key, token, interval, concurrency, hold_seconds, now())
+        )
+
+    async def limit_renew(self, key: str, token: str, hold_seconds: float) -> bool:
+        return await self._db.write(lambda c: renew(c, key, token, hold_seconds, now()))
+
+    async def limit_release(self, key: str, token: str) -> bool:
+        return await self._db.write(lambda c: release(c, key, token, now()))
