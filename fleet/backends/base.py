@@ -32,6 +32,7 @@ from fleet.core.capabilities import (
     Limiters,
     Pools,
     Primitives,
+    ScheduleStore,
     Streams,
     Subscription,
     TaskGroups,
@@ -70,7 +71,16 @@ def log_expired(automation_type: str, task_id: str, age: float | None, ttl: floa
 
 
 class Backend(
-    TaskQueues, TaskGroups, Streams, Pools, Primitives, Limiters, Events, FleetState, abc.ABC
+    TaskQueues,
+    TaskGroups,
+    Streams,
+    Pools,
+    Primitives,
+    Limiters,
+    ScheduleStore,
+    Events,
+    FleetState,
+    abc.ABC,
 ):
     """Storage for queues, streams, pools, primitives, limiters, events and fleet state.
 

@@ -21,6 +21,7 @@ from fleet.core.errors import (
     UnknownAutomation,
     UnsupportedBackend,
 )
+from fleet.core.schedule import Schedule
 from fleet.core.task import Task
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "Pool",
     "Queue",
     "RegistrationError",
+    "Schedule",
     "SchemaVersionError",
     "StaleLease",
     "Stream",

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from fleet.core.browser import BrowserNeeds
 from fleet.core.config import BaseConfig
 from fleet.core.contracts import Pool, check_name
-from fleet.core.errors import RegistrationError
+from fleet.core.errors import ContractValueError, RegistrationError
+from fleet.core.schedule import Schedule, check_schedule_id
 
 if TYPE_CHECKING:
     from fleet.core.context import Context
@@ -57,10 +58,14 @@ class BatchAutomation(Automation[ConfigT]):
 
     ``TaskPayload`` (a pydantic model) is required: a class that defines
     ``run_one`` without it is rejected with ``TypeError`` when it is created.
+    ``Schedules`` (a list of :class:`~fleet.core.schedule.Schedule`) declares
+    periodic tasks, written to the backend when a worker or master with the plugin
+    starts.
     """
 
     kind: ClassVar[str] = "BatchAutomation"
     TaskPayload: ClassVar[type[BaseModel]]
+    Schedules: ClassVar[list[Schedule]] = []
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -83,6 +88,36 @@ def _check_task_payload(cls: type[Any]) -> None:
         raise RegistrationError(
             f"{cls.__qualname__}.TaskPayload must be a pydantic BaseModel subclass, got {payload!r}"
         )
+
+
+def _check_schedules(cls: type[Any], name: str) -> None:
+    schedules = getattr(cls, "Schedules", None) or []
+    if not isinstance(schedules, list | tuple) or not all(
+        isinstance(s, Schedule) for s in schedules
+    ):
+        raise RegistrationError(
+            f"{cls.__qualname__}.Schedules must be a list of Schedule", automation_type=name
+        )
+    seen: set[str] = set()
+    for s in schedules:
+        if s.id in seen:
+            raise RegistrationError(
+                f"{cls.__qualname__}.Schedules declares {s.id!r} twice", automation_type=name
+            )
+        seen.add(s.id)
+        payload = s.payload
+        if isinstance(payload, BaseModel) and not isinstance(payload, cls.TaskPayload):
+            raise RegistrationError(
+                f"schedule {s.id!r}: payload is a {type(payload).__name__}, not the "
+                f"{cls.TaskPayload.__name__} of {cls.__qualname__}",
+                automation_type=name,
+            )
+        try:
+            check_schedule_id(s.id)
+            s.definition()
+            cls.TaskPayload.model_validate(s.definition()["payload"])
+        except (ContractValueError, ValidationError) as exc:
+            raise RegistrationError(f"schedule {s.id!r}: {exc}", automation_type=name) from exc
 
 
 def _check_declarations(cls: type[Any]) -> None:
@@ -133,6 +168,12 @@ def register(name: str) -> Any:
             )
         if issubclass(cls, BatchAutomation):
             _check_task_payload(cls)
+            _check_schedules(cls, name)
+        elif getattr(cls, "Schedules", None):
+            raise RegistrationError(
+                f"{cls.__qualname__}: only a BatchAutomation has tasks to schedule",
+                automation_type=name,
+            )
         _check_declarations(cls)
         existing = _REGISTRY.get(name)
         if existing is not None and not _same_class(existing, cls):

@@ -25,6 +25,7 @@ from fastapi.staticfiles import StaticFiles
 import fleet
 from fleet.backends import open_backend, redact_url
 from fleet.backends.base import Backend
+from fleet.core.automation import registered
 from fleet.core.errors import BackendError, BackendUnavailable, FleetError
 from fleet.master import sse
 from fleet.master.auth import TokenTable
@@ -44,6 +45,7 @@ from fleet.master.routes import workers as worker_routes
 from fleet.master.state import MasterState, master_state
 from fleet.master.sweeper import Sweeper
 from fleet.master.validation import InvalidInput, finite_json
+from fleet.scheduler import ScheduleFirer, sync_declared
 from fleet.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -144,7 +146,14 @@ def create_app(
                     log.info("catalog: published %s", ", ".join(written))
             except BackendError as exc:
                 log.warning("could not write the catalog at start: %s", exc)
+            try:
+                await sync_declared(state.backend, registered())
+            except BackendError as exc:
+                log.warning("could not write the declared schedules at start: %s", exc)
             if sweeper:
+                firer = ScheduleFirer(state.backend, "master")
+                firer.start()
+                stack.push_async_callback(firer.stop)
                 state.sweeper = Sweeper(state.backend, settings.sweep_seconds)
                 state.sweeper.start()
                 stack.push_async_callback(_stop_sweeper)

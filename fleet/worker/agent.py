@@ -27,6 +27,7 @@ from fleet.protocol import (
     drain_key,
     worker_topic,
 )
+from fleet.scheduler import ScheduleFirer, sync_declared
 from fleet.worker.backoff import RetryPolicy, backoff_delay
 from fleet.worker.hardware import ProcessSampler, hardware, host_name
 from fleet.worker.identity import IdClaim
@@ -101,6 +102,7 @@ class Worker:
         self._written_state: dict[str, str] = {}
         self._stop = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
+        self.firer: ScheduleFirer | None = None
         #: Healing and the safety-net re-read take turns: a re-read between a heal's
         #: discovery of a loss and its restoring the drain flag would read it as a resume.
         self._healing = asyncio.Lock()
@@ -177,6 +179,9 @@ class Worker:
                 with contextlib.suppress(BackendError):
                     await self._write_state(runner, heartbeat=True)
             self._loops.append(asyncio.create_task(self._heartbeat_loop(), name="heartbeat"))
+            # Any worker can fire the fleet's schedules: they need no master.
+            self.firer = ScheduleFirer(self.backend, f"worker {self.worker_id}")
+            self.firer.start()
             self._loops.append(asyncio.create_task(self._resync_loop(), name="resync"))
             for runner in self.runners.values():
                 name = f"state:{runner.automation_type}"
@@ -195,6 +200,7 @@ class Worker:
             else:
                 await self.backend.worker_register(t, self.worker_id, self._hardware)
                 await self.backend.catalog_put(t, catalog_entry(runner.cls))
+                await sync_declared(self.backend, {t: runner.cls})
                 runner.draining = await self._drain_flag(t)
                 await runner.sync_config()
         # Subscribed before start returns, so no event published afterwards is missed.
@@ -203,6 +209,8 @@ class Worker:
     async def shutdown(self) -> None:
         """Drain every type within the grace period, then write state STOPPED."""
         log.info("worker %s stopping (grace %.0fs)", self.worker_id, self.grace)
+        if self.firer is not None:
+            await self.firer.stop()  # another process takes the schedules over at once
         await asyncio.gather(*(r.shutdown() for r in self.runners.values()))
         for pool in self.browsers.values():
             await pool.close()  # kills every browser process it started

@@ -59,11 +59,11 @@ async def test_older_file_is_migrated_keeping_its_tasks(tmp_path: Path) -> None:
     finally:
         await backend.close()
     c = _connect(path)
-    assert read_version(c) == SCHEMA_VERSION == 5
+    assert read_version(c) == SCHEMA_VERSION == 6
     assert {"tasks_finished", "idempotency_expiry", "events_ts"} <= _indexes(c)
     assert {"tasks_grouped", "task_groups_ready", "task_groups_due"} <= _indexes(c)
     assert {"started", "grp"} <= {row[1] for row in c.execute("PRAGMA table_info(tasks)")}
-    assert {"limit_holders_until", "limiters_forget"} <= _indexes(c)
+    assert {"limit_holders_until", "limiters_forget", "schedules_due"} <= _indexes(c)
     c.close()
 
 
@@ -86,7 +86,7 @@ async def test_a_version_3_file_gains_the_limiter_tables(tmp_path: Path) -> None
     finally:
         await backend.close()
     c = _connect(path)
-    assert read_version(c) == 5
+    assert read_version(c) == 6
     tables = {n for (n,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"limit_holders", "limiters"} <= tables
     c.close()
@@ -98,7 +98,7 @@ async def test_newer_file_is_refused_with_a_clear_error(tmp_path: Path) -> None:
     c = _connect(path)
     c.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     c.close()
-    with pytest.raises(SchemaVersionError, match=r"schema version 99.*up to version 5.*upgrade"):
+    with pytest.raises(SchemaVersionError, match=r"schema version 99.*up to version 6.*upgrade"):
         await open_backend(url_for(path))
 
 

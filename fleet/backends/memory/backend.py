@@ -29,6 +29,7 @@ from fleet.backends.memory.events import MemorySubscription
 from fleet.backends.memory.limits import MemoryLimitsMixin
 from fleet.backends.memory.queue import NO_LIMITS
 from fleet.backends.memory.records import MemoryRecordsMixin
+from fleet.backends.memory.schedules import MemorySchedulesMixin
 from fleet.backends.memory.store import get_store, store_name
 from fleet.backends.memory.wait import resolve
 from fleet.core.errors import ContractValueError
@@ -63,7 +64,7 @@ def _json(value: Any) -> Any:
     return json.loads(dumps(value))
 
 
-class MemoryBackend(MemoryRecordsMixin, MemoryLimitsMixin, Backend):
+class MemoryBackend(MemoryRecordsMixin, MemoryLimitsMixin, MemorySchedulesMixin, Backend):
     """In-process backend over the store named by ``memory://<name>``.
 
     Args:
@@ -248,6 +249,7 @@ class MemoryBackend(MemoryRecordsMixin, MemoryLimitsMixin, Backend):
         if queue is not None:
             queue.state.reset()
         store.streams.pop(automation_type, None)
+        store.schedules.purge_type(automation_type)
         store.catalog.pop(automation_type, None)
         store.config.pop(automation_type, None)
         store.generations.pop(automation_type, None)

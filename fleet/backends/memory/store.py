@@ -16,6 +16,7 @@ from fleet.backends.memory.events import MemoryEventBus
 from fleet.backends.memory.limits import LimitTable
 from fleet.backends.memory.pool import PoolState
 from fleet.backends.memory.queue import QueueState
+from fleet.backends.memory.schedules import ScheduleTable
 from fleet.backends.memory.stream import StreamState
 from fleet.backends.memory.wait import Waiters
 
@@ -89,6 +90,7 @@ class MemoryStore:
         self.locks = ExpiringValues()  # value: holder token
         self.counters: dict[str, int] = {}
         self.limits = LimitTable()
+        self.schedules = ScheduleTable()
         self.catalog: dict[str, str] = {}
         self.workers: dict[tuple[str, str], WorkerData] = {}
         self.worker_index: dict[str, set[str]] = {}

@@ -22,6 +22,7 @@ from fleet.backends.redis.groups import GroupOps
 from fleet.backends.redis.limits import LimitOps
 from fleet.backends.redis.pools import PoolOps
 from fleet.backends.redis.queue import QueueOps
+from fleet.backends.redis.schedules import ScheduleOps
 from fleet.backends.redis.state import StateOps
 from fleet.backends.redis.streams import StreamOps
 from fleet.core.errors import UnsupportedBackend
@@ -30,7 +31,9 @@ from fleet.core.records import now
 __all__ = ["RedisBackend"]
 
 
-class RedisBackend(QueueOps, GroupOps, PoolOps, StreamOps, StateOps, LimitOps, Backend):
+class RedisBackend(
+    QueueOps, GroupOps, PoolOps, StreamOps, StateOps, LimitOps, ScheduleOps, Backend
+):
     """Backend over one Redis database.
 
     Args:
@@ -89,6 +92,8 @@ class RedisBackend(QueueOps, GroupOps, PoolOps, StreamOps, StateOps, LimitOps, B
     async def purge_type(self, automation_type: str) -> None:
         t = automation_type
         with self._guard():
+            for sid in await self.schedule_list_raw(t):
+                await self.schedule_delete(t, sid)
             doomed: list[str] = [*keys.queue_keys(t, now()), keys.stream(t), keys.config(t)]
             doomed.append(keys.config_generation(t))
             patterns = (

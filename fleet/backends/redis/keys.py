@@ -209,6 +209,17 @@ def counter(name: str) -> str:
     return f"fleet:counter:{name}"
 
 
+#: zset ``[type, id]`` (JSON) -> next run of every enabled schedule, fleet-wide.
+SCHEDULES_DUE = "fleet:schedules:due"
+#: The prefix of the per-type schedule hashes.
+SCHEDULES_PREFIX = "fleet:schedules:"
+
+
+def schedules(automation_type: str) -> str:
+    """``fleet:schedules:<type>``: hash schedule id -> record JSON."""
+    return SCHEDULES_PREFIX + automation_type
+
+
 def limit_keys(key: str) -> list[str]:
     """The two keys of limiter ``key`` (``ctx.limit``), in the order ``lua/limits.lua``
     takes them: ``fleet:limit:<key>:holders`` (zset token -> hold end) and

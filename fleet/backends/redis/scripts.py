@@ -87,6 +87,7 @@ SCRIPT_NAMES = (
     "throttle",
     "groups",
     "limits",
+    "schedules",
 )
 
 
@@ -113,6 +114,7 @@ class Scripts:
         self.throttle = self.all["throttle"]
         self.groups = self.all["groups"]
         self.limits = self.all["limits"]
+        self.schedules = self.all["schedules"]
 
     async def load_all(self, client: RespClient) -> None:
         """SCRIPT LOAD every script (pipelined: one round trip)."""

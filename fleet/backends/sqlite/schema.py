@@ -42,7 +42,7 @@ from collections.abc import Callable
 from fleet.core.errors import SchemaVersionError
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -194,6 +194,16 @@ CREATE TABLE group_turn (type TEXT PRIMARY KEY, plain INTEGER NOT NULL) WITHOUT 
 #: Version 5: the limiters of ``ctx.limit`` (``fleet/backends/sqlite/limits.py``):
 #: one row per place held (until its hold expires) and one per rate limiter (its
 #: ``tat``, forgotten at ``forget_at``); the expiry indexes let writes prune them.
+#: Version 6: schedules (``fleet/backends/sqlite/schedules.py``): a row per schedule,
+#: its record and the time it is due (NULL when disabled), indexed for the firer.
+_V6 = """
+CREATE TABLE schedules (
+    type TEXT NOT NULL, id TEXT NOT NULL, raw TEXT NOT NULL, due REAL,
+    PRIMARY KEY (type, id)
+) WITHOUT ROWID;
+CREATE INDEX schedules_due ON schedules (due) WHERE due IS NOT NULL;
+"""
+
 _V5 = """
 CREATE TABLE limit_holders (
     key TEXT NOT NULL, token TEXT NOT NULL, until REAL NOT NULL,
@@ -223,6 +233,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     3: _script(_V3),
     4: _script(_V4),
     5: _script(_V5),
+    6: _script(_V6),
 }
 
 

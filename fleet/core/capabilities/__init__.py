@@ -12,6 +12,7 @@ from fleet.core.capabilities.limits import Limiters
 from fleet.core.capabilities.pools import Pools
 from fleet.core.capabilities.primitives import Primitives
 from fleet.core.capabilities.queues import TaskQueues
+from fleet.core.capabilities.schedules import ScheduleStore
 from fleet.core.capabilities.state import FleetState
 from fleet.core.capabilities.streams import Streams
 
@@ -21,6 +22,7 @@ __all__ = [
     "Limiters",
     "Pools",
     "Primitives",
+    "ScheduleStore",
     "Streams",
     "Subscription",
     "TaskGroups",
