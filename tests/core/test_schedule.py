@@ -3,6 +3,7 @@ daylight-saving transitions, misfires, jitter and tick task ids — no event loo
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -107,7 +108,7 @@ def test_hourly_cron_across_fall_back_keeps_every_hour() -> None:
     for _ in range(5):
         t = next_tick(d, t)
         ticks.append(t)
-    assert [b - a for a, b in zip(ticks, ticks[1:], strict=False)] == [3600.0] * 4
+    assert [b - a for a, b in itertools.pairwise(ticks)] == [3600.0] * 4
 
 
 def rec(definition: dict[str, Any], next_run: float) -> Any:
@@ -167,7 +168,7 @@ def test_declarations_are_checked_at_register(clean_registry: None) -> None:
         @register("sched-dupe")
         class Dupe(BatchAutomation[Any]):
             TaskPayload = Page
-            Schedules = [  # noqa: RUF012
+            Schedules = [
                 Schedule(id="a", every=5, payload=Page(url="u")),
                 Schedule(id="a", every=6, payload=Page(url="u")),
             ]
@@ -177,18 +178,18 @@ def test_declarations_are_checked_at_register(clean_registry: None) -> None:
         @register("sched-bad-payload")
         class BadPayload(BatchAutomation[Any]):
             TaskPayload = Page
-            Schedules = [Schedule(id="a", every=5, payload={"nope": 1})]  # noqa: RUF012
+            Schedules = [Schedule(id="a", every=5, payload={"nope": 1})]
 
     with pytest.raises(RegistrationError, match="cron"):
 
         @register("sched-bad-cron")
         class BadCron(BatchAutomation[Any]):
             TaskPayload = Page
-            Schedules = [Schedule(id="a", cron="every day", payload=Page(url="u"))]  # noqa: RUF012
+            Schedules = [Schedule(id="a", cron="every day", payload=Page(url="u"))]
 
     @register("sched-good")
     class Good(BatchAutomation[Any]):
         TaskPayload = Page
-        Schedules = [Schedule(id="hourly", cron="0 * * * *", payload=Page(url="u"))]  # noqa: RUF012
+        Schedules = [Schedule(id="hourly", cron="0 * * * *", payload=Page(url="u"))]
 
     assert Good.Schedules[0].definition()["payload"] == {"url": "u"}

@@ -22,7 +22,7 @@ class Tick(BaseModel):
 class SchedProc(BatchAutomation[BaseConfig]):
     Config = BaseConfig
     TaskPayload = Tick
-    Schedules = [Schedule(id="every-second", every=1, payload=Tick(label="tick"))]  # noqa: RUF012
+    Schedules = [Schedule(id="every-second", every=1, payload=Tick(label="tick"))]
 
     async def run_one(self, task: Task[Any], ctx: Context[BaseConfig]) -> None:
         path = os.environ.get("FLEET_SCHED_LEDGER")
