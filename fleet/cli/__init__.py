@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "tasks": "fleet.cli.tasks:tasks",
     "dlq": "fleet.cli.tasks:dlq",
     "groups": "fleet.cli.groups:groups",
+    "schedules": "fleet.cli.schedules:schedules",
     "tail": "fleet.cli.tasks:tail",
     "config": "fleet.cli.admin:config",
     "workers": "fleet.cli.admin:workers",

@@ -267,6 +267,55 @@ class FleetClient:
         )
         return result
 
+    def schedules(self, automation_type: str) -> list[dict[str, Any]]:
+        """Every schedule of a type by id (one that cannot be read as
+        ``{"id", "unreadable": true, "raw", "error"}``)."""
+        result = self.request("GET", f"{self._type(automation_type)}/schedules")
+        listed: list[dict[str, Any]] = result["schedules"]
+        return listed
+
+    def schedule(self, automation_type: str, schedule_id: str) -> dict[str, Any]:
+        """One schedule: its definition, ``next_run``, ``last_run``, ``last_task_id``."""
+        result: dict[str, Any] = self.request(
+            "GET", f"{self._type(automation_type)}/schedules/{_seg(schedule_id)}"
+        )
+        return result
+
+    def schedule_create(
+        self, automation_type: str, schedule_id: str, payload: Any, **fields: Any
+    ) -> dict[str, Any]:
+        """Create a schedule: ``cron=`` or ``every_seconds=``, and any other field
+        (timezone, priority, group, max_attempts, enabled, misfire, jitter_seconds)."""
+        body = {"id": schedule_id, "payload": payload, **fields}
+        result: dict[str, Any] = self.request(
+            "POST", f"{self._type(automation_type)}/schedules", json_body=body
+        )
+        return result
+
+    def schedule_patch(
+        self, automation_type: str, schedule_id: str, changes: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Change some fields of a schedule (``{"enabled": False}`` pauses it)."""
+        result: dict[str, Any] = self.request(
+            "PATCH",
+            f"{self._type(automation_type)}/schedules/{_seg(schedule_id)}",
+            json_body=changes,
+        )
+        return result
+
+    def schedule_delete(self, automation_type: str, schedule_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request(
+            "DELETE", f"{self._type(automation_type)}/schedules/{_seg(schedule_id)}"
+        )
+        return result
+
+    def schedule_run(self, automation_type: str, schedule_id: str) -> str:
+        """Enqueue one run of a schedule now; returns its task id."""
+        result = self.request(
+            "POST", f"{self._type(automation_type)}/schedules/{_seg(schedule_id)}/run"
+        )
+        return str(result["task_id"])
+
     def config_get(self, automation_type: str) -> dict[str, Any]:
         result: dict[str, Any] = self.request("GET", f"{self._type(automation_type)}/config")
         return result

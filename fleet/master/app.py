@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -40,6 +41,7 @@ from fleet.master.routes import groups as group_routes
 from fleet.master.routes import health as health_routes
 from fleet.master.routes import pools as pool_routes
 from fleet.master.routes import queue as queue_routes
+from fleet.master.routes import schedules as schedule_routes
 from fleet.master.routes import tasks as task_routes
 from fleet.master.routes import workers as worker_routes
 from fleet.master.state import MasterState, master_state
@@ -62,8 +64,16 @@ async def _cancel(task: asyncio.Task[None]) -> None:
         await task
 
 
+class _AsciiJSONResponse(JSONResponse):
+    """JSON with every non-ASCII character escaped: a 422 may echo an input holding a
+    lone surrogate (``"\\ud800"`` is valid JSON text), which UTF-8 cannot encode."""
+
+    def render(self, content: object) -> bytes:
+        return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
 def _validation_response(errors: list[dict[str, object]]) -> JSONResponse:
-    return JSONResponse({"detail": finite_json(jsonable_encoder(errors))}, status_code=422)
+    return _AsciiJSONResponse({"detail": finite_json(jsonable_encoder(errors))}, status_code=422)
 
 
 def _install_error_handlers(app: FastAPI, outage: ApiOutage) -> None:
@@ -198,6 +208,7 @@ def create_app(
         task_routes,
         queue_routes,
         group_routes,
+        schedule_routes,
         config_routes,
         worker_routes,
         pool_routes,

@@ -21,7 +21,9 @@ def test_groups_table_pauses_and_resumes(
 ) -> None:
     p, _ = page
     group = f"shop-{uuid.uuid4().hex[:6]}.example"
-    r = stack.api("PUT", f"/automations/dash-echo/groups/{group}", {"paused": True})
+    # A rate of one a minute keeps the group (and its row) alive after the resume.
+    body = {"paused": True, "rate": "1/m"}
+    r = stack.api("PUT", f"/automations/dash-echo/groups/{group}", body)
     assert r.status_code == 200, r.text
     tasks = [{"payload": {"text": f"g{i}"}, "group": group} for i in range(3)]
     r = stack.api("POST", "/automations/dash-echo/tasks/batch", {"tasks": tasks})
@@ -30,16 +32,25 @@ def test_groups_table_pauses_and_resumes(
     row = p.locator(f"#groups tr[data-group='{group}']")
     expect(row).to_contain_text("paused")
     expect(row.locator("td").nth(1)).to_have_text("3")
+    expect(row).to_contain_text("1/m (own)")
     shot(p, "groups", tmp_path)
     row.locator("[data-action=resume]").click()
     expect(p.locator("#groups .note-ok")).to_contain_text(f"Resumed {group}")
     expect(row.locator("[data-action=pause]")).to_be_visible()  # re-read after the click
 
-    def drained() -> bool:
+    def one_started() -> bool:
         g = stack.api("GET", f"/automations/dash-echo/groups/{group}").json()
-        return bool(g["pending"] == 0 and g["running"] == 0)
+        return bool(g["pending"] == 2 and not g["paused"])
 
-    stack.wait_for(drained, timeout=30, what="the resumed group drained")
-    # A group that holds nothing any more (no task, no settings) leaves the list.
+    stack.wait_for(one_started, timeout=30, what="one task of the resumed group started")
     p.click("#groups .toolbar button")
-    expect(row).to_have_count(0)
+    expect(row.locator("td").nth(1)).to_have_text("2")
+    expect(row.locator("[data-role=group-state]")).to_contain_text("held until")  # its rate
+    row.locator("[data-action=pause]").click()
+    expect(p.locator("#groups .note-ok")).to_contain_text(f"Paused {group}")
+    expect(row.locator("[data-role=group-state]")).to_have_text("paused")
+    assert stack.api("GET", f"/automations/dash-echo/groups/{group}").json()["settings"] == {
+        "concurrency": None,
+        "rate": "1/m",
+        "paused": True,
+    }

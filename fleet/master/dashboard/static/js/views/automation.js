@@ -11,6 +11,7 @@ import { workersTable } from "./workers.js";
 import { configEditor } from "./config_editor.js";
 import { dlqPanel } from "./dlq.js";
 import { groupsPanel } from "./groups.js";
+import { schedulesPanel } from "./schedules.js";
 
 /** Most output entries kept in the tail. */
 const TAIL = 100;
@@ -168,6 +169,7 @@ export function automationView(root, type) {
   let editor = null;
   let dlq = null;
   let groups = null;
+  let schedules = null;
   let tail = null;
 
   async function build() {
@@ -189,6 +191,8 @@ export function automationView(root, type) {
     if (entry.queue) {
       groups = groupsPanel(type);
       grid.append(groups.el);
+      schedules = schedulesPanel(type);
+      grid.append(schedules.el);
       dlq = dlqPanel(type);
       grid.append(dlq.el);
     }
@@ -212,6 +216,12 @@ export function automationView(root, type) {
       const q = queueOf(row) || {};
       const c = q.counters || {};
       groups.update(`${q.pending_total}:${q.processing}:${c.completed}:${c.throttled}`);
+    }
+    if (schedules) {
+      // A tick or a run now submits a task (the schedule's last run moves with it).
+      const q = queueOf(row) || {};
+      const c = q.counters || {};
+      schedules.update(`${c.submitted}:${q.pending_total}:${q.processing}:${c.completed}`);
     }
   }
 
