@@ -32,6 +32,7 @@ from fleet.master import sse
 from fleet.master.auth import TokenTable
 from fleet.master.catalog import keep_local_entries, load_plugins, publish_local_entries
 from fleet.master.event_hub import EventHub
+from fleet.master.gate import AuthGate, FailedAuth
 from fleet.master.limits import BodyLimitMiddleware, limit_for_paths
 from fleet.master.metrics import MasterMetrics
 from fleet.master.outage import ApiOutage
@@ -202,6 +203,8 @@ def create_app(
         BodyLimitMiddleware,
         limit_for=limit_for_paths(settings.max_body_bytes, settings.max_batch_body_bytes),
     )
+    # Outermost: a request is authenticated before any body is read (fleet/master/gate.py).
+    app.add_middleware(AuthGate, tokens=lambda: state.tokens, failures=FailedAuth())
     app.include_router(health_routes.router)
     for module in (
         catalog_routes,

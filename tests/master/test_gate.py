@@ -1,0 +1,151 @@
+"""The auth gate: no body is read before the token is accepted, read tokens cannot
+send bodies, failed authentications are throttled per address — against the ASGI
+app and a real master process."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from fleet.master.gate import FailedAuth, FailurePolicy
+from tests.master.conftest import ADMIN, READ, SCOPED, InProcess, auth
+from tests.master.plugins import SCRAPE
+from tests.support.master_proc import MASTER_TOKEN, MasterProcess
+
+BATCH = f"/api/v1/automations/{SCRAPE}/tasks/batch"
+
+
+async def test_no_token_is_401_before_the_body_even_if_it_is_not_json(
+    master: InProcess,
+) -> None:
+    r = await master.client.post(BATCH, content=b"{not json", headers={"content-type": "x"})
+    assert r.status_code == 401
+    assert r.headers["www-authenticate"] == "Bearer"
+    r = await master.client.post(BATCH, content=b"{", headers={"authorization": "Bearer nope"})
+    assert r.status_code == 401 and r.json()["detail"] == "unknown token"
+    # The admin gets the usual 422 for the same malformed body.
+    r = await master.client.post(BATCH, content=b"{", headers=auth(ADMIN))
+    assert r.status_code == 422
+
+
+async def test_read_tokens_send_no_bodies_and_scoped_ones_only_their_submits(
+    master: InProcess,
+) -> None:
+    r = await master.client.post(BATCH, json={"tasks": []}, headers=auth(READ))
+    assert r.status_code == 403
+    r = await master.client.post(BATCH, json={"tasks": [{"payload": {"url": "u"}}]},
+                                 headers=auth(SCOPED))  # fmt: skip
+    assert r.status_code == 202
+    r = await master.client.patch(f"/api/v1/automations/{SCRAPE}/config", json={},
+                                  headers=auth(SCOPED))  # fmt: skip
+    assert r.status_code == 403
+    # GETs are not gated: the routes answer as before.
+    r = await master.client.get(f"/api/v1/automations/{SCRAPE}/queue", headers=auth(READ))
+    assert r.status_code == 200
+
+
+def test_failure_book_blocks_an_address_then_forgets() -> None:
+    now = [0.0]
+    book = FailedAuth(FailurePolicy(window_seconds=10, max_failures=3), clock=lambda: now[0])
+    for _ in range(3):
+        assert book.blocked_for("a") == 0
+        book.failed("a")
+        now[0] += 1
+    assert book.blocked_for("a") == 7.0  # the oldest failure leaves the window at 10
+    assert book.blocked_for("b") == 0
+    now[0] += 8
+    assert book.blocked_for("a") == 0
+
+
+async def test_guessing_is_throttled_per_address(master: InProcess) -> None:
+    path = f"/api/v1/automations/{SCRAPE}/queue"
+    codes = [
+        (await master.client.get(path, headers={"authorization": f"Bearer guess-{i}"})).status_code
+        for i in range(25)
+    ]
+    assert codes[:20] == [401] * 20 and set(codes[20:]) == {429}
+    r = await master.client.get(path, headers=auth(ADMIN))
+    assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1  # same address
+    other = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=master.app, client=("10.9.9.9", 4242)),
+        base_url="http://master",
+    )
+    async with other:
+        assert (await other.get(path, headers=auth(ADMIN))).status_code == 200
+
+
+def _rss(pid: int) -> int:
+    return int(psutil.Process(pid).memory_info().rss)
+
+
+def _upload(port: int, size: int, token: str | None) -> bytes:
+    """Send headers announcing ``size`` bytes, then as much body as the server takes
+    before it answers; returns the answer's first bytes."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    head = f"POST {BATCH} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+    if token is not None:
+        head += f"authorization: Bearer {token}\r\n"
+    head += f"content-length: {size}\r\n\r\n"
+    sock.sendall(head.encode())
+    chunk = b"[" * (1 << 20)
+    sent = 0
+    answer = b""
+    sock.settimeout(0.05)
+    try:
+        while sent < size:
+            try:
+                sent += sock.send(chunk[: min(len(chunk), size - sent)])
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            except TimeoutError:
+                pass
+            try:
+                answer = sock.recv(200)
+                if answer:
+                    break
+            except TimeoutError:
+                continue
+        sock.settimeout(5)
+        if not answer:
+            answer = sock.recv(200)
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    finally:
+        sock.close()
+    return answer
+
+
+@pytest.mark.slow
+async def test_unauthenticated_uploads_cost_no_memory(sqlite_url: str, tmp_path: Any) -> None:
+    master = MasterProcess(sqlite_url, tmp_path)
+    try:
+        async with master.client() as c:
+            for _ in range(100):
+                try:
+                    if (await c.get("/healthz")).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                await asyncio.sleep(0.1)
+        before = _rss(master.proc.pid)
+        answers = await asyncio.gather(
+            *(asyncio.to_thread(_upload, master.port, 30 << 20, None) for _ in range(10))
+        )
+        after = _rss(master.proc.pid)
+        print(f"\nmaster RSS: {before / 2**20:.0f} MiB before, {after / 2**20:.0f} MiB after "
+              "ten unauthenticated 30 MiB uploads")  # fmt: skip
+        assert all(a.startswith(b"HTTP/1.1 401") for a in answers), answers
+        assert after - before < 20 << 20
+        t0 = time.monotonic()
+        answer = await asyncio.to_thread(_upload, master.port, 5 << 20, MASTER_TOKEN)
+        assert answer.startswith(b"HTTP/1.1 4")  # read, then refused as JSON: not a 401
+        assert not answer.startswith(b"HTTP/1.1 401")
+        assert time.monotonic() - t0 < 30
+    finally:
+        master.close()
