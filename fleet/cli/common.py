@@ -16,7 +16,7 @@ from rich.table import Table
 
 from fleet.cli.console import output_console
 from fleet.client.http import ClientError, FleetClient
-from fleet.client.tokenfile import read_token, token_path
+from fleet.client.tokenfile import UnsafeTokenFile, read_token, token_path
 
 if TYPE_CHECKING:
     from fleet.settings import Settings
@@ -39,7 +39,10 @@ def token_and_source(token: str | None) -> tuple[str | None, str | None]:
     if env_token:
         return env_token, "FLEET_ADMIN_TOKEN"
     path = token_path()
-    stored = read_token(path)
+    try:
+        stored = read_token(path)
+    except UnsafeTokenFile as exc:
+        raise click.ClickException(str(exc)) from exc
     return (stored, str(path)) if stored else (None, None)
 
 

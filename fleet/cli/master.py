@@ -9,7 +9,8 @@ import click
 
 from fleet.backends import redact_url
 from fleet.cli.common import load_settings
-from fleet.client.tokenfile import ensure_token, is_loopback
+from fleet.client.tokenfile import UnsafeTokenFile, ensure_token, is_loopback
+from fleet.master.tokens_policy import weak_tokens
 from fleet.settings import Settings
 
 
@@ -23,6 +24,9 @@ def prepare_settings(settings: Settings, host: str) -> tuple[Settings, str | Non
     Raises:
         click.UsageError: No ``FLEET_ADMIN_TOKEN`` and ``host`` is not loopback.
     """
+    weak = weak_tokens(settings)
+    if weak:
+        raise click.UsageError(weak)
     if settings.admin_token:
         return settings, None
     if not is_loopback(host):
@@ -30,7 +34,10 @@ def prepare_settings(settings: Settings, host: str) -> tuple[Settings, str | Non
             f"refusing to listen on {host} without FLEET_ADMIN_TOKEN: set it to a long random "
             "secret (e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
         )
-    token, path = ensure_token()
+    try:
+        token, path = ensure_token()
+    except UnsafeTokenFile as exc:
+        raise click.ClickException(str(exc)) from exc
     return settings.model_copy(update={"admin_token": token}), str(path)
 
 

@@ -27,7 +27,7 @@ import fleet
 from fleet.backends import open_backend, redact_url
 from fleet.backends.base import Backend
 from fleet.core.automation import registered
-from fleet.core.errors import BackendError, BackendUnavailable, FleetError
+from fleet.core.errors import BackendError, BackendUnavailable, ConfigError, FleetError
 from fleet.master import sse
 from fleet.master.auth import TokenTable
 from fleet.master.catalog import keep_local_entries, load_plugins, publish_local_entries
@@ -47,6 +47,7 @@ from fleet.master.routes import tasks as task_routes
 from fleet.master.routes import workers as worker_routes
 from fleet.master.state import MasterState, master_state
 from fleet.master.sweeper import Sweeper
+from fleet.master.tokens_policy import weak_tokens
 from fleet.master.validation import InvalidInput, finite_json
 from fleet.scheduler import ScheduleFirer, sync_declared
 from fleet.settings import Settings
@@ -133,6 +134,9 @@ def create_app(
         The FastAPI app; run it with uvicorn (its lifespan connects everything).
     """
     settings = settings or Settings()
+    weak = weak_tokens(settings)
+    if weak is not None:
+        raise ConfigError(weak)
     state = MasterState(settings=settings, tokens=TokenTable.from_settings(settings))
     state.metrics = MasterMetrics()
     outage = ApiOutage(log)

@@ -149,3 +149,56 @@ async def test_unauthenticated_uploads_cost_no_memory(sqlite_url: str, tmp_path:
         assert time.monotonic() - t0 < 30
     finally:
         master.close()
+
+
+def test_short_tokens_are_refused_at_startup(tmp_path: Any) -> None:
+    from fleet.core.errors import ConfigError
+    from fleet.master.app import create_app
+    from tests.master.conftest import memory_url, settings_for
+
+    for bad in (
+        {"admin_token": "short-token"},
+        {"read_tokens": ["read-token-long-enough", "tiny"]},
+        {"token_scopes": {"x": ["t"]}},
+    ):
+        with pytest.raises(ConfigError) as exc:
+            create_app(settings_for(memory_url(), **bad))
+        assert "at least 16 characters" in str(exc.value)
+        assert "tiny" not in str(exc.value) and "short-token" not in str(exc.value)
+
+
+def test_fleet_master_refuses_a_short_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from fleet.cli import main
+
+    monkeypatch.setenv("FLEET_ADMIN_TOKEN", "hunter2")
+    r = CliRunner().invoke(main, ["master", "--port", "1"])
+    assert r.exit_code == 2 and "FLEET_ADMIN_TOKEN has 7 characters" in r.output
+    assert "hunter2" not in r.output
+
+
+def test_the_token_file_is_used_only_when_safe(tmp_path: Any) -> None:
+    import os
+
+    from fleet.client.tokenfile import UnsafeTokenFile, ensure_token, read_token
+
+    path = tmp_path / "state" / "admin-token"
+    token, where = ensure_token(path)
+    assert where == path and len(token) >= 32 and oct(path.stat().st_mode & 0o777) == "0o600"
+    assert ensure_token(path)[0] == token  # reused
+    # Readable by others: refused, never reused.
+    os.chmod(path, 0o644)
+    with pytest.raises(UnsafeTokenFile, match="read or written by others"):
+        read_token(path)
+    with pytest.raises(UnsafeTokenFile):
+        ensure_token(path)
+    # A planted symbolic link is never followed.
+    os.chmod(path, 0o600)
+    link = tmp_path / "link-token"
+    link.symlink_to(path)
+    with pytest.raises(UnsafeTokenFile, match="symbolic link"):
+        read_token(link)
+    with pytest.raises(UnsafeTokenFile, match="symbolic link"):
+        ensure_token(link)
+    assert read_token(tmp_path / "absent") is None
