@@ -70,23 +70,33 @@ def parse_rate(text: str) -> Rate:
     return Rate(count, per, f"{count}/{mult if mult > 1 else ''}{unit}")
 
 
-def check_group(group: Any, *, field: str = "group") -> str:
-    """A group name as stored: a non-empty string of at most 200 characters with no
-    control characters (the rule task ids follow).
+def check_plain(value: Any, *, field: str, max_len: int) -> str:
+    """An id as stored and logged: a non-empty string of at most ``max_len``
+    characters without control characters (C0, DEL, C1: no forged log lines) or
+    surrogates (nothing that cannot be encoded).
 
     Raises:
         ContractValueError: naming ``field``.
     """
-    if not isinstance(group, str) or not group or len(group) > MAX_GROUP_LEN:
+    if not isinstance(value, str) or not value or len(value) > max_len:
         raise ContractValueError(
-            f"{field} must be a non-empty string of at most {MAX_GROUP_LEN} characters",
-            field=field,
+            f"{field} must be a non-empty string of at most {max_len} characters", field=field
         )
-    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in group):
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
         raise ContractValueError(f"{field} must not contain control characters", field=field)
-    if any(0xD800 <= ord(c) <= 0xDFFF for c in group):
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in value):
         raise ContractValueError(f"{field} must not contain unpaired surrogates", field=field)
-    return group
+    return value
+
+
+def check_group(group: Any, *, field: str = "group") -> str:
+    """A group name as stored: the rule task ids follow (:func:`check_plain`, at most
+    200 characters).
+
+    Raises:
+        ContractValueError: naming ``field``.
+    """
+    return check_plain(group, field=field, max_len=MAX_GROUP_LEN)
 
 
 def check_concurrency(value: Any, *, field: str = "concurrency") -> int | None:

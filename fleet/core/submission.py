@@ -6,12 +6,13 @@ import os
 from typing import Any
 
 from fleet.core.errors import ContractValueError
-from fleet.core.flow import check_group
+from fleet.core.flow import check_group, check_plain
 from fleet.core.records import PushRequest, TaskBody, new_id, now
 
 #: Default lifetime of idempotency keys (seconds); ``FLEET_IDEMPOTENCY_TTL_SECONDS``.
 DEFAULT_IDEMPOTENCY_TTL = 86_400.0
 MAX_TASK_ID_LEN = 200
+MAX_IDEMPOTENCY_KEY_LEN = 500
 
 
 def idempotency_ttl() -> float:
@@ -52,11 +53,7 @@ def make_push_request(
         ContractValueError: (a ``ValueError``) naming the bad option in ``field``.
     """
     if task_id is not None:
-        if not isinstance(task_id, str) or not task_id or len(task_id) > MAX_TASK_ID_LEN:
-            raise ContractValueError(
-                f"task_id must be a non-empty string of at most {MAX_TASK_ID_LEN} characters",
-                field="task_id",
-            )
+        check_plain(task_id, field="task_id", max_len=MAX_TASK_ID_LEN)
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise ContractValueError("priority must be an integer", field="priority")
     if max_attempts is not None and (
@@ -67,12 +64,8 @@ def make_push_request(
         raise ContractValueError("ttl_seconds must be > 0", field="ttl_seconds")
     if delay_seconds is not None and not delay_seconds >= 0:
         raise ContractValueError("delay_seconds must be >= 0", field="delay_seconds")
-    if idempotency_key is not None and (
-        not isinstance(idempotency_key, str) or not idempotency_key
-    ):
-        raise ContractValueError(
-            "idempotency_key must be a non-empty string", field="idempotency_key"
-        )
+    if idempotency_key is not None:
+        check_plain(idempotency_key, field="idempotency_key", max_len=MAX_IDEMPOTENCY_KEY_LEN)
     if group is not None:
         check_group(group)
     body = TaskBody(

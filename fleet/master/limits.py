@@ -1,4 +1,5 @@
-"""Request body size limits (413), enforced while the body is read.
+"""Request body size limits (413), enforced while the body is read; then the JSON
+guard (depth, surrogates: 422) on the whole body, before any route parses it.
 
 A ``Content-Length`` above the limit is refused before reading anything; a
 body without one (chunked) or one that lies is counted as it arrives and
@@ -8,10 +9,13 @@ buffer more than the limit by omitting or faking the header.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from fleet.master.jsonguard import json_problem
 
 #: Decides the limit of one request from its path.
 LimitFor = Callable[[str], int]
@@ -24,6 +28,22 @@ def limit_for_paths(default: int, batch: int) -> LimitFor:
         return batch if path.rstrip("/").endswith("/tasks/batch") else default
 
     return pick
+
+
+async def _send_422(send: Send, loc: list[str | int], msg: str) -> None:
+    detail = [{"type": "value_error", "loc": loc, "msg": msg}]
+    body = json.dumps({"detail": detail}).encode()  # ASCII: no surrogate can leak out
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 422,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _send_413(send: Send, limit: int) -> None:
@@ -41,6 +61,9 @@ async def _send_413(send: Send, limit: int) -> None:
     )
     await send({"type": "http.response.body", "body": body})
 
+
+#: Bodies larger than this are checked by the JSON guard in a thread.
+OFFLOAD_BYTES = 256 << 10
 
 #: Bytes of an oversized body read and thrown away before answering 413, so that
 #: ordinary clients still sending get the answer instead of a reset connection.
@@ -95,6 +118,14 @@ class BodyLimitMiddleware:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
+        # A big body is checked off the event loop: other requests keep being served.
+        if len(body) > OFFLOAD_BYTES:
+            problem = await asyncio.to_thread(json_problem, body)
+        else:
+            problem = json_problem(body)
+        if problem is not None:
+            await _send_422(send, *problem)
+            return
         replayed = False
 
         async def replay() -> Message:

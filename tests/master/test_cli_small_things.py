@@ -194,6 +194,9 @@ def test_no_token_and_refused_token_read_differently(
     no_ambient_token.parent.mkdir(parents=True)
     no_ambient_token.write_text("stale-token\n")
     r = fleet(live, "catalog", token=None)
+    assert "may be read or written by others" in r.output  # mode 644: refused, not used
+    no_ambient_token.chmod(0o600)
+    r = fleet(live, "catalog", token=None)
     assert f"refused the token (401), from {no_ambient_token}" in r.output
 
     monkeypatch.setenv("FLEET_ADMIN_TOKEN", "also-wrong")
