@@ -33,6 +33,7 @@ from fleet.master.auth import TokenTable
 from fleet.master.catalog import keep_local_entries, load_plugins, publish_local_entries
 from fleet.master.event_hub import EventHub
 from fleet.master.gate import AuthGate, FailedAuth
+from fleet.master.headers import SecurityHeaders
 from fleet.master.limits import BodyLimitMiddleware, limit_for_paths
 from fleet.master.metrics import MasterMetrics
 from fleet.master.outage import ApiOutage
@@ -41,6 +42,7 @@ from fleet.master.routes import config as config_routes
 from fleet.master.routes import groups as group_routes
 from fleet.master.routes import health as health_routes
 from fleet.master.routes import pools as pool_routes
+from fleet.master.routes import proxies as proxy_routes
 from fleet.master.routes import queue as queue_routes
 from fleet.master.routes import schedules as schedule_routes
 from fleet.master.routes import tasks as task_routes
@@ -209,6 +211,8 @@ def create_app(
     )
     # Outermost: a request is authenticated before any body is read (fleet/master/gate.py).
     app.add_middleware(AuthGate, tokens=lambda: state.tokens, failures=FailedAuth())
+    # Outside the gate: its answers (401, 429) carry the headers too.
+    app.add_middleware(SecurityHeaders)
     app.include_router(health_routes.router)
     for module in (
         catalog_routes,
@@ -219,6 +223,7 @@ def create_app(
         config_routes,
         worker_routes,
         pool_routes,
+        proxy_routes,
         sse,
     ):
         app.include_router(module.router, prefix=API_PREFIX)

@@ -70,7 +70,8 @@ def run_master(
             sweeper=sweeper,
             plugin_specs=plugin_specs,
         )
-        config = uvicorn.Config(app, host=settings.host, port=settings.port, **uvicorn_options)
+        options = {"server_header": False, **uvicorn_options}  # do not advertise the server
+        config = uvicorn.Config(app, host=settings.host, port=settings.port, **options)
         server = uvicorn.Server(config)
         await server.serve()
 

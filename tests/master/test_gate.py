@@ -202,3 +202,20 @@ def test_the_token_file_is_used_only_when_safe(tmp_path: Any) -> None:
     with pytest.raises(UnsafeTokenFile, match="symbolic link"):
         ensure_token(link)
     assert read_token(tmp_path / "absent") is None
+
+
+async def test_deleting_an_unknown_type_or_pool_is_404(master: InProcess) -> None:
+    H = auth(ADMIN)
+    r = await master.client.delete("/api/v1/automations/never-heard-of", headers=H)
+    assert r.status_code == 404 and "unknown automation type" in r.text
+    r = await master.client.delete("/api/v1/pools/never-heard-of", headers=H)
+    assert r.status_code == 404 and "unknown pool" in r.text
+    # A type with only leftover state (no catalog entry) is still deletable.
+    await master.backend.push("leftover", [])
+    from fleet.core.submission import make_push_request
+
+    await master.backend.push("leftover", [make_push_request({"x": 1})])
+    r = await master.client.delete("/api/v1/automations/leftover", headers=H)
+    assert r.status_code == 200
+    await master.backend.pool_put("adhoc", {"v": 1}, {})
+    assert (await master.client.delete("/api/v1/pools/adhoc", headers=H)).json() == {"dropped": 1}

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import astuple
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 
 from fleet.backends.base import Backend
 from fleet.core.stored import entry_unreadable
@@ -81,8 +82,15 @@ async def delete_type(
 ) -> dict[str, Any]:
     """Delete the type's queue, task states, stream, catalog entry, config and
     worker records (the spec's manual clean-up). Workers still running it
-    re-register and re-publish their catalog entry."""
+    re-register and re-publish their catalog entry. A type the backend holds
+    nothing of answers 404."""
     worker_ids = await backend.worker_ids(automation_type)
+    if not worker_ids and await backend.catalog_get(automation_type) is None:
+        depths = await backend.depths(automation_type)
+        held = depths.pending + depths.processing + depths.scheduled + depths.dead
+        if not held and not any(astuple(depths.counters)):
+            if not await backend.schedule_list_raw(automation_type):
+                raise HTTPException(404, detail=f"unknown automation type {automation_type!r}")
     await backend.purge_type(automation_type)
     master_state(request).entries.forget(automation_type)
     for wid in worker_ids:  # drain flags live in the KV store, outside the type's keys

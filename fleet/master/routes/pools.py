@@ -74,5 +74,13 @@ async def drop_pool(
     _: Any = Depends(admin_access),
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
-    """Delete every item and claim of the pool."""
+    """Delete every item and claim of the pool; 404 for a pool that no automation
+    declares and that holds nothing (as ``GET``)."""
+    known = name in await backend.pool_names() or name in declared_pools(
+        await backend.catalog_all()
+    )
+    if not known:
+        raise HTTPException(
+            404, detail=f"unknown pool {name!r}: no automation declares it and it holds no items"
+        )
     return {"dropped": await backend.pool_drop(name)}
