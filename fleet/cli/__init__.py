@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 import fleet
+from fleet.core.redact import RedactingFormatter
 
 #: Subcommand name -> "module:attribute" of its click command.
 COMMANDS: dict[str, str] = {
@@ -52,11 +53,12 @@ class LazyGroup(click.Group):
 
 def configure_logging(level: str) -> None:
     """One readable line per record on stderr."""
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
+    handler = logging.StreamHandler()
+    # URL credentials (a proxy's password in an error message) never reach a log.
+    handler.setFormatter(
+        RedactingFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
     )
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
     if logging.getLogger().level > logging.DEBUG:
         # one INFO line per HTTP request from the client library is noise in a CLI
         for noisy in ("httpx", "httpcore"):

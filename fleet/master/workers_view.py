@@ -9,6 +9,7 @@ from typing import Any
 
 from fleet.backends.base import Backend
 from fleet.core.records import WorkerRecord
+from fleet.master.secrets import mask_url_credentials
 from fleet.protocol import CONTROL_NS, drain_key
 
 #: A worker is up while its last heartbeat is within this many heartbeat periods.
@@ -40,10 +41,12 @@ def worker_view(record: WorkerRecord, now: float, heartbeat_seconds: float) -> d
 
     Returns:
         ``{type, worker_id, state, up, last_seen, seen_ago, slots, gen, lagging,
-        hardware, last_error, host, pid, started_at, version, tasks, unreadable}``;
+        hardware, last_error, host, pid, started_at, version, tasks, browser_pools,
+        unreadable}``;
         ``gen`` is ``{desired, applied}``, ``lagging`` is true when a live worker has
-        not applied its desired generation yet, and ``unreadable`` names the parts
-        of the record whose stored value could not be read (shown empty).
+        not applied its desired generation yet, ``browser_pools`` is the stats frame's
+        list of the worker's browser pools (empty without one), and ``unreadable``
+        names the parts of the record whose stored value could not be read (shown empty).
     """
     state = record.state
     stats = record.stats or {}
@@ -52,6 +55,8 @@ def worker_view(record: WorkerRecord, now: float, heartbeat_seconds: float) -> d
     raw_slots = stats.get("slots")
     slot_stats: dict[str, Any] = raw_slots if isinstance(raw_slots, dict) else {}
     seen = record.last_seen
+    raw_pools = stats.get("browser_pools")
+    pools = [p for p in raw_pools if isinstance(p, dict)] if isinstance(raw_pools, list) else []
     return {
         "type": record.automation_type,
         "worker_id": record.worker_id,
@@ -68,12 +73,13 @@ def worker_view(record: WorkerRecord, now: float, heartbeat_seconds: float) -> d
         "gen": {"desired": record.gen, "applied": applied},
         "lagging": up and applied < record.gen,
         "hardware": record.hardware,
-        "last_error": state.get("last_error") or None,
+        "last_error": mask_url_credentials(state.get("last_error") or "") or None,
         "host": state.get("host") or record.hardware.get("host"),
         "pid": _int(state.get("pid"), _int(record.hardware.get("pid"))) or None,
         "started_at": state.get("started_at"),
         "version": state.get("version") or record.hardware.get("fleet_version"),
         "tasks": stats.get("tasks") if isinstance(stats.get("tasks"), dict) else {},
+        "browser_pools": pools,
         "unreadable": list(record.unreadable),
     }
 

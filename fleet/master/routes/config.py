@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends, Query
+from fastapi import APIRouter, Body, Depends, HTTPException, Query
 
 from fleet.backends.base import Backend
 from fleet.core.config import merge_config
-from fleet.master.auth import admin_access, type_read_access
+from fleet.master.auth import Principal, admin_access, type_read_access
 from fleet.master.catalog import require_entry, require_readable_entry
 from fleet.master.config_ops import patch_type_config, patch_worker_config
 from fleet.master.models import TypeName, error_responses
+from fleet.master.secrets import mask_config, unmask_patch
 from fleet.master.state import backend_dependency
 from fleet.master.validation import config_errors, schema_defaults, split_missing
 
@@ -26,24 +27,25 @@ _PATCH_DOC = (
 @router.get("/automations/{automation_type}/config", summary="The type-wide config")
 async def get_config(
     automation_type: TypeName,
-    _: Any = Depends(type_read_access),
+    reveal: bool = Query(False, description="Show secrets unmasked (admin token only)."),
+    principal: Principal = Depends(type_read_access),
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """The stored type-wide config, the defaults it falls back to, the effective
-    result, required fields still unset, and the ``Config`` JSON schema."""
+    result, required fields still unset, and the ``Config`` JSON schema. Secrets
+    (``SecretStr`` fields, keys naming a secret, URL credentials) are masked unless
+    the admin asks with ``reveal=true``."""
+    if reveal and not principal.is_admin:
+        raise HTTPException(403, detail="only the admin token may reveal secrets")
     entry = await require_entry(backend, automation_type)
     schema = entry.get("config") or {}
     stored = await backend.config_get(automation_type)
     effective = merge_config(schema_defaults(schema), stored)
     missing, _errors = split_missing(config_errors(automation_type, entry, stored))
-    return {
-        "type": automation_type,
-        "config": stored,
-        "defaults": schema_defaults(schema),
-        "effective": effective,
-        "missing": missing,
-        "schema": schema,
-    }
+    shown = {"config": stored, "defaults": schema_defaults(schema), "effective": effective}
+    if not reveal:
+        shown = {k: mask_config(v, schema) for k, v in shown.items()}
+    return {"type": automation_type, **shown, "missing": missing, "schema": schema}
 
 
 @router.patch(
@@ -61,8 +63,11 @@ async def patch_config(
     """Validate against ``Config`` (422), store, bump the generation of every worker of
     the type and push it; per-worker overrides are kept."""
     entry = await require_readable_entry(backend, automation_type)
+    patch = unmask_patch(patch, await backend.config_get(automation_type))
     result = await patch_type_config(backend, automation_type, entry, patch, replace=replace)
-    return {"type": automation_type, **result.to_dict()}
+    answer = result.to_dict()
+    answer["config"] = mask_config(answer["config"], entry.get("config") or {})
+    return {"type": automation_type, **answer}
 
 
 @router.patch(
@@ -81,7 +86,10 @@ async def patch_worker(
     """Validate the merged config (422), store the override, bump that worker's
     generation and push it. An override of a worker not registered yet is kept for it."""
     entry = await require_readable_entry(backend, automation_type)
+    patch = unmask_patch(patch, await backend.config_get(automation_type, worker_id))
     result = await patch_worker_config(
         backend, automation_type, worker_id, entry, patch, replace=replace
     )
-    return {"type": automation_type, "worker_id": worker_id, **result.to_dict()}
+    answer = result.to_dict()
+    answer["config"] = mask_config(answer["config"], entry.get("config") or {})
+    return {"type": automation_type, "worker_id": worker_id, **answer}

@@ -10,6 +10,7 @@ from fleet.backends.base import Backend
 from fleet.core.config import merge_config
 from fleet.master.auth import Principal, admin_access, list_access, type_read_access
 from fleet.master.models import TypeName, error_responses
+from fleet.master.secrets import mask_config, mask_value
 from fleet.master.state import backend_dependency, master_state
 from fleet.master.workers_view import load_views
 from fleet.protocol import CONTROL_NS, control_topic, drain_key
@@ -59,16 +60,19 @@ async def one_worker(
     override = await backend.config_get(automation_type, worker_id)
     desired, gen = await backend.worker_config_get(automation_type, worker_id)
     record = await backend.worker_get(automation_type, worker_id)
+    entry = await backend.catalog_get(automation_type) or {}
+    schema = entry.get("config") if isinstance(entry.get("config"), dict) else {}
+    configs = {
+        "type_wide": type_wide,
+        "override": override,
+        "merged": merge_config(type_wide, override),
+        "desired": desired,
+    }
     return {
         **views[0],
-        "config": {
-            "type_wide": type_wide,
-            "override": override,
-            "merged": merge_config(type_wide, override),
-            "desired": desired,
-            "desired_gen": gen,
-        },
-        "stats": record.stats if record is not None else None,
+        # Secrets masked for every token (GET .../config?reveal=true shows them to the admin).
+        "config": {**{k: mask_config(v, schema) for k, v in configs.items()}, "desired_gen": gen},
+        "stats": mask_value(record.stats) if record is not None else None,
     }
 
 
