@@ -29,6 +29,10 @@ class Settings(BaseSettings):
         heartbeat_seconds: Worker heartbeat period.
         master_url: Where CLI client commands find the master.
         host / port: Where the master listens.
+        header_timeout_seconds / body_timeout_seconds: How long a client may take
+            to send its request headers / body before it is disconnected.
+        max_connections: The most client connections the master holds (None: the
+            file limit minus a reserve); see ``fleet/master/server_protocol.py``.
     """
 
     model_config = SettingsConfigDict(env_prefix="FLEET_", extra="ignore")
@@ -46,6 +50,9 @@ class Settings(BaseSettings):
     master_url: str = DEFAULT_MASTER_URL
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
+    header_timeout_seconds: float = Field(default=10.0, gt=0)
+    body_timeout_seconds: float = Field(default=60.0, gt=0)
+    max_connections: int | None = Field(default=None, ge=16)
 
     @field_validator("read_tokens", mode="before")
     @classmethod

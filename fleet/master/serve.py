@@ -56,6 +56,7 @@ def run_master(
     import uvicorn
 
     from fleet.master.app import create_app
+    from fleet.master.server_protocol import configure
 
     server: uvicorn.Server | None = None
 
@@ -70,7 +71,14 @@ def run_master(
             sweeper=sweeper,
             plugin_specs=plugin_specs,
         )
-        options = {"server_header": False, **uvicorn_options}  # do not advertise the server
+        protocol = configure(
+            header_seconds=settings.header_timeout_seconds,
+            body_seconds=settings.body_timeout_seconds,
+            max_connections=settings.max_connections,
+        )
+        # Slow clients are bounded (fleet/master/server_protocol.py); the server is
+        # not advertised.
+        options = {"server_header": False, "http": protocol, **uvicorn_options}
         config = uvicorn.Config(app, host=settings.host, port=settings.port, **options)
         server = uvicorn.Server(config)
         await server.serve()
