@@ -1,6 +1,6 @@
 """The Backend: the only code that touches storage, the union of the capability
 interfaces of :mod:`fleet.core.capabilities` (task queues, streams, pools, primitives,
-limiters, events, fleet state) plus its lifecycle.
+limiters, proxy health, events, fleet state) plus its lifecycle.
 
 Every abstract method is a contract; its docstring is the specification that the
 conformance suite (``tests/conformance``, one module per capability) checks against
@@ -32,6 +32,7 @@ from fleet.core.capabilities import (
     Limiters,
     Pools,
     Primitives,
+    ProxyHealth,
     ScheduleStore,
     Streams,
     Subscription,
@@ -77,6 +78,7 @@ class Backend(
     Pools,
     Primitives,
     Limiters,
+    ProxyHealth,
     ScheduleStore,
     Events,
     FleetState,

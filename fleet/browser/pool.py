@@ -3,7 +3,8 @@
 What an automation's ``Browser = BrowserNeeds(...)`` gets as ``ctx.browser``:
 
 * ``size`` browsers are launched when the worker boots (in the background;
-  the first ``acquire`` waits for one);
+  the first ``acquire`` waits for one) by the declaration's engine
+  (:mod:`fleet.browser.engines`: built in, or a plugin's);
 * each ``acquire()`` opens a new browser context (no cookies or storage shared
   between tasks) and yields a page in it; the context is closed afterwards;
 * a browser is retired after ``max_uses`` acquisitions, when it crashed or
@@ -20,8 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import shutil
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -30,6 +30,7 @@ from urllib.parse import unquote, urlsplit
 
 import psutil
 
+from fleet.browser.engines import BrowserEngine, engine_class
 from fleet.core.browser import BrowserNeeds
 from fleet.core.errors import BrowserUnavailable
 
@@ -43,19 +44,6 @@ STEP_TIMEOUT = 15.0
 ACQUIRE_TIMEOUT = 120.0
 #: Longest pause between attempts to launch a replacement that failed.
 RELAUNCH_CAP = 30.0
-#: Arguments every Chromium gets: no sandbox (workers often run as root in
-#: containers), no background chatter.
-CHROMIUM_ARGS = (
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-)
-#: Where a system Chromium is looked for when Playwright has none of its own.
-SYSTEM_CHROMIUM = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 MARKER = "--fleet-browser="
 
 
@@ -104,6 +92,10 @@ def kill_pids(pids: set[int]) -> int:
 class BrowserPool:
     """A pool of warm browsers for one :class:`BrowserNeeds`.
 
+    The engine named by ``needs.engine`` is looked up and started at warm-up; when it
+    cannot be (unknown, not installed), that is logged once and every ``acquire``
+    raises it as :class:`BrowserUnavailable`.
+
     Args:
         needs: What the automation declared.
     """
@@ -114,16 +106,20 @@ class BrowserPool:
         self._prefix = f"{MARKER}{self.pool_id}-"
         self._idle: asyncio.Queue[_Browser] = asyncio.Queue()
         self._all: set[_Browser] = set()
-        self._playwright: Any = None
-        self._launcher: Any = None
+        self._engine: BrowserEngine | None = None
         self._started: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
         self._launch_error: BaseException | None = None
         self._count = 0
-        #: Browsers launched and retired so far (for stats and tests).
+        #: Counters since the pool was made (see :meth:`stats`).
         self.launched = 0
         self.retired = 0
+        self.crashed = 0
+        self.launch_failures = 0
+        self.acquired = 0
+        self.in_use = 0
+        self._launch_seconds: list[float] = []
 
     # ------------------------------------------------------------------ lifecycle
     def warm(self) -> None:
@@ -138,64 +134,47 @@ class BrowserPool:
             log.error("browser pool (%s) unavailable: %s", self.needs.engine, task.exception())
 
     async def _start(self) -> None:
+        name = self.needs.engine
         try:
-            from playwright.async_api import async_playwright
-        except ImportError as exc:
+            self._engine = engine_class(name)()
+            await self._engine.start(self.needs)
+        except BrowserUnavailable as exc:
+            self._launch_error = exc
+            raise
+        except Exception as exc:
             self._launch_error = BrowserUnavailable(
-                "the browser pool needs Playwright: pip install 'fleet-automation[browser]'"
+                f"browser engine {name!r} could not start: {type(exc).__name__}: {exc}"
             )
             raise self._launch_error from exc
-        engine = self.needs.engine
-        if engine == "cloak":
-            self._launch_error = BrowserUnavailable(
-                "engine 'cloak' is provided by a separate plugin that is not installed"
-            )
-            raise self._launch_error
-        self._playwright = await async_playwright().start()
-        self._launcher = getattr(self._playwright, engine)
         results = await asyncio.gather(
             *(self._launch() for _ in range(self.needs.size)), return_exceptions=True
         )
         failures = [r for r in results if isinstance(r, BaseException)]
         if len(failures) == len(results):
             self._launch_error = BrowserUnavailable(
-                f"no {engine} browser could be launched: {failures[0]}"
+                f"no {name} browser could be launched: {failures[0]}"
             )
             raise self._launch_error
 
-    def _executable(self) -> str | None:
-        if self.needs.executable_path:
-            return self.needs.executable_path
-        if self.needs.engine != "chromium":
-            return None
-        # Playwright's own download first; else the system's Chromium
-        with contextlib.suppress(Exception):
-            path = str(self._launcher.executable_path)
-            if path and os.path.exists(path):
-                return None
-        for name in SYSTEM_CHROMIUM:
-            found = shutil.which(name)
-            if found:
-                return found
-        return None
-
     async def _launch(self) -> None:
+        assert self._engine is not None
         self._count += 1
         # fixed width: no browser's marker is a prefix of another's
         marker = f"{self._prefix}{self._count:06d}"
-        args = [*self.needs.launch_args, marker]
-        if self.needs.engine == "chromium":
-            args = [*CHROMIUM_ARGS, *args]
+        began = time.monotonic()
         try:
             handle = await asyncio.wait_for(
-                self._launcher.launch(
-                    headless=self.needs.headless, args=args, executable_path=self._executable()
+                self._engine.launch(
+                    self.needs, args=[*self.needs.launch_args, marker], marker=marker
                 ),
                 LAUNCH_TIMEOUT,
             )
         except BaseException:
+            self.launch_failures += 1
             kill_pids({p.pid for p in find_processes(marker)})
             raise
+        self._launch_seconds.append(time.monotonic() - began)
+        del self._launch_seconds[:-100]  # the average is over the last 100 launches
         browser = _Browser(handle, marker)
         browser.pids = {p.pid for p in find_processes(marker)}
         if self._closed:
@@ -206,7 +185,7 @@ class BrowserPool:
         await self._idle.put(browser)
 
     async def close(self) -> None:
-        """Retire every browser, kill what they started and stop Playwright."""
+        """Retire every browser, kill what they started and close the engine."""
         self._closed = True
         if self._started is not None and not self._started.done():
             self._started.cancel()
@@ -218,10 +197,9 @@ class BrowserPool:
             with contextlib.suppress(BaseException):
                 await task
         await asyncio.gather(*(self._retire(b) for b in list(self._all)), return_exceptions=True)
-        if self._playwright is not None:
+        if self._engine is not None:
             with contextlib.suppress(Exception):
-                await self._playwright.stop()
-            self._playwright = None
+                await self._engine.close()
         # a last sweep for anything launched by this pool that escaped
         kill_pids({p.pid for p in find_processes(self._prefix)})
 
@@ -238,7 +216,7 @@ class BrowserPool:
             context_options: Passed to Playwright's ``new_context``.
 
         Yields:
-            A Playwright ``Page``.
+            A Playwright ``Page`` (or the engine's equivalent).
 
         Raises:
             BrowserUnavailable: No browser can be launched, or none became free in time.
@@ -251,6 +229,8 @@ class BrowserPool:
                 f"no browser became free within {wait:g} s ({self.stats()})"
             ) from None
         context = None
+        self.acquired += 1
+        self.in_use += 1
         try:
             options = dict(context_options)
             if proxy:
@@ -264,6 +244,7 @@ class BrowserPool:
                 raise
             yield page
         finally:
+            self.in_use -= 1
             browser.uses += 1
             if context is not None:
                 try:
@@ -309,9 +290,12 @@ class BrowserPool:
         if self._closed:
             self._spawn(self._retire(browser))
             return
-        if browser.alive() and browser.uses < self.needs.max_uses:
+        alive = browser.alive()
+        if alive and browser.uses < self.needs.max_uses:
             self._idle.put_nowait(browser)
             return
+        if not alive:
+            self.crashed += 1
         self._spawn(self._replace(browser))
 
     async def _replace(self, browser: _Browser) -> None:
@@ -343,13 +327,34 @@ class BrowserPool:
         task.add_done_callback(self._background.discard)
 
     # ------------------------------------------------------------------ stats
-    def stats(self) -> dict[str, int]:
-        """Browsers idle, alive in total, launched and retired so far."""
+    def stats(self) -> dict[str, Any]:
+        """The pool at a glance (the worker's stats frame carries it).
+
+        Returns:
+            ``engine``, ``size`` and ``max_uses`` (the declaration); ``warm`` (browsers
+            running), ``idle`` (those free now), ``in_use`` (pages borrowed now);
+            ``acquired``, ``launched``, ``retired``, ``crashed`` (retired because they
+            died, disconnected or hung), ``launch_failures`` since the pool was made;
+            ``launch_seconds_last`` and ``launch_seconds_avg`` (over the last 100
+            launches; None before the first); ``error``: why no browser can be
+            launched, or None.
+        """
+        times = self._launch_seconds
         return {
+            "engine": self.needs.engine,
+            "size": self.needs.size,
+            "max_uses": self.needs.max_uses,
+            "warm": len(self._all),
             "idle": self._idle.qsize(),
-            "alive": len(self._all),
+            "in_use": self.in_use,
+            "acquired": self.acquired,
             "launched": self.launched,
             "retired": self.retired,
+            "crashed": self.crashed,
+            "launch_failures": self.launch_failures,
+            "launch_seconds_last": round(times[-1], 3) if times else None,
+            "launch_seconds_avg": round(sum(times) / len(times), 3) if times else None,
+            "error": None if self._launch_error is None else str(self._launch_error),
         }
 
 

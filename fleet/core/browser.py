@@ -6,13 +6,18 @@ worker reads the declaration and boots the pool from ``fleet.browser``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, TypeAlias
 
 from fleet.core.errors import ContractValueError
 
-Engine = Literal["chromium", "cloak", "firefox", "webkit"]
-_ENGINES = ("chromium", "cloak", "firefox", "webkit")
+#: A browser engine's name: a built-in one (:data:`BUILTIN_ENGINES`) or one registered
+#: by a plugin in the entry-point group ``fleet.browser_engines``.
+Engine: TypeAlias = str
+#: The engines Fleet ships (``cloak`` needs ``pip install 'fleet-automation[cloak]'``).
+BUILTIN_ENGINES = ("chromium", "cloak", "firefox", "webkit")
+_ENGINE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -22,13 +27,16 @@ class BrowserNeeds:
     Args:
         size: Browsers kept warm in the pool (1..64).
         max_uses: Acquisitions before a browser is retired (>= 1).
-        engine: Which browser engine to launch.
+        engine: Which browser engine launches the browsers: a built-in one
+            (:data:`BUILTIN_ENGINES`) or a plugin's. Only the form of the name is
+            checked here; a name no engine is registered under makes the pool's
+            warm-up fail (plugins may register engines this process has not seen).
         headless: Launch without a window.
         launch_args: Extra command-line arguments for the browser.
         executable_path: A browser binary to use instead of the engine's default.
 
     Raises:
-        ContractValueError: If a value is out of range or the engine is unknown.
+        ContractValueError: If a value is out of range or the engine is not a name.
     """
 
     size: int = 1
@@ -47,9 +55,10 @@ class BrowserNeeds:
             raise ContractValueError(
                 f"BrowserNeeds.max_uses must be >= 1, got {self.max_uses!r}", field="max_uses"
             )
-        if self.engine not in _ENGINES:
+        if not isinstance(self.engine, str) or not _ENGINE_NAME.fullmatch(self.engine):
             raise ContractValueError(
-                f"BrowserNeeds.engine must be one of {', '.join(_ENGINES)}, got {self.engine!r}",
+                "BrowserNeeds.engine must be an engine's name (built in: "
+                f"{', '.join(BUILTIN_ENGINES)}; plugins add more), got {self.engine!r}",
                 field="engine",
             )
         if isinstance(self.launch_args, list):

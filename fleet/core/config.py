@@ -19,6 +19,9 @@ FRAMEWORK_FIELDS = (
     "proxy_url",
     "proxy_provider",
     "proxy_provider_config",
+    "proxy_bad_threshold",
+    "proxy_cooldown_seconds",
+    "proxy_max_concurrency",
     "group_concurrency",
     "group_rate",
 )
@@ -39,6 +42,12 @@ class BaseConfig(BaseModel):
         proxy_url: A fixed proxy URL, or several separated by commas or newlines.
         proxy_provider: Name of a ``fleet.proxy_providers`` entry point.
         proxy_provider_config: Settings passed to that provider.
+        proxy_bad_threshold: Bad reports in a row (``ctx.proxy.report_bad``) that cool
+            a proxy down, fleet-wide.
+        proxy_cooldown_seconds: How long a proxy past the threshold is left alone by
+            every slot of every worker (0: never cooled).
+        proxy_max_concurrency: At most this many slots on one proxy at once,
+            fleet-wide (None: no cap). See docs/primitives.md#proxies.
         group_concurrency: At most this many tasks of one group running at once,
             fleet-wide (None: no cap). See docs/flow-control.md.
         group_rate: At most this many tasks of one group started per period,
@@ -56,6 +65,9 @@ class BaseConfig(BaseModel):
     proxy_url: str | None = None
     proxy_provider: str | None = None
     proxy_provider_config: dict[str, Any] = Field(default_factory=dict)
+    proxy_bad_threshold: int = Field(default=1, ge=1, le=1_000)
+    proxy_cooldown_seconds: float = Field(default=300.0, ge=0, le=7 * 86_400)
+    proxy_max_concurrency: int | None = Field(default=None, ge=1, le=1_000_000)
     group_concurrency: int | None = Field(default=None, ge=1)
     group_rate: str | None = None
 

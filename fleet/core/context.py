@@ -78,7 +78,8 @@ class Context(Generic[ConfigT]):
 
     @property
     def proxy_url(self) -> str | None:
-        """The slot's current proxy URL (same as ``ctx.proxy.url``)."""
+        """The slot's current proxy URL (same as ``ctx.proxy.url``): a healthy one, as
+        the worker calls ``ctx.proxy.ensure()`` before every task (see docs/primitives.md)."""
         return self.proxy.url
 
     async def emit(self, payload: BaseModel) -> str:

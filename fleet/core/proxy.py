@@ -1,14 +1,104 @@
-"""``ctx.proxy``: the slot's proxy URL and how to change it.
+"""``ctx.proxy``: the slot's proxy URL, how to change it, and its health, shared fleet-wide.
 
 A proxy comes from the automation's config: ``proxy_url`` (one URL, or several
 separated by commas/newlines, used round-robin by slot), or ``proxy_provider``
 naming an entry point of group ``fleet.proxy_providers`` that builds URLs.
+
+With a backend (every slot of a worker has one), the handle keeps the health of its
+proxies in the :class:`~fleet.core.capabilities.ProxyHealth` capability, shared by
+every slot of every worker: ``report_bad`` cools a proxy down for everyone, the handle
+never moves to a cooling proxy unless all of them cool, it holds a place on the proxy
+it uses (``proxy_max_concurrency`` caps them fleet-wide), and ``sticky(key)`` keeps an
+account on one proxy. A proxy is named by :func:`proxy_key`, which never holds a
+password; :func:`mask_url` is what logs show of a URL.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import hashlib
+import logging
 import os
-from typing import Any, Protocol
+import re
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import SplitResult, unquote, urlsplit
+
+from fleet.core.errors import BackendError, Throttled
+from fleet.core.flow import check_group
+from fleet.core.outage import OutageLog
+from fleet.core.records import new_token
+
+if TYPE_CHECKING:
+    from fleet.core.capabilities.proxies import ProxyHealth
+    from fleet.core.config import BaseConfig
+
+log = logging.getLogger("fleet.proxy")
+
+#: Ports assumed when a proxy URL names none (a key always has one).
+DEFAULT_PORTS = {"http": 80, "https": 443, "socks4": 1080, "socks5": 1080, "socks5h": 1080}
+#: How long a place on a proxy outlives its slot without a renewal (renewed every third).
+PLACE_HOLD_SECONDS = 30.0
+#: How long ``ensure``/``rotate``/``sticky`` wait for a place under ``proxy_max_concurrency``
+#: before raising :class:`~fleet.core.errors.Throttled`.
+PLACE_WAIT_SECONDS = 30.0
+#: Default lifetime of a sticky choice after its last use.
+STICKY_SECONDS = 3600.0
+#: Fresh sessions a provider-backed handle offers besides its current one.
+PROVIDER_CANDIDATES = 3
+
+_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/@]+@")
+_outages = OutageLog(log)
+#: Proxy lists (owner + proxies) whose "every proxy is cooling" warning is out.
+_all_cooling: set[str] = set()
+#: Cool-downs already logged (key -> its end), so each is logged once per process.
+_cooling_logged: dict[str, float] = {}
+
+
+def _split(url: str) -> SplitResult:
+    return urlsplit(url if "://" in url else f"http://{url}")
+
+
+def proxy_key(url: str) -> str:
+    """The name of a proxy in the backend, the API and the metrics: ``scheme://host:port``,
+    plus ``#`` and a digest of the user name when the URL has one (two accounts on one
+    gateway are two proxies). Never holds the password, nor the user name itself::
+
+        proxy_key("http://user:secret@gate.example:7000") == "http://gate.example:7000#<10 hex>"
+    """
+    parts = _split(url.strip())
+    scheme = (parts.scheme or "http").lower()
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    port = port or DEFAULT_PORTS.get(scheme)
+    key = f"{scheme}://{host}" + (f":{port}" if port else "")
+    if parts.username:
+        digest = hashlib.sha256(unquote(parts.username).encode("utf-8", "replace")).hexdigest()
+        key += f"#{digest[:10]}"
+    return key
+
+
+def mask_url(url: str | None) -> str:
+    """``url`` with its user name and password replaced by ``***`` (safe to log)."""
+    if not url:
+        return str(url)
+    parts = _split(url)
+    if not parts.username and parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return parts._replace(netloc=f"***:***@{host}").geturl()
+
+
+def mask_credentials(text: str) -> str:
+    """``text`` with the ``user:password@`` of every URL in it replaced by ``***@``."""
+    return _CREDENTIALS.sub(r"\1***@", text)
 
 
 class ProxyProvider(Protocol):
@@ -44,49 +134,326 @@ def split_proxy_urls(value: str | None) -> list[str]:
     return [u.strip() for u in value.replace("\n", ",").split(",") if u.strip()]
 
 
+@dataclass(frozen=True, slots=True)
+class ProxyPolicy:
+    """The health settings of a type's proxies (from its config).
+
+    Attributes:
+        bad_threshold: Bad reports in a row that cool a proxy down.
+        cooldown_seconds: How long a proxy cools down.
+        max_concurrency: Most slots on one proxy at once, fleet-wide (None: no cap).
+    """
+
+    bad_threshold: int = 1
+    cooldown_seconds: float = 300.0
+    max_concurrency: int | None = None
+
+    @classmethod
+    def of(cls, config: BaseConfig) -> ProxyPolicy:
+        return cls(
+            config.proxy_bad_threshold, config.proxy_cooldown_seconds, config.proxy_max_concurrency
+        )
+
+
+Option = tuple[str | None, str | None]  # (url, provider session)
+
+
 class ProxyHandle:
-    """The slot's proxy: ``url`` now, and ``rotate``/``set_country``/``report_bad``.
+    """The slot's proxy: ``url`` now; ``ensure``, ``rotate``, ``set_country``,
+    ``sticky``, ``report_bad`` and ``report_ok``.
 
     Args:
         urls: Fixed URLs from ``proxy_url`` (rotated through in order).
         provider: A provider building URLs per session and country, or None.
         index: Starting position in ``urls`` (the slot id spreads slots apart).
+        health: The backend's proxy health; None keeps everything in this handle
+            (no shared scores, no cool-downs, no cap).
+        policy: Threshold, cool-down and cap.
+        owner: Who uses the proxies (the automation type), for log lines.
+        hold_seconds: How long a place outlives a slot that stopped renewing it.
+        wait_seconds: How long to wait for a place under the cap.
     """
 
     def __init__(
-        self, urls: list[str] | None = None, provider: ProxyProvider | None = None, index: int = 0
+        self,
+        urls: list[str] | None = None,
+        provider: ProxyProvider | None = None,
+        index: int = 0,
+        *,
+        health: ProxyHealth | None = None,
+        policy: ProxyPolicy | None = None,
+        owner: str = "",
+        hold_seconds: float = PLACE_HOLD_SECONDS,
+        wait_seconds: float = PLACE_WAIT_SECONDS,
     ) -> None:
         self._urls = list(urls or [])
         self._provider = provider
         self._index = index
         self._country: str | None = None
         self._session = os.urandom(6).hex()
-        self.bad: list[tuple[str | None, str]] = []
+        self._health = health if (self._urls or provider is not None) else None
+        self.policy = policy or ProxyPolicy()
+        self.owner = owner
+        self.hold_seconds = hold_seconds
+        self.wait_seconds = wait_seconds
+        self._token = new_token()
+        self._held: str | None = None
+        self._renewer: asyncio.Task[None] | None = None
+        source = "|".join(sorted({proxy_key(u) for u in self._urls})) or "provider"
+        self._list_id = f"{owner}|{hashlib.sha256(source.encode()).hexdigest()[:12]}"
         self.url: str | None = None
-        self._resolve()
+        self._set(*self._current())
 
-    def _resolve(self) -> None:
+    # ------------------------------------------------------------------ state
+    @property
+    def key(self) -> str | None:
+        """The current proxy's :func:`proxy_key` (None without a proxy)."""
+        return None if self.url is None else proxy_key(self.url)
+
+    @property
+    def active(self) -> bool:
+        """True if the config gives this slot proxies at all."""
+        return bool(self._urls) or self._provider is not None
+
+    def _label(self) -> str:
+        return self.owner or "ctx.proxy"
+
+    def _build(self, session: str, country: str | None) -> Option:
+        assert self._provider is not None
+        return self._provider.url(session=session, country=country), session
+
+    def _current(self) -> Option:
         if self._provider is not None:
-            self.url = self._provider.url(session=self._session, country=self._country)
-        elif self._urls:
-            self.url = self._urls[self._index % len(self._urls)]
+            return self._build(self._session, self._country)
+        if self._urls:
+            return self._urls[self._index % len(self._urls)], None
+        return None, None
+
+    def _fresh(self, n: int, country: str | None) -> list[Option]:
+        return [self._build(os.urandom(6).hex(), country) for _ in range(n)]
+
+    def _fixed_from(self, start: int) -> list[Option]:
+        n = len(self._urls)
+        return [(self._urls[(start + i) % n], None) for i in range(n)]
+
+    def _set(self, url: str | None, session: str | None) -> None:
+        self.url = url
+        if session is not None:
+            self._session = session
+        elif url is not None and url in self._urls:
+            here = self._index % len(self._urls)
+            if self._urls[here] != url:
+                self._index = self._urls.index(url)
+
+    # ------------------------------------------------------------------ picking
+    async def _pick(
+        self, options: list[Option], *, sticky: str | None = None, sticky_seconds: float = 0.0
+    ) -> str | None:
+        usable = [(u, s) for u, s in options if u]
+        if not usable:  # a provider without an exit for this country or session
+            self._set(None, options[0][1] if options else None)
+            await self._release()
+            return None
+        if self._health is None:
+            self._set(*usable[0])
+            return self.url
+        by_key: dict[str, Option] = {}
+        for url, session in usable:
+            by_key.setdefault(proxy_key(url), (url, session))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.wait_seconds
+        component = f"{self._label()}: proxy health"
+        while True:
+            try:
+                got = await self._health.proxy_take(
+                    list(by_key),
+                    self._token,
+                    held=self._held,
+                    max_concurrency=self.policy.max_concurrency,
+                    hold_seconds=self.hold_seconds,
+                    sticky=sticky,
+                    sticky_seconds=sticky_seconds,
+                )
+            except BackendError as exc:
+                # Without the backend the slot still has proxies: the first choice.
+                _outages.failed(component, exc, hint="picking proxies without their health")
+                self._set(*usable[0])
+                return self.url
+            _outages.recovered(component)
+            if got.key is not None:
+                break
+            # No holding a place while waiting for another: two slots could each hold
+            # what the other waits for.
+            await self._release()
+            left = deadline - loop.time()
+            if left <= 0:
+                raise Throttled(
+                    1.0,
+                    f"{self._label()}: every usable proxy is at proxy_max_concurrency="
+                    f"{self.policy.max_concurrency} (waited {self.wait_seconds:g} s)",
+                )
+            await asyncio.sleep(min(got.wait + 0.002, left))
+        self._set(*by_key[got.key])
+        self._held = got.key
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.create_task(self._renew(), name=f"proxy:{got.key}")
+        self._note_cooling(got.cooling, got.key)
+        return self.url
+
+    def _note_cooling(self, cooling: bool, key: str) -> None:
+        if cooling and self._list_id not in _all_cooling:
+            _all_cooling.add(self._list_id)
+            log.warning(
+                "%s: every proxy is cooling down; using the one that recovers first (%s) "
+                "until one is healthy again",
+                self._label(),
+                key,
+            )
+        elif not cooling and self._list_id in _all_cooling:
+            _all_cooling.discard(self._list_id)
+            log.warning("%s: a healthy proxy is back (%s)", self._label(), key)
+
+    async def _renew(self) -> None:
+        assert self._health is not None
+        while True:
+            await asyncio.sleep(self.hold_seconds / 3)
+            key = self._held
+            if key is None:
+                return
+            try:
+                kept = await self._health.proxy_renew(key, self._token, self.hold_seconds)
+            except BackendError:
+                continue  # an outage: the next period tries again
+            if not kept and self._held == key:
+                self._held = None  # expired (a stall): the next ensure() takes one again
+                return
+
+    async def _release(self) -> None:
+        held, self._held = self._held, None
+        if held is not None and self._health is not None:
+            with contextlib.suppress(BackendError):
+                await self._health.proxy_release(held, self._token)
+
+    # ------------------------------------------------------------------ public
+    async def ensure(self) -> str | None:
+        """Keep the current proxy if it is healthy, else move to the next healthy one,
+        and hold a place on it. The worker calls this before every ``run_one`` and
+        ``run_slot``; a continuous slot that runs for long calls it now and then.
+
+        Raises:
+            Throttled: ``proxy_max_concurrency`` left no place within ``wait_seconds``.
+        """
+        if not self.active:
+            return None
+        if self._provider is not None:
+            options = [self._current(), *self._fresh(PROVIDER_CANDIDATES, self._country)]
         else:
-            self.url = None
+            options = self._fixed_from(self._index)
+        return await self._pick(options)
 
     async def rotate(self) -> str | None:
-        """Move to a new exit: a new sticky session, or the next fixed URL."""
-        self._session = os.urandom(6).hex()
-        self._index += 1
-        self._resolve()
-        return self.url
+        """Move to a new exit: a new sticky session, or the next healthy fixed URL."""
+        if self._provider is not None:
+            return await self._pick(self._fresh(PROVIDER_CANDIDATES + 1, self._country))
+        if not self._urls:
+            return None
+        return await self._pick(self._fixed_from(self._index + 1))
 
     async def set_country(self, country: str) -> str | None:
         """Ask the provider for an exit in ``country`` (fixed URLs ignore it)."""
         self._country = country
-        self._resolve()
-        return self.url
+        if self._provider is not None:
+            current = self._build(self._session, country)
+            return await self._pick([current, *self._fresh(PROVIDER_CANDIDATES, country)])
+        return await self.ensure()
+
+    async def sticky(self, key: str, *, ttl_seconds: float = STICKY_SECONDS) -> str | None:
+        """Use the proxy kept for ``key`` (an account, a session), fleet-wide: the same
+        one for every retry and slot while it is healthy; a new one, kept from then on,
+        once it cools down. The choice lasts ``ttl_seconds`` after its last use.
+
+        Raises:
+            ContractValueError: (a ``ValueError``) for an invalid key.
+            Throttled: The sticky proxy had no free place within ``wait_seconds``.
+        """
+        name = check_group(key, field="key")
+        if self._provider is not None:
+            options = [
+                self._build(hashlib.sha256(f"{name}\0{n}".encode()).hexdigest()[:12], self._country)
+                for n in range(PROVIDER_CANDIDATES + 1)
+            ]
+        elif self._urls:
+            start = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)
+            options = self._fixed_from(start)
+        else:
+            return None
+        return await self._pick(options, sticky=name, sticky_seconds=ttl_seconds)
 
     async def report_bad(self, reason: str = "") -> str | None:
-        """Remember the current URL as bad and rotate away from it."""
-        self.bad.append((self.url, reason))
+        """Report the current proxy as bad (fleet-wide: past ``proxy_bad_threshold``
+        it cools down for ``proxy_cooldown_seconds`` on every worker) and rotate away."""
+        key = self.key
+        if key is not None and self._health is not None:
+            reason = mask_credentials(reason)
+            try:
+                until = await self._health.proxy_report(
+                    key,
+                    ok=False,
+                    threshold=self.policy.bad_threshold,
+                    cooldown_seconds=self.policy.cooldown_seconds,
+                    reason=reason,
+                )
+            except BackendError as exc:
+                _outages.failed(f"{self._label()}: proxy health", exc, hint="report not kept")
+            else:
+                self._log_cooling(key, until, reason)
         return await self.rotate()
+
+    async def report_ok(self) -> None:
+        """Report that the current proxy worked (its run of bad reports ends)."""
+        key = self.key
+        if key is None or self._health is None:
+            return
+        with contextlib.suppress(BackendError):
+            await self._health.proxy_report(key, ok=True)
+
+    def _log_cooling(self, key: str, until: float | None, reason: str) -> None:
+        if until is None or _cooling_logged.get(key) == until:
+            return
+        if len(_cooling_logged) > 1000:
+            _cooling_logged.clear()
+        _cooling_logged[key] = until
+        log.info(
+            "%s: proxy %s cools down for %.0f s (%s)",
+            self._label(),
+            key,
+            max(0.0, until - time.time()),
+            reason or "reported bad",
+        )
+
+    async def release(self) -> None:
+        """Give back the place this slot holds; the URL stays, and the next
+        :meth:`ensure` takes a place again. The worker calls this when a task (or a
+        ``run_slot``) ends, when the slot stops and when its proxies change."""
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
+            self._renewer = None
+        with contextlib.suppress(Exception):
+            await self._release()
+
+    async def close(self) -> None:
+        """The slot stops: give back its place (same as :meth:`release`)."""
+        await self.release()
+
+    def discard(self) -> None:
+        """:meth:`release` in the background (a handle replaced while its slot runs)."""
+        if self._held is None and self._renewer is None:
+            return
+        task = asyncio.get_running_loop().create_task(self.release())
+        _closing.add(task)
+        task.add_done_callback(_closing.discard)
+
+
+_closing: set[asyncio.Task[None]] = set()

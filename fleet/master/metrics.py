@@ -27,6 +27,7 @@ from fleet.backends.base import Backend
 from fleet.core.metrics import BUCKETS, merge_histograms, merge_snapshots
 from fleet.core.records import QueueDepths
 from fleet.core.stored import entry_unreadable
+from fleet.master.proxy_metrics import ProxySnapshot, gather_proxies, proxy_families
 from fleet.master.workers_view import is_up
 
 #: Counters of QueueDepths exported as ``fleet_tasks_<name>_total``.
@@ -70,6 +71,7 @@ class Snapshot:
 
     types: dict[str, TypeSnapshot] = field(default_factory=dict)
     backend_up: bool = True
+    proxies: ProxySnapshot = field(default_factory=ProxySnapshot)
 
 
 def _num(value: Any) -> float:
@@ -112,6 +114,7 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
         return snap
     entries = await backend.catalog_all()
     pairs = await backend.workers_all()
+    snap.proxies = await gather_proxies(backend)
     for t in sorted({*entries, *(t for t, _ in pairs)}):
         ts = snap.types.setdefault(t, TypeSnapshot())
         if (entries.get(t) or {}).get("queue"):
@@ -288,6 +291,8 @@ class _SnapshotCollector(Collector):
         yield from (g_count, g_pending, g_running)
         yield duration
         yield from (p_counter, p_gauge, p_hist)
+        if snap.backend_up:
+            yield from proxy_families(snap.proxies)
 
 
 class MasterMetrics:

@@ -110,7 +110,8 @@ class Worker:
         self._outages = OutageLog(log)
 
     def _browser_for(self, needs: BrowserNeeds | None) -> BrowserPool | None:
-        """The pool for ``needs`` (None without a declaration or without Playwright)."""
+        """The pool for ``needs`` (None without a declaration); a missing engine or
+        Playwright shows at warm-up, as every ``acquire`` raising ``BrowserUnavailable``."""
         if needs is None:
             return None
         if needs not in self.browsers:

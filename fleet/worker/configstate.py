@@ -81,7 +81,14 @@ def check_config(model: type[BaseConfig], data: dict[str, object]) -> CheckedCon
 
 
 #: Config fields whose change requires rebuilding the slots' proxy handles.
-PROXY_FIELDS = ("proxy_url", "proxy_provider", "proxy_provider_config")
+PROXY_FIELDS = (
+    "proxy_url",
+    "proxy_provider",
+    "proxy_provider_config",
+    "proxy_bad_threshold",
+    "proxy_cooldown_seconds",
+    "proxy_max_concurrency",
+)
 
 
 def proxy_changed(old: BaseConfig | None, new: BaseConfig) -> bool:

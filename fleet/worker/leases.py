@@ -58,6 +58,10 @@ class Lease:
     marked: asyncio.Future[bool] | None = None
 
 
+def _ignore(_: str) -> None:
+    return None
+
+
 class LeaseKeeper:
     """Renews every tracked lease each ``visibility / 3`` seconds.
 
@@ -150,6 +154,15 @@ class LeaseKeeper:
             return
         for key in [k for k, lease in self._leases.items() if lease.task_id == task_id]:
             del self._leases[key]
+
+    def hold_for_ack(self, token: str) -> None:
+        """The task of lease ``token`` finished and its ack is on its way: keep
+        renewing the lease until :meth:`untrack` (the ack landed), but a cancel or a
+        loss no longer concerns any running attempt."""
+        lease = self._leases.get(token)
+        if lease is not None:
+            lease.on_cancel = _ignore
+            lease.on_lost = None
 
     def get(self, task_id: str) -> Lease | None:
         """The most recently tracked lease of a running task, if any."""
@@ -261,6 +274,8 @@ class AckBatcher:
         backend: The backend.
         automation_type: The type of the tasks.
         on_stale: Called with the task id of every ack the backend refused.
+        on_settled: Called with ``(task_id, token)`` of every ack the backend
+            answered (accepted or refused): the lease keeper stops renewing it.
         linger_seconds: How long a busy batcher waits to gather more acks. The
             lease stays valid until the ack lands, so this only delays the
             ``done`` state by as much.
@@ -272,7 +287,9 @@ class AckBatcher:
         automation_type: str,
         on_stale: Callable[[str], None] | None = None,
         linger_seconds: float = 0.002,
+        on_settled: Callable[[str, str], None] | None = None,
     ) -> None:
+        self._on_settled = on_settled
         self._linger = linger_seconds
         self._backend = backend
         self._type = automation_type
@@ -335,10 +352,14 @@ class AckBatcher:
                     else:
                         log.warning("%s: ack of %d task(s) failed: %s", self._type, len(batch), exc)
                     self._pending[:0] = batch
-                    await asyncio.sleep(min(0.1 * 2**failures, 5.0))
+                    # Short: the leases of these tasks are held until the acks land.
+                    await asyncio.sleep(min(0.1 * 2**failures, 1.0))
                     continue
                 failures = 0
                 self._outages.recovered(self._component)
+                if self._on_settled is not None:
+                    for task_id, token in batch:
+                        self._on_settled(task_id, token)
                 if self._on_stale is not None:
                     for (task_id, _), ok in zip(batch, results, strict=False):
                         if not ok:

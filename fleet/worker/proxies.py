@@ -1,5 +1,6 @@
 """Building a slot's ``ctx.proxy`` from config: fixed URLs or a provider found
-through the entry-point group ``fleet.proxy_providers`` (built in: ``template``)."""
+through the entry-point group ``fleet.proxy_providers`` (built in: ``template``), with
+the health settings of the config over the backend's proxy health."""
 
 from __future__ import annotations
 
@@ -7,9 +8,16 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
 
+from fleet.core.capabilities.proxies import ProxyHealth
 from fleet.core.config import BaseConfig
 from fleet.core.errors import ConfigError
-from fleet.core.proxy import ProxyHandle, ProxyProvider, TemplateProvider, split_proxy_urls
+from fleet.core.proxy import (
+    ProxyHandle,
+    ProxyPolicy,
+    ProxyProvider,
+    TemplateProvider,
+    split_proxy_urls,
+)
 
 #: Entry-point group of proxy providers: a callable taking the provider config.
 GROUP = "fleet.proxy_providers"
@@ -35,14 +43,19 @@ def provider_factory(name: str) -> Callable[[dict[str, Any]], ProxyProvider]:
     )
 
 
-def build_proxy(config: BaseConfig, slot_id: int) -> ProxyHandle:
+def build_proxy(
+    config: BaseConfig, slot_id: int, health: ProxyHealth | None = None, *, owner: str = ""
+) -> ProxyHandle:
     """The proxy handle of one slot under ``config``.
 
     A provider wins over ``proxy_url``; fixed URLs are spread over slots by id.
+    ``health`` (the backend) shares scores, cool-downs, places and sticky choices
+    fleet-wide; ``owner`` (the automation type) names the slot's proxies in log lines.
 
     Raises:
         ConfigError: The provider is unknown or rejects its config.
     """
+    policy = ProxyPolicy.of(config)
     if config.proxy_provider:
         factory = provider_factory(config.proxy_provider)
         try:
@@ -51,5 +64,8 @@ def build_proxy(config: BaseConfig, slot_id: int) -> ProxyHandle:
             raise ConfigError(
                 f"proxy_provider {config.proxy_provider!r}: {exc}", field="proxy_provider_config"
             ) from exc
-        return ProxyHandle(provider=provider, index=slot_id)
-    return ProxyHandle(urls=split_proxy_urls(config.proxy_url), index=slot_id)
+        return ProxyHandle(
+            provider=provider, index=slot_id, health=health, policy=policy, owner=owner
+        )
+    urls = split_proxy_urls(config.proxy_url)
+    return ProxyHandle(urls=urls, index=slot_id, health=health, policy=policy, owner=owner)

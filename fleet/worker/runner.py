@@ -16,6 +16,7 @@ from fleet.core.context import Context
 from fleet.core.errors import ConfigError
 from fleet.core.flow import GroupLimits
 from fleet.core.metrics import Metrics, merge_snapshots
+from fleet.core.proxy import ProxyHandle
 from fleet.worker.backoff import RetryPolicy
 from fleet.worker.configstate import check_config, config_action, proxy_changed
 from fleet.worker.feeder import Feeder
@@ -108,7 +109,13 @@ class TypeRunner:
                 group_limits=self._group_limits,
             )
             self.env.keeper = LeaseKeeper(backend, self.automation_type)
-            self.env.acker = AckBatcher(backend, self.automation_type, self._on_stale_ack)
+            keeper = self.env.keeper
+            self.env.acker = AckBatcher(
+                backend,
+                self.automation_type,
+                self._on_stale_ack,
+                on_settled=lambda task_id, token: keeper.untrack(task_id, token),
+            )
         if cls.Browser is not None and browser is None:
             log.warning(
                 "%s declares Browser=%r but the browser pool is not available in this "
@@ -168,7 +175,8 @@ class TypeRunner:
         self.config, self.raw_config, self.held_gen, self.error = new, dict(raw), gen, None
         if proxy_changed(old, new):
             for slot in self.slots.values():
-                slot.ctx.proxy = build_proxy(new, slot.slot_id)
+                slot.ctx.proxy.discard()  # gives back its place on the old proxy
+                slot.ctx.proxy = self._proxy(new, slot.slot_id)
         log.info("%s: applied config generation %d", self.automation_type, gen)
         self.reconcile()
         return True
@@ -265,6 +273,9 @@ class TypeRunner:
             self._start_slot(sid)
         self.changed.set()
 
+    def _proxy(self, cfg: BaseConfig, slot_id: int) -> ProxyHandle:
+        return build_proxy(cfg, slot_id, self.backend, owner=self.automation_type)
+
     def _start_slot(self, slot_id: int) -> None:
         cfg = self._current_config()
         ctx: Context[Any] = Context(
@@ -275,7 +286,7 @@ class TypeRunner:
             worker_id=self.worker_id,
             output=self.cls.Output,
             shutdown=asyncio.Event(),
-            proxy=build_proxy(cfg, slot_id),
+            proxy=self._proxy(cfg, slot_id),
             browser=self.browser,
             logger=logging.getLogger(f"{self.automation_type}.slot.{slot_id}"),
             metrics=Metrics(),
@@ -363,4 +374,5 @@ class TypeRunner:
             cpu_percent=cpu_percent,
             rss_bytes=rss_bytes,
             retired_metrics=self._retired_metrics,
+            browser_pools=[self.browser.stats()] if self.browser is not None else (),
         )

@@ -112,8 +112,14 @@ class Slot:
     def start(self) -> asyncio.Task[None]:
         """Start the slot loop as an asyncio task."""
         name = f"{self.env.automation_type}.slot.{self.slot_id}"
-        self.task = asyncio.create_task(self._main(), name=name)
+        self.task = asyncio.create_task(self._run(), name=name)
         return self.task
+
+    async def _run(self) -> None:
+        try:
+            await self._main()
+        finally:
+            await self.ctx.proxy.close()  # the slot's place on its proxy
 
     def stop(self) -> None:
         """Stop gracefully: finish the current task (or let ``run_slot`` see
@@ -290,9 +296,11 @@ class BatchSlot(Slot):
         error: str | None = None
         tb: str | None = None
         retry_after = 0.0
+        awaits_ack = False
         started = time.perf_counter()
         try:
             try:
+                await self.ctx.proxy.ensure()  # a healthy proxy, a place on it
                 await automation.run_one(task, self.ctx)
             except asyncio.CancelledError:
                 reason = self._take_cancel()
@@ -316,9 +324,16 @@ class BatchSlot(Slot):
             if outcome == "ok" or outcome == "failed":  # cancelled runs say nothing of speed
                 env.counters.durations.observe(time.perf_counter() - started)
             await self._cleanup()
+            awaits_ack = outcome in ("ok", "cancelled")
         finally:
-            keeper.untrack(body.id, res.token)
+            if awaits_ack and not lease.lost:
+                # Renewed until its ack lands: a backend outage that delays the ack
+                # past the lease would otherwise hand the finished task out again.
+                keeper.hold_for_ack(res.token)
+            else:
+                keeper.untrack(body.id, res.token)
             self.stats.busy = False
+            await self.ctx.proxy.release()  # its place on the proxy, until the next task
             if gate is not None:
                 gate()
         if outcome == "cancelled":
@@ -504,6 +519,7 @@ class ContinuousSlot(Slot):
             self.phase = "run"
             settled = self._watch_recovery()
             try:
+                await self.ctx.proxy.ensure()
                 await automation.run_slot(self.ctx)
                 self.stats.completed += 1
                 self.env.outages.recovered(self._running, logger=self.ctx.logger)
@@ -525,6 +541,7 @@ class ContinuousSlot(Slot):
             finally:
                 if settled is not None:
                     settled.cancel()
+                await self.ctx.proxy.release()
             await self._cleanup()
             self.stats.busy = False
             if self.stopping:

@@ -89,6 +89,7 @@ def stats_frame(
     cpu_percent: float,
     rss_bytes: int,
     retired_metrics: dict[str, Any] | None = None,
+    browser_pools: Iterable[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """Build the JSON stats frame written with ``worker_put_stats``.
 
@@ -100,10 +101,13 @@ def stats_frame(
         cpu_percent: Process CPU percent since the previous frame.
         rss_bytes: Process resident memory.
         retired_metrics: Metrics of slots that have ended (kept so totals never drop).
+        browser_pools: ``BrowserPool.stats()`` of each pool the type's slots use.
 
     Returns:
         ``{ts, slots: {busy, total}, tasks: {...}, cpu_percent, rss_bytes, metrics,
-        slot_stats: [...]}``, plus ``task_duration`` once a ``run_one`` has finished.
+        slot_stats: [...]}``, plus ``task_duration`` once a ``run_one`` has finished
+        and ``browser_pools: [{engine, size, warm, in_use, retired, crashed,
+        launch_seconds_avg, ...}]`` for a type that declares ``Browser``.
     """
     live = sorted(slots, key=lambda s: s.slot)
     snaps = [s.metrics.snapshot() for s in live]
@@ -128,4 +132,7 @@ def stats_frame(
     }
     if counters.durations.count:
         frame["task_duration"] = counters.durations.to_dict()
+    pools = list(browser_pools)
+    if pools:
+        frame["browser_pools"] = pools
     return frame

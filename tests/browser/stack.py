@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,8 +34,9 @@ PLUGIN = "tests.browser.dash_plugin"
 REPO = Path(__file__).resolve().parents[2]
 
 
-def fleet_env(backend_url: str) -> dict[str, str]:
-    """Environment of both processes: fast heartbeats so tests wait little."""
+def fleet_env(backend_url: str, python_path: Sequence[str] = ()) -> dict[str, str]:
+    """Environment of both processes: fast heartbeats so tests wait little
+    (``python_path``: more directories for ``PYTHONPATH``, after the repository)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
     env.update(
         FLEET_BACKEND_URL=backend_url,
@@ -46,7 +47,7 @@ def fleet_env(backend_url: str) -> dict[str, str]:
         FLEET_SWEEP_SECONDS="1",
         FLEET_RESYNC_SECONDS="2",
         FLEET_ENTRY_POINTS="0",  # only the test plugin, whatever the venv has installed
-        PYTHONPATH=str(REPO),
+        PYTHONPATH=os.pathsep.join([str(REPO), *python_path]),
     )
     return env
 
@@ -59,11 +60,15 @@ class Stack:
         backend_url: The shared backend.
         logs: Directory of the processes' output.
         worker_id: Id the worker registers under.
+        plugin: The plugin module the worker runs.
+        python_path: More directories for both processes' ``PYTHONPATH``.
     """
 
     backend_url: str
     logs: Path
     worker_id: str = "dash-worker-1"
+    plugin: str = PLUGIN
+    python_path: tuple[str, ...] = ()
     port: int = field(default_factory=free_port)
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
@@ -76,7 +81,7 @@ class Stack:
         proc = subprocess.Popen(
             [sys.executable, *args],
             cwd=REPO,
-            env=fleet_env(self.backend_url),
+            env=fleet_env(self.backend_url, self.python_path),
             stdout=out,
             stderr=subprocess.STDOUT,
         )
@@ -107,7 +112,7 @@ class Stack:
     def spawn_worker(self, worker_id: str) -> subprocess.Popen[bytes]:
         """Start one more worker process of the test plugin."""
         return self._spawn(
-            worker_id, ["-m", "fleet", "worker", "--plugin", PLUGIN, "--id", worker_id]
+            worker_id, ["-m", "fleet", "worker", "--plugin", self.plugin, "--id", worker_id]
         )
 
     def _worker_up(self) -> bool:

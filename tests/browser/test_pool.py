@@ -104,6 +104,7 @@ async def test_a_browser_is_retired_after_max_uses_and_its_processes_die(site: s
     try:
         async with pool.acquire() as page:
             await page.goto(f"{site}/a")
+            assert pool.stats()["in_use"] == 1 and pool.stats()["idle"] == 0
         first = markers_of(pool)
         assert len(first) == 1
         async with pool.acquire() as page:
@@ -113,6 +114,9 @@ async def test_a_browser_is_retired_after_max_uses_and_its_processes_die(site: s
             assert await page.title() == "page /c"
         stats = pool.stats()
         assert stats["retired"] >= 1 and stats["launched"] >= 2
+        assert stats["crashed"] == 0 and stats["in_use"] == 0 and stats["acquired"] == 3
+        assert stats["warm"] == 1 and stats["engine"] == "chromium" and stats["error"] is None
+        assert 0 < stats["launch_seconds_avg"] < 30 and 0 < stats["launch_seconds_last"] < 30
         assert markers_of(pool).isdisjoint(first)  # the retired browser left nothing
     finally:
         await pool.close()
@@ -137,7 +141,8 @@ async def test_a_crashed_browser_is_replaced(site: str) -> None:
         async with pool.acquire() as page:
             await page.goto(f"{site}/after")
             assert await page.title() == "page /after"
-        assert pool.stats()["launched"] == 2
+        stats = pool.stats()
+        assert stats["launched"] == 2 and stats["crashed"] == 1 and stats["retired"] == 1
     finally:
         await pool.close()
     assert pool_processes(pool) == []
@@ -155,13 +160,16 @@ async def test_concurrent_acquires_share_the_pool(site: str) -> None:
     try:
         titles = await asyncio.gather(*(visit(i) for i in range(8)))
         assert titles == [f"page /p{i}" for i in range(8)]
-        assert pool.stats()["alive"] <= 2
+        assert pool.stats()["warm"] <= 2
     finally:
         await pool.close()
     assert pool_processes(pool) == []
 
 
-async def test_an_engine_that_cannot_launch_is_a_clear_error() -> None:
+async def test_an_engine_that_cannot_launch_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "cloakbrowser", None)  # not installed, whatever the venv has
     pool = BrowserPool(BrowserNeeds(size=1, engine="cloak"))
     try:
         with pytest.raises(BrowserUnavailable, match="cloak"):

@@ -32,7 +32,9 @@ SECRETS = ("s3cr3t-value", "pr0xy-pass", "other-pass", "gate-pass", "t0k")
 def test_masking_rules() -> None:
     masked = mask_config(CONFIG, SCHEMA)
     assert masked["client_secret"] == MASK and masked["slots"] == 2
-    assert masked["proxy_url"] == f"http://alice:{MASK}@10.0.0.1:8080,http://bob:{MASK}@10.0.0.2:8080"
+    assert (
+        masked["proxy_url"] == f"http://alice:{MASK}@10.0.0.1:8080,http://bob:{MASK}@10.0.0.2:8080"
+    )
     assert masked["proxy_provider_config"] == {
         "template": f"http://u-{{session}}:{MASK}@gw:7000",
         "token": MASK,

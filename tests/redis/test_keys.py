@@ -46,6 +46,20 @@ def test_limiter_keys_never_collide() -> None:
     assert len(set(built)) == len(built)
 
 
+def test_proxy_keys_never_collide() -> None:
+    key = "http://gate.example:7000#3f2a9c01bd"
+    assert keys.proxy_keys(key) == [
+        f"fleet:proxy:{key}:stats",
+        f"fleet:proxy:{key}:places",
+    ]
+    assert keys.proxy_sticky("acct-1") == "fleet:proxy-sticky:acct-1"
+    assert keys.PROXIES == "fleet:proxies"
+    names = ["a", "a:stats", "a:places", "a:places:stats", "a:stats:places", ""]
+    built = [k for name in names for k in keys.proxy_keys(name)]
+    built += [keys.proxy_sticky(name) for name in names] + [keys.PROXIES]
+    assert len(set(built)) == len(built)
+
+
 def test_kv_namespace_with_colon_is_escaped() -> None:
     assert keys.kv("a:b", "c") != keys.kv("a", "b:c")
     assert keys.kv("a%3Ab", "c") != keys.kv("a:b", "c")

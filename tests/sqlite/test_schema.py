@@ -59,11 +59,12 @@ async def test_older_file_is_migrated_keeping_its_tasks(tmp_path: Path) -> None:
     finally:
         await backend.close()
     c = _connect(path)
-    assert read_version(c) == SCHEMA_VERSION == 6
+    assert read_version(c) == SCHEMA_VERSION == 7
     assert {"tasks_finished", "idempotency_expiry", "events_ts"} <= _indexes(c)
     assert {"tasks_grouped", "task_groups_ready", "task_groups_due"} <= _indexes(c)
     assert {"started", "grp"} <= {row[1] for row in c.execute("PRAGMA table_info(tasks)")}
     assert {"limit_holders_until", "limiters_forget", "schedules_due"} <= _indexes(c)
+    assert {"proxies_forget", "proxy_places_until", "proxy_sticky_expiry"} <= _indexes(c)
     c.close()
 
 
@@ -86,9 +87,31 @@ async def test_a_version_3_file_gains_the_limiter_tables(tmp_path: Path) -> None
     finally:
         await backend.close()
     c = _connect(path)
-    assert read_version(c) == 6
+    assert read_version(c) == 7
     tables = {n for (n,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"limit_holders", "limiters"} <= tables
+    c.close()
+
+
+async def test_a_version_6_file_gains_the_proxy_tables(tmp_path: Path) -> None:
+    path = tmp_path / "v6.db"
+    c = _connect(path)
+    c.execute("BEGIN IMMEDIATE")
+    migrate(c, str(path), target=6)
+    c.execute("COMMIT")
+    c.close()
+    backend = await open_backend(url_for(path))
+    try:
+        assert (
+            await backend.proxy_take(["http://p:1"], "t", max_concurrency=1)
+        ).key == "http://p:1"
+        assert (await backend.proxy_take(["http://p:1"], "u", max_concurrency=1)).key is None
+    finally:
+        await backend.close()
+    c = _connect(path)
+    assert read_version(c) == 7
+    tables = {n for (n,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"proxies", "proxy_places", "proxy_sticky"} <= tables
     c.close()
 
 
@@ -98,7 +121,7 @@ async def test_newer_file_is_refused_with_a_clear_error(tmp_path: Path) -> None:
     c = _connect(path)
     c.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     c.close()
-    with pytest.raises(SchemaVersionError, match=r"schema version 99.*up to version 6.*upgrade"):
+    with pytest.raises(SchemaVersionError, match=r"schema version 99.*up to version 7.*upgrade"):
         await open_backend(url_for(path))
 
 
@@ -216,6 +239,24 @@ def _plan(c: sqlite3.Connection, sql: str, params: tuple[object, ...]) -> str:
         ),
         ("DELETE FROM pool_items WHERE name = ? AND xs <= ?", ("p", 1.0), "pool_items_xs"),
         ("DELETE FROM events WHERE ts < ?", (1.0,), "events_ts"),
+        (
+            "DELETE FROM proxy_places WHERE (key, token) IN "
+            "(SELECT key, token FROM proxy_places WHERE until <= ? LIMIT 2)",
+            (1.0,),
+            "proxy_places_until",
+        ),
+        (
+            "DELETE FROM proxies WHERE key IN "
+            "(SELECT key FROM proxies WHERE forget_at <= ? LIMIT 2)",
+            (1.0,),
+            "proxies_forget",
+        ),
+        (
+            "DELETE FROM proxy_sticky WHERE name IN "
+            "(SELECT name FROM proxy_sticky WHERE expires_at <= ? LIMIT 2)",
+            (1.0,),
+            "proxy_sticky_expiry",
+        ),
     ],
 )
 def test_hot_queries_use_an_index(

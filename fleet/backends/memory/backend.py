@@ -27,6 +27,7 @@ from fleet.backends.base import (
 )
 from fleet.backends.memory.events import MemorySubscription
 from fleet.backends.memory.limits import MemoryLimitsMixin
+from fleet.backends.memory.proxies import MemoryProxiesMixin
 from fleet.backends.memory.queue import NO_LIMITS
 from fleet.backends.memory.records import MemoryRecordsMixin
 from fleet.backends.memory.schedules import MemorySchedulesMixin
@@ -64,7 +65,9 @@ def _json(value: Any) -> Any:
     return json.loads(dumps(value))
 
 
-class MemoryBackend(MemoryRecordsMixin, MemoryLimitsMixin, MemorySchedulesMixin, Backend):
+class MemoryBackend(
+    MemoryRecordsMixin, MemoryLimitsMixin, MemoryProxiesMixin, MemorySchedulesMixin, Backend
+):
     """In-process backend over the store named by ``memory://<name>``.
 
     Args:

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from fleet.backends.memory.events import MemoryEventBus
 from fleet.backends.memory.limits import LimitTable
 from fleet.backends.memory.pool import PoolState
+from fleet.backends.memory.proxies import ProxyTable
 from fleet.backends.memory.queue import QueueState
 from fleet.backends.memory.schedules import ScheduleTable
 from fleet.backends.memory.stream import StreamState
@@ -90,6 +91,7 @@ class MemoryStore:
         self.locks = ExpiringValues()  # value: holder token
         self.counters: dict[str, int] = {}
         self.limits = LimitTable()
+        self.proxies = ProxyTable()
         self.schedules = ScheduleTable()
         self.catalog: dict[str, str] = {}
         self.workers: dict[tuple[str, str], WorkerData] = {}

@@ -4,7 +4,8 @@ The methods live in small mixins, one concept each:
 :mod:`~fleet.backends.redis.queue` (task queues), :mod:`~fleet.backends.redis.pools`,
 :mod:`~fleet.backends.redis.streams` (streams and events),
 :mod:`~fleet.backends.redis.state` (kv, locks, counters, catalog, workers, config) and
-:mod:`~fleet.backends.redis.limits` (the limiters of ``ctx.limit``).
+:mod:`~fleet.backends.redis.limits` (the limiters of ``ctx.limit``) and
+:mod:`~fleet.backends.redis.proxies` (proxy health of ``ctx.proxy``).
 Key names come from :mod:`~fleet.backends.redis.keys`; the atomic steps are the
 Lua scripts in ``fleet/backends/lua``. The key schema is ``docs/redis-schema.md``.
 """
@@ -21,6 +22,7 @@ from fleet.backends.redis.core import CONNECT_TIMEOUT
 from fleet.backends.redis.groups import GroupOps
 from fleet.backends.redis.limits import LimitOps
 from fleet.backends.redis.pools import PoolOps
+from fleet.backends.redis.proxies import ProxyOps
 from fleet.backends.redis.queue import QueueOps
 from fleet.backends.redis.schedules import ScheduleOps
 from fleet.backends.redis.state import StateOps
@@ -32,7 +34,7 @@ __all__ = ["RedisBackend"]
 
 
 class RedisBackend(
-    QueueOps, GroupOps, PoolOps, StreamOps, StateOps, LimitOps, ScheduleOps, Backend
+    QueueOps, GroupOps, PoolOps, StreamOps, StateOps, LimitOps, ProxyOps, ScheduleOps, Backend
 ):
     """Backend over one Redis database.
 

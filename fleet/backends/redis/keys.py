@@ -228,6 +228,28 @@ def limit_keys(key: str) -> list[str]:
     return [f"fleet:limit:{key}:holders", f"fleet:limit:{key}:tat"]
 
 
+#: zset proxy key -> the time its state is forgotten: every proxy of ``ctx.proxy``.
+PROXIES = "fleet:proxies"
+#: Prefix and suffixes of the two keys of one proxy (``lua/proxies.lua`` lists by them).
+PROXY_PREFIX = "fleet:proxy:"
+PROXY_STATS = ":stats"
+PROXY_PLACES = ":places"
+
+
+def proxy_keys(key: str) -> list[str]:
+    """The two keys of proxy ``key`` (``ctx.proxy``), in the order ``lua/proxies.lua``
+    takes them: ``fleet:proxy:<key>:stats`` (hash: counters, score, cool-down) and
+    ``fleet:proxy:<key>:places`` (zset token -> hold end). The two suffixes keep any two
+    proxies apart, as the limiters' do."""
+    return [PROXY_PREFIX + key + PROXY_STATS, PROXY_PREFIX + key + PROXY_PLACES]
+
+
+def proxy_sticky(name: str) -> str:
+    """``fleet:proxy-sticky:<name>``: the proxy key chosen for a sticky name, with a TTL
+    (the ``-`` keeps it apart from every ``fleet:proxy:`` key)."""
+    return f"fleet:proxy-sticky:{name}"
+
+
 def kv(ns: str, key: str) -> str:
     """``fleet:kv:<ns>:<key>``: string value, optional TTL.
 

@@ -88,6 +88,7 @@ SCRIPT_NAMES = (
     "groups",
     "limits",
     "schedules",
+    "proxies",
 )
 
 
@@ -115,6 +116,7 @@ class Scripts:
         self.groups = self.all["groups"]
         self.limits = self.all["limits"]
         self.schedules = self.all["schedules"]
+        self.proxies = self.all["proxies"]
 
     async def load_all(self, client: RespClient) -> None:
         """SCRIPT LOAD every script (pipelined: one round trip)."""

@@ -45,6 +45,7 @@ from fleet.backends.sqlite.conn import SQLiteDB, parse_url
 from fleet.backends.sqlite.groups import Book
 from fleet.backends.sqlite.limits import SQLiteLimits
 from fleet.backends.sqlite.primitives import SQLitePrimitives
+from fleet.backends.sqlite.proxies import SQLiteProxies
 from fleet.backends.sqlite.schedules import SQLiteSchedules
 from fleet.backends.sqlite.watch import SQLiteSubscription, Watcher
 from fleet.core.flow import GroupInfo, GroupLimits, GroupPage, GroupSettings
@@ -71,7 +72,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class SQLiteBackend(SQLitePrimitives, SQLiteLimits, SQLiteSchedules):
+class SQLiteBackend(SQLitePrimitives, SQLiteLimits, SQLiteProxies, SQLiteSchedules):
     """The SQLite backend (see the module docstring).
 
     Args:

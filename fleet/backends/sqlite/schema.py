@@ -32,6 +32,8 @@ Layout (one row per thing; ``type`` is the automation type):
   ``idempotency``, ``stream`` + ``stream_len``, ``task_counters``.
 * ``limit_holders`` + ``limiters``: the limiters of ``ctx.limit`` (places held,
   rate state), pruned by expiry.
+* ``proxies`` + ``proxy_places`` + ``proxy_sticky``: proxy health of ``ctx.proxy``
+  (scores and cool-downs, places held, sticky choices), pruned by expiry.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from collections.abc import Callable
 from fleet.core.errors import SchemaVersionError
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -215,6 +217,32 @@ CREATE TABLE limiters (key TEXT PRIMARY KEY, tat REAL NOT NULL, forget_at REAL N
 CREATE INDEX limiters_forget ON limiters (forget_at);
 """
 
+#: Version 7: proxy health (``fleet/backends/sqlite/proxies.py``): a row per proxy
+#: (counters, score, cool-down; forgotten at ``forget_at``), one per place a slot holds
+#: on a proxy (until its hold expires), one per sticky choice (until ``expires_at``).
+_V7 = """
+CREATE TABLE proxies (
+    key TEXT PRIMARY KEY,
+    uses INTEGER NOT NULL DEFAULT 0,
+    oks INTEGER NOT NULL DEFAULT 0,
+    failures INTEGER NOT NULL DEFAULT 0,
+    score INTEGER NOT NULL DEFAULT 0,
+    cooling_until REAL NOT NULL DEFAULT 0,
+    reason TEXT,
+    bad_at REAL,
+    forget_at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX proxies_forget ON proxies (forget_at);
+CREATE TABLE proxy_places (
+    key TEXT NOT NULL, token TEXT NOT NULL, until REAL NOT NULL,
+    PRIMARY KEY (key, token)
+) WITHOUT ROWID;
+CREATE INDEX proxy_places_until ON proxy_places (until);
+CREATE TABLE proxy_sticky (name TEXT PRIMARY KEY, key TEXT NOT NULL, expires_at REAL NOT NULL)
+    WITHOUT ROWID;
+CREATE INDEX proxy_sticky_expiry ON proxy_sticky (expires_at);
+"""
+
 
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def apply(conn: sqlite3.Connection) -> None:
@@ -234,6 +262,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     4: _script(_V4),
     5: _script(_V5),
     6: _script(_V6),
+    7: _script(_V7),
 }
 
 

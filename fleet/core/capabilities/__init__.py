@@ -11,6 +11,7 @@ from fleet.core.capabilities.groups import TaskGroups
 from fleet.core.capabilities.limits import Limiters
 from fleet.core.capabilities.pools import Pools
 from fleet.core.capabilities.primitives import Primitives
+from fleet.core.capabilities.proxies import ProxyHealth
 from fleet.core.capabilities.queues import TaskQueues
 from fleet.core.capabilities.schedules import ScheduleStore
 from fleet.core.capabilities.state import FleetState
@@ -22,6 +23,7 @@ __all__ = [
     "Limiters",
     "Pools",
     "Primitives",
+    "ProxyHealth",
     "ScheduleStore",
     "Streams",
     "Subscription",

@@ -8,6 +8,7 @@ import { overviewView } from "./views/overview.js";
 import { workersView } from "./views/workers.js";
 import { automationView } from "./views/automation.js";
 import { poolsView } from "./views/pools.js";
+import { proxiesView } from "./views/proxies.js";
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
@@ -21,7 +22,7 @@ let stopEvents = null;
 export function parseRoute(hash) {
   const parts = (hash || "").replace(/^#\/?/, "").split("/");
   if (parts[0] === "automation" && parts[1]) return { name: "automation", type: decodeURIComponent(parts[1]) };
-  if (parts[0] === "workers" || parts[0] === "pools") return { name: parts[0] };
+  if (parts[0] === "workers" || parts[0] === "pools" || parts[0] === "proxies") return { name: parts[0] };
   return { name: "overview" };
 }
 
@@ -81,6 +82,7 @@ function route() {
   if (r.name === "automation") view = automationView(main, r.type);
   else if (r.name === "workers") view = workersView(main);
   else if (r.name === "pools") view = poolsView(main);
+  else if (r.name === "proxies") view = proxiesView(main);
   else view = overviewView(main);
   view.update();
 }

@@ -1,8 +1,8 @@
-// Workers: state, host and hardware, slots, generations; drain/resume/forget.
+// Workers: state, host and hardware, slots, generations, browser pools; drain/resume/forget.
 
 import { api, seg } from "../api.js";
 import { store } from "../store.js";
-import { h, mount, fmtAgo, fmtBytes, stateBadge, note, table } from "../render.js";
+import { h, mount, fmtAgo, fmtBytes, fmtDuration, stateBadge, note, table } from "../render.js";
 
 function hardwareText(hw) {
   if (!hw) return "—";
@@ -12,6 +12,42 @@ function hardwareText(hw) {
   if (hw.python) parts.push(`Python ${hw.python}`);
   if (hw.platform) parts.push(hw.platform);
   return parts.join(" · ") || "—";
+}
+
+/** Count of a pool's stats field, "—" when the frame has none. */
+function count(pool, key) {
+  const v = pool[key];
+  return v === null || v === undefined || !Number.isFinite(Number(v)) ? "—" : String(v);
+}
+
+/** One browser pool of a worker's stats frame, on one line. */
+function browserPoolLine(pool) {
+  const details = [
+    `launched ${count(pool, "launched")}`,
+    `acquired ${count(pool, "acquired")}`,
+    `launch failures ${count(pool, "launch_failures")}`,
+    `last launch ${fmtDuration(pool.launch_seconds_last)}`,
+    `max uses ${count(pool, "max_uses")}`,
+  ].join(" · ");
+  return h(
+    "div",
+    { class: "browser-pool", "data-engine": String(pool.engine ?? ""), title: details },
+    h("span", { class: "badge" }, String(pool.engine ?? "?")),
+    ` ${count(pool, "warm")} / ${count(pool, "size")} warm · `,
+    h("span", { "data-stat": "in_use" }, `${count(pool, "in_use")} in use`),
+    " · ",
+    h("span", { "data-stat": "retired" }, `${count(pool, "retired")} retired`),
+    " · ",
+    h("span", { "data-stat": "crashed" }, `${count(pool, "crashed")} crashed`),
+    h("small", { class: "muted", "data-stat": "launch" }, ` · launch ${fmtDuration(pool.launch_seconds_avg)} avg`),
+    pool.error ? h("div", { class: "error-text" }, String(pool.error)) : null,
+  );
+}
+
+/** The "browsers" cell: one line per pool the worker reports. */
+function browsersCell(w) {
+  const pools = Array.isArray(w.browser_pools) ? w.browser_pools : [];
+  return h("td", { "data-col": "browsers" }, pools.length ? pools.map(browserPoolLine) : "—");
 }
 
 /** Run an admin action and report its outcome in `msg`. */
@@ -71,6 +107,8 @@ export function genCell(w) {
 
 /** Table of workers; `withType` adds the type column, `msg` takes action outcomes. */
 export function workersTable(workers, msg, { withType = true } = {}) {
+  // the browsers column only where some worker has a browser pool
+  const withBrowsers = workers.some((w) => Array.isArray(w.browser_pools) && w.browser_pools.length);
   const headers = [
     ...(withType ? ["type"] : []),
     "worker",
@@ -80,6 +118,7 @@ export function workersTable(workers, msg, { withType = true } = {}) {
     "hardware",
     "slots busy / total",
     "config gen",
+    ...(withBrowsers ? ["browsers"] : []),
     "last error",
     "",
   ];
@@ -100,6 +139,7 @@ export function workersTable(workers, msg, { withType = true } = {}) {
       h("td", {}, hardwareText(w.hardware)),
       h("td", { class: "num", "data-col": "slots" }, `${(w.slots && w.slots.busy) || 0} / ${(w.slots && w.slots.total) || 0}`),
       genCell(w),
+      withBrowsers ? browsersCell(w) : null,
       h("td", { class: "error-text", "data-col": "last_error" }, w.last_error || ""),
       h("td", {}, actions(w, msg)),
     ),

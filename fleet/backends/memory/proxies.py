@@ -1,0 +1,212 @@
+"""Proxy health of ``memory://`` (``ctx.proxy``): state and the operations.
+
+Each operation runs without awaiting, so it is atomic under asyncio. A proxy's record
+is deleted once forgotten (``forget_at`` passed), sticky choices once expired: the one
+touched at once, the others by a scan of the whole table at most every
+:data:`SCAN_SECONDS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from fleet.core.capabilities.proxies import (
+    FORGET_SECONDS,
+    MAX_REASON_LEN,
+    PLACE_RETRY_SECONDS,
+    ProxyInfo,
+    ProxyTake,
+)
+from fleet.core.records import now
+
+if TYPE_CHECKING:
+    from fleet.backends.memory.store import MemoryStore
+
+#: Seconds between two scans for forgotten proxies and expired sticky choices.
+SCAN_SECONDS = 5.0
+
+
+@dataclass(slots=True)
+class ProxyRecord:
+    """One proxy: counters, score, cool-down and places (token -> hold end)."""
+
+    uses: int = 0
+    oks: int = 0
+    failures: int = 0
+    score: int = 0
+    cooling_until: float = 0.0
+    reason: str | None = None
+    bad_at: float | None = None
+    places: dict[str, float] = field(default_factory=dict)
+    forget_at: float = 0.0
+
+    def drop_expired(self, t: float) -> None:
+        for token in [k for k, until in self.places.items() if until <= t]:
+            del self.places[token]
+
+    def touch(self, t: float) -> None:
+        last = max([t, self.cooling_until, *self.places.values()])
+        self.forget_at = last + FORGET_SECONDS
+
+    def info(self, key: str, t: float) -> ProxyInfo:
+        self.drop_expired(t)
+        return ProxyInfo(
+            key=key,
+            uses=self.uses,
+            oks=self.oks,
+            failures=self.failures,
+            score=self.score,
+            cooling_until=self.cooling_until if self.cooling_until > t else None,
+            in_use=len(self.places),
+            last_reason=self.reason,
+            last_bad_at=self.bad_at,
+        )
+
+
+class ProxyTable:
+    """Every proxy record and sticky choice of one store."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, ProxyRecord] = {}
+        self.sticky: dict[str, tuple[str, float]] = {}  # name -> (key, expires at)
+        self._next_scan = 0.0
+
+    def get(self, key: str, t: float) -> ProxyRecord:
+        self.scan(t)
+        found = self.records.get(key)
+        if found is None or found.forget_at <= t:
+            found = self.records[key] = ProxyRecord(forget_at=t + FORGET_SECONDS)
+        found.drop_expired(t)
+        return found
+
+    def peek(self, key: str, t: float) -> ProxyRecord | None:
+        found = self.records.get(key)
+        return found if found is not None and found.forget_at > t else None
+
+    def sticky_get(self, name: str, t: float) -> str | None:
+        hit = self.sticky.get(name)
+        return hit[0] if hit is not None and hit[1] > t else None
+
+    def scan(self, t: float) -> None:
+        """Drop forgotten records and expired sticky choices (at most every SCAN_SECONDS)."""
+        if t < self._next_scan:
+            return
+        self._next_scan = t + SCAN_SECONDS
+        for key in [k for k, r in self.records.items() if r.forget_at <= t]:
+            del self.records[key]
+        for name in [n for n, (_, until) in self.sticky.items() if until <= t]:
+            del self.sticky[name]
+
+
+def _free(rec: ProxyRecord, token: str, cap: int | None) -> bool:
+    return cap is None or token in rec.places or len(rec.places) < cap
+
+
+class MemoryProxiesMixin:
+    """The :class:`~fleet.core.capabilities.ProxyHealth` methods over ``_store``."""
+
+    _store: MemoryStore
+
+    async def proxy_take(
+        self,
+        candidates: Sequence[str],
+        token: str,
+        *,
+        held: str | None = None,
+        max_concurrency: int | None = None,
+        hold_seconds: float = 30.0,
+        sticky: str | None = None,
+        sticky_seconds: float = 3600.0,
+    ) -> ProxyTake:
+        t = now()
+        table = self._store.proxies
+        table.scan(t)
+        keys = list(dict.fromkeys(candidates))
+        # Only the proxy taken gets a record: looking at a candidate stores nothing.
+        records = {k: table.peek(k, t) or ProxyRecord() for k in keys}
+        for rec in records.values():
+            rec.drop_expired(t)
+        if sticky is not None:
+            chosen = table.sticky_get(sticky, t)
+            if chosen in records and records[chosen].cooling_until <= t:
+                keys = [chosen]
+        picked: str | None = None
+        cooling = False
+        healthy = [k for k in keys if records[k].cooling_until <= t]
+        for k in healthy:
+            if _free(records[k], token, max_concurrency):
+                picked = k
+                break
+        if picked is None and not healthy:
+            free = [k for k in keys if _free(records[k], token, max_concurrency)]
+            if free:
+                picked = min(free, key=lambda k: records[k].cooling_until)
+                cooling = True
+        if picked is None:
+            ends = [min(records[k].places.values()) for k in keys if records[k].places]
+            first = min(ends, default=t + PLACE_RETRY_SECONDS)
+            return ProxyTake(None, wait=max(min(first - t, PLACE_RETRY_SECONDS), 1e-3))
+        rec = table.records[picked] = records[picked]
+        rec.places[token] = t + hold_seconds
+        rec.uses += 1
+        rec.touch(t)
+        if held is not None and held != picked:
+            old = table.peek(held, t)
+            if old is not None:
+                old.places.pop(token, None)
+        if sticky is not None:
+            table.sticky[sticky] = (picked, t + sticky_seconds)
+        return ProxyTake(picked, cooling=cooling)
+
+    async def proxy_renew(self, key: str, token: str, hold_seconds: float) -> bool:
+        t = now()
+        rec = self._store.proxies.peek(key, t)
+        if rec is None or rec.places.get(token, t) <= t:
+            return False
+        rec.places[token] = t + hold_seconds
+        rec.touch(t)
+        return True
+
+    async def proxy_release(self, key: str, token: str) -> bool:
+        t = now()
+        rec = self._store.proxies.peek(key, t)
+        if rec is None:
+            return False
+        until = rec.places.pop(token, None)
+        return until is not None and until > t
+
+    async def proxy_report(
+        self,
+        key: str,
+        *,
+        ok: bool,
+        threshold: int = 1,
+        cooldown_seconds: float = 300.0,
+        reason: str = "",
+    ) -> float | None:
+        t = now()
+        rec = self._store.proxies.get(key, t)
+        if ok:
+            rec.oks += 1
+            rec.score = 0
+        else:
+            rec.failures += 1
+            rec.reason = reason[:MAX_REASON_LEN] or None
+            rec.bad_at = t
+            if rec.cooling_until <= t:
+                rec.score += 1
+                if rec.score >= threshold:
+                    rec.cooling_until = t + cooldown_seconds
+        rec.touch(t)
+        return rec.cooling_until if rec.cooling_until > t else None
+
+    async def proxy_list(self, *, limit: int = 1000) -> list[ProxyInfo]:
+        t = now()
+        table = self._store.proxies
+        live = sorted(k for k, r in table.records.items() if r.forget_at > t)
+        return [table.records[k].info(k, t) for k in live[: max(0, limit)]]
+
+    async def proxy_sticky(self, name: str) -> str | None:
+        return self._store.proxies.sticky_get(name, now())

@@ -1,0 +1,138 @@
+"""Proxy health on Redis (``ctx.proxy``): one ``lua/proxies.lua`` call per operation,
+over the script lane. Keys: ``keys.proxy_keys`` per proxy, ``keys.PROXIES`` (the index)
+and ``keys.proxy_sticky`` (see docs/redis-schema.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from fleet.backends.redis import keys
+from fleet.backends.redis.core import RedisCore
+from fleet.core.capabilities.proxies import (
+    FORGET_SECONDS,
+    MAX_REASON_LEN,
+    PLACE_RETRY_SECONDS,
+    ProxyHealth,
+    ProxyInfo,
+    ProxyTake,
+)
+from fleet.core.records import now
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _float(value: Any) -> float | None:
+    text = _text(value) if value is not None else ""
+    return float(text) if text else None
+
+
+class ProxyOps(RedisCore, ProxyHealth):
+    """The :class:`~fleet.core.capabilities.ProxyHealth` methods."""
+
+    async def _proxies(self, k: list[str], argv: list[Any]) -> Any:
+        with self._guard():
+            return await self._scripts.proxies(self._lane, k, argv)
+
+    async def proxy_take(
+        self,
+        candidates: Sequence[str],
+        token: str,
+        *,
+        held: str | None = None,
+        max_concurrency: int | None = None,
+        hold_seconds: float = 30.0,
+        sticky: str | None = None,
+        sticky_seconds: float = 3600.0,
+    ) -> ProxyTake:
+        names = list(candidates)
+        k = [
+            keys.PROXIES,
+            "" if sticky is None else keys.proxy_sticky(sticky),
+            "" if held is None else keys.proxy_keys(held)[1],
+        ]
+        for name in names:
+            k += keys.proxy_keys(name)
+        argv: list[Any] = [
+            "take",
+            repr(now()),
+            token,
+            repr(float(hold_seconds)),
+            "" if max_concurrency is None else str(int(max_concurrency)),
+            "" if sticky is None else "1",
+            repr(float(sticky_seconds)),
+            repr(PLACE_RETRY_SECONDS),
+            repr(FORGET_SECONDS),
+            *names,
+        ]
+        picked, cooling, wait = await self._proxies(k, argv)
+        name = _text(picked)
+        if not name:
+            return ProxyTake(None, wait=float(_text(wait)))
+        return ProxyTake(name, cooling=bool(int(cooling)))
+
+    async def proxy_renew(self, key: str, token: str, hold_seconds: float) -> bool:
+        argv = ["renew", repr(now()), token, repr(float(hold_seconds)), repr(FORGET_SECONDS), key]
+        return bool(int(await self._proxies([keys.PROXIES, *keys.proxy_keys(key)], argv)))
+
+    async def proxy_release(self, key: str, token: str) -> bool:
+        argv = ["release", repr(now()), token]
+        return bool(int(await self._proxies([keys.proxy_keys(key)[1]], argv)))
+
+    async def proxy_report(
+        self,
+        key: str,
+        *,
+        ok: bool,
+        threshold: int = 1,
+        cooldown_seconds: float = 300.0,
+        reason: str = "",
+    ) -> float | None:
+        argv = [
+            "report",
+            repr(now()),
+            "1" if ok else "0",
+            str(int(threshold)),
+            repr(float(cooldown_seconds)),
+            reason[:MAX_REASON_LEN],
+            repr(FORGET_SECONDS),
+            key,
+        ]
+        return _float(await self._proxies([keys.PROXIES, *keys.proxy_keys(key)], argv))
+
+    async def proxy_list(self, *, limit: int = 1000) -> list[ProxyInfo]:
+        argv = [
+            "list",
+            repr(now()),
+            str(max(0, int(limit))),
+            keys.PROXY_PREFIX,
+            keys.PROXY_STATS,
+            keys.PROXY_PLACES,
+        ]
+        flat = await self._proxies([keys.PROXIES], argv)
+        t = now()
+        out = []
+        for i in range(0, len(flat) - 8, 9):
+            name, uses, oks, failures, score, until, reason, bad_at, in_use = flat[i : i + 9]
+            cooling = _float(until)
+            out.append(
+                ProxyInfo(
+                    key=_text(name),
+                    uses=int(_float(uses) or 0),
+                    oks=int(_float(oks) or 0),
+                    failures=int(_float(failures) or 0),
+                    score=int(_float(score) or 0),
+                    cooling_until=cooling if cooling is not None and cooling > t else None,
+                    in_use=int(in_use),
+                    last_reason=_text(reason) if _text(reason) else None,
+                    last_bad_at=_float(bad_at),
+                )
+            )
+        return out
+
+    async def proxy_sticky(self, name: str) -> str | None:
+        with self._guard():
+            raw = await self._r.get(keys.proxy_sticky(name))
+        return None if raw is None else _text(raw)

@@ -1,0 +1,264 @@
+"""Proxy health on SQLite (``ctx.proxy``): tables ``proxies``, ``proxy_places`` and
+``proxy_sticky`` (schema version 7), one write transaction per operation.
+
+``proxies`` has a row per proxy that was taken or reported (counters, score,
+``cooling_until``; the row goes at ``forget_at``), ``proxy_places`` a row per place a
+slot holds (``until``: when its hold expires), ``proxy_sticky`` a row per sticky choice.
+Every take drops the expired places of its candidates, plus up to two expired places,
+forgotten proxies and expired sticky choices of any key, so the tables shed unused
+state as fast as they gain it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from fleet.backends.base import Backend
+from fleet.backends.sqlite.conn import SQLiteDB
+from fleet.core.capabilities.proxies import (
+    FORGET_SECONDS,
+    MAX_REASON_LEN,
+    PLACE_RETRY_SECONDS,
+    ProxyInfo,
+    ProxyTake,
+)
+from fleet.core.records import now
+
+
+def _prune(conn: sqlite3.Connection, t: float) -> None:
+    conn.execute(
+        "DELETE FROM proxy_places WHERE (key, token) IN "
+        "(SELECT key, token FROM proxy_places WHERE until <= ? LIMIT 2)",
+        (t,),
+    )
+    conn.execute(
+        "DELETE FROM proxies WHERE key IN (SELECT key FROM proxies WHERE forget_at <= ? LIMIT 2)",
+        (t,),
+    )
+    conn.execute(
+        "DELETE FROM proxy_sticky WHERE name IN "
+        "(SELECT name FROM proxy_sticky WHERE expires_at <= ? LIMIT 2)",
+        (t,),
+    )
+
+
+def _cooling_until(conn: sqlite3.Connection, key: str, t: float) -> float:
+    row = conn.execute(
+        "SELECT cooling_until FROM proxies WHERE key = ? AND forget_at > ?", (key, t)
+    ).fetchone()
+    return 0.0 if row is None else float(row[0])
+
+
+def _touch(conn: sqlite3.Connection, key: str, t: float) -> None:
+    """Move the proxy's ``forget_at`` past its last activity (now, cool-down, places)."""
+    last = conn.execute("SELECT MAX(until) FROM proxy_places WHERE key = ?", (key,)).fetchone()[0]
+    conn.execute(
+        "UPDATE proxies SET forget_at = MAX(?, cooling_until, ?) + ? WHERE key = ?",
+        (t, t if last is None else float(last), FORGET_SECONDS, key),
+    )
+
+
+def _ensure_row(conn: sqlite3.Connection, key: str, t: float) -> None:
+    """A fresh row for ``key`` (replacing a forgotten one still on disk)."""
+    conn.execute("DELETE FROM proxies WHERE key = ? AND forget_at <= ?", (key, t))
+    conn.execute(
+        "INSERT INTO proxies (key, forget_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+        (key, t + FORGET_SECONDS),
+    )
+
+
+def take(
+    conn: sqlite3.Connection,
+    candidates: Sequence[str],
+    token: str,
+    held: str | None,
+    cap: int | None,
+    hold: float,
+    sticky: str | None,
+    sticky_seconds: float,
+    t: float,
+) -> ProxyTake:
+    """:meth:`ProxyHealth.proxy_take` inside the caller's transaction."""
+    _prune(conn, t)
+    keys = list(dict.fromkeys(candidates))
+    cooling: dict[str, float] = {}
+    places: dict[str, tuple[int, bool, float | None]] = {}  # count, token holds, first end
+    for k in keys:
+        conn.execute("DELETE FROM proxy_places WHERE key = ? AND until <= ?", (k, t))
+        cooling[k] = _cooling_until(conn, k, t)
+        count, mine, first = conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(token = ?), 0), MIN(until) "
+            "FROM proxy_places WHERE key = ?",
+            (token, k),
+        ).fetchone()
+        places[k] = (int(count), bool(mine), None if first is None else float(first))
+    if sticky is not None:
+        row = conn.execute(
+            "SELECT key FROM proxy_sticky WHERE name = ? AND expires_at > ?", (sticky, t)
+        ).fetchone()
+        if row is not None and row[0] in cooling and cooling[row[0]] <= t:
+            keys = [row[0]]
+
+    def free(k: str) -> bool:
+        count, mine, _ = places[k]
+        return cap is None or mine or count < cap
+
+    healthy = [k for k in keys if cooling[k] <= t]
+    picked = next((k for k in healthy if free(k)), None)
+    fell_back = False
+    if picked is None and not healthy:
+        usable = [k for k in keys if free(k)]
+        if usable:
+            picked = min(usable, key=lambda k: cooling[k])
+            fell_back = True
+    if picked is None:
+        ends = [e for k in keys if (e := places[k][2]) is not None]
+        first = min(ends, default=t + PLACE_RETRY_SECONDS)
+        return ProxyTake(None, wait=max(min(first - t, PLACE_RETRY_SECONDS), 1e-3))
+    _ensure_row(conn, picked, t)
+    conn.execute(
+        "INSERT INTO proxy_places (key, token, until) VALUES (?, ?, ?) "
+        "ON CONFLICT (key, token) DO UPDATE SET until = excluded.until",
+        (picked, token, t + hold),
+    )
+    conn.execute("UPDATE proxies SET uses = uses + 1 WHERE key = ?", (picked,))
+    _touch(conn, picked, t)
+    if held is not None and held != picked:
+        conn.execute("DELETE FROM proxy_places WHERE key = ? AND token = ?", (held, token))
+    if sticky is not None:
+        conn.execute(
+            "INSERT INTO proxy_sticky (name, key, expires_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET key = excluded.key, expires_at = excluded.expires_at",
+            (sticky, picked, t + sticky_seconds),
+        )
+    return ProxyTake(picked, cooling=fell_back)
+
+
+def renew(conn: sqlite3.Connection, key: str, token: str, hold: float, t: float) -> bool:
+    """:meth:`ProxyHealth.proxy_renew` inside the caller's transaction."""
+    changed = conn.execute(
+        "UPDATE proxy_places SET until = ? WHERE key = ? AND token = ? AND until > ?",
+        (t + hold, key, token, t),
+    ).rowcount
+    if changed:
+        _touch(conn, key, t)
+    return changed == 1
+
+
+def release(conn: sqlite3.Connection, key: str, token: str, t: float) -> bool:
+    """:meth:`ProxyHealth.proxy_release` inside the caller's transaction."""
+    row = conn.execute(
+        "DELETE FROM proxy_places WHERE key = ? AND token = ? RETURNING until", (key, token)
+    ).fetchone()
+    return row is not None and float(row[0]) > t
+
+
+def report(
+    conn: sqlite3.Connection,
+    key: str,
+    ok: bool,
+    threshold: int,
+    cooldown: float,
+    reason: str,
+    t: float,
+) -> float | None:
+    """:meth:`ProxyHealth.proxy_report` inside the caller's transaction."""
+    _ensure_row(conn, key, t)
+    if ok:
+        conn.execute("UPDATE proxies SET oks = oks + 1, score = 0 WHERE key = ?", (key,))
+    else:
+        conn.execute(
+            "UPDATE proxies SET failures = failures + 1, reason = ?, bad_at = ?, "
+            "score = score + (cooling_until <= ?) WHERE key = ?",
+            (reason[:MAX_REASON_LEN] or None, t, t, key),
+        )
+        conn.execute(
+            "UPDATE proxies SET cooling_until = ? "
+            "WHERE key = ? AND cooling_until <= ? AND score >= ?",
+            (t + cooldown, key, t, threshold),
+        )
+    _touch(conn, key, t)
+    until = float(
+        conn.execute("SELECT cooling_until FROM proxies WHERE key = ?", (key,)).fetchone()[0]
+    )
+    return until if until > t else None
+
+
+def listing(conn: sqlite3.Connection, limit: int, t: float) -> list[ProxyInfo]:
+    """:meth:`ProxyHealth.proxy_list` (a read)."""
+    rows = conn.execute(
+        "SELECT p.key, p.uses, p.oks, p.failures, p.score, p.cooling_until, p.reason, p.bad_at, "
+        "(SELECT COUNT(*) FROM proxy_places AS q WHERE q.key = p.key AND q.until > ?) "
+        "FROM proxies AS p WHERE p.forget_at > ? ORDER BY p.key LIMIT ?",
+        (t, t, max(0, limit)),
+    ).fetchall()
+    return [
+        ProxyInfo(
+            key=key,
+            uses=int(uses),
+            oks=int(oks),
+            failures=int(failures),
+            score=int(score),
+            cooling_until=float(until) if until > t else None,
+            in_use=int(in_use),
+            last_reason=reason,
+            last_bad_at=None if bad_at is None else float(bad_at),
+        )
+        for key, uses, oks, failures, score, until, reason, bad_at, in_use in rows
+    ]
+
+
+class SQLiteProxies(Backend):
+    """The :class:`~fleet.core.capabilities.ProxyHealth` methods, over ``self._db``."""
+
+    _db: SQLiteDB
+
+    async def proxy_take(
+        self,
+        candidates: Sequence[str],
+        token: str,
+        *,
+        held: str | None = None,
+        max_concurrency: int | None = None,
+        hold_seconds: float = 30.0,
+        sticky: str | None = None,
+        sticky_seconds: float = 3600.0,
+    ) -> ProxyTake:
+        keys = list(candidates)
+        return await self._db.write(
+            lambda c: take(
+                c, keys, token, held, max_concurrency, hold_seconds, sticky, sticky_seconds, now()
+            )
+        )
+
+    async def proxy_renew(self, key: str, token: str, hold_seconds: float) -> bool:
+        return await self._db.write(lambda c: renew(c, key, token, hold_seconds, now()))
+
+    async def proxy_release(self, key: str, token: str) -> bool:
+        return await self._db.write(lambda c: release(c, key, token, now()))
+
+    async def proxy_report(
+        self,
+        key: str,
+        *,
+        ok: bool,
+        threshold: int = 1,
+        cooldown_seconds: float = 300.0,
+        reason: str = "",
+    ) -> float | None:
+        return await self._db.write(
+            lambda c: report(c, key, ok, threshold, cooldown_seconds, reason, now())
+        )
+
+    async def proxy_list(self, *, limit: int = 1000) -> list[ProxyInfo]:
+        return await self._db.read(lambda c: listing(c, limit, now()))
+
+    async def proxy_sticky(self, name: str) -> str | None:
+        def read(c: sqlite3.Connection) -> str | None:
+            row = c.execute(
+                "SELECT key FROM proxy_sticky WHERE name = ? AND expires_at > ?", (name, now())
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._db.read(read)

@@ -1,0 +1,192 @@
+"""ProxyHealth: the health of proxies, shared by every slot of every worker (``ctx.proxy``).
+
+A proxy is named by a key (:func:`fleet.core.proxy.proxy_key`: scheme, host and port,
+plus a digest of the user name; never a password). For each key the backend keeps:
+
+* its counters: ``uses`` (times a slot was handed the proxy), ``oks`` and ``failures``
+  (reports), and the reason and time of the last bad report;
+* its ``score``: bad reports in a row; an ok report sets it back to 0;
+* ``cooling_until``: set when a bad report brings the score to the caller's threshold.
+  While it lies in the future the proxy is *cooling*: :meth:`ProxyHealth.proxy_take`
+  hands it out only when every candidate cools;
+* its *places*: the tokens of the slots using it now, each until its hold expires (a
+  worker that died loses its places by itself), counted against the caller's
+  ``max_concurrency``.
+
+Plus *sticky choices*: a name (an account, a session) -> the proxy key chosen for it,
+kept ``sticky_seconds`` after its last use.
+
+The limits (threshold, cool-down, cap) are not stored: each call passes its own, as
+``ctx.limit`` does, so callers sharing proxies should pass the same ones. A proxy's
+state is forgotten :data:`FORGET_SECONDS` after its last use, report, place or the end
+of its cool-down, whichever is latest (its counters then start again from 0). Times
+are Unix seconds (float) from :func:`fleet.core.records.now`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: A proxy untouched this long after its last activity is forgotten (seconds).
+FORGET_SECONDS = 3600.0
+#: The longest a ``proxy_take`` that found every usable proxy at its cap asks its
+#: caller to wait before trying again (a place may free at any moment).
+PLACE_RETRY_SECONDS = 0.1
+#: Longest reason a bad report keeps (longer ones are cut).
+MAX_REASON_LEN = 200
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyTake:
+    """What :meth:`ProxyHealth.proxy_take` did.
+
+    Attributes:
+        key: The proxy taken, or None when every usable candidate is at its cap.
+        cooling: True when every candidate was cooling and the least-bad one was
+            taken (the one whose cool-down ends first).
+        wait: When ``key`` is None: seconds before trying again makes sense (> 0).
+    """
+
+    key: str | None
+    cooling: bool = False
+    wait: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyInfo:
+    """One proxy as :meth:`ProxyHealth.proxy_list` reports it.
+
+    Attributes:
+        key: The proxy's key (no credentials).
+        uses: Times a slot was handed it.
+        oks: Ok reports.
+        failures: Bad reports.
+        score: Bad reports in a row (0 after an ok report).
+        cooling_until: End of its cool-down while it is cooling, else None.
+        in_use: Places held now (slots using it).
+        last_reason: Reason of the last bad report (None if never reported bad).
+        last_bad_at: When that report came.
+    """
+
+    key: str
+    uses: int = 0
+    oks: int = 0
+    failures: int = 0
+    score: int = 0
+    cooling_until: float | None = None
+    in_use: int = 0
+    last_reason: str | None = None
+    last_bad_at: float | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "proxy": self.key,
+            "uses": self.uses,
+            "oks": self.oks,
+            "failures": self.failures,
+            "score": self.score,
+            "cooling": self.cooling_until is not None,
+            "cooling_until": self.cooling_until,
+            "in_use": self.in_use,
+            "last_reason": self.last_reason,
+            "last_bad_at": self.last_bad_at,
+        }
+
+
+class ProxyHealth(abc.ABC):
+    """Fleet-wide proxy health: scores, cool-downs, places and sticky choices."""
+
+    @abc.abstractmethod
+    async def proxy_take(
+        self,
+        candidates: Sequence[str],
+        token: str,
+        *,
+        held: str | None = None,
+        max_concurrency: int | None = None,
+        hold_seconds: float = 30.0,
+        sticky: str | None = None,
+        sticky_seconds: float = 3600.0,
+    ) -> ProxyTake:
+        """Take a place on the first usable proxy of ``candidates`` for ``token``.
+
+        Atomically, at the current time ``now``:
+
+        1. ``candidates`` are proxy keys in order of preference (a repeated key counts
+           once); the expired places of each are dropped.
+        2. With ``sticky`` set and its stored choice among the candidates and not
+           cooling, that choice is the only candidate (a sticky key keeps its proxy
+           while it is healthy, waiting for a place rather than moving).
+        3. A candidate is *cooling* while its ``cooling_until > now``, and *free* if
+           ``max_concurrency`` is None, ``token`` already holds a place on it, or
+           fewer than ``max_concurrency`` tokens do.
+        4. The first candidate that is free and not cooling is taken. If every
+           candidate is cooling, the free one whose cool-down ends first (the
+           earliest in order on a tie) is taken, and ``cooling`` is True.
+        5. Taking: ``token`` holds a place on it until ``now + hold_seconds``, its
+           ``uses`` grows by 1, ``token``'s place on ``held`` (if another key) is
+           freed, and with ``sticky`` the choice is stored for ``sticky_seconds``.
+        6. Otherwise nothing changes and ``key`` is None; ``wait`` is the time until
+           the earliest hold of those candidates ends, capped at
+           :data:`PLACE_RETRY_SECONDS`.
+
+        Args:
+            candidates: Proxy keys, preferred first (at least one).
+            token: The caller's place (one per slot handle).
+            held: The key ``token`` holds a place on now, if any.
+            max_concurrency: The most places per proxy (>= 1), or None for no cap
+                (places are still recorded: they are the ``in_use`` count).
+            hold_seconds: How long a place lasts without a renewal (> 0).
+            sticky: A sticky name (an account, a session), or None.
+            sticky_seconds: How long the sticky choice outlives its last use (> 0).
+        """
+
+    @abc.abstractmethod
+    async def proxy_renew(self, key: str, token: str, hold_seconds: float) -> bool:
+        """Extend ``token``'s place on ``key`` to now + ``hold_seconds``.
+
+        Returns:
+            True if it held one (not expired); else False and nothing changes.
+        """
+
+    @abc.abstractmethod
+    async def proxy_release(self, key: str, token: str) -> bool:
+        """Free ``token``'s place on ``key``.
+
+        Returns:
+            True if it held one (not expired); a stale or unknown token changes nothing.
+        """
+
+    @abc.abstractmethod
+    async def proxy_report(
+        self,
+        key: str,
+        *,
+        ok: bool,
+        threshold: int = 1,
+        cooldown_seconds: float = 300.0,
+        reason: str = "",
+    ) -> float | None:
+        """Report how a use of proxy ``key`` went.
+
+        Atomically: an ok report adds 1 to ``oks`` and sets ``score`` to 0 (a cool-down
+        in force runs on). A bad report adds 1 to ``failures`` and keeps ``reason``
+        (cut to :data:`MAX_REASON_LEN`) and the time; unless the proxy is cooling (a
+        report of a use that began before the cool-down), ``score`` grows by 1 and, if
+        it reaches ``threshold``, the proxy cools until ``now + cooldown_seconds``. The
+        score is not reset by a cool-down: until an ok report, the next bad report
+        cools it again.
+
+        Returns:
+            The end of the proxy's cool-down if it is cooling after the report, else None.
+        """
+
+    @abc.abstractmethod
+    async def proxy_list(self, *, limit: int = 1000) -> list[ProxyInfo]:
+        """The proxies not forgotten, by key, at most ``limit``."""
+
+    @abc.abstractmethod
+    async def proxy_sticky(self, name: str) -> str | None:
+        """The proxy key stored for sticky name ``name`` (None: none, or expired)."""

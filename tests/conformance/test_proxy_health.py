@@ -1,0 +1,228 @@
+"""Conformance of the ProxyHealth capability (``proxy_take``/``renew``/``release``/
+``report``/``list``/``sticky``): scores and thresholds, cool-downs and their end,
+places under a cap and their expiry, sticky choices, listing."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from fleet.backends.base import Backend
+from fleet.core.capabilities.proxies import MAX_REASON_LEN, PLACE_RETRY_SECONDS, ProxyInfo
+
+A, B, C = "http://a.test:8080", "http://b.test:8080", "http://c.test:8080#3f2a9c01bd"
+
+
+async def info(backend: Backend, key: str) -> ProxyInfo:
+    found = {p.key: p for p in await backend.proxy_list()}
+    return found[key]
+
+
+async def bad(
+    backend: Backend, key: str, *, threshold: int = 1, cooldown: float = 60.0
+) -> float | None:
+    return await backend.proxy_report(
+        key, ok=False, threshold=threshold, cooldown_seconds=cooldown, reason="403"
+    )
+
+
+# ------------------------------------------------------------ scores and cool-downs
+
+
+async def test_threshold_counts_bad_reports_in_a_row(backend: Backend) -> None:
+    assert await bad(backend, A, threshold=3) is None
+    assert await bad(backend, A, threshold=3) is None
+    assert (await info(backend, A)).score == 2
+    # An ok report starts the count again.
+    assert await backend.proxy_report(A, ok=True, threshold=3) is None
+    p = await info(backend, A)
+    assert (p.score, p.oks, p.failures, p.cooling_until) == (0, 1, 2, None)
+    before = time.time()
+    assert await bad(backend, A, threshold=3) is None
+    assert await bad(backend, A, threshold=3) is None
+    until = await bad(backend, A, threshold=3, cooldown=60)
+    assert until is not None and before + 60 <= until <= time.time() + 60
+    p = await info(backend, A)
+    assert p.cooling_until == pytest.approx(until)
+    assert (p.score, p.failures, p.last_reason) == (3, 5, "403")
+    assert p.last_bad_at is not None and before <= p.last_bad_at <= time.time()
+
+
+async def test_reports_during_a_cool_down_count_but_do_not_extend_it(backend: Backend) -> None:
+    until = await bad(backend, A, cooldown=60)
+    assert until is not None
+    await asyncio.sleep(0.01)
+    assert await bad(backend, A, cooldown=60) == pytest.approx(until)
+    assert await backend.proxy_report(A, ok=True) == pytest.approx(until)  # runs on
+    p = await info(backend, A)
+    assert (p.failures, p.oks, p.score) == (2, 1, 0)
+    assert p.cooling_until == pytest.approx(until)
+
+
+async def test_a_cool_down_ends_and_the_next_bad_report_cools_again(backend: Backend) -> None:
+    assert await bad(backend, A, cooldown=0.3) is not None
+    assert (await backend.proxy_take([A, B], "t")).key == B
+    await asyncio.sleep(0.35)
+    assert (await info(backend, A)).cooling_until is None
+    assert (await backend.proxy_take([A, B], "t", held=B)).key == A  # back in use
+    # Still on probation: its score was not reset by the cool-down.
+    assert await bad(backend, A, threshold=2, cooldown=0.3) is not None
+
+
+async def test_reasons_are_cut(backend: Backend) -> None:
+    await backend.proxy_report(A, ok=False, reason="x" * 1000)
+    assert (await info(backend, A)).last_reason == "x" * MAX_REASON_LEN
+    await backend.proxy_report(A, ok=False, reason="")
+    assert (await info(backend, A)).last_reason is None
+
+
+# ------------------------------------------------------------ taking
+
+
+async def test_take_skips_cooling_proxies_in_order(backend: Backend) -> None:
+    assert (await backend.proxy_take([A, B, C], "t1")).key == A
+    await bad(backend, A)
+    got = await backend.proxy_take([A, B, C], "t2")
+    assert (got.key, got.cooling) == (B, False)
+    await bad(backend, B)
+    assert (await backend.proxy_take([A, B, C], "t3")).key == C
+    p = await info(backend, A)
+    assert (p.uses, p.in_use) == (1, 1)  # t1 still holds its place on the cooling proxy
+
+
+async def test_every_candidate_cooling_gives_the_least_bad(backend: Backend) -> None:
+    await bad(backend, A, cooldown=60)
+    await bad(backend, B, cooldown=30)  # ends first
+    await bad(backend, C, cooldown=90)
+    got = await backend.proxy_take([A, B, C], "t")
+    assert (got.key, got.cooling) == (B, True)
+    # A healthy candidate wins again.
+    got = await backend.proxy_take([A, B, C, "http://d.test:1"], "t", held=B)
+    assert (got.key, got.cooling) == ("http://d.test:1", False)
+    assert (await info(backend, B)).in_use == 0  # the held place moved
+
+
+async def test_a_repeated_candidate_counts_once(backend: Backend) -> None:
+    got = await backend.proxy_take([A, A, B], "t", max_concurrency=1)
+    assert got.key == A
+    assert (await info(backend, A)).uses == 1
+
+
+async def test_looking_at_candidates_stores_nothing(backend: Backend) -> None:
+    await backend.proxy_take([A, B, C], "t")
+    assert [p.key for p in await backend.proxy_list()] == [A]
+
+
+# ------------------------------------------------------------ places
+
+
+async def test_the_cap_holds_and_waits_are_short(backend: Backend) -> None:
+    assert (await backend.proxy_take([A, B], "t1", max_concurrency=1)).key == A
+    assert (await backend.proxy_take([A, B], "t2", max_concurrency=1)).key == B
+    full = await backend.proxy_take([A, B], "t3", max_concurrency=1)
+    assert full.key is None and 0 < full.wait <= PLACE_RETRY_SECONDS
+    # A token that holds a place keeps it (a retried take, or ensure() per task).
+    assert (await backend.proxy_take([A, B], "t1", held=A, max_concurrency=1)).key == A
+    assert (await info(backend, A)).uses == 2
+    assert await backend.proxy_release(A, "t1")
+    assert not await backend.proxy_release(A, "t1")
+    assert not await backend.proxy_release(A, "nobody")
+    assert not await backend.proxy_release("http://unknown:1", "t1")
+    assert (await backend.proxy_take([A, B], "t3", max_concurrency=1)).key == A
+    # No cap: places are still counted (the in-use figure).
+    assert (await backend.proxy_take([A], "t4")).key == A
+    assert (await info(backend, A)).in_use == 2
+
+
+async def test_a_cooling_proxy_is_not_a_fallback_while_a_healthy_one_is_full(
+    backend: Backend,
+) -> None:
+    await bad(backend, A)
+    assert (await backend.proxy_take([A, B], "t1", max_concurrency=1)).key == B
+    got = await backend.proxy_take([A, B], "t2", max_concurrency=1)
+    assert got.key is None and got.wait > 0
+
+
+async def test_places_expire_and_renew(backend: Backend) -> None:
+    assert (await backend.proxy_take([A], "dies", max_concurrency=1, hold_seconds=0.3)).key == A
+    assert (await backend.proxy_take([A], "lives", max_concurrency=2, hold_seconds=0.3)).key == A
+    wait = (await backend.proxy_take([A], "t", max_concurrency=2)).wait
+    assert 0 < wait <= PLACE_RETRY_SECONDS
+    await asyncio.sleep(0.15)
+    assert await backend.proxy_renew(A, "lives", 0.5)
+    await asyncio.sleep(0.25)
+    # The worker of "dies" stopped renewing: its place is free again, "lives" kept its own.
+    assert (await info(backend, A)).in_use == 1
+    assert not await backend.proxy_renew(A, "dies", 5)
+    assert (await backend.proxy_take([A], "t", max_concurrency=2)).key == A
+    assert (await backend.proxy_take([A], "u", max_concurrency=2)).key is None
+    assert not await backend.proxy_renew("http://unknown:1", "t", 5)
+
+
+async def test_moving_frees_the_held_place(backend: Backend) -> None:
+    assert (await backend.proxy_take([A, B], "t", max_concurrency=1)).key == A
+    await bad(backend, A)
+    assert (await backend.proxy_take([A, B], "t", held=A, max_concurrency=1)).key == B
+    assert (await info(backend, A)).in_use == 0
+    assert (await info(backend, B)).in_use == 1
+
+
+# ------------------------------------------------------------ sticky choices
+
+
+async def test_a_sticky_name_keeps_its_proxy(backend: Backend) -> None:
+    first = await backend.proxy_take([B, A, C], "t1", sticky="acct-1")
+    assert first.key == B
+    assert await backend.proxy_sticky("acct-1") == B
+    # Another slot, another order of preference: the stored choice wins.
+    assert (await backend.proxy_take([C, A, B], "t2", sticky="acct-1")).key == B
+    # ... and waits for a place rather than moving.
+    full = await backend.proxy_take([C, A, B], "t3", sticky="acct-1", max_concurrency=2)
+    assert full.key is None and full.wait > 0
+    assert await backend.proxy_sticky("acct-1") == B
+    assert await backend.proxy_sticky("other") is None
+
+
+async def test_a_sticky_choice_moves_when_its_proxy_cools(backend: Backend) -> None:
+    assert (await backend.proxy_take([A, B], "t", sticky="acct")).key == A
+    await bad(backend, A)
+    assert (await backend.proxy_take([A, B], "t", held=A, sticky="acct")).key == B
+    assert await backend.proxy_sticky("acct") == B
+    # A choice outside the candidates (another proxy list) is replaced too.
+    assert (await backend.proxy_take([C], "u", sticky="acct")).key == C
+    assert await backend.proxy_sticky("acct") == C
+
+
+async def test_a_sticky_choice_expires(backend: Backend) -> None:
+    assert (await backend.proxy_take([A, B], "t", sticky="s", sticky_seconds=0.2)).key == A
+    await asyncio.sleep(0.25)
+    assert await backend.proxy_sticky("s") is None
+    assert (await backend.proxy_take([B, A], "t", held=A, sticky="s")).key == B
+
+
+# ------------------------------------------------------------ listing
+
+
+async def test_listing_is_sorted_and_limited(backend: Backend) -> None:
+    assert await backend.proxy_list() == []
+    await backend.proxy_take([C], "t1", max_concurrency=1)
+    await backend.proxy_take([A], "t2")
+    await backend.proxy_report(B, ok=True)
+    listed = await backend.proxy_list()
+    assert [p.key for p in listed] == [A, B, C]
+    assert [(p.uses, p.oks, p.in_use) for p in listed] == [(1, 0, 1), (0, 1, 0), (1, 0, 1)]
+    assert [p.key for p in await backend.proxy_list(limit=2)] == [A, B]
+    assert listed[0].to_dict() == {
+        "proxy": A,
+        "uses": 1,
+        "oks": 0,
+        "failures": 0,
+        "score": 0,
+        "cooling": False,
+        "cooling_until": None,
+        "in_use": 1,
+        "last_reason": None,
+        "last_bad_at": None,
+    }
