@@ -476,7 +476,7 @@ def test_js_helpers(browser: Browser, static_url: str) -> None:
                             {t: 2, completed: 5, failed: 0, dead: 0}),
           routes: [parseRoute("#/automation/a%2Fb"), parseRoute("#/workers"), parseRoute("")],
           escaped: escapeHtml("<img src=x onerror='1'>&"),
-          durations: [fmtDuration(0.25), fmtDuration(75), fmtDuration(7200)],
+          durations: [0.25, 75, 7200, 299.7, 59.6].map(fmtDuration),
           kind: fieldKind({}, {anyOf: [{type: "integer"}, {type: "null"}]}),
           type: typeName({}, {type: "array", items: {$ref: "#/$defs/Item"}}),
           lagging: rows.map((r) => r.classList.contains("lagging")),
@@ -500,7 +500,7 @@ def test_js_helpers(browser: Browser, static_url: str) -> None:
         {"name": "overview"},
     ]
     assert result["escaped"] == "&lt;img src=x onerror=&#39;1&#39;&gt;&amp;"
-    assert result["durations"] == ["250 ms", "1 m 15 s", "2 h 0 m"]
+    assert result["durations"] == ["250 ms", "1 m 15 s", "2 h 0 m", "5 m 0 s", "1 m 0 s"]
     assert result["kind"]["widget"] == "integer"
     assert result["kind"]["nullable"] is True
     assert result["type"] == "list[Item]"

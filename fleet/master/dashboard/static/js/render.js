@@ -73,8 +73,11 @@ export function fmtDuration(seconds) {
   if (seconds === null || seconds === undefined || !Number.isFinite(Number(seconds))) return "—";
   const s = Math.max(0, Number(seconds));
   if (s < 1) return `${Math.round(s * 1000)} ms`;
-  if (s < 60) return `${s < 10 ? s.toFixed(1) : Math.round(s)} s`;
-  if (s < 3600) return `${Math.floor(s / 60)} m ${Math.round(s % 60)} s`;
+  if (s < 10) return `${s.toFixed(1)} s`;
+  // Whole seconds from here on, so a minute never shows as "4 m 60 s".
+  const whole = Math.round(s);
+  if (whole < 60) return `${whole} s`;
+  if (whole < 3600) return `${Math.floor(whole / 60)} m ${whole % 60} s`;
   if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} m`;
   return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
 }
