@@ -57,6 +57,12 @@ async def test_a_fleet_heals_after_its_backend_loses_its_data(
         assert (await c.post(f"{BASE}/workers/w-e2e/drain")).status_code == 200
         await eventually(lambda: _draining(c), "the drain to be seen")
 
+        async def drains() -> bool:  # the worker holds the drain (what it restores)
+            v = await view()
+            return v is not None and v["reported_state"] == "DRAINING"
+
+        await eventually(drains, "the worker to drain")
+
         lose_everything(backend_for_e2e)
         lost_at = time.monotonic()
 

@@ -52,7 +52,7 @@ def read_ledger(path: Path) -> list[dict[str, Any]]:
 
 def start_worker(wid: str, url: str, env: dict[str, str], log: Any) -> subprocess.Popen[bytes]:
     args = [sys.executable, "-m", "fleet", "worker", "--plugin", PLUGIN]
-    args += ["--type", TYPE, "--id", wid, "--backend", url]
+    args += ["--type", TYPE, "--id", wid, "--backend", url, "--grace", "5"]
     return subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -168,6 +168,7 @@ async def test_two_workers_share_proxy_health(
                 await asyncio.to_thread(proc.wait, 20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+                proc.wait(10)
         for log in logs:
             log.close()
     try:
