@@ -90,7 +90,10 @@ async def test_firing_moves_when_the_firer_stops(backend_url: str, fast: None) -
         await fb.stop()
         ids = await drain_ids(a)
         ticks = sorted(int(i.rsplit(":", 1)[1]) for i in ids)
-        assert len(ticks) == len(set(ticks)) and ticks == list(range(ticks[0], ticks[-1] + 1))
+        assert len(ticks) == len(set(ticks))  # no tick twice
+        # A tick due while nobody held the lock may be late by more than its period:
+        # a misfire, fired once as the catch-up; at most one tick is skipped that way.
+        assert ticks[-1] - ticks[0] + 1 - len(ticks) <= 1, ticks
     finally:
         await a.close()
         await b.close()
