@@ -1,6 +1,7 @@
 """Credentials inside URLs, masked: ``http://user:password@host`` becomes
 ``http://user:********@host``. Used by every answer of the master and by the log
-format of every ``fleet`` process, so a proxy password never reaches a screen."""
+format of every ``fleet`` process, so a proxy password never reaches a screen; the
+same log format escapes control characters inside messages (no forged lines)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,23 @@ def mask_url_credentials(text: str) -> str:
     return _URL_CREDENTIALS.sub(lambda m: f"{m.group('head')}{MASK}@", text)
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]|\r|\n")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with control characters shown escaped (``\\n``, ``\\x1b``): a value
+    logged inside a message (a task id pushed by hand into Redis) cannot start a
+    forged line or move the terminal's cursor."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 class RedactingFormatter(logging.Formatter):
-    """A log formatter whose lines never carry a URL's password."""
+    """A log formatter whose lines never carry a URL's password, and whose message
+    is one line (control characters escaped; a traceback still follows it)."""
 
     def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        clean = escape_controls(message)
+        if clean != message:
+            record = logging.makeLogRecord({**record.__dict__, "msg": clean, "args": None})
         return mask_url_credentials(super().format(record))

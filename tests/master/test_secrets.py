@@ -100,3 +100,17 @@ def test_log_lines_never_carry_url_passwords() -> None:
     line = RedactingFormatter("%(message)s").format(record)
     assert "hunter2" not in line and ":b@" not in line
     assert "http://u:********@p:1" in line
+
+
+def test_log_messages_cannot_forge_lines() -> None:
+    import logging
+
+    from fleet.core.redact import RedactingFormatter
+
+    record = logging.LogRecord(
+        "fleet", logging.INFO, __file__, 1, "task %s done", ("evil\n04:00 INFO forged\x1b[2J",),
+        None,
+    )  # fmt: skip
+    line = RedactingFormatter("%(levelname)s %(message)s").format(record)
+    assert "\n" not in line and "\x1b" not in line
+    assert line == "INFO task evil\\n04:00 INFO forged\\x1b[2J done"
