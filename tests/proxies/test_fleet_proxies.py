@@ -89,6 +89,22 @@ async def test_two_workers_share_proxy_health(
     keys = {p.name: proxy_key(p.url()) for p in proxies}
     ledger = tmp_path / "ledger.jsonl"
     backend = await open_backend(redis_url)
+    try:
+        await _scenario(backend, redis_url, target, proxies, b, keys, ledger, tmp_path)
+    finally:
+        await backend.close()  # also when an assertion failed: no socket left behind
+
+
+async def _scenario(
+    backend: Any,
+    redis_url: str,
+    target: Target,
+    proxies: list[ForwardProxy],
+    b: ForwardProxy,
+    keys: dict[str, str],
+    ledger: Path,
+    tmp_path: Path,
+) -> None:
     await backend.config_set(
         TYPE,
         {
@@ -142,8 +158,11 @@ async def test_two_workers_share_proxy_health(
         b.bad = False  # it would serve again; only the cool-down keeps it idle
         info = {p.key: p for p in await backend.proxy_list()}[keys["b"]]
         assert info.cooling_until is not None and info.last_bad_at is not None
-        cooled_at, until = info.last_bad_at, info.cooling_until
-        assert until == pytest.approx(cooled_at + COOLDOWN, abs=0.05)
+        until = info.cooling_until
+        # The cool-down started with the first bad report; a second one (the other
+        # worker, before it learned) counts but does not extend it.
+        cooled_at = until - COOLDOWN
+        assert cooled_at <= info.last_bad_at + 0.05, (cooled_at, info.last_bad_at)
         await runner
         lines = [line for line in read_ledger(ledger) if line["t0"] >= start]
         during = [t for t in b.requests if cooled_at + 0.3 < t < until - 0.05]
@@ -171,10 +190,7 @@ async def test_two_workers_share_proxy_health(
                 proc.wait(10)
         for log in logs:
             log.close()
-    try:
-        assert [p.in_use for p in await backend.proxy_list()] == [0, 0, 0]  # places given back
-        out = "".join((tmp_path / f"{w}.log").read_text(errors="replace") for w in ("w1", "w2"))
-        assert f"proxy {keys['b']} cools down for" in out, out[-3000:]
-        assert "secret-" not in out and "user-" not in out
-    finally:
-        await backend.close()
+    assert [p.in_use for p in await backend.proxy_list()] == [0, 0, 0]  # places given back
+    out = "".join((tmp_path / f"{w}.log").read_text(errors="replace") for w in ("w1", "w2"))
+    assert f"proxy {keys['b']} cools down for" in out, out[-3000:]
+    assert "secret-" not in out and "user-" not in out
