@@ -124,7 +124,7 @@ class GroupSettings:
 
     @property
     def interval(self) -> float | None:
-        return None if self.rate is None else parse_rate(self.rate).interval
+        return None if self.rate is None else _interval_of(self.rate)
 
     @property
     def empty(self) -> bool:
@@ -167,11 +167,19 @@ class GroupLimits:
         return self.concurrency is not None or self.interval is not None
 
 
+@functools.lru_cache(maxsize=1024)
+def _interval_of(rate: str) -> float:
+    # Asked at every group turn of a reserve: parse each rate text once.
+    return parse_rate(rate).interval
+
+
 @functools.lru_cache(maxsize=256)
 def _limits_of(concurrency: int | None, rate: str | None) -> GroupLimits:
     # Workers ask once per reserve call: parse each config's rate once.
     return GroupLimits(concurrency, None if rate is None else parse_rate(rate).interval)
 
+
+_NO_SETTINGS = GroupSettings()
 
 Verdict = Literal["serve", "saturated", "delayed", "paused"]
 
@@ -189,22 +197,25 @@ def next_tat(tat: float, now: float, interval: float) -> float:
 
 
 def admit(
+    settings: GroupSettings | None,
+    limits: GroupLimits,
     *,
-    paused: bool,
-    concurrency: int | None,
-    interval: float | None,
     running: int,
     tat: float,
     throttled_until: float,
     now: float,
 ) -> tuple[Verdict, float]:
-    """Whether a group may start one more task now.
+    """Whether a group may start one more task now, under its own ``settings`` (a
+    field left None takes the type's ``limits``).
 
     Returns ``("serve", new_tat)``, ``("saturated", 0)`` (``running`` is at the cap:
     it waits for one of its tasks to end), ``("delayed", until)`` (throttled, or its
     rate allows the next start only at ``until``) or ``("paused", 0)``.
     """
-    if paused:
+    own = settings or _NO_SETTINGS
+    concurrency = own.concurrency if own.concurrency is not None else limits.concurrency
+    interval = own.interval if own.rate is not None else limits.interval
+    if own.paused:
         return "paused", 0.0
     if throttled_until > now:
         return "delayed", throttled_until

@@ -142,13 +142,9 @@ class GroupBook:
 
     # ------------------------------------------------------------ budget
     def verdict(self, group: Group, limits: GroupLimits, now: float) -> tuple[str, float]:
-        s = group.settings
-        concurrency = s.concurrency if s is not None and s.concurrency is not None else None
-        interval = s.interval if s is not None and s.rate is not None else None
         return admit(
-            paused=s is not None and s.paused,
-            concurrency=concurrency if concurrency is not None else limits.concurrency,
-            interval=interval if interval is not None else limits.interval,
+            group.settings,
+            limits,
             running=group.running,
             tat=group.tat,
             throttled_until=group.until,

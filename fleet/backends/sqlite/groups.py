@@ -319,13 +319,9 @@ class Book:
 
     # ------------------------------------------------------------ reserve
     def _verdict(self, group: Group, limits: GroupLimits) -> tuple[str, float]:
-        s = group.settings
-        concurrency = s.concurrency if s is not None else None
-        interval = s.interval if s is not None else None
         return admit(
-            paused=s is not None and s.paused,
-            concurrency=concurrency if concurrency is not None else limits.concurrency,
-            interval=interval if interval is not None else limits.interval,
+            group.settings,
+            limits,
             running=group.running,
             tat=group.tat,
             throttled_until=group.until,
