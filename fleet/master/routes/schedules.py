@@ -116,32 +116,13 @@ def _unreadable(item: UnreadableSchedule) -> dict[str, Any]:
     return {"id": item.id, "unreadable": True, "raw": item.raw, "error": item.error}
 
 
-def _surrogate_errors(value: Any, loc: tuple[str | int, ...]) -> ErrorList:
-    """An error for the first lone surrogate (``"\\ud800"``) in a decoded JSON value's
-    strings or keys: JSON text can carry one, but no backend can store it as UTF-8."""
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, loc)]
-    while stack:
-        item, where = stack.pop()
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                msg = "Input should be text without lone surrogates"
-                return [{"type": "string_unicode", "loc": list(where), "msg": msg}]
-        elif isinstance(item, dict):
-            stack.extend((k, where) for k in item)
-            stack.extend((v, (*where, str(k))) for k, v in item.items())
-        elif isinstance(item, list):
-            stack.extend((v, (*where, i)) for i, v in enumerate(item))
-    return []
-
-
 async def _payload_errors(
     request: Request, backend: Backend, automation_type: str, payload: Any
 ) -> ErrorList:
     """The payload's errors against the type's schema, as a task submit finds them."""
     loc = ("body", "payload")
-    errors = non_finite_errors(payload, loc) or _surrogate_errors(payload, loc)
+    # Lone surrogates never get this far: the JSON guard refuses them at ingress.
+    errors = non_finite_errors(payload, loc)
     if errors:
         return errors
     checker = await master_state(request).entries.checker(backend, automation_type)
