@@ -20,7 +20,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -30,6 +29,7 @@ from fleet.core.errors import BackendError, Throttled
 from fleet.core.flow import check_group
 from fleet.core.outage import OutageLog
 from fleet.core.records import new_token
+from fleet.core.redact import mask_credentials
 
 if TYPE_CHECKING:
     from fleet.core.capabilities.proxies import ProxyHealth
@@ -49,7 +49,6 @@ STICKY_SECONDS = 3600.0
 #: Fresh sessions a provider-backed handle offers besides its current one.
 PROVIDER_CANDIDATES = 3
 
-_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/@]+@")
 _outages = OutageLog(log)
 #: Proxy lists (owner + proxies) whose "every proxy is cooling" warning is out.
 _all_cooling: set[str] = set()
@@ -94,11 +93,6 @@ def mask_url(url: str | None) -> str:
         return url
     host = parts.netloc.rsplit("@", 1)[-1]
     return parts._replace(netloc=f"***:***@{host}").geturl()
-
-
-def mask_credentials(text: str) -> str:
-    """``text`` with the ``user:password@`` of every URL in it replaced by ``***@``."""
-    return _CREDENTIALS.sub(r"\1***@", text)
 
 
 class ProxyProvider(Protocol):

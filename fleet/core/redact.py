@@ -30,6 +30,15 @@ def escape_controls(text: str) -> str:
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/@]+@")
+
+
+def mask_credentials(text: str) -> str:
+    """``text`` with the whole ``user:password@`` of every URL in it replaced by
+    ``***@`` (proxy user names often carry session ids: they go too)."""
+    return _USERINFO.sub(r"\1***@", text)
+
+
 class RedactingFormatter(logging.Formatter):
     """A log formatter whose lines never carry a URL's password, and whose message
     is one line (control characters escaped; a traceback still follows it)."""

@@ -20,10 +20,10 @@ from fleet.core.proxy import (
     ProxyHandle,
     ProxyPolicy,
     TemplateProvider,
-    mask_credentials,
     mask_url,
     proxy_key,
 )
+from fleet.core.redact import mask_credentials
 from fleet.worker.proxies import build_proxy
 
 P1 = "http://alice:s3cret@p1.test:8001"

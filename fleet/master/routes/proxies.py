@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 
 from fleet.backends.base import Backend
-from fleet.core.proxy import mask_credentials
+from fleet.core.redact import mask_credentials
 from fleet.master.auth import read_access
 from fleet.master.models import error_responses
 from fleet.master.state import backend_dependency
