@@ -28,7 +28,6 @@ from fleet.backends import open_backend, redact_url
 from fleet.backends.base import Backend
 from fleet.core.automation import registered
 from fleet.core.errors import BackendError, BackendUnavailable, ConfigError, FleetError
-from fleet.master import sse
 from fleet.master.auth import TokenTable
 from fleet.master.catalog import keep_local_entries, load_plugins, publish_local_entries
 from fleet.master.event_hub import EventHub
@@ -39,6 +38,7 @@ from fleet.master.metrics import MasterMetrics
 from fleet.master.outage import ApiOutage
 from fleet.master.routes import catalog as catalog_routes
 from fleet.master.routes import config as config_routes
+from fleet.master.routes import events as event_routes
 from fleet.master.routes import groups as group_routes
 from fleet.master.routes import health as health_routes
 from fleet.master.routes import pools as pool_routes
@@ -224,7 +224,7 @@ def create_app(
         worker_routes,
         pool_routes,
         proxy_routes,
-        sse,
+        event_routes,
     ):
         app.include_router(module.router, prefix=API_PREFIX)
     if DASHBOARD_DIR.is_dir():

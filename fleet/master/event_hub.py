@@ -336,3 +336,30 @@ class EventHub:
         pairs = await self.backend.workers_all()
         workers = await load_views(self.backend, pairs, self.heartbeat_seconds)
         return _Snapshot(depths, workers, type_rows(entries, {t for t, _ in pairs}))
+
+
+async def event_stream(
+    backend: Backend,
+    interval: float,
+    only: set[str] | None = None,
+    heartbeat_seconds: float = 5.0,
+    hub: EventHub | None = None,
+) -> AsyncIterator[bytes]:
+    """The SSE byte stream for one client; ends when the client goes away, the
+    backend closes, or the backend fails (after an ``error`` event).
+
+    Args:
+        backend: Where events and depths come from.
+        interval: Seconds between ``depths``/``workers`` frames for this client.
+        only: Types to follow (None: every catalogued type).
+        heartbeat_seconds: Heartbeat period, for worker up/down.
+        hub: The master's shared hub; without one the stream gets a hub of its own.
+    """
+    own = hub is None
+    shared = hub if hub is not None else EventHub(backend, heartbeat_seconds)
+    try:
+        async for frame in shared.stream(interval, only):
+            yield frame
+    finally:
+        if own:
+            await shared.close()

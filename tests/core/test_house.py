@@ -156,6 +156,33 @@ def test_master_services_never_import_a_route_module() -> None:
     assert offenders == set()
 
 
+def routers_outside_routes(master: Path) -> list[str]:
+    """Modules of ``master`` (outside its ``routes/``) that build a FastAPI router."""
+    found = []
+    for path in sorted(master.rglob("*.py")):
+        if "routes" in path.relative_to(master).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and (
+                (isinstance(node.func, ast.Name) and node.func.id == "APIRouter")
+                or (isinstance(node.func, ast.Attribute) and node.func.attr == "APIRouter")
+            ):
+                found.append(str(path.relative_to(master)))
+                break
+    return found
+
+
+def test_the_router_checker_finds_a_router(tmp_path: Path) -> None:
+    (tmp_path / "routes").mkdir()
+    (tmp_path / "routes" / "fine.py").write_text("router = APIRouter()\n")
+    (tmp_path / "service.py").write_text("import fastapi\nrouter = fastapi.APIRouter()\n")
+    assert routers_outside_routes(tmp_path) == ["service.py"]
+
+
+def test_every_router_lives_in_master_routes() -> None:
+    assert routers_outside_routes(PKG / "master") == []
+
+
 def test_every_backend_is_a_package_exposing_its_class() -> None:
     for package, cls in (("memory", "MemoryBackend"), ("sqlite", "SQLiteBackend"),
                          ("redis", "RedisBackend")):  # fmt: skip

@@ -1,7 +1,7 @@
 // The live picture of the fleet the views render from.
 //
 // While the master's event stream is live, the picture comes from its frames
-// (fleet/master/sse.py): `types` (the rows of /automations without their
+// (fleet/master/routes/events.py): `types` (the rows of /automations without their
 // counts), `depths` of every batch type and `workers` (every worker's view) on
 // each tick, pushed `worker` state changes and `emit`s in between. Only while
 // the stream is down (connecting, offline, or refused to this token: polling)
@@ -255,7 +255,7 @@ export class Store extends EventTarget {
   }
 
   /**
-   * Route one server event (fleet/master/sse.py). Snapshot frames (types,
+   * Route one server event (fleet/master/routes/events.py). Snapshot frames (types,
    * depths, workers) and pushed worker states update the picture in place;
    * emits are passed on to the stream tails; nothing here asks the API.
    */

@@ -22,7 +22,6 @@ down.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -30,40 +29,11 @@ from fastapi.responses import StreamingResponse
 
 from fleet.backends.base import Backend
 from fleet.master.auth import read_access
-from fleet.master.event_hub import IDLE_TOPIC, TOPICS, EventHub, format_event, topic_event
+from fleet.master.event_hub import event_stream
 from fleet.master.models import error_responses
 from fleet.master.state import backend_dependency, master_state
 
-__all__ = ["IDLE_TOPIC", "TOPICS", "event_stream", "format_event", "router", "topic_event"]
-
 router = APIRouter(tags=["events"], responses=error_responses(401, 403, 503))
-
-
-async def event_stream(
-    backend: Backend,
-    interval: float,
-    only: set[str] | None = None,
-    heartbeat_seconds: float = 5.0,
-    hub: EventHub | None = None,
-) -> AsyncIterator[bytes]:
-    """The SSE byte stream for one client; ends when the client goes away, the
-    backend closes, or the backend fails (after an ``error`` event).
-
-    Args:
-        backend: Where events and depths come from.
-        interval: Seconds between ``depths``/``workers`` frames for this client.
-        only: Types to follow (None: every catalogued type).
-        heartbeat_seconds: Heartbeat period, for worker up/down.
-        hub: The master's shared hub; without one the stream gets a hub of its own.
-    """
-    own = hub is None
-    shared = hub if hub is not None else EventHub(backend, heartbeat_seconds)
-    try:
-        async for frame in shared.stream(interval, only):
-            yield frame
-    finally:
-        if own:
-            await shared.close()
 
 
 @router.get("/events", summary="Server-sent events for live views")
