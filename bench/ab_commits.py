@@ -26,7 +26,7 @@ from pathlib import Path
 
 import psutil
 import redis
-from benchlib import HERE, PYTHON, loadavg, redis_server
+from benchlib import HERE, PYTHON, SMOKE_HELP, loadavg, redis_server
 
 PRODUCER = r"""
 import asyncio, os, sys, time
@@ -108,7 +108,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--slots", type=int, default=10)
     parser.add_argument("--url", default=None, help="use this Redis (it is flushed!)")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args()
+    if args.smoke:
+        args.tasks, args.rounds = 200, 1
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
     for tree in trees.values():
         if not (tree / "fleet" / "__init__.py").exists():

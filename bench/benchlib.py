@@ -18,6 +18,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PYTHON = sys.executable
+#: Fleet's distribution name on PyPI (the import package is ``fleet``; ``fleet`` on
+#: PyPI is an unrelated project). The peer harness looks its version up by this name.
+DISTRIBUTION = "fleet-automation"
+#: ``--smoke``: every script runs once on a tiny input (tests/bench/test_bench_smoke.py).
+SMOKE_HELP = "a smoke run on a tiny input (tests/bench), not a measurement"
 
 
 def free_port() -> int:

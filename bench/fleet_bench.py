@@ -3,23 +3,61 @@
 Run through ``bench/run_peers.sh``: the harness imports ``common`` from the peers
 folder, enqueues N tasks one by one (and in bulk), starts ONE ``fleet worker``
 process and times the drain. ``SLOTS`` sets the worker's slots (default 10).
+
+``--smoke`` is a smoke run, not a measurement (tests/bench runs it): N defaults
+to 200 and results go to a temporary folder; the harness is ``common.py`` of the
+working directory, else of ``$FLEET_BENCH_PEERS`` (default ``../shared/bench/peers``),
+else the stand-in
+``bench/peer_standin.py`` (Fleet's part of the protocol only).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
 
-# run_all.sh runs this script from the peers folder, where the harness lives
-sys.path.insert(0, os.getcwd())
-import common  # type: ignore[import-not-found]
-from benchlib import worker_cmd  # bench/ is this script's own folder
+from benchlib import DISTRIBUTION, worker_cmd  # bench/ is this script's own folder
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core.submission import make_push_request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+SMOKE = "--smoke" in sys.argv[1:]
+
+
+def _harness() -> ModuleType:
+    """The peer harness' ``common`` module (see the module docstring)."""
+    if SMOKE:
+        os.environ.setdefault("N", "200")
+        os.environ.setdefault("RESULTS_DIR", tempfile.mkdtemp(prefix="fleet-bench-smoke-"))
+        os.environ.setdefault("LOG_DIR", os.environ["RESULTS_DIR"])
+    # run_all.sh runs this script from the peers folder, where the harness lives
+    sys.path.insert(0, os.getcwd())
+    try:
+        import common  # type: ignore[import-not-found]
+    except ImportError:
+        if not SMOKE:
+            raise SystemExit(
+                "fleet_bench.py runs inside the peer harness: run bench/run_peers.sh "
+                "(or pass --smoke for a smoke run without it)"
+            ) from None
+        default = Path(HERE).parent.parent / "shared" / "bench" / "peers"
+        shared = Path(os.environ.get("FLEET_BENCH_PEERS", default))
+        if (shared / "common.py").exists():
+            sys.path.insert(0, str(shared))
+            import common
+        else:
+            import peer_standin as common
+    if SMOKE:
+        print(f"fleet_bench --smoke: harness {common.__file__}", file=sys.stderr)
+    return common
+
+
+common = _harness()
 SLOTS = os.environ.get("SLOTS", "10")
 TYPE = "noop"
 _backend: Backend | None = None
@@ -63,7 +101,7 @@ if __name__ == "__main__":
     common.run(
         common.Spec(
             name=os.environ.get("LABEL", f"fleet-slots{SLOTS}"),
-            package="fleet",
+            package=DISTRIBUTION,  # the harness looks its version up
             concurrency=f"fleet worker, 1 process, asyncio, slots={SLOTS}",
             worker_cmd=worker_cmd(common.REDIS_URL, "noop_plugin", TYPE),
             enqueue_one=enqueue_one,

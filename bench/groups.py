@@ -32,7 +32,7 @@ import time
 from typing import Any
 
 import redis
-from benchlib import HERE, PYTHON, loadavg, pct, redis_server
+from benchlib import HERE, PYTHON, SMOKE_HELP, loadavg, pct, redis_server
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
@@ -65,25 +65,27 @@ async def fill(b: Backend, n: int, groups: int) -> None:
         await b.push(TYPE, reqs[start : start + 1000])
 
 
-async def time_reserves(b: Backend, calls: int, limits: GroupLimits | None) -> list[float]:
+async def time_reserves(b: Backend, calls: int) -> list[float]:
     out: list[float] = []
     for _ in range(calls):
         t0 = time.perf_counter()
-        got = await b.reserve(TYPE, k=1, group_limits=limits)
+        got = await b.reserve(TYPE, k=1)
         out.append((time.perf_counter() - t0) * 1e6)
         assert got, "the queue ran dry: push more tasks"
     return out
 
 
-async def reserve_part(backends: list[str], tasks: int, calls: int) -> None:
+async def reserve_part(
+    backends: list[str], tasks: int, calls: int, counts: tuple[int, ...], redis_url: str | None
+) -> None:
     print(f"\nreserve(k=1) latency, µs (p50 / p99 of {calls} calls); {tasks:,} tasks pushed")
     print(
         "| backend | groups | no limits p50 | p99 | capped at 1, all but one saturated p50 | p99 |"
     )
     print("|---|---|---|---|---|---|")
-    with redis_server() as rurl, tempfile.TemporaryDirectory() as tmp:
+    with redis_server(redis_url) as rurl, tempfile.TemporaryDirectory() as tmp:
         for kind in backends:
-            for g in GROUP_COUNTS:
+            for g in counts:
                 row: list[str] = []
                 for capped in (False, True):
                     if capped and g == 0:
@@ -101,7 +103,7 @@ async def reserve_part(backends: list[str], tasks: int, calls: int) -> None:
                             lat = await time_saturated(b, g, calls)
                         else:
                             await fill(b, tasks, g)
-                            lat = await time_reserves(b, calls, None)
+                            lat = await time_reserves(b, calls)
                     row += [f"{pct(lat, 50):,.0f}", f"{pct(lat, 99):,.0f}"]
                 print(f"| {kind} | {g:,} | " + " | ".join(row) + " |", flush=True)
 
@@ -110,10 +112,10 @@ async def time_saturated(b: Backend, groups: int, calls: int) -> list[float]:
     """Every group capped at one running task and holding one: each round acks one
     reservation (its group gets budget back) and times one reserve, which must find
     that group while every other one is set aside."""
-    limits = GroupLimits(concurrency=1)
+    await b.group_defaults_set(TYPE, GroupLimits(concurrency=1), gen=1)
     held: list[Any] = []
     while len(held) < groups:
-        got = await b.reserve(TYPE, k=1000, group_limits=limits)
+        got = await b.reserve(TYPE, k=1000)
         if not got:
             break
         held += got
@@ -122,7 +124,7 @@ async def time_saturated(b: Backend, groups: int, calls: int) -> list[float]:
         victim = held[i % len(held)]
         await b.ack(TYPE, [(victim.body.id, victim.token)])
         t0 = time.perf_counter()
-        got = await b.reserve(TYPE, k=1, group_limits=limits)
+        got = await b.reserve(TYPE, k=1)
         out.append((time.perf_counter() - t0) * 1e6)
         assert len(got) == 1, "the freed group was not found"
         held[i % len(held)] = got[0]
@@ -171,9 +173,9 @@ def drain_round(url: str, n: int, groups: int) -> float:
     return n / wall
 
 
-def drain_part(tasks: int, rounds: int) -> None:
-    rows: dict[int, list[float]] = {0: [], 100: [], 10_000: []}
-    with redis_server() as url:
+def drain_part(tasks: int, rounds: int, counts: tuple[int, ...], redis_url: str | None) -> None:
+    rows: dict[int, list[float]] = {g: [] for g in counts}
+    with redis_server(redis_url) as url:
         for rnd in range(rounds):
             for g in rows:
                 rate = drain_round(url, tasks, g)
@@ -195,12 +197,19 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--calls", type=int, default=2_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--url", default=None, help="use this Redis (it is flushed!)")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args()
+    reserve_counts, drain_counts = GROUP_COUNTS, (0, 100, 10_000)
+    if args.smoke:
+        args.tasks, args.calls, args.rounds = 300, 50, 1
+        reserve_counts, drain_counts = (0, 1, 100), (0, 100)
     print("load average at start:", loadavg())
     if args.part in ("reserve", "both"):
-        asyncio.run(reserve_part(args.backends.split(","), args.tasks, args.calls))
+        backends = args.backends.split(",")
+        asyncio.run(reserve_part(backends, args.tasks, args.calls, reserve_counts, args.url))
     if args.part in ("drain", "both"):
-        drain_part(args.tasks, args.rounds)
+        drain_part(args.tasks, args.rounds, drain_counts, args.url)
     print("load average at end:", loadavg())
 
 

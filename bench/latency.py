@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import loadavg, pct, redis_server, spawn, stop, worker_cmd
+from benchlib import SMOKE_HELP, loadavg, pct, redis_server, spawn, stop, worker_cmd
 
 from fleet.backends import open_backend
 from fleet.core.submission import make_push_request
@@ -73,4 +73,8 @@ if __name__ == "__main__":
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--interval", type=float, default=0.01, help="seconds between submits")
     parser.add_argument("--slots", type=int, default=10)
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    args = parser.parse_args()
+    if args.smoke:
+        args.tasks = 20
+    asyncio.run(main(args))

@@ -57,6 +57,8 @@ def fmt(value: float | None, digits: int = 0) -> str:
 
 def main(run_dir: Path) -> None:
     data = load(run_dir)
+    if not data:
+        raise SystemExit(f"no results (*.jsonl without an error) in {run_dir}")
     peers = {k: v for k, v in data.items() if not k.startswith("fleet")}
     fleet = {k: v for k, v in data.items() if k.startswith("fleet")}
     header = "| row | runs | " + " | ".join(label for _, label in METRICS) + " |"
@@ -66,11 +68,7 @@ def main(run_dir: Path) -> None:
         cells = []
         for key, _ in METRICS:
             digits = (
-                3
-                if "cpu" in key
-                else 2
-                if key.startswith("drain_r") or key.startswith("drain_c")
-                else 0
+                3 if "cpu" in key else 2 if key in ("drain_round_trips", "drain_commands") else 0
             )
             cells.append(fmt(row[key], digits))
         print(f"| {name} | {row['runs']:.0f} | " + " | ".join(cells) + " |")
@@ -80,6 +78,10 @@ def main(run_dir: Path) -> None:
         name, row = max(peers.items(), key=lambda kv: kv[1][key] or 0)
         return name, row[key] or 0.0
 
+    if not peers:
+        # a run of Fleet's rows alone (e.g. fleet_bench.py --smoke): nothing to compare
+        print(f"no peer rows in {run_dir}: ratios need a run with peers (bench/run_peers.sh)")
+        return
     for name, row in sorted(fleet.items()):
         parts = []
         for key in ("drain_rate", "steady_rate", "enqueue_one_rate"):

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import loadavg, redis_server, spawn, stop, worker_cmd
+from benchlib import SMOKE_HELP, loadavg, redis_server, spawn, stop, worker_cmd
 
 from fleet.backends import open_backend
 from fleet.core.submission import make_push_request
@@ -44,12 +44,14 @@ async def memory_per_task(backend: Any, r: Any, tasks: int) -> None:
     await backend.purge_type("mem")
 
 
-async def idle_worker(backend: Any, r: Any, url: str, slots: int, seconds: float) -> None:
+async def idle_worker(
+    backend: Any, r: Any, url: str, slots: int, seconds: float, settle: float
+) -> None:
     await backend.purge_type("noop")
     await backend.config_set("noop", {"slots": slots})
     worker = spawn(worker_cmd(url, "noop_plugin", "noop", "idle"), env={"REDIS_URL": url})
     try:
-        await asyncio.sleep(5.0)  # start-up: registration, first config read, first reserve
+        await asyncio.sleep(settle)  # start-up: registration, first config read, first reserve
         c0 = int((await r.info("stats"))["total_commands_processed"])
         t0 = time.monotonic()
         await asyncio.sleep(seconds)
@@ -73,7 +75,7 @@ async def main(args: argparse.Namespace) -> None:
         r = backend._r  # type: ignore[attr-defined]  # INFO on the backend's own client
         try:
             await memory_per_task(backend, r, args.tasks)
-            await idle_worker(backend, r, url, args.slots, args.seconds)
+            await idle_worker(backend, r, url, args.slots, args.seconds, args.settle)
         finally:
             await backend.close()
 
@@ -84,4 +86,9 @@ if __name__ == "__main__":
     parser.add_argument("--tasks", type=int, default=100_000)
     parser.add_argument("--slots", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=30.0)
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--settle", type=float, default=5.0, help="seconds of worker start-up")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    args = parser.parse_args()
+    if args.smoke:
+        args.tasks, args.seconds, args.settle = 1000, 1.0, 2.0
+    asyncio.run(main(args))

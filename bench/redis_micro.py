@@ -14,7 +14,7 @@ import argparse
 import asyncio
 import time
 
-from benchlib import redis_server
+from benchlib import SMOKE_HELP, redis_server
 
 from fleet.backends.redis import RedisBackend
 from fleet.core.records import PushRequest, TaskBody, new_id
@@ -179,17 +179,17 @@ async def bench_idle_feeder(b: RedisBackend, seconds: float, timeout: float) -> 
     )
 
 
-async def main(url: str, quick: bool) -> None:
+async def main(url: str, quick: bool, smoke: bool = False) -> None:
     b = RedisBackend(url)
     await b.connect()
     try:
-        scale = 5 if quick else 1
+        scale = 100 if smoke else 5 if quick else 1
         await bench_push(b, 5000 // scale, 100_000 // scale)
         await bench_drain(b, 5000 // scale, 1)
         await bench_drain(b, 100_000 // scale, 50)
         await bench_drain(b, 100_000 // scale, 200)
         await bench_drain(b, 100_000 // scale, 100, loops=2)
-        await bench_pool(b, 1000, 2000 // scale)
+        await bench_pool(b, 1000 // (scale if smoke else 1), 2000 // scale)
         await bench_pool(b, 100_000 // scale, 2000 // scale)
         await bench_idle(b, 10, 10.0 / scale, 5.0)
         await bench_idle_feeder(b, 10.0 / scale, 5.0)
@@ -200,10 +200,11 @@ async def main(url: str, quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="use this Redis instead of starting one (it is written to)")
-    parser.add_argument("--quick", action="store_true", help="smaller runs (smoke test)")
+    parser.add_argument("--quick", action="store_true", help="smaller runs")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args()
     if args.url:
-        asyncio.run(main(args.url, args.quick))
+        asyncio.run(main(args.url, args.quick, args.smoke))
     else:
         with redis_server() as server_url:
-            asyncio.run(main(server_url, args.quick))
+            asyncio.run(main(server_url, args.quick, args.smoke))

@@ -27,7 +27,7 @@ import httpx
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import PYTHON, free_port, loadavg, pct, redis_server, spawn, stop
+from benchlib import PYTHON, SMOKE_HELP, free_port, loadavg, pct, redis_server, spawn, stop
 
 TOKEN = "bench-admin-token-0123456789abcdef"
 TYPE = "noop"
@@ -210,4 +210,8 @@ if __name__ == "__main__":
     parser.add_argument("--batch", type=int, default=1000, help="tasks per batch request")
     parser.add_argument("--batch-requests", type=int, default=30, help="batch requests")
     parser.add_argument("--concurrency", type=int, default=16, help="requests in flight")
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    args = parser.parse_args()
+    if args.smoke:
+        args.requests, args.batch, args.batch_requests, args.concurrency = 40, 10, 4, 4
+    asyncio.run(main(args))

@@ -97,7 +97,7 @@ def drain_processes(url: str, procs: int, batch: int) -> tuple[float, int]:
     return elapsed, total
 
 
-async def idle_polls(url: str, seconds: float = 3.0) -> tuple[float, float]:
+async def idle_polls(url: str, seconds: float) -> tuple[float, float]:
     """Polls/s and CPU % of this process with 10 reserves blocked for ``seconds``."""
     backend = await open_backend(url)
     assert isinstance(backend, SQLiteBackend)
@@ -141,7 +141,7 @@ async def main(args: argparse.Namespace) -> None:
         elapsed, done = drain_processes(url, args.procs, args.batch)
         assert done == args.tasks, (done, args.tasks)
         print(f"drain {args.procs} processes, k={args.batch:<4}    {done / elapsed:10,.0f} tasks/s")
-        polls, cpu = await idle_polls(url)
+        polls, cpu = await idle_polls(url, args.idle_seconds)
         print(f"idle, 10 blocked reserves    {polls:10.1f} polls/s ({cpu:.1f}% of one CPU)")
 
 
@@ -150,4 +150,11 @@ if __name__ == "__main__":
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--procs", type=int, default=4)
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--idle-seconds", type=float, default=3.0)
+    parser.add_argument(
+        "--smoke", action="store_true", help="a smoke run on a tiny input (tests/bench)"
+    )
+    args = parser.parse_args()
+    if args.smoke:
+        args.tasks, args.procs, args.idle_seconds = 400, 2, 0.5
+    asyncio.run(main(args))

@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import loadavg, spawn, stop, worker_cmd
+from benchlib import SMOKE_HELP, loadavg, spawn, stop, worker_cmd
 
 from fleet.backends import open_backend
 from fleet.core.submission import make_push_request
@@ -83,4 +83,8 @@ if __name__ == "__main__":
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--procs", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--slots", type=int, default=10)
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    args = parser.parse_args()
+    if args.smoke:
+        args.tasks, args.procs = 200, [1, 2]
+    asyncio.run(main(args))

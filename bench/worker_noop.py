@@ -93,7 +93,12 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--slots", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument(
+        "--smoke", action="store_true", help="a smoke run on a tiny input (tests/bench)"
+    )
     opts = parser.parse_args()
+    if opts.smoke:
+        opts.tasks = 200
     server = None
     url = opts.backend
     if url == "redis":

@@ -1,0 +1,114 @@
+"""Every script under bench/ runs once on a tiny input (``--smoke``) and prints its
+result, so that a rename or a refactor cannot silently break the benchmarks (a smoke
+run, not a timing). Scripts that need Redis get the session's redis-server."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from tests.support.redis_server import RedisServer
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+PEERS = ROOT.parent / "shared" / "bench" / "peers"
+
+#: script -> (its arguments, "{url}" standing for the Redis URL; what its output must show)
+SCRIPTS: dict[str, tuple[list[str], str]] = {
+    "ab_commits.py": (
+        [str(ROOT), str(ROOT), "--smoke", "--url", "{url}"],
+        r"median after: enqueue/s [\d,.]+, .*drain/s [\d,.]+",
+    ),
+    "groups.py": (["--smoke", "--url", "{url}"], r"\| 100 \| [\d,]+ \| [\d.]+x \|"),
+    "latency.py": (["--smoke", "--url", "{url}"], r"submit -> run_one start over 20 tasks.*p99"),
+    "redis_footprint.py": (
+        ["--smoke", "--url", "{url}"],
+        r"bytes per queued task(.|\n)*idle worker .* commands/s",
+    ),
+    "redis_micro.py": (["--smoke", "--url", "{url}"], r"idle worker \(one feeder.*commands/s"),
+    "rest_submit.py": (
+        ["--smoke", "--url", "{url}"],
+        r"REST submit single: [\d,]+ req/s(.|\n)*REST submit batch of 10: ",
+    ),
+    "sqlite_drain.py": (["--smoke"], r"drain 2 processes(.|\n)*idle, 10 blocked reserves"),
+    "sqlite_workers.py": (["--smoke"], r"sqlite, 2 worker process\(es\) x 10 slots, 200 tasks"),
+    "worker_noop.py": (
+        ["--smoke", "--backend", "{url}"],
+        r"200 no-op tasks, 50 slots: [\d,]+ tasks/s",
+    ),
+}
+#: Run by test_fleet_bench_and_ratios: the peer harness' entry, and the ratios of its results.
+HARNESS_SCRIPTS = {"fleet_bench.py", "ratios.py"}
+
+
+def run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert proc.returncode == 0, (
+        f"{args[0]} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    )
+    return proc.stdout
+
+
+def is_script(path: Path) -> bool:
+    """A module with an ``if __name__ == "__main__":`` block."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+            return True
+    return False
+
+
+def test_every_bench_script_has_a_smoke_run() -> None:
+    scripts = {p.name for p in BENCH.glob("*.py") if is_script(p)}
+    assert scripts == set(SCRIPTS) | HARNESS_SCRIPTS
+    for name in scripts - {"ratios.py"}:  # ratios.py reads a results folder
+        assert '"--smoke"' in (BENCH / name).read_text(), name
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_bench_script_smoke(script: str, redis_url: str) -> None:
+    args, shows = SCRIPTS[script]
+    out = run([str(BENCH / script), *(a.format(url=redis_url) for a in args)], cwd=ROOT)
+    assert re.search(shows, out), out
+
+
+@pytest.mark.parametrize("harness", ["peers", "standin"])
+def test_fleet_bench_and_ratios(
+    harness: str, redis_server: RedisServer, redis_url: str, tmp_path: Path
+) -> None:
+    """``fleet_bench.py`` in the shared peer harness (as ``run_peers.sh`` runs it, from
+    the peers folder) or, where that folder is missing, in the stand-in: the harness
+    looks the distribution's version up, enqueues, drains with one worker; then
+    ``ratios.py`` reads the results (Fleet's rows alone: no ratio, and it says so)."""
+    results = tmp_path / "results"
+    env = {"REDIS_URL": redis_url, "RESULTS_DIR": str(results), "LOG_DIR": str(tmp_path)}
+    if harness == "peers":
+        if not (PEERS / "common.py").exists():
+            pytest.skip(f"no peer harness at {PEERS}")
+        cwd = PEERS  # read-only: the run writes only to RESULTS_DIR and LOG_DIR
+    else:
+        cwd = tmp_path
+        env["FLEET_BENCH_PEERS"] = str(tmp_path / "no-peers-here")
+    out = run([str(BENCH / "fleet_bench.py"), "--smoke"], cwd=cwd, env=env)
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["version"] == version("fleet-automation")
+    assert summary["n"] == 200 and summary["final_count"] == 200, summary
+    assert not summary.get("error"), summary
+    assert (results / "fleet-slots10.jsonl").exists()
+    table = run([str(BENCH / "ratios.py"), str(results)], cwd=ROOT)
+    assert re.search(r"^\| fleet-slots10 \| 1 \| [\d,]+ \|", table, re.M), table
+    assert "no peer rows" in table
