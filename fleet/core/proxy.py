@@ -192,6 +192,9 @@ class ProxyHandle:
         self.wait_seconds = wait_seconds
         self._token = new_token()
         self._held: str | None = None
+        # Set by sticky() until the slot's task ends (release) or it rotates: ensure()
+        # then keeps the sticky proxy rather than spreading the slot's load.
+        self._sticky: str | None = None
         self._renewer: asyncio.Task[None] | None = None
         source = "|".join(sorted({proxy_key(u) for u in self._urls})) or "provider"
         self._list_id = f"{owner}|{hashlib.sha256(source.encode()).hexdigest()[:12]}"
@@ -241,7 +244,12 @@ class ProxyHandle:
 
     # ------------------------------------------------------------------ picking
     async def _pick(
-        self, options: list[Option], *, sticky: str | None = None, sticky_seconds: float = 0.0
+        self,
+        options: list[Option],
+        *,
+        sticky: str | None = None,
+        sticky_seconds: float = 0.0,
+        spread: bool = False,
     ) -> str | None:
         usable = [(u, s) for u, s in options if u]
         if not usable:  # a provider without an exit for this country or session
@@ -267,6 +275,7 @@ class ProxyHandle:
                     hold_seconds=self.hold_seconds,
                     sticky=sticky,
                     sticky_seconds=sticky_seconds,
+                    spread=spread,
                 )
             except BackendError as exc:
                 # Without the backend the slot still has proxies: the first choice.
@@ -330,9 +339,16 @@ class ProxyHandle:
 
     # ------------------------------------------------------------------ public
     async def ensure(self) -> str | None:
-        """Keep the current proxy if it is healthy, else move to the next healthy one,
-        and hold a place on it. The worker calls this before every ``run_one`` and
-        ``run_slot``; a continuous slot that runs for long calls it now and then.
+        """Hold a place on a healthy proxy, and make it the slot's. The worker calls
+        this before every ``run_one`` and ``run_slot``; a continuous slot that runs for
+        long calls it now and then.
+
+        Fixed URLs spread the load fleet-wide: the slot keeps its proxy while that one
+        carries no more than its share of the places held on the healthy proxies, else
+        it moves to the least-used one (:func:`~fleet.core.capabilities.proxies.spread_choice`),
+        so a proxy back from a cool-down takes its share again. A provider's session,
+        and a proxy chosen by :meth:`sticky` during the current task, are kept while
+        healthy.
 
         Raises:
             Throttled: ``proxy_max_concurrency`` left no place within ``wait_seconds``.
@@ -341,12 +357,12 @@ class ProxyHandle:
             return None
         if self._provider is not None:
             options = [self._current(), *self._fresh(PROVIDER_CANDIDATES, self._country)]
-        else:
-            options = self._fixed_from(self._index)
-        return await self._pick(options)
+            return await self._pick(options)
+        return await self._pick(self._fixed_from(self._index), spread=self._sticky is None)
 
     async def rotate(self) -> str | None:
         """Move to a new exit: a new sticky session, or the next healthy fixed URL."""
+        self._sticky = None
         if self._provider is not None:
             return await self._pick(self._fresh(PROVIDER_CANDIDATES + 1, self._country))
         if not self._urls:
@@ -381,7 +397,9 @@ class ProxyHandle:
             options = self._fixed_from(start)
         else:
             return None
-        return await self._pick(options, sticky=name, sticky_seconds=ttl_seconds)
+        url = await self._pick(options, sticky=name, sticky_seconds=ttl_seconds)
+        self._sticky = name
+        return url
 
     async def report_bad(self, reason: str = "") -> str | None:
         """Report the current proxy as bad (fleet-wide: past ``proxy_bad_threshold``
@@ -429,6 +447,7 @@ class ProxyHandle:
         """Give back the place this slot holds; the URL stays, and the next
         :meth:`ensure` takes a place again. The worker calls this when a task (or a
         ``run_slot``) ends, when the slot stops and when its proxies change."""
+        self._sticky = None  # the next task's ensure() spreads again
         if self._renewer is not None:
             self._renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):

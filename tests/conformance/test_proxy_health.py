@@ -1,16 +1,23 @@
 """Conformance of the ProxyHealth capability (``proxy_take``/``renew``/``release``/
 ``report``/``list``/``sticky``): scores and thresholds, cool-downs and their end,
-places under a cap and their expiry, sticky choices, listing."""
+places under a cap and their expiry, places counted without a cap, spreading them
+(``spread=True``, held to :func:`spread_choice`), sticky choices, listing."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 
 import pytest
 
 from fleet.backends.base import Backend
-from fleet.core.capabilities.proxies import MAX_REASON_LEN, PLACE_RETRY_SECONDS, ProxyInfo
+from fleet.core.capabilities.proxies import (
+    MAX_REASON_LEN,
+    PLACE_RETRY_SECONDS,
+    ProxyInfo,
+    spread_choice,
+)
 
 A, B, C = "http://a.test:8080", "http://b.test:8080", "http://c.test:8080#3f2a9c01bd"
 
@@ -167,6 +174,138 @@ async def test_moving_frees_the_held_place(backend: Backend) -> None:
     assert (await backend.proxy_take([A, B], "t", held=A, max_concurrency=1)).key == B
     assert (await info(backend, A)).in_use == 0
     assert (await info(backend, B)).in_use == 1
+
+
+# ------------------------------------------------------------ spreading the load
+
+
+async def hold(backend: Backend, key: str, *tokens: str) -> None:
+    """Each token takes a place on ``key`` (no cap, no spreading)."""
+    for token in tokens:
+        assert (await backend.proxy_take([key], token)).key == key
+
+
+async def in_use(backend: Backend, *keys: str) -> list[int]:
+    found = {p.key: p.in_use for p in await backend.proxy_list()}
+    return [found.get(k, 0) for k in keys]
+
+
+async def test_places_are_counted_without_a_cap(backend: Backend) -> None:
+    await hold(backend, A, "t1", "t2", "t3")
+    await hold(backend, B, "t4")
+    assert await in_use(backend, A, B) == [3, 1]
+    assert await backend.proxy_release(A, "t2")
+    # Moving frees the held place, and a short hold lapses, with no cap either.
+    assert (await backend.proxy_take([B], "t1", held=A)).key == B
+    assert (await backend.proxy_take([C], "brief", hold_seconds=0.2)).key == C
+    assert await in_use(backend, A, B, C) == [1, 2, 1]
+    await asyncio.sleep(0.25)
+    assert await in_use(backend, A, B, C) == [1, 2, 0]
+
+
+async def test_spread_moves_a_slot_off_a_proxy_above_its_share(backend: Backend) -> None:
+    await hold(backend, A, "t1", "t2")
+    await hold(backend, B, "t3")
+    # Staying on A would make it 3 of 4 places over 3 proxies (share 2): to C, the least used.
+    assert (await backend.proxy_take([A, B, C], "t4", spread=True)).key == C
+    # B would carry 2 of 5 (share 2): it stays.
+    assert (await backend.proxy_take([B, C, A], "t5", spread=True)).key == B
+    # Without spread the first healthy candidate wins, as before.
+    assert (await backend.proxy_take([A, B, C], "t6")).key == A
+    assert await in_use(backend, A, B, C) == [3, 2, 1]
+
+
+async def test_spread_counts_the_callers_own_place_once(backend: Backend) -> None:
+    await hold(backend, A, "me", "t2")
+    await hold(backend, B, "t3")
+    await hold(backend, C, "t4")
+    # A holds "me" and one other: 2 of 4 places, share 2 — the slot keeps its place.
+    assert (await backend.proxy_take([A, B, C], "me", held=A, spread=True)).key == A
+    assert await in_use(backend, A, B, C) == [2, 1, 1]
+
+
+async def test_a_recovered_proxy_takes_its_share_again(backend: Backend) -> None:
+    await bad(backend, A, cooldown=0.4)
+    tokens = [f"s{i}" for i in range(6)]
+    held: dict[str, str] = {}
+    for i, token in enumerate(tokens):
+        order = [A, B, C][i % 3 :] + [A, B, C][: i % 3]
+        got = await backend.proxy_take(order, token, spread=True)
+        assert got.key is not None
+        held[token] = got.key
+    assert await in_use(backend, A, B, C) == [0, 3, 3]  # spread over the healthy two
+    await asyncio.sleep(0.45)
+    # One take per slot, each preferring the proxy it holds (as ensure() does).
+    for token in tokens:
+        here = held[token]
+        order = [here, *(k for k in (A, B, C) if k != here)]
+        got = await backend.proxy_take(order, token, held=here, spread=True)
+        assert got.key is not None
+        held[token] = got.key
+    assert await in_use(backend, A, B, C) == [2, 2, 2]
+
+
+async def test_spread_never_picks_a_full_or_cooling_proxy(backend: Backend) -> None:
+    await hold(backend, A, "t1", "t2")
+    await bad(backend, C)
+    # A is at the cap and C cools: B, though the slot prefers A.
+    assert (await backend.proxy_take([A, B, C], "t3", max_concurrency=2, spread=True)).key == B
+    assert (await backend.proxy_take([A, B, C], "t4", max_concurrency=2, spread=True)).key == B
+    full = await backend.proxy_take([A, B, C], "t5", max_concurrency=2, spread=True)
+    assert full.key is None and full.wait > 0
+    # Every candidate cooling: the fallback is unchanged by spread.
+    await bad(backend, A, cooldown=30)
+    await bad(backend, B, cooldown=90)
+    got = await backend.proxy_take([B, C, A], "t6", spread=True)
+    assert (got.key, got.cooling) == (A, True)
+
+
+async def test_a_sticky_name_is_not_spread(backend: Backend) -> None:
+    assert (await backend.proxy_take([A, B], "t1", sticky="acct")).key == A
+    await hold(backend, A, "t2", "t3")
+    got = await backend.proxy_take([B, A], "t4", sticky="acct", spread=True)
+    assert got.key == A and await backend.proxy_sticky("acct") == A
+
+
+async def test_spread_follows_spread_choice(backend: Backend) -> None:
+    """Random places, cool-downs, caps and preferences: every backend takes what the
+    pure rule names (Redis runs it in Lua, memory and SQLite call it)."""
+    rng = random.Random(23)
+    for case in range(40):
+        names = [f"http://p{n}.case{case}.test:1" for n in range(rng.randint(1, 4))]
+        loads = {k: rng.randint(0, 4) for k in names}
+        for k in names:
+            await hold(backend, k, *(f"c{case}-{k}-{i}" for i in range(loads[k])))
+        cooling = {k for k in names if rng.random() < 0.25}
+        for k in cooling:
+            await bad(backend, k)
+        cap = rng.choice([None, 2, 3, 4])
+        order = rng.sample(names, len(names))
+        mine = rng.choice([None, *names])  # the caller may already hold a place
+        token = f"me-{case}"
+        if mine is not None:
+            await hold(backend, mine, token)
+        healthy = [k for k in order if k not in cooling]
+        full = {k for k in healthy if cap is not None and k != mine and loads[k] >= cap}
+        want = spread_choice([(k, loads[k]) for k in healthy], order[0], full)
+        got = await backend.proxy_take(order, token, held=mine, max_concurrency=cap, spread=True)
+        if healthy:
+            assert got.key == want, (case, order, loads, cooling, cap, mine)
+            assert not got.cooling
+        else:
+            assert got.cooling or got.key is None, (case, got)
+
+
+def test_spread_choice() -> None:
+    assert spread_choice([], A) is None
+    assert spread_choice([(A, 5)], A) == A  # alone: always its share
+    assert spread_choice([(A, 1), (B, 1), (C, 1)], A) == A  # even: stays
+    assert spread_choice([(A, 2), (B, 1), (C, 0)], A) == C  # above its share
+    assert spread_choice([(A, 2), (B, 2), (C, 0)], B) == C
+    assert spread_choice([(A, 1), (B, 0), (C, 0)], A) == B  # a tie: the first in order
+    assert spread_choice([(A, 0), (B, 3)], A, full={A}) == B  # full: no place to stay
+    assert spread_choice([(A, 0), (B, 3)], C) == A  # current gone: the least used
+    assert spread_choice([(A, 0), (B, 3)], None, full={A, B}) is None
 
 
 # ------------------------------------------------------------ sticky choices

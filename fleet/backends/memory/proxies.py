@@ -18,6 +18,7 @@ from fleet.core.capabilities.proxies import (
     PLACE_RETRY_SECONDS,
     ProxyInfo,
     ProxyTake,
+    spread_choice,
 )
 from fleet.core.records import now
 
@@ -119,6 +120,7 @@ class MemoryProxiesMixin:
         hold_seconds: float = 30.0,
         sticky: str | None = None,
         sticky_seconds: float = 3600.0,
+        spread: bool = False,
     ) -> ProxyTake:
         t = now()
         table = self._store.proxies
@@ -135,10 +137,12 @@ class MemoryProxiesMixin:
         picked: str | None = None
         cooling = False
         healthy = [k for k in keys if records[k].cooling_until <= t]
-        for k in healthy:
-            if _free(records[k], token, max_concurrency):
-                picked = k
-                break
+        if spread and sticky is None:
+            loads = [(k, len(records[k].places) - (token in records[k].places)) for k in healthy]
+            full = {k for k in healthy if not _free(records[k], token, max_concurrency)}
+            picked = spread_choice(loads, keys[0], full)
+        else:
+            picked = next((k for k in healthy if _free(records[k], token, max_concurrency)), None)
         if picked is None and not healthy:
             free = [k for k in keys if _free(records[k], token, max_concurrency)]
             if free:

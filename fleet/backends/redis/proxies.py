@@ -46,6 +46,7 @@ class ProxyOps(RedisCore, ProxyHealth):
         hold_seconds: float = 30.0,
         sticky: str | None = None,
         sticky_seconds: float = 3600.0,
+        spread: bool = False,
     ) -> ProxyTake:
         names = list(candidates)
         k = [
@@ -65,6 +66,7 @@ class ProxyOps(RedisCore, ProxyHealth):
             repr(float(sticky_seconds)),
             repr(PLACE_RETRY_SECONDS),
             repr(FORGET_SECONDS),
+            "1" if spread else "0",
             *names,
         ]
         picked, cooling, wait = await self._proxies(k, argv)

@@ -22,6 +22,7 @@ from fleet.core.capabilities.proxies import (
     PLACE_RETRY_SECONDS,
     ProxyInfo,
     ProxyTake,
+    spread_choice,
 )
 from fleet.core.records import now
 
@@ -78,6 +79,7 @@ def take(
     sticky: str | None,
     sticky_seconds: float,
     t: float,
+    spread: bool = False,
 ) -> ProxyTake:
     """:meth:`ProxyHealth.proxy_take` inside the caller's transaction."""
     _prune(conn, t)
@@ -105,7 +107,11 @@ def take(
         return cap is None or mine or count < cap
 
     healthy = [k for k in keys if cooling[k] <= t]
-    picked = next((k for k in healthy if free(k)), None)
+    if spread and sticky is None:
+        loads = [(k, places[k][0] - places[k][1]) for k in healthy]
+        picked = spread_choice(loads, keys[0], {k for k in healthy if not free(k)})
+    else:
+        picked = next((k for k in healthy if free(k)), None)
     fell_back = False
     if picked is None and not healthy:
         usable = [k for k in keys if free(k)]
@@ -224,11 +230,21 @@ class SQLiteProxies(Backend):
         hold_seconds: float = 30.0,
         sticky: str | None = None,
         sticky_seconds: float = 3600.0,
+        spread: bool = False,
     ) -> ProxyTake:
         keys = list(candidates)
         return await self._db.write(
             lambda c: take(
-                c, keys, token, held, max_concurrency, hold_seconds, sticky, sticky_seconds, now()
+                c,
+                keys,
+                token,
+                held,
+                max_concurrency,
+                hold_seconds,
+                sticky,
+                sticky_seconds,
+                now(),
+                spread,
             )
         )
 

@@ -26,7 +26,7 @@ are Unix seconds (float) from :func:`fleet.core.records.now`.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 #: A proxy untouched this long after its last activity is forgotten (seconds).
@@ -36,6 +36,47 @@ FORGET_SECONDS = 3600.0
 PLACE_RETRY_SECONDS = 0.1
 #: Longest reason a bad report keeps (longer ones are cut).
 MAX_REASON_LEN = 200
+
+
+def spread_choice(
+    loads: Sequence[tuple[str, int]], current: str | None, full: Collection[str] = ()
+) -> str | None:
+    """Where a slot that spreads its load goes: the rule of ``proxy_take(spread=True)``,
+    which memory and SQLite call and ``lua/proxies.lua`` mirrors (the conformance suite
+    holds the three to it).
+
+    The slot stays on ``current`` while staying leaves it carrying no more than its
+    share, ``ceil(total / n)`` places, where ``total`` counts every place on the
+    healthy candidates plus the slot's own and ``n`` is their number: that is, while
+    ``total > load(current) * n``. Otherwise it moves to the least-used candidate (the
+    first in order on a tie) that is not ``full``. A proxy back from a cool-down carries
+    nothing, so the slots of the proxies above their share move to it, one take at a
+    time, until the places are even again; slots on proxies within their share never
+    move (no churn between equal proxies).
+
+    Args:
+        loads: The healthy (not cooling) candidates, preferred first, each with the
+            places *other* tokens hold on it now.
+        current: The proxy the slot uses now (None or not among ``loads``: it moves).
+        full: Candidates at the cap: never a target, nor a place to stay.
+
+    Returns:
+        The key to take, or None when every candidate is ``full`` (or none is given).
+    """
+    n = len(loads)
+    total = sum(load for _, load in loads) + 1
+    if current is not None and current not in full:
+        for key, load in loads:
+            if key == current:
+                if total > load * n:
+                    return current
+                break
+    best: str | None = None
+    best_load = 0
+    for key, load in loads:
+        if key not in full and (best is None or load < best_load):
+            best, best_load = key, load
+    return best
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +150,7 @@ class ProxyHealth(abc.ABC):
         hold_seconds: float = 30.0,
         sticky: str | None = None,
         sticky_seconds: float = 3600.0,
+        spread: bool = False,
     ) -> ProxyTake:
         """Take a place on the first usable proxy of ``candidates`` for ``token``.
 
@@ -122,8 +164,12 @@ class ProxyHealth(abc.ABC):
         3. A candidate is *cooling* while its ``cooling_until > now``, and *free* if
            ``max_concurrency`` is None, ``token`` already holds a place on it, or
            fewer than ``max_concurrency`` tokens do.
-        4. The first candidate that is free and not cooling is taken. If every
-           candidate is cooling, the free one whose cool-down ends first (the
+        4. The first candidate that is free and not cooling is taken; with ``spread``
+           (and no ``sticky``), the one :func:`spread_choice` names instead, given
+           the healthy candidates with the places other tokens hold on each (held
+           places are counted with or without ``max_concurrency``), ``candidates[0]``
+           as the current proxy and the candidates that are not free as full. If
+           every candidate is cooling, the free one whose cool-down ends first (the
            earliest in order on a tie) is taken, and ``cooling`` is True.
         5. Taking: ``token`` holds a place on it until ``now + hold_seconds``, its
            ``uses`` grows by 1, ``token``'s place on ``held`` (if another key) is
@@ -141,6 +187,8 @@ class ProxyHealth(abc.ABC):
             hold_seconds: How long a place lasts without a renewal (> 0).
             sticky: A sticky name (an account, a session), or None.
             sticky_seconds: How long the sticky choice outlives its last use (> 0).
+            spread: Balance the places over the healthy candidates (a slot's
+                ``ensure()`` on fixed URLs) rather than prefer the first one.
         """
 
     @abc.abstractmethod

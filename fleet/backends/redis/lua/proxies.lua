@@ -6,7 +6,7 @@
 --   take    KEYS index, sticky ('' none), held places ('' none), then (stats, places)
 --           per candidate
 --           ARGV token hold cap('' none) sticky('' none) sticky_seconds retry forget
---                names of the candidates...        -> {picked name or '', cooling 0|1, wait}
+--                spread(1|0) names of the candidates... -> {picked name or '', cooling 0|1, wait}
 --   renew   KEYS index, stats, places; ARGV token hold forget name   -> 1|0
 --   release KEYS places; ARGV token                                   -> 1|0
 --   report  KEYS index, stats, places; ARGV ok(1|0) threshold cooldown reason forget name
@@ -50,11 +50,12 @@ end
 if op == 'take' then
   local token, hold, cap = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
   local sticky, sticky_seconds, retry, forget = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+  local spread = ARGV[10] == '1' and sticky == ''
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', fstr(now))
   local names, order, seen = {}, {}, {}
-  for i = 10, #ARGV do
+  for i = 11, #ARGV do
     local name = ARGV[i]
-    local j = i - 9
+    local j = i - 10
     if not seen[name] then
       seen[name] = j
       order[#order + 1] = j
@@ -85,6 +86,25 @@ if op == 'take' then
     if cool[j] <= now then
       healthy = healthy + 1
       if not picked and free(j) then picked = j end
+    end
+  end
+  if spread and healthy > 0 then
+    -- spread_choice (fleet/core/capabilities/proxies.py), which this mirrors: stay on
+    -- the first candidate while total > its load * n, else the least-used free one.
+    local load, total, cur = {}, 1, order[1]
+    for _, j in ipairs(order) do
+      if cool[j] <= now then
+        load[j] = count[j] - (mine[j] and 1 or 0)
+        total = total + load[j]
+      end
+    end
+    picked = nil
+    if load[cur] and free(cur) and total > load[cur] * healthy then
+      picked = cur
+    else
+      for _, j in ipairs(order) do
+        if load[j] and free(j) and (not picked or load[j] < load[picked]) then picked = j end
+      end
     end
   end
   if not picked and healthy == 0 then
