@@ -10,6 +10,7 @@ import click
 from fleet.backends import redact_url
 from fleet.cli.common import load_settings
 from fleet.client.tokenfile import UnsafeTokenFile, ensure_token, is_loopback
+from fleet.core.redact import absolute_sqlite_url
 from fleet.master.tokens_policy import weak_tokens
 from fleet.settings import Settings
 
@@ -76,7 +77,7 @@ def master(
         click.echo(f"admin token (no FLEET_ADMIN_TOKEN set) is in {token_file}", err=True)
     click.echo(
         f"fleet master on http://{settings.host}:{settings.port} "
-        f"(backend {redact_url(settings.backend_url)})",
+        f"(backend {redact_url(absolute_sqlite_url(settings.backend_url))})",
         err=True,
     )
     # uvicorn follows `fleet --log-level`: its access log (one line per request)

@@ -6,7 +6,9 @@ same log format escapes control characters inside messages (no forged lines)."""
 from __future__ import annotations
 
 import logging
+import os
 import re
+from urllib.parse import urlsplit
 
 MASK = "********"
 # scheme://user:password@host  ->  scheme://user:********@host
@@ -18,6 +20,21 @@ def mask_url_credentials(text: str) -> str:
     if "@" not in text:
         return text
     return _URL_CREDENTIALS.sub(lambda m: f"{m.group('head')}{MASK}@", text)
+
+
+def absolute_sqlite_url(url: str) -> str:
+    """A ``sqlite:///relative/path`` URL with its path resolved against the working
+    folder (``sqlite:////abs/path``), for banners and log lines: the default
+    ``sqlite:///./fleet.db`` names a different file in every folder a process starts
+    in, which the relative form hides. Any other URL comes back unchanged."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "sqlite" or parts.netloc:
+        return url
+    raw = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if not raw or raw.startswith("/") or raw == ":memory:" or raw.startswith("file:"):
+        return url
+    query = f"?{parts.query}" if parts.query else ""
+    return f"{parts.scheme}:///{os.path.abspath(raw)}{query}"  # abspath starts with /
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]|\r|\n")

@@ -5,6 +5,7 @@ and Ctrl-C (SIGINT) stopping master, worker and demo site with exit status 0."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -124,6 +125,12 @@ def test_fleet_dev_demo_runs_work_and_stops_cleanly_on_sigint(
     stop_seconds = time.monotonic() - stopping
     text = log.read_text()
     assert "Fleet is running." in text and f"dashboard    {base}/" in text
+    # The default sqlite:///./fleet.db is shown resolved wherever the backend is named
+    # (banner, master start, worker start): a worker started elsewhere would show another.
+    db = f"sqlite:///{tmp_path / 'fleet.db'}"
+    assert f"backend      {db}" in text and f"(backend {db})" in text, text
+    assert re.search(rf"worker \| .*worker \S+ on {re.escape(db)} runs", text), text
+    assert "sqlite:///./" not in text
     assert token in text  # printed next to the dashboard URL
     # Not on :8000, so the banner says where the client commands must look.
     assert f"export FLEET_MASTER_URL={base}" in text
