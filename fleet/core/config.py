@@ -26,6 +26,16 @@ FRAMEWORK_FIELDS = (
     "group_rate",
 )
 
+#: Fields whose value is one for the whole fleet, and why: a per-worker override of
+#: them is refused (422).
+FLEET_WIDE_FIELDS = {
+    "group_concurrency": "a group's cap counts its tasks on every worker",
+    "group_rate": "a group's rate counts its starts on every worker",
+    "proxy_max_concurrency": "a proxy's places are counted on every worker",
+    "proxy_cooldown_seconds": "a cooled proxy is left alone by every worker",
+    "proxy_bad_threshold": "bad reports of every worker count toward it",
+}
+
 
 class BaseConfig(BaseModel):
     """Base of every automation's ``Config``.

@@ -152,15 +152,35 @@ class GroupSettings:
 @dataclass(frozen=True, slots=True)
 class GroupLimits:
     """The limits a reserve applies to a group without settings of its own: the
-    type's ``group_concurrency`` and ``group_rate`` (as an interval in seconds)."""
+    type's ``group_concurrency`` and ``group_rate`` (as an interval in seconds, and
+    the rate's text for display).
+
+    They are stored in the backend (:meth:`TaskGroups.group_defaults_set`) and read
+    by every reserve inside its atomic step: one value for the fleet.
+    """
 
     concurrency: int | None = None
     interval: float | None = None
+    rate: str | None = None
 
     @classmethod
     def of(cls, concurrency: int | None, rate: str | None) -> GroupLimits:
         """The limits of a type's ``group_concurrency`` and ``group_rate``."""
         return _limits_of(concurrency, rate)
+
+    @classmethod
+    def of_config(cls, config: dict[str, Any]) -> GroupLimits:
+        """The limits of a type's effective config (stored values over the schema's
+        defaults); a value this Fleet cannot read limits nothing (it was validated
+        when it was written)."""
+        concurrency = config.get("group_concurrency")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            concurrency = None
+        rate = config.get("group_rate")
+        try:
+            return _limits_of(concurrency, None if rate is None else parse_rate(str(rate)).text)
+        except ValueError:
+            return _limits_of(concurrency, None)
 
     @property
     def any(self) -> bool:
@@ -176,7 +196,10 @@ def _interval_of(rate: str) -> float:
 @functools.lru_cache(maxsize=256)
 def _limits_of(concurrency: int | None, rate: str | None) -> GroupLimits:
     # Workers ask once per reserve call: parse each config's rate once.
-    return GroupLimits(concurrency, None if rate is None else parse_rate(rate).interval)
+    if rate is None:
+        return GroupLimits(concurrency)
+    parsed = parse_rate(rate)
+    return GroupLimits(concurrency, parsed.interval, parsed.text)
 
 
 _NO_SETTINGS = GroupSettings()

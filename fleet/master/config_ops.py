@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.backends.base import Backend
-from fleet.core.config import merge_config
+from fleet.core.config import FLEET_WIDE_FIELDS, merge_config
+from fleet.core.flow import GroupLimits
 from fleet.core.records import new_token
 from fleet.master.validation import (
     InvalidInput,
     config_errors,
     non_finite_errors,
+    schema_defaults,
     split_missing,
 )
 from fleet.protocol import config_topic
@@ -94,6 +96,23 @@ def _check(
     return missing
 
 
+def fleet_wide_errors(patch: dict[str, Any]) -> list[dict[str, Any]]:
+    """422 details for fields a per-worker override may not set: their value is one
+    for the fleet (read by the backend's atomic step), so a worker's own copy
+    would be ignored, or worse, enforced differently on each worker."""
+    return [
+        {
+            "type": "fleet_wide",
+            "loc": ["body", name],
+            "msg": f"{name} is fleet-wide ({FLEET_WIDE_FIELDS[name]}); set it for the "
+            "whole type (PATCH /api/v1/automations/{type}/config), not per worker",
+            "input": patch[name],
+        }
+        for name in FLEET_WIDE_FIELDS
+        if name in patch
+    ]
+
+
 async def generation_floor(backend: Backend, automation_type: str, worker_ids: list[str]) -> int:
     """The highest config generation any worker of the type holds or was sent.
 
@@ -156,6 +175,12 @@ async def patch_type_config(
             for wid, cfg in desired.items()
             if await backend.worker_config_put(automation_type, wid, cfg, gen)
         ]
+        if entry.get("kind") != "ContinuousAutomation":
+            # Before the 200: the next reserve anywhere, blocked or not, reads them.
+            effective = merge_config(schema_defaults(entry.get("config") or {}), new)
+            await backend.group_defaults_set(
+                automation_type, GroupLimits.of_config(effective), gen=gen
+            )
     await backend.publish(config_topic(automation_type), {"worker_id": None, "gen": gen})
     return ConfigWrite(config=new, gen=gen, workers=written, missing=sorted(missing))
 
@@ -177,7 +202,7 @@ async def patch_worker_config(
     Raises:
         InvalidInput: The merged config does not validate; nothing is stored.
     """
-    bad = non_finite_errors(patch, ("body",))
+    bad = non_finite_errors(patch, ("body",)) + fleet_wide_errors(patch)
     if bad:
         raise InvalidInput(bad)
     async with _TypeLock(backend, automation_type):

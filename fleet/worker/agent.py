@@ -198,6 +198,7 @@ class Worker:
             if self.standalone:
                 if runner.config is None and runner.error is None:
                     runner.apply(dict(self.fixed_config or {}), 0)
+                await runner.publish_limits()
             else:
                 await self.backend.worker_register(t, self.worker_id, self._hardware)
                 await self.backend.catalog_put(t, catalog_entry(runner.cls))

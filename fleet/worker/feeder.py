@@ -25,7 +25,6 @@ from collections import deque
 from collections.abc import Callable
 
 from fleet.core.capabilities import TaskQueues
-from fleet.core.flow import GroupLimits
 from fleet.core.outage import OutageLog, is_outage
 from fleet.core.records import Reservation
 from fleet.worker.backoff import backoff_delay
@@ -47,8 +46,6 @@ class Feeder:
             queue is busy (the previous reserve got all it asked for).
         prefetch: Returns how many tasks to hold ahead of the slots while the
             queue is busy (0: none).
-        group_limits: Returns the type's group limits (``group_concurrency``,
-            ``group_rate``) from the current config at each reserve.
         hold_seconds: Longest time a prefetched task waits for a slot.
     """
 
@@ -62,7 +59,6 @@ class Feeder:
         max_batch: int = 100,
         linger_seconds: float = 0.001,
         prefetch: Callable[[], int] = lambda: 0,
-        group_limits: Callable[[], GroupLimits | None] = lambda: None,
         hold_seconds: float = 0.5,
     ) -> None:
         self._backend = backend
@@ -72,7 +68,6 @@ class Feeder:
         self._max_batch = max_batch
         self._linger = linger_seconds
         self._prefetch = prefetch
-        self._group_limits = group_limits
         self._hold = hold_seconds
         #: Prefetched tasks and the monotonic time each was taken.
         self._held: deque[tuple[Reservation, float]] = deque()
@@ -158,7 +153,6 @@ class Feeder:
                     # Only a slot that waits is worth a blocking call.
                     timeout=self._block if want else 0.0,
                     default_max_attempts=max_attempts,
-                    group_limits=self._group_limits(),
                 )
             except Exception as exc:
                 failures += 1

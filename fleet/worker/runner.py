@@ -106,7 +106,6 @@ class TypeRunner:
                 self.automation_type,
                 self._lease_params,
                 prefetch=self._prefetch,
-                group_limits=self._group_limits,
             )
             self.env.keeper = LeaseKeeper(backend, self.automation_type)
             keeper = self.env.keeper
@@ -133,10 +132,6 @@ class TypeRunner:
     def _lease_params(self) -> tuple[float, int]:
         cfg = self._current_config()
         return cfg.visibility_seconds, cfg.max_attempts
-
-    def _group_limits(self) -> GroupLimits:
-        cfg = self._current_config()
-        return GroupLimits.of(cfg.group_concurrency, cfg.group_rate)
 
     def _prefetch(self) -> int:
         # At most one task ahead per slot, none while draining or stopping.
@@ -199,6 +194,7 @@ class TypeRunner:
             if self.apply(stored, gen):
                 # What the config was made of, to put back if the backend loses it.
                 self.config_sources = (await b.config_get(t), await b.config_get(t, wid))
+                await self.publish_limits()
         elif action == "write_back":
             await self.restore_config(gen)
 
@@ -223,6 +219,18 @@ class TypeRunner:
             await b.config_set(t, override, wid)
         await b.next_generation(t, floor=self.held_gen)
         await b.worker_config_put(t, wid, self.raw_config, self.held_gen)
+        await self.publish_limits()
+
+    async def publish_limits(self) -> None:
+        """Store the group limits of the config this worker applied, tagged with its
+        generation, for every reserve of the fleet to read (a newer generation
+        already stored wins). The master stores them with each PATCH; this covers
+        a plugin's own defaults, a first start and a backend that lost them."""
+        if not self.is_batch or self.config is None:
+            return
+        cfg = self.config
+        limits = GroupLimits.of(cfg.group_concurrency, cfg.group_rate)
+        await self.backend.group_defaults_set(self.automation_type, limits, gen=self.held_gen)
 
     def set_draining(self, draining: bool) -> None:
         """Drain (stop taking tasks, let running ones finish) or resume."""

@@ -92,31 +92,79 @@ async def test_depths_count_grouped_tasks_in_their_tiers(backend: Backend) -> No
 
 async def test_concurrency_cap_from_the_type(backend: Backend) -> None:
     limits = GroupLimits(concurrency=2)
+    await backend.group_defaults_set(TYPE, limits, gen=1)
     await gpush(backend, "a", *[f"a{i}" for i in range(5)])
     await gpush(backend, "b", *[f"b{i}" for i in range(5)])
-    first = await take(backend, group_limits=limits)
+    first = await take(backend)
     assert sorted(r.body.id for r in first) == ["a0", "a1", "b0", "b1"]
-    assert await take(backend, group_limits=limits) == []
+    assert await take(backend) == []
     await ack(backend, first[0])  # a0 ends: one more of a may start
-    assert await ids(backend, group_limits=limits) == ["a2"]
+    assert await ids(backend) == ["a2"]
     # A nack (retry), a release and a lost lease end reservations too.
     b0 = next(r for r in first if r.body.id == "b0")
     assert await backend.nack(TYPE, "b0", b0.token, delay_seconds=60) == "retry"
     b1 = next(r for r in first if r.body.id == "b1")
     assert await backend.release(TYPE, "b1", b1.token)
-    assert sorted(await ids(backend, group_limits=limits)) == ["b1", "b2"]
+    assert sorted(await ids(backend)) == ["b1", "b2"]
     assert (await backend.group_info(TYPE, "b")).running == 2
+
+
+async def test_type_limits_are_stored_by_generation(backend: Backend) -> None:
+    assert await backend.group_defaults(TYPE) == (GroupLimits(), -1)
+    assert await backend.group_defaults_set(TYPE, GroupLimits.of(3, "10/m"), gen=5)
+    assert await backend.group_defaults(TYPE) == (GroupLimits.of(3, "10/m"), 5)
+    # A worker applying an older config late cannot undo a newer one.
+    assert not await backend.group_defaults_set(TYPE, GroupLimits.of(9, None), gen=4)
+    assert await backend.group_defaults(TYPE) == (GroupLimits.of(3, "10/m"), 5)
+    assert await backend.group_defaults_set(TYPE, GroupLimits(), gen=5)
+    assert await backend.group_defaults(TYPE) == (GroupLimits(), 5)
+
+
+async def test_a_cap_set_while_a_reserver_blocks_holds_at_once(backend: Backend) -> None:
+    # The reserver blocked before the cap existed: it must read the stored value.
+    waiter = asyncio.create_task(take(backend, k=50, timeout=5))
+    await asyncio.sleep(0.2)
+    await backend.group_defaults_set(TYPE, GroupLimits(concurrency=1), gen=1)
+    await gpush(backend, "a", "a1", "a2", "a3")
+    await gpush(backend, "b", "b1", "b2")
+    got = [r.body.id for r in await asyncio.wait_for(waiter, 5)]
+    got += await ids(backend)
+    assert sorted(got) == ["a1", "b1"]
+
+
+async def test_raising_the_type_cap_wakes_a_blocked_reserver(backend: Backend) -> None:
+    await backend.group_defaults_set(TYPE, GroupLimits(concurrency=1), gen=1)
+    await gpush(backend, "a", "a1", "a2")
+    assert await ids(backend) == ["a1"]
+    assert await ids(backend) == []  # saturated: set aside
+    waiter = asyncio.create_task(take(backend, timeout=5))
+    await asyncio.sleep(0.2)
+    t0 = time.monotonic()
+    await backend.group_defaults_set(TYPE, GroupLimits(concurrency=2), gen=2)
+    got = await asyncio.wait_for(waiter, 5)
+    assert [r.body.id for r in got] == ["a2"]
+    assert time.monotonic() - t0 < 2.5
+
+
+async def test_dropping_the_type_rate_frees_a_delayed_group(backend: Backend) -> None:
+    await backend.group_defaults_set(TYPE, GroupLimits.of(None, "1/h"), gen=1)
+    await gpush(backend, "a", "a1", "a2")
+    assert await ids(backend) == ["a1"]
+    assert await ids(backend) == []  # its rate holds it for an hour
+    await backend.group_defaults_set(TYPE, GroupLimits(), gen=2)
+    assert await ids(backend) == ["a2"]
 
 
 async def test_a_lost_lease_frees_its_place(backend: Backend) -> None:
     limits = GroupLimits(concurrency=1)
+    await backend.group_defaults_set(TYPE, limits, gen=1)
     await gpush(backend, "a", "a1", "a2")
-    assert await ids(backend, group_limits=limits, visibility_seconds=SHORT) == ["a1"]
-    assert await ids(backend, group_limits=limits) == []
+    assert await ids(backend, visibility_seconds=SHORT) == ["a1"]
+    assert await ids(backend) == []
     await asyncio.sleep(SHORT + 0.1)
     assert await backend.sweep(TYPE) == 1
     # Swept back to the head of its group, charged nothing (it never started).
-    got = await take(backend, group_limits=limits)
+    got = await take(backend)
     assert [r.body.id for r in got] == ["a1"]
 
 
@@ -124,14 +172,15 @@ async def test_group_settings_override_the_type(backend: Backend) -> None:
     await backend.group_set(TYPE, "a", GroupSettings(concurrency=1))
     await gpush(backend, "a", "a1", "a2", "a3")
     await gpush(backend, "b", "b1", "b2", "b3")
-    got = await ids(backend, group_limits=GroupLimits(concurrency=2))
+    await backend.group_defaults_set(TYPE, GroupLimits(concurrency=2), gen=1)
+    got = await ids(backend)
     assert sorted(got) == ["a1", "b1", "b2"]
     info = await backend.group_info(TYPE, "a")
     assert info.settings == GroupSettings(concurrency=1)
     assert (info.pending, info.running) == (2, 1)
     await backend.group_reset(TYPE, "a")
     assert (await backend.group_info(TYPE, "a")).settings is None
-    assert await ids(backend, group_limits=GroupLimits(concurrency=2)) == ["a2"]
+    assert await ids(backend) == ["a2"]
 
 
 async def test_paused_group_holds_while_others_drain(backend: Backend) -> None:
@@ -159,18 +208,20 @@ async def test_resume_wakes_a_blocked_reserver(backend: Backend) -> None:
 
 async def test_a_saturated_group_does_not_block_the_others(backend: Backend) -> None:
     limits = GroupLimits(concurrency=1)
+    await backend.group_defaults_set(TYPE, limits, gen=1)
     await gpush(backend, "big", *[f"big{i}" for i in range(20)])
     for n in range(10):
         await gpush(backend, f"small{n}", f"s{n}")
-    got = await ids(backend, k=100, group_limits=limits)
+    got = await ids(backend, k=100)
     assert got[0] == "big0" and sorted(got[1:]) == sorted(f"s{n}" for n in range(10))
 
 
 async def test_an_ended_task_wakes_a_reserver_waiting_on_its_group(backend: Backend) -> None:
     limits = GroupLimits(concurrency=1)
+    await backend.group_defaults_set(TYPE, limits, gen=1)
     await gpush(backend, "a", "a1", "a2")
-    (r1,) = await take(backend, group_limits=limits)
-    waiter = asyncio.create_task(take(backend, timeout=5, group_limits=limits))
+    (r1,) = await take(backend)
+    waiter = asyncio.create_task(take(backend, timeout=5))
     await asyncio.sleep(0.2)
     t0 = time.monotonic()
     await ack(backend, r1)
@@ -181,14 +232,15 @@ async def test_an_ended_task_wakes_a_reserver_waiting_on_its_group(backend: Back
 
 async def test_rate_spaces_the_starts(backend: Backend) -> None:
     limits = GroupLimits.of(None, "5/s")  # one start every 0.2 s
+    await backend.group_defaults_set(TYPE, limits, gen=1)
     await gpush(backend, "a", *[f"a{i}" for i in range(4)])
     await gpush(backend, "b", "b0")
-    first = await ids(backend, group_limits=limits)
+    first = await ids(backend)
     assert sorted(first) == ["a0", "b0"]
-    assert await ids(backend, group_limits=limits) == []
+    assert await ids(backend) == []
     # A blocking reserve wakes when the rate allows the next start, not at its timeout.
     t0 = time.monotonic()
-    got = await ids(backend, timeout=3, group_limits=limits)
+    got = await ids(backend, timeout=3)
     waited = time.monotonic() - t0
     assert got == ["a1"]
     assert 0.05 < waited < 1.0, waited
@@ -238,14 +290,15 @@ async def test_throttle_without_a_group_schedules_the_task(backend: Backend) -> 
 
 async def test_retried_task_returns_to_its_group(backend: Backend) -> None:
     limits = GroupLimits(concurrency=1)
+    await backend.group_defaults_set(TYPE, limits, gen=1)
     await gpush(backend, "a", "a1")
-    (r,) = await take(backend, group_limits=limits)
+    (r,) = await take(backend)
     assert await backend.nack(TYPE, "a1", r.token, delay_seconds=0.05) == "retry"
     await asyncio.sleep(0.1)
     await gpush(backend, "a", "a2")
-    first = await take(backend, group_limits=limits)
+    first = await take(backend)
     assert len(first) == 1 and first[0].body.group == "a"
-    assert await take(backend, group_limits=limits) == []  # the cap applies to the retry too
+    assert await take(backend) == []  # the cap applies to the retry too
 
 
 async def test_dead_replay_returns_to_its_group(backend: Backend) -> None:
@@ -290,11 +343,12 @@ async def test_a_finished_group_leaves_the_list(backend: Backend) -> None:
 
 async def test_many_groups_each_get_a_turn(backend: Backend) -> None:
     limits = GroupLimits.of(1, "1/s")
+    await backend.group_defaults_set(TYPE, limits, gen=1)
     reqs = [greq(f"{g}-{i}", f"g{g}") for g in range(200) for i in range(3)]
     await backend.push(TYPE, reqs)
-    got = await take(backend, k=1000, group_limits=limits)
+    got = await take(backend, k=1000)
     assert sorted(r.body.group or "" for r in got) == sorted(f"g{g}" for g in range(200))
-    assert await take(backend, k=1000, group_limits=limits) == []
+    assert await take(backend, k=1000) == []
 
 
 @pytest.mark.parametrize("bad", [{"concurrency": 0}, {"rate": "fast"}, {"rate": "0/s"}])

@@ -118,6 +118,7 @@ async def test_groups_survive_an_aof_restart(aof_server: RedisServer) -> None:
         await b.push("t", grouped)
         await b.group_set("t", "shop", GroupSettings(concurrency=1, rate="1/m"))
         await b.group_set("t", "quiet", GroupSettings(paused=True))
+        assert await b.group_defaults_set("t", GroupLimits.of(7, "2/s"), gen=3)
         (first,) = await b.reserve("t", k=10)
         assert await b.throttle("t", first.body.id, first.token, retry_after=600)
         before = await b.group_list("t")
@@ -134,7 +135,9 @@ async def test_groups_survive_an_aof_restart(aof_server: RedisServer) -> None:
         assert shop.settings == GroupSettings(concurrency=1, rate="1/m")
         assert shop.pending == 4 and shop.throttled_until is not None
         # Still held by its throttle after the restart; a reset lets it go again.
-        assert await b.reserve("t", k=10, group_limits=GroupLimits()) == []
+        assert await b.group_defaults("t") == (GroupLimits.of(7, "2/s"), 3)
+        assert await b.group_defaults_set("t", GroupLimits(), gen=4)
+        assert await b.reserve("t", k=10) == []
         await b.group_reset("t", "shop")
         assert [r.body.id for r in await b.reserve("t", k=10)] == ["g0", "g1", "g2", "g3"]
     finally:

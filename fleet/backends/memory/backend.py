@@ -28,7 +28,6 @@ from fleet.backends.base import (
 from fleet.backends.memory.events import MemorySubscription
 from fleet.backends.memory.limits import MemoryLimitsMixin
 from fleet.backends.memory.proxies import MemoryProxiesMixin
-from fleet.backends.memory.queue import NO_LIMITS
 from fleet.backends.memory.records import MemoryRecordsMixin
 from fleet.backends.memory.schedules import MemorySchedulesMixin
 from fleet.backends.memory.store import get_store, store_name
@@ -111,19 +110,15 @@ class MemoryBackend(
         visibility_seconds: float = 300.0,
         timeout: float = 0.0,
         default_max_attempts: int = 3,
-        group_limits: GroupLimits | None = None,
     ) -> list[Reservation]:
         await asyncio.sleep(0)
         queue = self._store.queue(automation_type)
-        limits = group_limits or NO_LIMITS
         loop = asyncio.get_running_loop()
         end = loop.time() + max(timeout, 0.0)
         while True:
             t = now()
             expired: list[TaskBody] = []
-            taken = queue.state.take(
-                k, visibility_seconds, default_max_attempts, t, expired, limits
-            )
+            taken = queue.state.take(k, visibility_seconds, default_max_attempts, t, expired)
             for body in expired:
                 log_expired(automation_type, body.id, t - body.enqueued_at, body.ttl_seconds)
             if taken or timeout <= 0 or self._closed:
@@ -237,6 +232,21 @@ class MemoryBackend(
 
     async def group_reset(self, automation_type: str, group: str) -> None:
         await self._configure_group(automation_type, group, None)
+
+    async def group_defaults_set(
+        self, automation_type: str, limits: GroupLimits, *, gen: int
+    ) -> bool:
+        await asyncio.sleep(0)
+        queue = self._store.queue(automation_type)
+        stored, woke = queue.state.groups.set_defaults(limits, gen)
+        if woke:
+            queue.state.on_ready(woke)
+        return stored
+
+    async def group_defaults(self, automation_type: str) -> tuple[GroupLimits, int]:
+        await asyncio.sleep(0)
+        book = self._store.queue(automation_type).state.groups
+        return book.defaults, book.defaults_gen
 
     async def _configure_group(
         self, automation_type: str, group: str, settings: GroupSettings | None

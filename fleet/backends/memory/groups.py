@@ -66,6 +66,10 @@ class GroupBook:
         #: group ("plain") or the groups. Kept across reserves, so single-task
         #: reserves alternate too.
         self.turn: Literal["plain", "group"] = "plain"
+        #: The type's limits for groups without settings (one value for the fleet)
+        #: and the config generation they came with.
+        self.defaults = GroupLimits()
+        self.defaults_gen = -1
 
     def get(self, name: str) -> Group:
         group = self.groups.get(name)
@@ -237,3 +241,21 @@ class GroupBook:
             woke = False
         self.tidy(group, now)
         return woke
+
+    def set_defaults(self, limits: GroupLimits, gen: int) -> tuple[bool, int]:
+        """The type's limits as of config generation ``gen`` (kept only if no
+        newer generation is stored); returns whether they were stored and how
+        many held groups rejoined the rotation (reservers to wake)."""
+        if gen < self.defaults_gen:
+            return False, 0
+        changed = limits != self.defaults
+        self.defaults, self.defaults_gen = limits, gen
+        if not changed:
+            return True, 0
+        # Whatever the old limits held may go now: back in line, checked at its turn.
+        woke = 0
+        for group in self.groups.values():
+            if group.place in ("S", "D"):
+                group.place = ""
+                woke += self.activate(group)
+        return True, woke

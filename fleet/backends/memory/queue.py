@@ -44,7 +44,6 @@ from fleet.core.records import (
     refund_cap,
 )
 
-NO_LIMITS = GroupLimits()
 LiveState = Literal["queued", "scheduled", "processing"]
 COUNTER_NAMES = ("submitted", "completed", "failed", "dead", "expired", "cancelled", "throttled")
 
@@ -319,15 +318,16 @@ class QueueState:
         default_max_attempts: int,
         now: float,
         expired: list[TaskBody] | None = None,
-        limits: GroupLimits = NO_LIMITS,
     ) -> list[Reservation]:
-        """Reserve up to ``k`` deliverable tasks (see ``Backend.reserve``).
+        """Reserve up to ``k`` deliverable tasks (see ``Backend.reserve``), groups
+        under the type's stored limits (``groups.defaults``).
 
         The body of every task dropped for its ttl is appended to ``expired``
         when given (the backend logs them once the step is over).
         """
         self.promote_due(now)
         self.groups.promote_due(now)
+        limits = self.groups.defaults
         out: list[Reservation] = []
         while len(out) < k:
             popped = self._pop_pending(now, limits)

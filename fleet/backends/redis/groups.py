@@ -12,7 +12,7 @@ from typing import Any
 
 from fleet.backends.redis import keys
 from fleet.backends.redis.core import RedisCore
-from fleet.core.flow import GroupInfo, GroupPage, GroupSettings
+from fleet.core.flow import GroupInfo, GroupLimits, GroupPage, GroupSettings
 from fleet.core.records import dumps, now
 
 
@@ -25,6 +25,10 @@ def _settings(raw: Any) -> GroupSettings | None:
         return GroupSettings.from_dict(json.loads(raw))
     except (ValueError, TypeError, AttributeError):
         return None
+
+
+def _text(raw: Any) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw or "")
 
 
 def _info(name: str, state: Any, pending: Any, conf: Any, t: float) -> GroupInfo:
@@ -90,3 +94,34 @@ class GroupOps(RedisCore):
 
     async def group_reset(self, automation_type: str, group: str) -> None:
         await self._groups(automation_type, "reset", group)
+
+    async def group_defaults_set(
+        self, automation_type: str, limits: GroupLimits, *, gen: int
+    ) -> bool:
+        def opt(value: float | int | str | None) -> str:
+            return (
+                "" if value is None else (repr(value) if isinstance(value, float) else str(value))
+            )
+
+        raw = await self._groups(
+            automation_type,
+            "defaults",
+            int(gen),
+            "" if limits.concurrency is None else str(limits.concurrency),
+            "" if limits.interval is None else repr(limits.interval),
+            limits.rate or "",
+        )
+        return bool(int(raw))
+
+    async def group_defaults(self, automation_type: str) -> tuple[GroupLimits, int]:
+        gen, conc, interval, rate = await self._groups(automation_type, "getdefaults")
+        if not gen:
+            return GroupLimits(), -1
+        try:
+            return GroupLimits(
+                int(conc) if conc else None,
+                float(interval) if interval else None,
+                _text(rate) or None,
+            ), int(gen)
+        except ValueError:  # not written by this Fleet: limits nothing
+            return GroupLimits(), -1

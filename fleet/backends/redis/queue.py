@@ -18,7 +18,6 @@ from fleet.backends.redis import keys
 from fleet.backends.redis.core import BLOCKING_GRACE, RAW, RedisCore, log
 from fleet.backends.redis.records import body_with_record, delivered_body, parse_record
 from fleet.core.errors import BackendUnavailable
-from fleet.core.flow import GroupLimits
 from fleet.core.records import (
     FINISHED_RETENTION_SECONDS,
     CancelOutcome,
@@ -58,11 +57,6 @@ _STATE_NAMES: dict[str, TaskStateName] = {
     "D": "done",
     "C": "cancelled",
 }
-
-
-def _opt_num(value: float | None) -> str:
-    """Encode an optional number for a script argument ('' means None)."""
-    return "" if value is None else repr(value)
 
 
 def _opt_text(value: str | None) -> str:
@@ -136,13 +130,10 @@ class QueueOps(RedisCore):
         k: int,
         visibility_seconds: float,
         default_max: int,
-        limits: GroupLimits | None,
     ) -> tuple[list[Reservation], float | None]:
         t = now()
         deadline = t + visibility_seconds
         argv: list[Any] = [repr(t), k, repr(deadline), default_max, new_token()]
-        if limits is not None:
-            argv += [_opt_num(limits.concurrency), _opt_num(limits.interval)]
         with self._guard():
             raw = await self._scripts.reserve(self._lane, self._qkeys(automation_type, t), argv)
         n = len(raw)
@@ -165,14 +156,13 @@ class QueueOps(RedisCore):
         k: int,
         visibility_seconds: float,
         default_max: int,
-        limits: GroupLimits | None,
     ) -> tuple[list[Reservation], float | None]:
         """One reserve script call that survives the caller's cancellation: if the
         caller is cancelled while the script runs, whatever it took is released
         (back to the head of its tier, attempt refunded), so no task waits for
         its lease to run out."""
         job = asyncio.ensure_future(
-            self._reserve_once(automation_type, k, visibility_seconds, default_max, limits)
+            self._reserve_once(automation_type, k, visibility_seconds, default_max)
         )
         try:
             return await asyncio.shield(job)
@@ -195,15 +185,13 @@ class QueueOps(RedisCore):
         visibility_seconds: float = 300.0,
         timeout: float = 0.0,
         default_max_attempts: int = 3,
-        group_limits: GroupLimits | None = None,
     ) -> list[Reservation]:
         k = max(1, min(int(k), RESERVE_CHUNK))
-        limits = group_limits if group_limits is not None and group_limits.any else None
         loop = asyncio.get_running_loop()
         give_up = loop.time() + max(timeout, 0.0)
         while True:
             got, next_due = await self._reserve_shielded(
-                automation_type, k, visibility_seconds, default_max_attempts, limits
+                automation_type, k, visibility_seconds, default_max_attempts
             )
             if got or timeout <= 0 or self._closed:
                 return got

@@ -138,13 +138,11 @@ class SQLiteBackend(SQLitePrimitives, SQLiteLimits, SQLiteProxies, SQLiteSchedul
         visibility_seconds: float = 300.0,
         timeout: float = 0.0,
         default_max_attempts: int = 3,
-        group_limits: GroupLimits | None = None,
     ) -> list[Reservation]:
-        limits = group_limits or q.NO_LIMITS
         give_up = time.monotonic() + max(timeout, 0.0)
         while True:
             got = await self._reserve_once(
-                automation_type, k, visibility_seconds, default_max_attempts, limits
+                automation_type, k, visibility_seconds, default_max_attempts
             )
             if got.reservations:
                 if len(got.reservations) >= k:
@@ -166,7 +164,6 @@ class SQLiteBackend(SQLitePrimitives, SQLiteLimits, SQLiteProxies, SQLiteSchedul
         k: int,
         visibility: float,
         default_max_attempts: int,
-        limits: GroupLimits,
     ) -> q.Reserved:
         future = self._db.submit_write(
             lambda c: q.reserve(
@@ -176,7 +173,6 @@ class SQLiteBackend(SQLitePrimitives, SQLiteLimits, SQLiteProxies, SQLiteSchedul
                 visibility_seconds=visibility,
                 default_max_attempts=default_max_attempts,
                 now=now(),
-                group_limits=limits,
             )
         )
         try:
@@ -345,6 +341,17 @@ class SQLiteBackend(SQLitePrimitives, SQLiteLimits, SQLiteProxies, SQLiteSchedul
             automation_type,
             lambda c: _on_groups(c, automation_type, lambda book: book.configure(group, None)),
         )
+
+    async def group_defaults_set(
+        self, automation_type: str, limits: GroupLimits, *, gen: int
+    ) -> bool:
+        return await self._write_waking(
+            automation_type,
+            lambda c: _on_groups(c, automation_type, lambda book: book.set_defaults(limits, gen)),
+        )
+
+    async def group_defaults(self, automation_type: str) -> tuple[GroupLimits, int]:
+        return await self._db.read(lambda c: Book(c, automation_type, now()).defaults())
 
     # ------------------------------------------------------------ streams
     async def stream_push(

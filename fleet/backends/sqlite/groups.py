@@ -38,6 +38,7 @@ from fleet.core.records import TIERS
 
 log = logging.getLogger("fleet.backends.sqlite")
 
+_NO_LIMITS = GroupLimits()
 _COLUMNS = "name, running, tat, until, place, key_tier, settings"
 # The groups in line (R) and the held ones (D), each by its own index.
 _READY = "task_groups INDEXED BY task_groups_ready WHERE type = ? AND place = 'R'"
@@ -451,6 +452,46 @@ class Book:
             if len(rows) <= limit:
                 return GroupPage(out, None)
             cursor = str(rows[-1][0])
+
+    def defaults(self) -> tuple[GroupLimits, int]:
+        """The type's stored limits for groups without settings, and their config
+        generation (``(GroupLimits(), -1)``: none stored)."""
+        row = self._conn.execute(
+            "SELECT concurrency, interval, rate, gen FROM group_defaults WHERE type = ?",
+            (self._type,),
+        ).fetchone()
+        if row is None:
+            return _NO_LIMITS, -1
+        concurrency, interval, rate, gen = row
+        return GroupLimits(
+            None if concurrency is None else int(concurrency),
+            None if interval is None else float(interval),
+            None if rate is None else str(rate),
+        ), int(gen)
+
+    def set_defaults(self, limits: GroupLimits, gen: int) -> bool:
+        """Store the type's limits as of config generation ``gen`` unless a newer
+        generation is stored; a change puts the groups the old limits held back in
+        the rotation (checked at their turn). True if stored."""
+        current, stored_gen = self.defaults()
+        if gen < stored_gen:
+            return False
+        self._conn.execute(
+            "INSERT INTO group_defaults (type, concurrency, interval, rate, gen) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (type) DO UPDATE SET "
+            "concurrency = excluded.concurrency, interval = excluded.interval, "
+            "rate = excluded.rate, gen = excluded.gen",
+            (self._type, limits.concurrency, limits.interval, limits.rate, gen),
+        )
+        if limits != current:
+            # O(held groups), once per config change; reserve stays O(log G).
+            held = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM task_groups WHERE type = ? AND place IN ('S', 'D')",
+                (self._type,),
+            ).fetchall()
+            for row in held:
+                self.wake += self._rejoin(_group(row))
+        return True
 
     def configure(self, name: str, settings: GroupSettings | None) -> None:
         """New own settings (None: back to the type's values, throttle dropped).

@@ -293,7 +293,6 @@ def reserve(
     visibility_seconds: float,
     default_max_attempts: int,
     now: float,
-    group_limits: GroupLimits = NO_LIMITS,
 ) -> Reserved:
     """Take up to ``k`` tasks (see :meth:`Backend.reserve`), never waiting: one at a
     time by the group rule (:meth:`Book.pick`) while some group is in the rotation,
@@ -301,6 +300,9 @@ def reserve(
     promote_due(conn, automation_type, now)
     book = Book(conn, automation_type, now)
     rotating = book.start()
+    # The type's limits, read in this transaction (one value for the fleet); only
+    # a reserve that serves groups pays for the read.
+    group_limits = book.defaults()[0] if rotating else NO_LIMITS
     out: list[Reservation] = []
     expired: list[tuple[str, float, float | None]] = []
     deadline = now + visibility_seconds

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from fleet.core.errors import SchemaVersionError
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -244,6 +244,21 @@ CREATE INDEX proxy_sticky_expiry ON proxy_sticky (expires_at);
 """
 
 
+#: Version 8: the type's limits for groups without settings of their own
+#: (``group_concurrency``/``group_rate`` of its config), read by reserve in its
+#: transaction: one value for the fleet; ``gen`` is the config generation they came
+#: with (an older one never overwrites a newer one).
+_V8 = """
+CREATE TABLE group_defaults (
+    type TEXT PRIMARY KEY,
+    concurrency INTEGER,
+    interval REAL,
+    rate TEXT,
+    gen INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
+
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def apply(conn: sqlite3.Connection) -> None:
         # executescript would COMMIT our transaction; run statement by statement.
@@ -263,6 +278,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     5: _script(_V5),
     6: _script(_V6),
     7: _script(_V7),
+    8: _script(_V8),
 }
 
 

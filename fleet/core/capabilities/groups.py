@@ -20,9 +20,10 @@ The rule every backend applies, atomically within one reserve:
   or its settings change — so it costs nothing while it waits: no head-of-line
   blocking, and O(log G) per task in the number of groups G.
 * Limits. A group's own :class:`~fleet.core.flow.GroupSettings` win field by
-  field; a field left None takes the type's value, which the worker passes to
-  ``reserve(group_limits=...)`` from its config (``group_concurrency``,
-  ``group_rate``).
+  field; a field left None takes the type's value (``group_concurrency``,
+  ``group_rate`` of its config), stored in the backend by
+  :meth:`TaskGroups.group_defaults_set` and read by reserve inside its atomic
+  step: a change holds from the next reserve on every worker, blocked or not.
 * Running. A group's running count goes up at reserve and down when the
   reservation ends: ack, nack (retry or DLQ), release, :meth:`throttle`, a sweep
   re-queue, and a stale lease's end. Its tasks keep every lease, fencing, attempt,
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 import abc
 
-from fleet.core.flow import GroupInfo, GroupPage, GroupSettings
+from fleet.core.flow import GroupInfo, GroupLimits, GroupPage, GroupSettings
 
 
 class TaskGroups(abc.ABC):
@@ -79,6 +80,24 @@ class TaskGroups(abc.ABC):
         wide). Resuming a paused group with pending tasks, or raising its limits,
         puts it back in the rotation and wakes one reserver. Settings that
         override nothing (:attr:`GroupSettings.empty`) are the same as none."""
+
+    @abc.abstractmethod
+    async def group_defaults_set(
+        self, automation_type: str, limits: GroupLimits, *, gen: int
+    ) -> bool:
+        """Store the type's limits for groups without settings of their own, as of
+        config generation ``gen``; a stored value of a higher generation is kept
+        (a worker applying an older config late cannot undo a newer one; equal
+        generations: the later write wins). True if stored.
+
+        Effective at the next reserve, fleet wide. A change puts every group held
+        by the old limits (saturated or delayed) back in the rotation, checked at
+        its turn, and wakes one reserver."""
+
+    @abc.abstractmethod
+    async def group_defaults(self, automation_type: str) -> tuple[GroupLimits, int]:
+        """The stored limits of the type and their generation; ``(GroupLimits(), -1)``
+        if none were ever stored (or the backend lost them)."""
 
     @abc.abstractmethod
     async def group_reset(self, automation_type: str, group: str) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 
-from fleet.core.flow import GroupLimits
 from fleet.core.records import (
     CancelOutcome,
     LeaseStatus,
@@ -45,7 +44,6 @@ class TaskQueues(abc.ABC):
         visibility_seconds: float = 300.0,
         timeout: float = 0.0,
         default_max_attempts: int = 3,
-        group_limits: GroupLimits | None = None,
     ) -> list[Reservation]:
         """Take up to ``k`` pending tasks, each under a new lease.
 
@@ -53,8 +51,9 @@ class TaskQueues(abc.ABC):
         of their group); then pops high tier before normal before low, FIFO
         within a tier. Tasks with a group are served by the rule of
         :mod:`fleet.core.capabilities.groups` (fair across groups, within each
-        group's budget; ``group_limits`` are the type's values for groups
-        without settings of their own).
+        group's budget; a group without settings of its own takes the type's
+        limits stored by ``TaskGroups.group_defaults_set``, read in the same
+        atomic step).
         For each popped body, atomically with the pop:
 
         * a cancelled task is dropped (state ``cancelled``);

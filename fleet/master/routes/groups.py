@@ -14,7 +14,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fleet.backends.base import Backend
 from fleet.core.config import merge_config
-from fleet.core.flow import MAX_GROUP_LEN, GroupInfo, GroupSettings, check_group, parse_rate
+from fleet.core.flow import (
+    MAX_GROUP_LEN,
+    GroupInfo,
+    GroupLimits,
+    GroupSettings,
+    check_group,
+    parse_rate,
+)
 from fleet.master.auth import admin_access, type_read_access
 from fleet.master.catalog import require_batch_entry
 from fleet.master.models import TypeName, error_responses
@@ -54,18 +61,16 @@ class GroupBody(BaseModel):
 
 
 async def _type_limits(backend: Backend, automation_type: str) -> tuple[int | None, str | None]:
-    """The type's ``group_concurrency`` and ``group_rate`` (its stored config over its
-    schema's defaults); also answers 404/409 for a type without a queue."""
+    """The type's ``group_concurrency`` and ``group_rate`` as every reserve reads them
+    (stored in the backend); before any was stored, its config over its schema's
+    defaults. Also answers 404/409 for a type without a queue."""
     entry = await require_batch_entry(backend, automation_type)
-    schema = entry.get("config") or {}
-    config = merge_config(schema_defaults(schema), await backend.config_get(automation_type))
-    concurrency = config.get("group_concurrency")
-    rate = config.get("group_rate")
-    try:
-        rate = None if rate is None else parse_rate(str(rate)).text
-    except ValueError:
-        rate = None  # validated on write; a value this Fleet cannot read limits nothing
-    return (concurrency if isinstance(concurrency, int) else None), rate
+    limits, gen = await backend.group_defaults(automation_type)
+    if gen < 0:
+        schema = entry.get("config") or {}
+        config = merge_config(schema_defaults(schema), await backend.config_get(automation_type))
+        limits = GroupLimits.of_config(config)
+    return limits.concurrency, limits.rate
 
 
 def _answer(info: GroupInfo, limits: tuple[int | None, str | None]) -> dict[str, Any]:

@@ -7,7 +7,51 @@
 --   set name json     -> the group's own settings (json '' = none); back in the
 --                        rotation, checked at its turn (wakes one reserver)
 --   reset name        -> no settings and no throttle, likewise back in rotation
+--   defaults gen c i r -> the type's limits for groups without settings (c, i
+--                        and r: concurrency, rate interval and text, '' = none)
+--                        as of config generation gen, unless a newer one is
+--                        stored (0 then, else 1); a change puts every held group
+--                        back in the rotation, checked at its turn
+--   getdefaults       -> {gen, c, i, r} ('' each if none stored)
 local op, now = ARGV[1], tonumber(ARGV[2])
+
+if op == 'getdefaults' then
+  local d = redis.call('HMGET', K_GMETA, 'dg', 'dc', 'di', 'dr')
+  return {d[1] or '', d[2] or '', d[3] or '', d[4] or ''}
+end
+
+if op == 'defaults' then
+  local gen = tonumber(ARGV[3])
+  local old = redis.call('HMGET', K_GMETA, 'dg', 'dc', 'di', 'dr')
+  if old[1] and tonumber(old[1]) > gen then return 0 end
+  local new = {ARGV[4], ARGV[5], ARGV[6]}
+  local fields = {'dc', 'di', 'dr'}
+  local changed = false
+  for i, f in ipairs(fields) do
+    if (old[i + 1] or '') ~= new[i] then changed = true end
+    if new[i] == '' then
+      redis.call('HDEL', K_GMETA, f)
+    else
+      redis.call('HSET', K_GMETA, f, new[i])
+    end
+  end
+  redis.call('HSET', K_GMETA, 'dg', ARGV[3])
+  if changed then
+    -- O(groups), once per config change; reserve stays O(log G).
+    local all = redis.call('HGETALL', K_GROUPS)
+    local woke = 0
+    for i = 1, #all, 2 do
+      local g = gget(all[i])
+      if g.pl == 'S' or g.pl == 'D' then
+        unplace(g)
+        if activate(g) then woke = woke + 1 end
+        gsave(g)
+      end
+    end
+    if woke > 0 then wake(woke) end
+  end
+  return 1
+end
 
 local function describe(name)
   return redis.call('HGET', K_GROUPS, name) or '', gpending(name),

@@ -1,7 +1,8 @@
 -- @include queue_common queue_groups
 -- ARGV: now, k, deadline (now + visibility), default max_attempts, token base
--- (fresh random text; the token of the i-th reservation is base .. "." .. i),
--- the type's group concurrency and rate interval ('' for none).
+-- (fresh random text; the token of the i-th reservation is base .. "." .. i).
+-- Groups without settings take the type's limits stored in :groups:meta (dc, di:
+-- groups.lua 'defaults'), read here: one value for the fleet.
 -- Returns {next_due} followed by (body, record, token) per reservation;
 -- next_due is the earliest scheduled ready_at ("" if none) when nothing was taken.
 -- Only if tasks were dropped for their ttl, one more trailing element: the flat
@@ -10,7 +11,6 @@
 -- nothing expired stays as short as before.
 local now, k = tonumber(ARGV[1]), tonumber(ARGV[2])
 local deadline, defmax, base = ARGV[3], tonumber(ARGV[4]), ARGV[5]
-local defc, defi = tonumber(ARGV[6]), tonumber(ARGV[7])
 drain_due(now)
 promote_groups(now)
 local out = {''}
@@ -117,7 +117,9 @@ else
   -- turns (the turn survives the call); the groups go round robin; a group
   -- without budget is set aside on the way. Each group turn that serves nothing
   -- sets a group aside, so `spins` bounds a call's work, not its fairness.
-  local turn = redis.call('HGET', K_GMETA, 'turn') or 'plain'
+  local meta = redis.call('HMGET', K_GMETA, 'turn', 'dc', 'di')
+  local turn = meta[1] or 'plain'
+  local defc, defi = tonumber(meta[2]), tonumber(meta[3])
   local spins = 0
   for ti, tk in ipairs(TIER_KEYS) do
     while got < k and spins < RESERVE_SPINS do
