@@ -239,3 +239,13 @@ def test_relative_links_resolve(page: Path) -> None:
         elif anchor and dest.suffix == ".md" and anchor not in anchors(_read(dest)):
             broken.append(target)
     assert not broken, f"{page.name} has broken links: {broken}"
+
+
+def test_the_readme_cli_table_names_every_command() -> None:
+    readme = _read(ROOT / "README.md")
+    table = readme[readme.index("## The CLI") :]
+    table = table[: table.index("\n## ")]
+    with click.Context(main) as ctx:
+        names = set(main.list_commands(ctx))
+    listed = {words[0] for words in fleet_commands(table)}
+    assert names <= listed, f"README's CLI table lacks {sorted(names - listed)}"

@@ -1,0 +1,232 @@
+"""The newcomer's path, run as the pages write it: the code blocks of the README's
+"Your first automation, as a plugin" and of docs/getting-started.md are taken from the
+files, saved under the names the prose gives, installed with pip into a fresh venv
+beside Fleet (tests/support/venvs.py: Fleet and its dependencies only, whatever else is
+installed in .venv), listed by ``fleet plugins`` and run: in-process, and by a worker
+on a task submitted through a master, against a page this test serves."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.docs.blocks import Block, fenced_blocks, section
+from tests.support.redis_server import free_port
+from tests.support.venvs import make_venv, pip_install
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+GETTING_STARTED = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+#: The page every example fetches: the demo site's front page.
+DEMO_URL = "http://127.0.0.1:8765/"
+TITLE = "Fleet's test page"
+
+pytestmark = pytest.mark.slow
+
+
+class Page(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = f"<html><head><title> {TITLE} </title></head><body>hi</body></html>".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def page_url() -> Iterator[str]:
+    """A local page with a title, served over real HTTP."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def venv_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    python = make_venv(tmp_path_factory.mktemp("docs-venv") / "venv")
+    return python.parent
+
+
+def user_env(venv_bin: Path, **extra: str) -> dict[str, str]:
+    """A shell of a user with the venv active: its ``python`` and ``fleet`` first on
+    PATH, no FLEET_* settings of this test run, plugins found by their entry points."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
+    env.pop("XDG_STATE_HOME", None)
+    env["PATH"] = f"{venv_bin}{os.pathsep}{env['PATH']}"
+    env["VIRTUAL_ENV"] = str(venv_bin.parent)
+    return {**env, **extra}
+
+
+def shell(
+    line: str, cwd: Path, env: dict[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        line, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def save_blocks(blocks: list[Block], folder: Path) -> list[str]:
+    """Save every block the prose names a file for; the names saved."""
+    saved = []
+    for block in blocks:
+        if block.file_name and block.lang in ("python", "toml"):
+            (folder / block.file_name).write_text(block.text)
+            saved.append(block.file_name)
+    return saved
+
+
+def install_line(blocks: list[Block]) -> str:
+    """The page's ``pip install -e .``: run with the venv's pip, without build isolation
+    (the build backend comes from the venv, so nothing is downloaded)."""
+    lines = [line for b in blocks if b.lang == "bash" for line in b.lines()]
+    assert "pip install -e ." in lines, lines
+    return "pip install -e ."
+
+
+def plugin_types(venv_bin: Path, cwd: Path) -> dict[str, str]:
+    """``fleet plugins --json``: type -> where it came from."""
+    out = shell("fleet plugins --json", cwd, user_env(venv_bin))
+    assert out.returncode == 0, out.stderr
+    listed = json.loads(out.stdout)
+    assert listed["errors"] == []
+    return {t["type"]: t["source"] for t in listed["types"]}
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_readme_plugin_installs_and_runs_as_written(
+    venv_bin: Path, page_url: str, tmp_path: Path
+) -> None:
+    blocks = fenced_blocks(section(README, "## Your first automation, as a plugin"))
+    bash = [line for b in blocks if b.lang == "bash" for line in b.lines()]
+    env = user_env(venv_bin)
+
+    # mkdir page-title && cd page-title: the checkout's folder is tmp_path here
+    assert bash[0] == "mkdir page-title && cd page-title"
+    assert shell("mkdir page-title", tmp_path, env).returncode == 0
+    folder = tmp_path / "page-title"
+    assert save_blocks(blocks, folder) == ["title_scraper.py", "pyproject.toml"]
+
+    # in-process, before installing: against the page, and without any site there
+    (run_line,) = [line for line in bash if line.startswith("python -m fleet run")]
+    assert DEMO_URL in run_line
+    ran = shell(run_line.replace(DEMO_URL, page_url), folder, env)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == {"url": page_url, "status": 200, "title": TITLE}
+    closed = f"http://127.0.0.1:{free_port()}/"
+    failed = shell(run_line.replace(DEMO_URL, closed), folder, env)
+    assert failed.returncode == 1
+    assert f"GET {closed} failed: ConnectError" in failed.stderr  # the error names the URL
+
+    # pip install -e . ; fleet plugins
+    pip_install(venv_bin / "python", "-e", ".", cwd=folder)
+    install_line(blocks)
+    assert "fleet plugins" in bash
+    assert plugin_types(venv_bin, tmp_path)["page-title"].startswith("entry point")
+
+    # cd .. ; fleet worker --type page-title, beside a master; fleet submit; fleet tail
+    assert "cd .." in bash and "fleet worker --type page-title" in bash
+    port = free_port()
+    master_url = f"http://127.0.0.1:{port}"
+    env = user_env(venv_bin, FLEET_MASTER_URL=master_url)
+    procs = {}
+    for name, line in (
+        ("master", f"fleet master --port {port}"),
+        ("worker", "fleet worker --type page-title"),
+    ):
+        with (tmp_path / f"{name}.log").open("w") as log:
+            procs[name] = subprocess.Popen(
+                shlex.split(line), cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+    try:
+        (submit,) = [line for line in bash if line.startswith("fleet submit page-title")]
+        deadline = time.monotonic() + 60
+        while True:  # the master comes up, and the worker publishes the type
+            sent = shell(submit.replace(DEMO_URL, page_url), tmp_path, env)
+            if sent.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert sent.returncode == 0, sent.stdout + sent.stderr
+        (tail,) = [line for line in bash if line.startswith("fleet tail page-title")]
+        while True:
+            out = shell(tail, tmp_path, env)
+            if out.stdout.strip() or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert json.loads(out.stdout.strip().splitlines()[-1]) == {
+            "url": page_url, "status": 200, "title": TITLE,
+        }  # fmt: skip
+    finally:
+        for proc in procs.values():
+            stop(proc)
+    logs = {name: (tmp_path / f"{name}.log").read_text() for name in procs}
+    # both use the checkout's fleet.db, and say so with its absolute path
+    db = f"sqlite:///{tmp_path / 'fleet.db'}"
+    assert f"(backend {db})" in logs["master"], logs["master"]
+    assert re.search(rf"worker \S+ on {re.escape(db)} runs page-title", logs["worker"])
+
+
+def test_the_getting_started_plugin_installs_and_runs_as_written(
+    venv_bin: Path, tmp_path: Path
+) -> None:
+    blocks = fenced_blocks(section(GETTING_STARTED, "## 2. Write an automation"))
+    blocks += fenced_blocks(section(GETTING_STARTED, "## 4. Make it a plugin"))
+    env = user_env(venv_bin)
+    saved = save_blocks(blocks, tmp_path)
+    assert saved == ["hello.py"]
+    (run_line,) = [
+        line for b in blocks if b.lang == "bash" for line in b.lines() if "fleet run" in line
+    ]
+    ran = shell(run_line, tmp_path, env)
+    assert ran.returncode == 1, ran.stderr  # "boom" is dead-lettered, as the page says
+    assert ran.stdout.splitlines() == ['{"text":"hello ada"}']
+    assert "dead-lettered after attempt 3: RuntimeError: no greeting for boom" in ran.stderr
+
+    # the toml of section 4, saved beside hello.py (the page says so), then installed
+    (toml,) = [b for b in blocks if b.lang == "toml"]
+    assert "beside `hello.py`" in GETTING_STARTED
+    (tmp_path / "pyproject.toml").write_text(toml.text)
+    install_line(blocks)
+    pip_install(venv_bin / "python", "-e", ".", cwd=tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert plugin_types(venv_bin, elsewhere)["greeter"].startswith("entry point")
+
+
+def test_the_readme_batch_automation_runs(venv_bin: Path, tmp_path: Path) -> None:
+    blocks = fenced_blocks(section(README, "## A batch automation"))
+    (code,) = [b for b in blocks if b.lang == "python"]
+    (tmp_path / "scraper_example.py").write_text(code.text)
+    ran = shell(
+        'python -m fleet run scraper --plugin scraper_example --payload \'{"url": "u"}\'',
+        tmp_path,
+        user_env(venv_bin),
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == {"url": "u", "status": 200}
