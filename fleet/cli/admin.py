@@ -154,6 +154,18 @@ def workers(
     )
 
 
+def pool_names(entry: dict[str, Any]) -> list[str]:
+    """The names of the pools a catalog entry declares (the name its REST path uses,
+    not the attribute that holds the pool in the class)."""
+    pools = entry.get("pools")
+    if not isinstance(pools, dict):
+        return []
+    return sorted(
+        p["name"] if isinstance(p, dict) and isinstance(p.get("name"), str) else str(attr)
+        for attr, p in pools.items()
+    )
+
+
 @click.command("catalog")
 @click.argument("automation_type", required=False)
 @client_options
@@ -181,7 +193,7 @@ def catalog(automation_type: str | None, url: str | None, token: str | None, as_
                 q.get("pending_total", "-"),
                 q.get("dead", "-"),
                 "yes" if e.get("stream") else "",
-                ", ".join(sorted(e.get("pools") or {})),
+                ", ".join(pool_names(e)),
             ]
         )
     table("catalog", ["type", "kind", "workers up", "pending", "dead", "stream", "pools"], rows)

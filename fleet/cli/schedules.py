@@ -42,7 +42,9 @@ def row(s: dict[str, Any]) -> list[Any]:
         s["id"],
         when,
         s["timezone"],
-        "yes" if s["enabled"] else "paused",
+        (f"error: {s['last_error']}" if s.get("last_error") else "yes")
+        if s["enabled"]
+        else "paused",
         when_text(s["next_run"]) if s["enabled"] else "-",
         when_text(s["last_run"]),
         s.get("last_task_id") or "-",
@@ -93,11 +95,17 @@ def schedules(
         raise click.UsageError(f"name the schedule ID to {actions[0].lstrip('-')}")
     with open_client(url, token) as client:
         if schedule_id is None:
-            listed = client.schedules(automation_type)
+            answer = client.schedule_listing(automation_type)
+            listed = answer["schedules"]
             if as_json:
                 print_json(listed)
                 return
-            table(f"{automation_type} schedules", COLUMNS, [row(s) for s in listed])
+            if listed or not answer.get("note"):
+                table(f"{automation_type} schedules", COLUMNS, [row(s) for s in listed])
+            if answer.get("note"):
+                click.echo(answer["note"])
+            elif not listed:
+                click.echo(f"{automation_type} has no schedules")
             return
         if run_now:
             task_id = client.schedule_run(automation_type, schedule_id)

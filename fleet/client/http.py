@@ -270,9 +270,14 @@ class FleetClient:
     def schedules(self, automation_type: str) -> list[dict[str, Any]]:
         """Every schedule of a type by id (one that cannot be read as
         ``{"id", "unreadable": true, "raw", "error"}``)."""
-        result = self.request("GET", f"{self._type(automation_type)}/schedules")
-        listed: list[dict[str, Any]] = result["schedules"]
+        listed: list[dict[str, Any]] = self.schedule_listing(automation_type)["schedules"]
         return listed
+
+    def schedule_listing(self, automation_type: str) -> dict[str, Any]:
+        """The whole answer of the schedule list: ``schedules`` and, for a type that
+        takes no tasks, a ``note`` saying why it has none."""
+        result: dict[str, Any] = self.request("GET", f"{self._type(automation_type)}/schedules")
+        return result
 
     def schedule(self, automation_type: str, schedule_id: str) -> dict[str, Any]:
         """One schedule: its definition, ``next_run``, ``last_run``, ``last_task_id``."""

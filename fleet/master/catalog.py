@@ -4,9 +4,10 @@ the entries workers publish, all in the backend's ``fleet:catalog`` hash."""
 from __future__ import annotations
 
 import asyncio
+import difflib
 import importlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from fastapi import HTTPException
@@ -78,6 +79,21 @@ def declared_pools(entries: dict[str, dict[str, Any]]) -> set[str]:
     return names
 
 
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` naming the ``known`` names closest to ``name`` (up to
+    three), or ``""`` when none is close: the tail of a 404's message."""
+    close = difflib.get_close_matches(name, sorted(set(known)), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return "; did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
+async def unknown_type(backend: Backend, automation_type: str) -> HTTPException:
+    """The 404 of a type the catalog does not hold, naming the closest known types."""
+    hint = did_you_mean(automation_type, await backend.catalog_all())
+    return HTTPException(404, detail=f"unknown automation type {automation_type!r}{hint}")
+
+
 async def require_entry(backend: Backend, automation_type: str) -> dict[str, Any]:
     """The catalog entry of a type (perhaps one that cannot be read: see
     :func:`require_readable_entry`).
@@ -87,7 +103,7 @@ async def require_entry(backend: Backend, automation_type: str) -> dict[str, Any
     """
     entry = await backend.catalog_get(automation_type)
     if entry is None:
-        raise HTTPException(404, detail=f"unknown automation type {automation_type!r}")
+        raise await unknown_type(backend, automation_type)
     return entry
 
 

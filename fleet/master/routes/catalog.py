@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import astuple
 from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, Request
 
 from fleet.backends.base import Backend
 from fleet.core.stored import entry_unreadable
 from fleet.master.auth import Principal, admin_access, list_access, type_read_access
-from fleet.master.catalog import require_entry
+from fleet.master.catalog import require_entry, unknown_type
 from fleet.master.models import TypeName, error_responses
 from fleet.master.state import backend_dependency, master_state
 from fleet.master.workers_view import load_views, worker_counts
@@ -90,7 +90,7 @@ async def delete_type(
         held = depths.pending + depths.processing + depths.scheduled + depths.dead
         if not held and not any(astuple(depths.counters)):
             if not await backend.schedule_list_raw(automation_type):
-                raise HTTPException(404, detail=f"unknown automation type {automation_type!r}")
+                raise await unknown_type(backend, automation_type)
     await backend.purge_type(automation_type)
     master_state(request).entries.forget(automation_type)
     for wid in worker_ids:  # drain flags live in the KV store, outside the type's keys

@@ -15,11 +15,21 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from fleet.backends.base import Backend
 from fleet.core.records import PoolStats
 from fleet.master.auth import Principal, admin_access, read_access
-from fleet.master.catalog import declared_pools
+from fleet.master.catalog import declared_pools, did_you_mean
 from fleet.master.models import PoolName, error_responses
 from fleet.master.state import backend_dependency
 
 router = APIRouter(tags=["pools"], responses=error_responses(401, 403, 404, 413, 503))
+
+
+async def unknown_pool(backend: Backend, name: str) -> HTTPException:
+    """The 404 of a pool nobody declares and that holds nothing, naming the closest
+    pools that exist."""
+    known = set(await backend.pool_names()) | declared_pools(await backend.catalog_all())
+    hint = did_you_mean(name, known)
+    return HTTPException(
+        404, detail=f"unknown pool {name!r}: no automation declares it and it holds no items{hint}"
+    )
 
 
 async def existing_pools(backend: Backend) -> list[PoolStats]:
@@ -56,9 +66,7 @@ async def pool_items(
     declares and that holds no items."""
     stats = await backend.pool_stats(name)
     if stats.total == 0 and name not in declared_pools(await backend.catalog_all()):
-        raise HTTPException(
-            404, detail=f"unknown pool {name!r}: no automation declares it and it holds no items"
-        )
+        raise await unknown_pool(backend, name)
     items = []
     for item in await backend.pool_list(name, n=n):
         shown = item.to_dict()
@@ -80,7 +88,5 @@ async def drop_pool(
         await backend.catalog_all()
     )
     if not known:
-        raise HTTPException(
-            404, detail=f"unknown pool {name!r}: no automation declares it and it holds no items"
-        )
+        raise await unknown_pool(backend, name)
     return {"dropped": await backend.pool_drop(name)}

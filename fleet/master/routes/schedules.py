@@ -29,7 +29,7 @@ from fleet.core.schedule import (
     next_tick,
 )
 from fleet.master.auth import admin_access, type_read_access
-from fleet.master.catalog import require_batch_entry
+from fleet.master.catalog import require_batch_entry, require_readable_entry
 from fleet.master.models import ErrorBody, TypeName, error_responses
 from fleet.master.state import backend_dependency, master_state
 from fleet.master.validation import ErrorList, InvalidInput, non_finite_errors
@@ -161,15 +161,24 @@ async def list_schedules(
 ) -> dict[str, Any]:
     """Every schedule of the type by id: ``{"schedules": [...]}``, each with its
     ``next_run``, ``last_run`` and ``last_task_id``; one whose stored record cannot
-    be read as ``{"id", "unreadable": true, "raw", "error"}``."""
-    await require_batch_entry(backend, automation_type)
+    be read as ``{"id", "unreadable": true, "raw", "error"}``. A type without a task
+    queue (a continuous automation) has none to fire: its list (empty) comes with a
+    ``note`` saying so."""
+    entry = await require_readable_entry(backend, automation_type)
     items = await backend.schedule_list(automation_type)
-    return {
+    answer: dict[str, Any] = {
         "schedules": [
             _unreadable(item) if isinstance(item, UnreadableSchedule) else _answer(item)
             for item in items
         ]
     }
+    if not entry.get("queue"):
+        continuous = "continuous" in str(entry.get("kind", "")).lower()
+        what = "a continuous automation" if continuous else "an automation without a task queue"
+        answer["note"] = (
+            f"{automation_type} is {what}: it runs without tasks, so no schedule can fire it"
+        )
+    return answer
 
 
 @router.post(
