@@ -210,6 +210,8 @@ class ScheduleRecord:
         next_run: Unix time of the next tick (its scheduled time, jitter not added).
         last_run: The last tick that fired (its scheduled time), or None.
         last_task_id: The task that tick enqueued.
+        last_error: Why the last tick enqueued nothing (its payload no longer fits the
+            type's ``TaskPayload``), or None.
     """
 
     automation_type: str
@@ -218,6 +220,7 @@ class ScheduleRecord:
     next_run: float
     last_run: float | None = None
     last_task_id: str | None = None
+    last_error: str | None = None
     declared: str | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
@@ -234,6 +237,7 @@ class ScheduleRecord:
             "next_run": self.next_run,
             "last_run": self.last_run,
             "last_task_id": self.last_task_id,
+            "last_error": self.last_error,
             "declared": self.declared,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
@@ -252,6 +256,7 @@ class ScheduleRecord:
             next_run=float(d["next_run"]),
             last_run=None if last is None else float(last),
             last_task_id=d.get("last_task_id"),
+            last_error=d.get("last_error") if isinstance(d.get("last_error"), str) else None,
             declared=d.get("declared"),
             created_at=float(d.get("created_at") or 0.0),
             updated_at=float(d.get("updated_at") or 0.0),
@@ -273,6 +278,16 @@ def next_tick(definition: dict[str, Any], after: float) -> float:
         ts = dt.timestamp()
         if ts > after:
             return ts
+    raise ContractValueError("the cron expression never fires", field="cron")  # pragma: no cover
+
+
+def previous_tick(definition: dict[str, Any], at: float) -> float:
+    """The last tick at or before ``at`` (Unix seconds) of a cron schedule."""
+    tz = ZoneInfo(definition.get("timezone") or "UTC")
+    # CronSim walking back yields times strictly before its start.
+    start = datetime.fromtimestamp(math.floor(at) + 1, tz)
+    for dt in CronSim(definition["cron"], start, reverse=True):
+        return dt.timestamp()
     raise ContractValueError("the cron expression never fires", field="cron")  # pragma: no cover
 
 
@@ -325,12 +340,12 @@ def plan(record: ScheduleRecord, now: float) -> Plan | None:
         latest = float(math.floor(now / every) * every)
         missed = round((latest - tick) / every)
     else:
-        latest, missed = following, 1
-        for _ in range(100_000):
-            nxt = next_tick(d, latest)
-            if nxt > now:
-                break
-            latest, missed = nxt, missed + 1
+        # O(1) whatever the outage: the latest tick is found walking back from now,
+        # and the count of missed ticks is estimated from the first period (exact
+        # for regular crons; only logged).
+        latest = max(previous_tick(d, now), following)
+        period = following - tick
+        missed = max(1, round((latest - tick) / period)) if period > 0 else 1
     upcoming = next_tick(d, now)
     if d.get("misfire") == "skip":
         return Plan(fire=None, next_run=upcoming, missed=missed + 1)

@@ -13,6 +13,26 @@ from fleet.core.records import PushRequest, TaskBody, new_id, now
 DEFAULT_IDEMPOTENCY_TTL = 86_400.0
 MAX_TASK_ID_LEN = 200
 MAX_IDEMPOTENCY_KEY_LEN = 500
+#: Task ids and idempotency keys that start with this belong to schedule ticks: only
+#: the schedule firer makes them, so no submit can pre-empt or replace a tick.
+RESERVED_PREFIX = "schedule:"
+
+
+def check_submitted_id(value: Any, *, field: str, max_len: int) -> str:
+    """A task id or idempotency key a user submits: :func:`check_plain`, and not in
+    the space reserved for schedule ticks.
+
+    Raises:
+        ContractValueError: naming ``field``.
+    """
+    check_plain(value, field=field, max_len=max_len)
+    if value.startswith(RESERVED_PREFIX):
+        raise ContractValueError(
+            f"{field} must not start with {RESERVED_PREFIX!r}: that space belongs to "
+            "schedule ticks",
+            field=field,
+        )
+    return str(value)
 
 
 def idempotency_ttl() -> float:
@@ -35,6 +55,7 @@ def make_push_request(
     idempotency_key: str | None = None,
     idempotency_ttl_seconds: float | None = None,
     group: str | None = None,
+    tick: bool = False,
 ) -> PushRequest:
     """Validate submit options and build the request to push.
 
@@ -48,12 +69,15 @@ def make_push_request(
         idempotency_key: Deduplicates submits of the same key (per type).
         idempotency_ttl_seconds: Lifetime of the key (default from the environment).
         group: Flow-control group (at most 200 characters, no control characters).
+        tick: The schedule firer's own push: may use the reserved ``schedule:``
+            space (:data:`RESERVED_PREFIX`); every other caller may not.
 
     Raises:
         ContractValueError: (a ``ValueError``) naming the bad option in ``field``.
     """
+    check_id = check_plain if tick else check_submitted_id
     if task_id is not None:
-        check_plain(task_id, field="task_id", max_len=MAX_TASK_ID_LEN)
+        check_id(task_id, field="task_id", max_len=MAX_TASK_ID_LEN)
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise ContractValueError("priority must be an integer", field="priority")
     if max_attempts is not None and (
@@ -65,7 +89,7 @@ def make_push_request(
     if delay_seconds is not None and not delay_seconds >= 0:
         raise ContractValueError("delay_seconds must be >= 0", field="delay_seconds")
     if idempotency_key is not None:
-        check_plain(idempotency_key, field="idempotency_key", max_len=MAX_IDEMPOTENCY_KEY_LEN)
+        check_id(idempotency_key, field="idempotency_key", max_len=MAX_IDEMPOTENCY_KEY_LEN)
     if group is not None:
         check_group(group)
     body = TaskBody(

@@ -48,6 +48,7 @@ from fleet.master.routes import queue as queue_routes
 from fleet.master.routes import schedules as schedule_routes
 from fleet.master.routes import tasks as task_routes
 from fleet.master.routes import workers as worker_routes
+from fleet.master.schedule_check import catalog_check
 from fleet.master.state import MasterState, master_state
 from fleet.master.sweeper import Sweeper
 from fleet.master.tokens_policy import weak_tokens
@@ -169,7 +170,7 @@ def create_app(
             except BackendError as exc:
                 log.warning("could not write the declared schedules at start: %s", exc)
             if sweeper:
-                firer = ScheduleFirer(state.backend, "master")
+                firer = ScheduleFirer(state.backend, "master", catalog_check(state.backend))
                 firer.start()
                 stack.push_async_callback(firer.stop)
                 state.sweeper = Sweeper(state.backend, settings.sweep_seconds)

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from fleet.core.flow import MAX_GROUP_LEN, check_group, check_plain
+from fleet.core.flow import MAX_GROUP_LEN, check_group
+from fleet.core.submission import check_submitted_id
 
 #: Wire names (types, pools) as ``fleet.core.contracts.check_name`` accepts them.
 #: Checked at the door so that no glob character ever reaches a backend that
@@ -49,12 +50,14 @@ class SubmitBody(BaseModel):
     @field_validator("task_id")
     @classmethod
     def _task_id(cls, value: str | None) -> str | None:
-        return None if value is None else check_plain(value, field="task_id", max_len=200)
+        return None if value is None else check_submitted_id(value, field="task_id", max_len=200)
 
     @field_validator("idempotency_key")
     @classmethod
     def _key(cls, value: str | None) -> str | None:
-        return None if value is None else check_plain(value, field="idempotency_key", max_len=500)
+        if value is None:
+            return None
+        return check_submitted_id(value, field="idempotency_key", max_len=500)
 
 
 class SubmitResult(BaseModel):

@@ -28,6 +28,7 @@ from fleet.protocol import (
     worker_topic,
 )
 from fleet.scheduler import ScheduleFirer, sync_declared
+from fleet.scheduler.payloads import local_check
 from fleet.worker.backoff import RetryPolicy, backoff_delay
 from fleet.worker.hardware import ProcessSampler, hardware, host_name
 from fleet.worker.identity import IdClaim
@@ -181,7 +182,7 @@ class Worker:
                     await self._write_state(runner, heartbeat=True)
             self._loops.append(asyncio.create_task(self._heartbeat_loop(), name="heartbeat"))
             # Any worker can fire the fleet's schedules: they need no master.
-            self.firer = ScheduleFirer(self.backend, f"worker {self.worker_id}")
+            self.firer = ScheduleFirer(self.backend, f"worker {self.worker_id}", local_check)
             self.firer.start()
             self._loops.append(asyncio.create_task(self._resync_loop(), name="resync"))
             for runner in self.runners.values():
@@ -248,19 +249,22 @@ class Worker:
 
     async def _write_state(
         self, runner: TypeRunner, *, heartbeat: bool = False, state: str | None = None
-    ) -> None:
+    ) -> bool:
+        """Write the type's state if it changed (always on a heartbeat); False when
+        there was nothing to write (no backend call was made)."""
         t = runner.automation_type
         fields = self.state_fields(runner, state)
         key = f"{fields['state']}|{fields['last_error']}|{fields['slots']}"
         previous = self._written_state.get(t)
         if not heartbeat and previous == key:
-            return
+            return False
         await self.backend.worker_set_state(t, self.worker_id, fields)
         self._written_state[t] = key
         if previous is None or previous.split("|", 1)[0] != fields["state"]:
             await self.backend.publish(
                 worker_topic(t), {"worker_id": self.worker_id, "state": fields["state"]}
             )
+        return True
 
     async def _state_loop(self, runner: TypeRunner) -> None:
         # Writes the state as soon as it changes (slots started/stopped, error).
@@ -269,8 +273,10 @@ class Worker:
             runner.changed.clear()
             await asyncio.sleep(0.05)  # coalesce a burst of changes into one write
             try:
-                await self._write_state(runner)
-                self._outages.recovered("state writes")
+                if await self._write_state(runner):
+                    # Only a write proves the backend answers: a state unchanged since
+                    # the outage began writes nothing, and must not say "back".
+                    self._outages.recovered("state writes")
             except Exception as exc:
                 if is_outage(exc):
                     self._outages.failed("state writes", exc)

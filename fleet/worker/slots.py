@@ -62,8 +62,8 @@ class SlotEnv:
         acker: Ack batcher (batch types only).
         on_finished: Called with ``(task_id, outcome)`` after a task is settled.
         cancels: Cancel requests of tasks no slot ran yet (checked before a run).
-        outages: One log line per backend outage of the type's slots, not one per slot
-            and retry.
+        outages: The type's view of the process's backend outages (one line per
+            outage of the process, not one per slot and retry).
         suspects: Held by the one suspect task starting (see ``BatchSlot._start_suspect``).
     """
 
@@ -203,7 +203,9 @@ class Slot:
 
     def _cleaned(self) -> None:
         """``cleanup`` returned: its backend calls, if any, worked."""
-        self.env.outages.recovered(self._cleaning, logger=self.ctx.logger)
+        # Not proof that the backend answers (a cleanup may not call it): it ends the
+        # process's outage only if no other loop still fails.
+        self.env.outages.recovered(self._cleaning, certain=False, logger=self.ctx.logger)
 
     async def _main(self) -> None:
         raise NotImplementedError
@@ -522,7 +524,7 @@ class ContinuousSlot(Slot):
                 await self.ctx.proxy.ensure()
                 await automation.run_slot(self.ctx)
                 self.stats.completed += 1
-                self.env.outages.recovered(self._running, logger=self.ctx.logger)
+                self.env.outages.recovered(self._running, certain=False, logger=self.ctx.logger)
                 if not self.stopping:
                     self.ctx.logger.warning("run_slot returned; respawning it")
             except asyncio.CancelledError:
@@ -563,6 +565,9 @@ class ContinuousSlot(Slot):
         outages = self.env.outages
         if not outages.is_down(self._running):
             return None
+        # A run that lasted proves nothing of the backend if it never called it: the
+        # process's outage ends here only if no other loop still fails.
         return asyncio.get_running_loop().call_later(
-            SETTLED_SECONDS, lambda: outages.recovered(self._running, logger=self.ctx.logger)
+            SETTLED_SECONDS,
+            lambda: outages.recovered(self._running, certain=False, logger=self.ctx.logger),
         )

@@ -106,28 +106,28 @@ async def test_misfire_once_and_skip_with_a_fixed_clock(backend: Backend) -> Non
     start = max(once.next_run, skip.next_run)
     await backend.schedule_put(once.evolve(next_run=start))
     await backend.schedule_put(skip.evolve(next_run=start))
-    assert await fire_due(backend, start + 0.1) == 2  # both on time
+    assert (await fire_due(backend, start + 0.1)).fired == 2  # both on time
     # Stopped for 10 s: five ticks pass unseen.
-    assert await fire_due(backend, start + 10.3) == 1
+    assert (await fire_due(backend, start + 10.3)).fired == 1
     ids = Counter(i.split(":")[1] for i in await drain_ids(backend))
     assert ids == {"once": 2, "skip": 1}
     after = {s: await backend.schedule_get(TYPE, s) for s in ("once", "skip")}
     assert all(r is not None and r.next_run == start + 12 for r in after.values())
     # Back on time afterwards: both fire their next tick.
-    assert await fire_due(backend, start + 12.1) == 2
+    assert (await fire_due(backend, start + 12.1)).fired == 2
     # The same tick fired twice (two firers racing) is one task.
     rec = await backend.schedule_get(TYPE, "once")
     assert rec is not None
     stale = rec.evolve(next_run=start + 12)
     await backend.schedule_put(stale)
-    assert await fire_due(backend, start + 12.2) == 1
+    assert (await fire_due(backend, start + 12.2)).fired == 1
     assert len(await drain_ids(backend)) == 2
 
 
 async def test_pause_resume_and_run_now(backend: Backend) -> None:
     rec = await every(backend, "p", 1, enabled=False)
     await backend.schedule_put(rec.evolve(next_run=time.time() - 0.5))
-    assert await fire_due(backend) == 0
+    assert (await fire_due(backend)).fired == 0
     task_id = await run_now(backend, rec)
     assert task_id.startswith("schedule:p:run:")
     assert (await backend.task_state(TYPE, task_id)).state == "queued"
@@ -135,7 +135,7 @@ async def test_pause_resume_and_run_now(backend: Backend) -> None:
     assert stored is not None and stored.last_task_id == task_id
     resumed = stored.evolve(definition={**stored.definition, "enabled": True})
     assert await backend.schedule_swap(stored, resumed)
-    assert await fire_due(backend) == 1
+    assert (await fire_due(backend)).fired == 1
 
 
 class Job(BaseModel):

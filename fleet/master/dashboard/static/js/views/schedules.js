@@ -79,7 +79,11 @@ export function schedulesPanel(type) {
       { "data-schedule": s.id },
       h("td", { class: "mono" }, s.id),
       h("td", { class: "mono" }, timing(s)),
-      h("td", { "data-role": "schedule-state" }, s.enabled ? "enabled" : "paused"),
+      h(
+        "td",
+        { "data-role": "schedule-state", title: s.last_error || "" },
+        s.last_error ? `enqueues nothing: ${s.last_error}` : s.enabled ? "enabled" : "paused",
+      ),
       h("td", {}, s.enabled ? moment(s.next_run) : "—"),
       h("td", {}, moment(s.last_run)),
       h("td", { class: "mono", "data-role": "schedule-task" }, s.last_task_id || "—"),
