@@ -38,6 +38,10 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
         ["--smoke", "--url", "{url}"],
         r"REST submit single: [\d,]+ req/s(.|\n)*REST submit batch of 10: ",
     ),
+    "schedules.py": (
+        ["--smoke", "--redis-url", "{url}"],
+        r"\| redis \| [\d,]+ \| 20 \|(.|\n)*\| sqlite \| [\d,]+ \| 20 \|",
+    ),
     "sqlite_drain.py": (["--smoke"], r"drain 2 processes(.|\n)*idle, 10 blocked reserves"),
     "sqlite_workers.py": (["--smoke"], r"sqlite, 2 worker process\(es\) x 10 slots, 200 tasks"),
     "worker_noop.py": (
