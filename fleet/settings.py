@@ -33,6 +33,11 @@ class Settings(BaseSettings):
             to send its request headers / body before it is disconnected.
         max_connections: The most client connections the master holds (None: the
             file limit minus a reserve); see ``fleet/master/server_protocol.py``.
+        max_schedules: ``FLEET_MAX_SCHEDULES``: the most schedules one type may have
+            (a create past it answers 409).
+        trusted_proxies: ``FLEET_TRUSTED_PROXIES``: comma-separated addresses of
+            reverse proxies whose ``X-Forwarded-For`` names the client (empty: the
+            peer address is the client, whatever a header says).
     """
 
     model_config = SettingsConfigDict(env_prefix="FLEET_", extra="ignore")
@@ -53,8 +58,10 @@ class Settings(BaseSettings):
     header_timeout_seconds: float = Field(default=10.0, gt=0)
     body_timeout_seconds: float = Field(default=60.0, gt=0)
     max_connections: int | None = Field(default=None, ge=16)
+    max_schedules: int = Field(default=1000, ge=1)
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
-    @field_validator("read_tokens", mode="before")
+    @field_validator("read_tokens", "trusted_proxies", mode="before")
     @classmethod
     def _split_tokens(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -274,9 +274,17 @@ class FleetClient:
         return listed
 
     def schedule_listing(self, automation_type: str) -> dict[str, Any]:
-        """The whole answer of the schedule list: ``schedules`` and, for a type that
-        takes no tasks, a ``note`` saying why it has none."""
-        result: dict[str, Any] = self.request("GET", f"{self._type(automation_type)}/schedules")
+        """The whole schedule list, every page followed: ``schedules`` and, for a type
+        that takes no tasks, a ``note`` saying why it has none."""
+        params: dict[str, Any] = {"limit": 1000}
+        result: dict[str, Any] = self.request(
+            "GET", f"{self._type(automation_type)}/schedules", params=params
+        )
+        while result.get("next"):
+            params["after"] = result["next"]
+            page = self.request("GET", f"{self._type(automation_type)}/schedules", params=params)
+            result["schedules"] += page["schedules"]
+            result["next"] = page.get("next")
         return result
 
     def schedule(self, automation_type: str, schedule_id: str) -> dict[str, Any]:

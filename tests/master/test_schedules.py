@@ -109,7 +109,7 @@ async def test_invalid_definitions_are_422_naming_the_field(master: InProcess) -
         BASE, content=content, headers={**H, "Content-Type": "application/json"}
     )
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "timezone"]
-    assert (await master.client.get(BASE, headers=H)).json() == {"schedules": []}
+    assert (await master.client.get(BASE, headers=H)).json() == {"schedules": [], "next": None}
     assert await due_ids(master) == []
 
 

@@ -140,3 +140,47 @@ def test_tick_keys_live_with_the_period() -> None:
     assert tick_key_ttl(1) == 300
     assert tick_key_ttl(3600) == 7200
     assert tick_key_ttl(30 * 86400) == 7 * 86400
+
+
+async def test_schedules_are_capped_and_paged(backend_url: str) -> None:
+    settings = settings_for(backend_url, max_schedules=5)
+    inproc, lifespan = await start_in_process(settings, sweeper=False)
+    try:
+        client = inproc.client
+        for i in range(5):
+            body = {"id": f"s{i}", "every_seconds": 60, "payload": {"url": "u" * 1000}}
+            r = await client.post(SCHEDULES, json=body, headers=auth(ADMIN))
+            assert r.status_code == 201, r.text
+        r = await client.post(
+            SCHEDULES,
+            json={"id": "s9", "every_seconds": 60, "payload": {"url": "u"}},
+            headers=auth(ADMIN),
+        )
+        assert r.status_code == 409 and "FLEET_MAX_SCHEDULES" in r.text
+        seen: list[str] = []
+        after: str | None = None
+        while True:
+            params: dict[str, Any] = {"limit": 2} | ({"after": after} if after else {})
+            page = (await client.get(SCHEDULES, params=params, headers=auth(SCOPED))).json()
+            assert len(page["schedules"]) <= 2
+            seen += [s["id"] for s in page["schedules"]]
+            after = page["next"]
+            if after is None:
+                break
+        assert seen == [f"s{i}" for i in range(5)]
+        r = await client.get(SCHEDULES, params={"limit": 0}, headers=auth(ADMIN))
+        assert r.status_code == 422
+        # Deleting one makes room again.
+        assert (await client.delete(f"{SCHEDULES}/s0", headers=auth(ADMIN))).status_code in (
+            200,
+            204,
+        )
+        r = await client.post(
+            SCHEDULES,
+            json={"id": "s9", "every_seconds": 60, "payload": {"url": "u"}},
+            headers=auth(ADMIN),
+        )
+        assert r.status_code == 201, r.text
+    finally:
+        await inproc.client.aclose()
+        await lifespan.__aexit__(None, None, None)

@@ -10,9 +10,10 @@ answers 409, deleting it works (never a 500).
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Request
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
@@ -153,25 +154,43 @@ def _merge(current: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+#: Most schedules one page lists, and the most bytes of schedules it holds (a
+#: page stops early, after at least one, once its payloads pass the budget).
+MAX_PAGE = 1000
+PAGE_BYTES = 4 << 20
+
+
 @router.get("/automations/{automation_type}/schedules", summary="List a type's schedules")
 async def list_schedules(
     automation_type: TypeName,
+    after: str | None = Query(
+        None, max_length=200, description="The `next` cursor of the previous page."
+    ),
+    limit: int = Query(100, ge=1, le=MAX_PAGE),
     _: Any = Depends(type_read_access),
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
-    """Every schedule of the type by id: ``{"schedules": [...]}``, each with its
-    ``next_run``, ``last_run`` and ``last_task_id``; one whose stored record cannot
+    """The type's schedules by id, ``limit`` a page (and at most ~4 MiB of them):
+    ``{"schedules": [...], "next": cursor or null}``, each with its ``next_run``,
+    ``last_run``, ``last_task_id`` and ``last_error``; one whose stored record cannot
     be read as ``{"id", "unreadable": true, "raw", "error"}``. A type without a task
     queue (a continuous automation) has none to fire: its list (empty) comes with a
     ``note`` saying so."""
     entry = await require_readable_entry(backend, automation_type)
     items = await backend.schedule_list(automation_type)
-    answer: dict[str, Any] = {
-        "schedules": [
-            _unreadable(item) if isinstance(item, UnreadableSchedule) else _answer(item)
-            for item in items
-        ]
-    }
+    page: list[dict[str, Any]] = []
+    size = 0
+    cursor = None
+    for item in items:  # ordered by id
+        if after is not None and item.id <= after:
+            continue
+        if len(page) == limit or (page and size > PAGE_BYTES):
+            cursor = page[-1]["id"]
+            break
+        shown = _unreadable(item) if isinstance(item, UnreadableSchedule) else _answer(item)
+        size += len(json.dumps(shown, default=str))
+        page.append(shown)
+    answer: dict[str, Any] = {"schedules": page, "next": cursor}
     if not entry.get("queue"):
         continuous = "continuous" in str(entry.get("kind", "")).lower()
         what = "a continuous automation" if continuous else "an automation without a task queue"
@@ -206,6 +225,13 @@ async def create_schedule(
     if await backend.schedule_get_raw(automation_type, body.id) is not None:
         raise HTTPException(
             409, detail=f"schedule {body.id!r} exists already in {automation_type!r}: PATCH it"
+        )
+    cap = master_state(request).settings.max_schedules
+    if len(await backend.schedule_list_raw(automation_type)) >= cap:
+        raise HTTPException(
+            409,
+            detail=f"{automation_type!r} has {cap} schedules, the most FLEET_MAX_SCHEDULES "
+            "allows: delete one first, or raise the setting",
         )
     record = new_record(automation_type, body.id, definition, now=now())
     await backend.schedule_put(record)

@@ -123,6 +123,10 @@ export function schedulesPanel(type) {
           class: "schedules",
         }),
       ),
+      answer.next
+        ? h("p", { class: "empty", "data-role": "schedules-more" },
+            `The first ${schedules.length} schedules by id; \`fleet schedules ${type}\` lists them all.`)
+        : null,
     );
   }
 
