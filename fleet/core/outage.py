@@ -293,7 +293,6 @@ class OutageLog:
         line = self.board.recovered(key, (id(self), component), self._clock(), certain=certain)
         if line is None:
             return None
-        import traceback, sys; traceback.print_stack(file=sys.stderr)
         line = f"{component}: {line}"
         (logger or self.logger).warning("%s", line)
         return line
