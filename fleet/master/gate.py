@@ -1,8 +1,12 @@
 """The auth gate: the first thing every request meets, before any body is read.
 
-* A client address that failed authentication too often is answered 429 at once
-  (``Retry-After``), without its token being looked at: guessing tokens costs the
-  guesser time, not the master. Other addresses are not affected.
+* A request without a valid token from a client address that failed authentication
+  too often is answered 429 at once (``Retry-After``): guessing tokens costs the
+  guesser time, not the master. Other addresses are not affected, and neither is a
+  request with a valid token from the same address (a NAT or proxy shared with the
+  guesser does not lock out the fleet's operators). The address is the peer's, unless
+  the peer is one of ``FLEET_TRUSTED_PROXIES``: then the client that proxy names in
+  ``X-Forwarded-For`` (resolved by the server before this gate).
 * A request that carries a body (POST, PUT, PATCH, DELETE) under ``/api/v1`` is
   refused with 401 when its token is missing or unknown, and with 403 when the token
   may not do anything a body could be for there (a read token; a scoped token outside
@@ -145,9 +149,16 @@ class AuthGate:
         if not guarded:
             await self.app(scope, receive, send)
             return
+        # The peer address, or the client a trusted proxy names (FLEET_TRUSTED_PROXIES,
+        # applied by the server before this gate): a forged X-Forwarded-For from
+        # anyone else changes nothing.
         client = scope.get("client")
         address = str(client[0]) if client else "?"
-        wait = self.failures.blocked_for(address)
+        token = bearer_token(_header(scope, b"authorization"))
+        principal = self.tokens().identify(token) if token is not None else None
+        # The failures are throttled, not the address: a valid token goes through
+        # even while others behind the same address keep failing.
+        wait = 0.0 if principal is not None else self.failures.blocked_for(address)
         if wait > 0:
             retry = str(max(int(wait + 0.999), 1)).encode()
             await _answer(
@@ -156,8 +167,6 @@ class AuthGate:
             )  # fmt: skip
             return
         if scope.get("method") in BODY_METHODS and path.startswith(API):
-            token = bearer_token(_header(scope, b"authorization"))
-            principal = self.tokens().identify(token) if token is not None else None
             if principal is None:
                 self.failures.failed(address)
                 detail = "missing bearer token" if token is None else "unknown token"

@@ -78,7 +78,17 @@ def run_master(
         )
         # Slow clients are bounded (fleet/master/server_protocol.py); the server is
         # not advertised.
-        options = {"server_header": False, "http": protocol, **uvicorn_options}
+        # X-Forwarded-For is believed only from the proxies named in
+        # FLEET_TRUSTED_PROXIES (uvicorn trusts loopback by default: any local client
+        # could then forge its address, and escape the failed-auth throttle).
+        trusted = ",".join(settings.trusted_proxies)
+        options = {
+            "server_header": False,
+            "http": protocol,
+            "proxy_headers": bool(trusted),
+            "forwarded_allow_ips": trusted or None,
+            **uvicorn_options,
+        }
         config = uvicorn.Config(app, host=settings.host, port=settings.port, **options)
         server = uvicorn.Server(config)
         await server.serve()

@@ -70,8 +70,12 @@ async def test_guessing_is_throttled_per_address(master: InProcess) -> None:
         for i in range(25)
     ]
     assert codes[:20] == [401] * 20 and set(codes[20:]) == {429}
-    r = await master.client.get(path, headers=auth(ADMIN))
+    r = await master.client.get(path, headers={"authorization": "Bearer one-more"})
     assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1  # same address
+    r = await master.client.get(path)
+    assert r.status_code == 429  # no token at all: throttled too
+    # The failures are throttled, not the address: a valid token still goes through.
+    assert (await master.client.get(path, headers=auth(ADMIN))).status_code == 200
     other = httpx.AsyncClient(
         transport=httpx.ASGITransport(app=master.app, client=("10.9.9.9", 4242)),
         base_url="http://master",
@@ -219,3 +223,59 @@ async def test_deleting_an_unknown_type_or_pool_is_404(master: InProcess) -> Non
     assert r.status_code == 200
     await master.backend.pool_put("adhoc", {"v": 1}, {})
     assert (await master.client.delete("/api/v1/pools/adhoc", headers=H)).json() == {"dropped": 1}
+
+
+async def _guess(client: httpx.AsyncClient, n: int, forwarded: str | None) -> list[int]:
+    path = f"/api/v1/automations/{SCRAPE}/queue"
+    codes = []
+    for i in range(n):
+        headers = {"authorization": f"Bearer wrong-guess-{i}"}
+        if forwarded is not None:
+            headers["x-forwarded-for"] = forwarded.format(i=i)
+        codes.append((await client.get(path, headers=headers)).status_code)
+    return codes
+
+
+@pytest.mark.slow
+async def test_a_forged_forwarded_for_escapes_nothing(sqlite_url: str, tmp_path: Any) -> None:
+    """A real master: X-Forwarded-For is ignored unless FLEET_TRUSTED_PROXIES names
+    the peer; then the client it names is throttled, and only that one."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    master = MasterProcess(sqlite_url, plain)
+    try:
+        async with master.client() as http:
+            await _wait_up(http)
+            codes = await _guess(http, 25, "203.0.113.{i}")
+            assert codes[:20] == [401] * 20 and set(codes[20:]) == {429}, codes
+            path = f"/api/v1/automations/{SCRAPE}/queue"
+            ok = await http.get(path)  # the client's admin token
+            assert ok.status_code in (200, 404), ok.text  # never 429
+        assert "203.0.113." not in master.log()
+    finally:
+        master.close()
+    behind = tmp_path / "behind"
+    behind.mkdir()
+    master = MasterProcess(sqlite_url, behind, env={"FLEET_TRUSTED_PROXIES": "127.0.0.1"})
+    try:
+        async with master.client() as http:
+            await _wait_up(http)
+            # Each forwarded client is its own: 25 distinct ones are never throttled...
+            assert set(await _guess(http, 25, "203.0.113.{i}")) == {401}
+            # ...and one that keeps failing is, alone.
+            codes = await _guess(http, 22, "198.51.100.7")
+            assert codes[:20] == [401] * 20 and set(codes[20:]) == {429}, codes
+            assert set(await _guess(http, 3, "198.51.100.8")) == {401}
+    finally:
+        master.close()
+
+
+async def _wait_up(http: httpx.AsyncClient) -> None:
+    for _ in range(300):
+        try:
+            if (await http.get("/healthz")).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        await asyncio.sleep(0.1)
+    raise AssertionError("the master did not come up")

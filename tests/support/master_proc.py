@@ -23,9 +23,17 @@ class MasterProcess:
         backend_url: Its ``--backend``.
         log_dir: Where ``master.log`` is written (stdout and stderr together).
         sweep_seconds: ``FLEET_SWEEP_SECONDS`` (short, so outages show quickly).
+        env: More environment variables for it.
     """
 
-    def __init__(self, backend_url: str, log_dir: Path, *, sweep_seconds: float = 0.5) -> None:
+    def __init__(
+        self,
+        backend_url: str,
+        log_dir: Path,
+        *,
+        sweep_seconds: float = 0.5,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_dir / "master.log"
@@ -34,6 +42,7 @@ class MasterProcess:
             FLEET_ADMIN_TOKEN=MASTER_TOKEN,
             FLEET_SWEEP_SECONDS=str(sweep_seconds),
             FLEET_LOG_LEVEL="INFO",
+            **(env or {}),
         )
         args = [sys.executable, "-m", "fleet", "master", "--port", str(self.port)]
         args += ["--backend", backend_url]
