@@ -10,6 +10,7 @@ from fleet.backends import open_backend, redact_url
 from fleet.backends.base import Backend
 from fleet.core.errors import BackendUnavailable
 from fleet.core.outage import OutageLog
+from fleet.core.redact import absolute_sqlite_url
 from fleet.worker.backoff import backoff_delay
 
 #: Said once, with the first failure: what an operator should look at.
@@ -22,7 +23,7 @@ CHECK_HINT = (
 def describe(url: str, exc: BaseException) -> str:
     """The error's text, naming the backend's URL (password redacted) if it does not."""
     text = str(exc)
-    safe = redact_url(url)
+    safe = redact_url(absolute_sqlite_url(url))
     return text if safe in text else f"{safe}: {text}"
 
 
