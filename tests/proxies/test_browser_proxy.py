@@ -5,6 +5,7 @@ goes through another one (the pattern of docs/primitives.md#proxies)."""
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator
 
@@ -46,6 +47,7 @@ async def test_a_blocked_page_cools_its_proxy_and_the_retry_moves(mem: Backend) 
     pool = pool_module.BrowserPool(needs)
     proxy = ProxyHandle(urls=[blocked.url(), good.url()], health=mem, policy=ProxyPolicy())
     statuses = []
+    reported = float("inf")
     try:
         for _attempt in range(2):
             await proxy.ensure()
@@ -55,6 +57,7 @@ async def test_a_blocked_page_cools_its_proxy_and_the_retry_moves(mem: Backend) 
             statuses.append(status)
             if status == 403:
                 await proxy.report_bad("captcha")
+                reported = time.time()
                 continue
             await proxy.report_ok()
             break
@@ -64,7 +67,10 @@ async def test_a_blocked_page_cools_its_proxy_and_the_retry_moves(mem: Backend) 
         for server in (target, blocked, good):
             await server.close()
     assert statuses == [403, 200]
-    assert len(blocked.forbidden) == 1 and len(good.requests) >= 1
+    # The page, and at times the favicon Chromium asks for after it, met the blocked
+    # proxy; nothing did once it was reported.
+    assert 1 <= len(blocked.forbidden) <= 2 and len(good.requests) >= 1
+    assert all(t < reported for t in blocked.forbidden)
     assert target.hits >= 1  # the page (and its favicon) came through the good proxy
     listed = {p.key: p for p in await mem.proxy_list()}
     assert listed[proxy_key(blocked.url())].cooling_until is not None
