@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,6 +23,10 @@ from fleet.core.errors import ContractValueError
 
 #: The longest group name (the same rule as task ids).
 MAX_GROUP_LEN = 200
+#: The longest period of a rate (a year), and the most starts in one: a rate
+#: beyond them limits nothing anyone means, and its times would overflow.
+MAX_RATE_PERIOD = 366 * 86400.0
+MAX_RATE_COUNT = 1_000_000_000
 
 _RATE_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*(s|sec|second|m|min|minute|h|hour|d|day)\s*$")
 _UNIT_SECONDS = {
@@ -66,6 +71,14 @@ def parse_rate(text: str) -> Rate:
     if count < 1 or mult < 1:
         raise ContractValueError(f"rate {text!r} must allow at least 1 per period", field="rate")
     per = mult * _UNIT_SECONDS[m.group(3)]
+    if per > MAX_RATE_PERIOD:
+        raise ContractValueError(
+            f"rate {text!r}: its period must be at most 366 days", field="rate"
+        )
+    if count > MAX_RATE_COUNT:
+        raise ContractValueError(
+            f"rate {text!r}: at most {MAX_RATE_COUNT:,} per period", field="rate"
+        )
     unit = m.group(3)[0]
     return Rate(count, per, f"{count}/{mult if mult > 1 else ''}{unit}")
 
@@ -86,7 +99,17 @@ def check_plain(value: Any, *, field: str, max_len: int) -> str:
         raise ContractValueError(f"{field} must not contain control characters", field=field)
     if any(0xD800 <= ord(c) <= 0xDFFF for c in value):
         raise ContractValueError(f"{field} must not contain unpaired surrogates", field=field)
+    if any(unicodedata.category(c) in _INVISIBLE for c in value if ord(c) >= 0x80):
+        # Format characters (U+202E reverses what follows, U+200B hides) and line or
+        # paragraph separators (U+2028) make one name look like another in a log,
+        # a table or the dashboard.
+        raise ContractValueError(
+            f"{field} must not contain format characters or line separators", field=field
+        )
     return value
+
+
+_INVISIBLE = frozenset({"Cf", "Zl", "Zp"})
 
 
 def check_group(group: Any, *, field: str = "group") -> str:
@@ -96,7 +119,11 @@ def check_group(group: Any, *, field: str = "group") -> str:
     Raises:
         ContractValueError: naming ``field``.
     """
-    return check_plain(group, field=field, max_len=MAX_GROUP_LEN)
+    check_plain(group, field=field, max_len=MAX_GROUP_LEN)
+    if group in (".", ".."):
+        # A URL normalises them away: the dashboard and the CLI could never reach it.
+        raise ContractValueError(f"{field} must not be '.' or '..'", field=field)
+    return str(group)
 
 
 def check_concurrency(value: Any, *, field: str = "concurrency") -> int | None:

@@ -54,8 +54,12 @@ def parse_every(value: str | float | int) -> float:
                 field="every_seconds",
             )
         seconds = float(m.group(1)) * _UNIT[m.group(2)]
-    if not (math.isfinite(seconds) and 1 <= seconds <= MAX_SECONDS):
+    if not (math.isfinite(seconds) and seconds >= 1):
         raise ContractValueError("every must be at least 1 second", field="every_seconds")
+    if seconds > MAX_SECONDS:
+        raise ContractValueError(
+            f"every must be at most 366 days ({MAX_SECONDS:.0f} s)", field="every_seconds"
+        )
     return seconds
 
 
@@ -181,8 +185,13 @@ def check_definition(d: dict[str, Any]) -> dict[str, Any]:
     jitter = d.get("jitter_seconds", 0.0)
     if isinstance(jitter, bool) or not isinstance(jitter, int | float):
         raise ContractValueError("jitter_seconds must be a number", field="jitter_seconds")
-    if not (math.isfinite(jitter) and 0 <= jitter <= MAX_SECONDS):
+    if not (math.isfinite(jitter) and jitter >= 0):
         raise ContractValueError("jitter_seconds must be >= 0", field="jitter_seconds")
+    if jitter > MAX_SECONDS:
+        raise ContractValueError(
+            f"jitter_seconds must be at most 366 days ({MAX_SECONDS:.0f} s)",
+            field="jitter_seconds",
+        )
     out["jitter_seconds"] = float(jitter)
     out.setdefault("priority", 0)
     out.setdefault("enabled", True)

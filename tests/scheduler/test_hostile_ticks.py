@@ -184,3 +184,50 @@ async def test_schedules_are_capped_and_paged(backend_url: str) -> None:
     finally:
         await inproc.client.aclose()
         await lifespan.__aexit__(None, None, None)
+
+
+async def test_small_things_are_refused_clearly(master: InProcess) -> None:
+    h = auth(ADMIN)
+    groups = f"/api/v1/automations/{SCRAPE}/groups"
+    for name in (".", ".."):
+        r = await master.client.post(
+            TASKS, json={"payload": {"url": "u"}, "group": name}, headers=h
+        )
+        assert r.status_code == 422 and "'.' or '..'" in r.text, r.text
+    for name in ("a\u2028b", "evil\u202etxt.exe", "zero\u200bwidth"):
+        r = await master.client.post(
+            TASKS, json={"payload": {"url": "u"}, "group": name}, headers=h
+        )
+        assert r.status_code == 422 and "format characters" in r.text, r.text
+        r = await master.client.post(
+            TASKS, json={"payload": {"url": "u"}, "task_id": name}, headers=h
+        )
+        assert r.status_code == 422, r.text
+    # Letters beyond ASCII are names like any other.
+    r = await master.client.post(
+        TASKS, json={"payload": {"url": "u"}, "group": "köln-ü"}, headers=h
+    )
+    assert r.status_code == 202, r.text
+    r = await master.client.put(f"{groups}/g", json={"rate": "1/" + "9" * 30 + "d"}, headers=h)
+    assert r.status_code == 422 and "366 days" in r.text, r.text
+    r = await master.client.put(f"{groups}/g", json={"paused": "yes"}, headers=h)
+    assert r.status_code == 422, r.text
+    r = await master.client.put(f"{groups}/g", json={"concurrency": "2"}, headers=h)
+    assert r.status_code == 422, r.text
+    base = {"id": "s", "payload": {"url": "u"}}
+    bad: list[tuple[dict[str, Any], str, str | None]] = [
+        ({"every_seconds": True}, "every_seconds", None),
+        ({"every_seconds": 60, "jitter_seconds": "10"}, "jitter_seconds", None),
+        ({"every_seconds": 60, "enabled": "yes"}, "enabled", None),
+        ({"every_seconds": 0.5}, "every_seconds", "at least 1 second"),
+        ({"every_seconds": 10**9}, "every_seconds", "at most 366 days"),
+        ({"every_seconds": 60, "jitter_seconds": -1}, "jitter_seconds", ">= 0"),
+        ({"every_seconds": 60, "jitter_seconds": 10**9}, "jitter_seconds", "at most 366 days"),
+    ]
+    for change, field, words in bad:
+        r = await master.client.post(SCHEDULES, json={**base, **change}, headers=h)
+        assert r.status_code == 422, (change, r.text)
+        detail = r.json()["detail"][0]
+        assert detail["loc"][-1] == field or field in detail["loc"], (change, detail)
+        if words is not None:
+            assert words in detail["msg"], (change, detail)

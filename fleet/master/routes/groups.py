@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
 
 from fleet.backends.base import Backend
 from fleet.core.config import merge_config
@@ -48,11 +48,11 @@ class GroupBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    concurrency: int | None = Field(default=None, ge=1, le=1_000_000)
+    concurrency: StrictInt | None = Field(default=None, ge=1, le=1_000_000)
     rate: str | None = Field(
         default=None, max_length=40, description="'5/s', '100/m', '1000/h', '20/d' or '3/10s'."
     )
-    paused: bool = False
+    paused: StrictBool = False
 
     @field_validator("rate")
     @classmethod

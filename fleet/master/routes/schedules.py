@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, StrictInt
 from pydantic.json_schema import SkipJsonSchema
 
 from fleet.backends.base import Backend
@@ -65,6 +65,11 @@ _MISFIRE = "'once': one catch-up run after an outage; 'skip': none."
 _JITTER = "Fire each tick up to this many seconds later, to spread load."
 
 
+#: A JSON number, never a string or a boolean (``"10"`` and ``true`` are refused, not
+#: coerced: a typo must not become a setting).
+StrictNumber = Annotated[float, Strict()]
+
+
 class ScheduleBody(BaseModel):
     """A new schedule: exactly one of ``cron`` and ``every_seconds``."""
 
@@ -72,15 +77,15 @@ class ScheduleBody(BaseModel):
 
     id: str = Field(min_length=1, max_length=100, description="Unique within the type.")
     cron: str | None = Field(default=None, max_length=200, description=_CRON)
-    every_seconds: float | None = Field(default=None, description=_EVERY)
+    every_seconds: StrictNumber | None = Field(default=None, description=_EVERY)
     timezone: str = Field(default="UTC", max_length=100, description=_TZ)
     payload: Any = Field(description=_PAYLOAD)
-    priority: int = Field(default=0, description="`>0` high tier, `0` normal, `<0` low.")
+    priority: StrictInt = Field(default=0, description="`>0` high tier, `0` normal, `<0` low.")
     group: str | None = Field(default=None, description="The tasks' flow-control group.")
-    max_attempts: int | None = Field(default=None, description="Per-task attempts (1..1000).")
-    enabled: bool = Field(default=True, description="False: no tick fires until resumed.")
+    max_attempts: StrictInt | None = Field(default=None, description="Per-task attempts (1..1000).")
+    enabled: StrictBool = Field(default=True, description="False: no tick fires until resumed.")
     misfire: Literal["once", "skip"] = Field(default="once", description=_MISFIRE)
-    jitter_seconds: float = Field(default=0.0, description=_JITTER)
+    jitter_seconds: StrictNumber = Field(default=0.0, description=_JITTER)
 
 
 class SchedulePatch(BaseModel):
@@ -90,21 +95,21 @@ class SchedulePatch(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     cron: str | None = Field(default=None, max_length=200, description=_CRON)
-    every_seconds: float | None = Field(default=None, description=_EVERY)
+    every_seconds: StrictNumber | None = Field(default=None, description=_EVERY)
     timezone: str | None = Field(default=None, max_length=100, description=_TZ + " Null: UTC.")
     payload: Any = Field(default=None, description=_PAYLOAD)
-    priority: int | SkipJsonSchema[None] = Field(
+    priority: StrictInt | SkipJsonSchema[None] = Field(
         default=None, description="`>0` high tier, `0` normal, `<0` low."
     )
     group: str | None = Field(default=None, description="The tasks' flow-control group.")
-    max_attempts: int | None = Field(default=None, description="Per-task attempts (1..1000).")
-    enabled: bool | SkipJsonSchema[None] = Field(
+    max_attempts: StrictInt | None = Field(default=None, description="Per-task attempts (1..1000).")
+    enabled: StrictBool | SkipJsonSchema[None] = Field(
         default=None, description="False pauses, true resumes."
     )
     misfire: Literal["once", "skip"] | SkipJsonSchema[None] = Field(
         default=None, description=_MISFIRE
     )
-    jitter_seconds: float | SkipJsonSchema[None] = Field(default=None, description=_JITTER)
+    jitter_seconds: StrictNumber | SkipJsonSchema[None] = Field(default=None, description=_JITTER)
 
 
 def _answer(record: ScheduleRecord) -> dict[str, Any]:
