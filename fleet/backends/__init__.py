@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from fleet.backends.base import Backend, Subscription
 from fleet.core.errors import UnsupportedBackend
+from fleet.core.redact import mask_credentials
 
 __all__ = ["Backend", "Subscription", "backend_class", "open_backend", "redact_url"]
 
@@ -85,10 +86,6 @@ async def open_backend(url: str) -> Backend:
 
 
 def redact_url(url: str) -> str:
-    """The URL with any password replaced by ``***`` (safe to print or log)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = parts.username or ""
-    return url.replace(parts.netloc, f"{user}:***@{netloc[-1]}", 1)
+    """The URL with its password masked (safe to print or log), by the one masking
+    function of Fleet (:func:`fleet.core.redact.mask_credentials`)."""
+    return mask_credentials(url, keep_user=True)

@@ -9,8 +9,10 @@ proxies in the :class:`~fleet.core.capabilities.ProxyHealth` capability, shared 
 every slot of every worker: ``report_bad`` cools a proxy down for everyone, the handle
 never moves to a cooling proxy unless all of them cool, it holds a place on the proxy
 it uses (``proxy_max_concurrency`` caps them fleet-wide), and ``sticky(key)`` keeps an
-account on one proxy. A proxy is named by :func:`proxy_key`, which never holds a
-password; :func:`mask_url` is what logs show of a URL.
+account on one proxy. A proxy is named by :func:`proxy_key`, which holds neither a
+password nor anything a user name can be guessed from (its digest is keyed with the
+backend's secret salt, :func:`proxy_key_salt`); :func:`mask_url` is what logs show of a
+URL.
 """
 
 from __future__ import annotations
@@ -18,13 +20,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import hmac
 import logging
 import os
+import secrets
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import SplitResult, unquote, urlsplit
 
+from fleet.core.capabilities.primitives import Primitives
 from fleet.core.errors import BackendError, Throttled
 from fleet.core.flow import check_group
 from fleet.core.outage import OutageLog
@@ -48,6 +53,15 @@ PLACE_WAIT_SECONDS = 30.0
 STICKY_SECONDS = 3600.0
 #: Fresh sessions a provider-backed handle offers besides its current one.
 PROVIDER_CANDIDATES = 3
+#: Where the backend keeps the salt of proxy keys (``kv`` namespace and key): a random
+#: value made once per backend by the first slot that needs it, so every worker keys a
+#: proxy alike while a reader of keys (a read token, the metrics) cannot test guesses
+#: of a user name against them. Not reachable through the API.
+SALT_NS = "fleet-proxy"
+SALT_KEY = "key-salt"
+# The salt of a process without a backend (or a health store without a kv): its keys
+# never leave the process, and still reveal nothing.
+_LOCAL_SALT = secrets.token_hex(16)
 
 _outages = OutageLog(log)
 #: Proxy lists (owner + proxies) whose "every proxy is cooling" warning is out.
@@ -60,12 +74,17 @@ def _split(url: str) -> SplitResult:
     return urlsplit(url if "://" in url else f"http://{url}")
 
 
-def proxy_key(url: str) -> str:
+def proxy_key(url: str, salt: str | None = None) -> str:
     """The name of a proxy in the backend, the API and the metrics: ``scheme://host:port``,
     plus ``#`` and a digest of the user name when the URL has one (two accounts on one
     gateway are two proxies). Never holds the password, nor the user name itself::
 
-        proxy_key("http://user:secret@gate.example:7000") == "http://gate.example:7000#<10 hex>"
+        proxy_key("http://user:pw@gate.example:7000", salt) == "http://gate.example:7000#<10 hex>"
+
+    The digest is an HMAC-SHA-256 keyed with ``salt`` (the backend's,
+    :func:`proxy_key_salt`; None: this process's own), so a key cannot be matched
+    against guessed user names offline (a user name is often an account id or the API
+    key itself). The same URL gives the same key wherever the salt is the same.
     """
     parts = _split(url.strip())
     scheme = (parts.scheme or "http").lower()
@@ -79,20 +98,35 @@ def proxy_key(url: str) -> str:
     port = port or DEFAULT_PORTS.get(scheme)
     key = f"{scheme}://{host}" + (f":{port}" if port else "")
     if parts.username:
-        digest = hashlib.sha256(unquote(parts.username).encode("utf-8", "replace")).hexdigest()
-        key += f"#{digest[:10]}"
+        secret = (_LOCAL_SALT if salt is None else salt).encode()
+        name = unquote(parts.username).encode("utf-8", "replace")
+        key += f"#{hmac.new(secret, name, hashlib.sha256).hexdigest()[:10]}"
     return key
 
 
+async def proxy_key_salt(store: Primitives) -> str:
+    """The backend's salt of proxy keys, made (atomically, once) if it has none yet.
+
+    Raises:
+        BackendError: The backend is unreachable.
+    """
+    salt = await store.kv_get(SALT_NS, SALT_KEY)
+    if salt is None:
+        # setnx: of slots starting at once on a fresh backend, one salt wins for all.
+        await store.kv_setnx(SALT_NS, SALT_KEY, secrets.token_hex(16))
+        salt = await store.kv_get(SALT_NS, SALT_KEY)
+    if not salt:
+        raise BackendError("the proxy-key salt vanished from the backend as it was made")
+    return salt
+
+
 def mask_url(url: str | None) -> str:
-    """``url`` with its user name and password replaced by ``***`` (safe to log)."""
+    """``url`` with its credentials masked (safe to log): the one masking function,
+    :func:`fleet.core.redact.mask_credentials`, reading ``url`` as a URL even
+    without a scheme (``user:pw@host:port``, ``apikey@host``)."""
     if not url:
         return str(url)
-    parts = _split(url)
-    if not parts.username and parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[-1]
-    return parts._replace(netloc=f"***:***@{host}").geturl()
+    return mask_credentials(url, url_list=True)
 
 
 class ProxyProvider(Protocol):
@@ -196,6 +230,9 @@ class ProxyHandle:
         # then keeps the sticky proxy rather than spreading the slot's load.
         self._sticky: str | None = None
         self._renewer: asyncio.Task[None] | None = None
+        # The backend's salt of proxy keys, read by the first call that needs a key the
+        # backend shares (None until then: keys are this process's own).
+        self._salt: str | None = None
         source = "|".join(sorted({proxy_key(u) for u in self._urls})) or "provider"
         self._list_id = f"{owner}|{hashlib.sha256(source.encode()).hexdigest()[:12]}"
         self.url: str | None = None
@@ -204,8 +241,15 @@ class ProxyHandle:
     # ------------------------------------------------------------------ state
     @property
     def key(self) -> str | None:
-        """The current proxy's :func:`proxy_key` (None without a proxy)."""
-        return None if self.url is None else proxy_key(self.url)
+        """The current proxy's :func:`proxy_key` (None without a proxy), salted as the
+        backend's once the handle has talked to it (after :meth:`ensure`)."""
+        return None if self.url is None else proxy_key(self.url, self._salt)
+
+    async def _shared_salt(self) -> str | None:
+        # Raises BackendError (the callers treat it as any other outage).
+        if self._salt is None and isinstance(self._health, Primitives):
+            self._salt = await proxy_key_salt(self._health)
+        return self._salt
 
     @property
     def active(self) -> bool:
@@ -259,12 +303,18 @@ class ProxyHandle:
         if self._health is None:
             self._set(*usable[0])
             return self.url
+        component = f"{self._label()}: proxy health"
+        try:
+            salt = await self._shared_salt()
+        except BackendError as exc:
+            _outages.failed(component, exc, hint="picking proxies without their health")
+            self._set(*usable[0])
+            return self.url
         by_key: dict[str, Option] = {}
         for url, session in usable:
-            by_key.setdefault(proxy_key(url), (url, session))
+            by_key.setdefault(proxy_key(url, salt), (url, session))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.wait_seconds
-        component = f"{self._label()}: proxy health"
         while True:
             try:
                 got = await self._health.proxy_take(
@@ -406,8 +456,12 @@ class ProxyHandle:
         it cools down for ``proxy_cooldown_seconds`` on every worker) and rotate away."""
         key = self.key
         if key is not None and self._health is not None:
+            # Every credential form (a scheme or not, user name only) goes: the reason is
+            # stored, listed to read tokens and logged.
             reason = mask_credentials(reason)
             try:
+                await self._shared_salt()
+                key = self.key or key
                 until = await self._health.proxy_report(
                     key,
                     ok=False,
@@ -423,11 +477,11 @@ class ProxyHandle:
 
     async def report_ok(self) -> None:
         """Report that the current proxy worked (its run of bad reports ends)."""
-        key = self.key
-        if key is None or self._health is None:
+        if self.url is None or self._health is None:
             return
         with contextlib.suppress(BackendError):
-            await self._health.proxy_report(key, ok=True)
+            await self._shared_salt()
+            await self._health.proxy_report(proxy_key(self.url, self._salt), ok=True)
 
     def _log_cooling(self, key: str, until: float | None, reason: str) -> None:
         if until is None or _cooling_logged.get(key) == until:

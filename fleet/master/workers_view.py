@@ -9,7 +9,7 @@ from typing import Any
 
 from fleet.backends.base import Backend
 from fleet.core.records import WorkerRecord
-from fleet.master.secrets import mask_url_credentials
+from fleet.core.redact import mask_credentials
 from fleet.protocol import CONTROL_NS, drain_key
 
 #: A worker is up while its last heartbeat is within this many heartbeat periods.
@@ -73,7 +73,7 @@ def worker_view(record: WorkerRecord, now: float, heartbeat_seconds: float) -> d
         "gen": {"desired": record.gen, "applied": applied},
         "lagging": up and applied < record.gen,
         "hardware": record.hardware,
-        "last_error": mask_url_credentials(state.get("last_error") or "") or None,
+        "last_error": mask_credentials(state.get("last_error") or "") or None,
         "host": state.get("host") or record.hardware.get("host"),
         "pid": _int(state.get("pid"), _int(record.hardware.get("pid"))) or None,
         "started_at": state.get("started_at"),

@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from fleet.backends import open_backend
-from fleet.core.proxy import ProxyHandle, ProxyPolicy, proxy_key
+from fleet.core.proxy import ProxyHandle, ProxyPolicy, proxy_key, proxy_key_salt
 from tests.browser.stack import READ_TOKEN, SCOPED_TOKEN, Stack
 from tests.browser.test_dashboard import Watch, browser, page, shot, sign_in, stack
 
@@ -21,12 +21,13 @@ BAD = "http://alice:s3cret@bad.proxy.test:8001"
 GOOD = "http://alice:s3cret@good.proxy.test:8002"
 
 
-async def _report(url: str) -> None:
+async def _report(url: str) -> str:
     backend = await open_backend(url)
     try:
         slot = ProxyHandle(urls=[BAD, GOOD], health=backend, policy=ProxyPolicy())
         await slot.ensure()
         await slot.report_bad(f"captcha through {BAD}")  # and holds a place on GOOD now
+        return await proxy_key_salt(backend)
     finally:
         await backend.close()
 
@@ -37,14 +38,14 @@ def test_proxies_page_shows_health_without_credentials(
 ) -> None:
     # Playwright's sync API runs an event loop here: the backend gets a thread of its own.
     with ThreadPoolExecutor(1) as pool:
-        pool.submit(lambda: asyncio.run(_report(stack.backend_url))).result()
+        salt = pool.submit(lambda: asyncio.run(_report(stack.backend_url))).result()
     p, _ = page
     sign_in(p, stack, "#/proxies", token=READ_TOKEN)
     expect(p.locator("#nav a[data-route=proxies]")).to_have_class("active")
-    bad = p.locator(f"#proxies tr[data-proxy='{proxy_key(BAD)}']")
-    good = p.locator(f"#proxies tr[data-proxy='{proxy_key(GOOD)}']")
+    bad = p.locator(f"#proxies tr[data-proxy='{proxy_key(BAD, salt)}']")
+    good = p.locator(f"#proxies tr[data-proxy='{proxy_key(GOOD, salt)}']")
     expect(bad.locator("[data-role=proxy-state]")).to_contain_text("cooling")
-    expect(bad).to_contain_text("captcha through http://***@bad.proxy.test:8001")
+    expect(bad).to_contain_text("captcha through http://********@bad.proxy.test:8001")
     expect(good.locator("[data-role=proxy-state]")).to_have_text("healthy")
     expect(good.locator("td").nth(2)).to_have_text("1")  # in use
     expect(p.locator("[data-role=proxies-summary]")).to_contain_text("1 cooling down")

@@ -123,7 +123,7 @@ async def test_waiting_names_the_backend_without_its_password(
             await waiting
     (record,) = caplog.records
     line = record.getMessage()
-    assert "s3cret" not in line and "redis://:***@127.0.0.1:" in line
+    assert "s3cret" not in line and "redis://:********@127.0.0.1:" in line
     assert line.startswith("master: backend down (") and "FLEET_BACKEND_URL" in line
     assert record.exc_info is None
 

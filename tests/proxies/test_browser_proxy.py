@@ -14,7 +14,7 @@ import pytest
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core.browser import BrowserNeeds
-from fleet.core.proxy import ProxyHandle, ProxyPolicy, proxy_key
+from fleet.core.proxy import ProxyHandle, ProxyPolicy, proxy_key, proxy_key_salt
 from tests.browser.stack import CHROMIUM
 from tests.proxies.http_proxy import ForwardProxy, Target
 
@@ -73,5 +73,6 @@ async def test_a_blocked_page_cools_its_proxy_and_the_retry_moves(mem: Backend) 
     assert all(t < reported for t in blocked.forbidden)
     assert target.hits >= 1  # the page (and its favicon) came through the good proxy
     listed = {p.key: p for p in await mem.proxy_list()}
-    assert listed[proxy_key(blocked.url())].cooling_until is not None
-    assert listed[proxy_key(good.url())].oks == 1
+    salt = await proxy_key_salt(mem)
+    assert listed[proxy_key(blocked.url(), salt)].cooling_until is not None
+    assert listed[proxy_key(good.url(), salt)].oks == 1

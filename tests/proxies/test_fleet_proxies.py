@@ -30,7 +30,7 @@ import pytest
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
-from fleet.core.proxy import proxy_key
+from fleet.core.proxy import proxy_key, proxy_key_salt
 from fleet.core.submission import make_push_request
 from tests.proxies.http_proxy import ForwardProxy, Target
 from tests.worker.procs import ROOT, fleet_env
@@ -86,10 +86,11 @@ async def test_two_workers_share_proxy_health(
 ) -> None:
     target, proxies = net
     b = proxies[1]
-    keys = {p.name: proxy_key(p.url()) for p in proxies}
     ledger = tmp_path / "ledger.jsonl"
     backend = await open_backend(redis_url)
     try:
+        salt = await proxy_key_salt(backend)  # the workers key proxies with it too
+        keys = {p.name: proxy_key(p.url(), salt) for p in proxies}
         await _scenario(backend, redis_url, target, proxies, b, keys, ledger, tmp_path)
     finally:
         await backend.close()  # also when an assertion failed: no socket left behind

@@ -22,6 +22,7 @@ from fleet.core.proxy import (
     TemplateProvider,
     mask_url,
     proxy_key,
+    proxy_key_salt,
 )
 from fleet.core.redact import mask_credentials
 from fleet.worker.proxies import build_proxy
@@ -40,6 +41,11 @@ async def backend() -> AsyncIterator[Backend]:
     await b.close()
 
 
+async def skey(backend: Backend, url: str) -> str:
+    """``url``'s key as the backend knows it (salted with the backend's salt)."""
+    return proxy_key(url, await proxy_key_salt(backend))
+
+
 def handle(backend: Backend, index: int = 0, **policy: Any) -> ProxyHandle:
     return ProxyHandle(
         urls=URLS, index=index, health=backend, policy=ProxyPolicy(**policy), owner="shop"
@@ -50,12 +56,14 @@ def handle(backend: Backend, index: int = 0, **policy: Any) -> ProxyHandle:
 
 
 def test_keys_hold_no_credentials() -> None:
-    key = proxy_key(P1)
+    salt = "0123456789abcdef"
+    key = proxy_key(P1, salt)
     assert key.startswith("http://p1.test:8001#") and len(key) == len("http://p1.test:8001#") + 10
     assert "alice" not in key and "s3cret" not in key
     # Same host and port, another user: another proxy; same user, another password: the same.
-    assert proxy_key("http://carol:x@p1.test:8001") != key
-    assert proxy_key("http://alice:changed@p1.test:8001") == key
+    assert proxy_key("http://carol:x@p1.test:8001", salt) != key
+    assert proxy_key("http://alice:changed@p1.test:8001", salt) == key
+    assert proxy_key("alice:s3cret@p1.test:8001", salt) == key  # no scheme: http
     assert proxy_key("http://p1.test:8001") == "http://p1.test:8001"
     assert proxy_key("p1.test:8001") == "http://p1.test:8001"
     assert proxy_key("HTTP://P1.Test") == "http://p1.test:80"
@@ -63,12 +71,28 @@ def test_keys_hold_no_credentials() -> None:
     assert proxy_key("https://h.test") == "https://h.test:443"
 
 
+def test_a_key_cannot_be_checked_against_guessed_user_names() -> None:
+    # The digest used to be a bare SHA-256 of the user name: anyone reading keys (a read
+    # token, /metrics) could confirm a guess offline. Now it is keyed with a salt.
+    import hashlib
+
+    for url, user in ((P1, "alice"), ("http://apikey-abc@gate.test:7000", "apikey-abc")):
+        key = proxy_key(url, "salt-one")
+        assert hashlib.sha256(user.encode()).hexdigest()[:10] not in key
+        assert proxy_key(url, "salt-two") != key  # the salt decides, not the user name
+        assert proxy_key(url) != key  # no salt given: this process's own
+
+
 def test_masking() -> None:
-    assert mask_url(P1) == "http://***:***@p1.test:8001"
+    assert mask_url(P1) == "http://********@p1.test:8001"
+    assert mask_url("bob:hunter2@p3.test:8003") == "********@p3.test:8003"
+    assert mask_url("apikey-abc@gate.test") == "********@gate.test"
     assert mask_url("http://p1.test:8001") == "http://p1.test:8001"
     assert mask_url(None) == "None"
     text = "blocked via http://alice:s3cret@p1.test:8001/x and socks5://u:p@h:1"
-    assert mask_credentials(text) == "blocked via http://***@p1.test:8001/x and socks5://***@h:1"
+    assert mask_credentials(text) == (
+        "blocked via http://********@p1.test:8001/x and socks5://********@h:1"
+    )
 
 
 # ------------------------------------------------------------ cool-downs
@@ -88,9 +112,9 @@ async def test_a_bad_report_is_seen_by_every_slot(backend: Backend) -> None:
     assert await b.rotate() == P3
     assert await b.set_country("de") == P3
     listed = {p.key: p for p in await backend.proxy_list()}
-    bad = listed[proxy_key(P1)]
+    bad = listed[await skey(backend, P1)]
     assert bad.cooling_until is not None and bad.failures == 1
-    assert bad.last_reason == "captcha at http://***@p1.test:8001"  # never the password
+    assert bad.last_reason == "captcha at http://********@p1.test:8001"  # never the password
     await a.close()
     await b.close()
 
@@ -109,7 +133,8 @@ async def test_the_threshold_and_the_end_of_a_cool_down(backend: Backend) -> Non
     assert await a.rotate() == P1  # back after its cool-down
     await a.report_ok()
     listed = {p.key: p for p in await backend.proxy_list()}
-    assert (listed[proxy_key(P1)].score, listed[proxy_key(P1)].oks) == (0, 1)
+    p1 = listed[await skey(backend, P1)]
+    assert (p1.score, p1.oks) == (0, 1)
     await a.close()
 
 
@@ -162,9 +187,9 @@ async def test_places_are_renewed_while_held(backend: Backend) -> None:
     a.hold_seconds = 0.3  # renewed every 0.1 s
     await a.ensure()
     await asyncio.sleep(0.7)
-    assert {p.key: p.in_use for p in await backend.proxy_list()}[proxy_key(P1)] == 1
+    assert {p.key: p.in_use for p in await backend.proxy_list()}[await skey(backend, P1)] == 1
     await a.close()
-    assert {p.key: p.in_use for p in await backend.proxy_list()}[proxy_key(P1)] == 0
+    assert {p.key: p.in_use for p in await backend.proxy_list()}[await skey(backend, P1)] == 0
 
 
 async def test_a_rotation_moves_the_place(backend: Backend) -> None:
@@ -174,7 +199,8 @@ async def test_a_rotation_moves_the_place(backend: Backend) -> None:
     assert await a.rotate() == P3  # P2 is full
     assert await b.rotate() == P1  # freed by a
     in_use = {p.key: p.in_use for p in await backend.proxy_list()}
-    assert in_use == {proxy_key(P1): 1, proxy_key(P2): 0, proxy_key(P3): 1}
+    keys = [await skey(backend, url) for url in (P1, P2, P3)]
+    assert in_use == dict(zip(keys, [1, 0, 1], strict=True))
     await a.close()
     await b.close()
 
@@ -187,7 +213,7 @@ async def test_sticky_keys_keep_their_proxy_across_slots(backend: Backend) -> No
     first = await a.sticky("account-7")
     assert await b.sticky("account-7") == first
     assert await b.sticky("account-7") == first
-    assert await backend.proxy_sticky("account-7") == proxy_key(first or "")
+    assert await backend.proxy_sticky("account-7") == await skey(backend, first or "")
     # Its proxy cools down: the key moves, and stays on its new proxy.
     await a.report_bad("banned")
     moved = await b.sticky("account-7")
@@ -208,7 +234,7 @@ async def test_provider_urls_get_health_per_session(backend: Backend) -> None:
     second = await a.report_bad("403")
     assert second != first
     listed = {p.key: p for p in await backend.proxy_list()}
-    assert listed[proxy_key(first)].cooling_until is not None
+    assert listed[await skey(backend, first)].cooling_until is not None
     assert all(k.startswith("http://gate.test:7000#") for k in listed)
     assert (await a.set_country("de") or "").endswith("-de:pw@gate.test:7000")
     # A sticky key gets the same session on every slot (in the same country).

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from fleet.backends import open_backend
-from fleet.core.proxy import proxy_key
+from fleet.core.proxy import proxy_key, proxy_key_salt
 from fleet.core.submission import make_push_request
 from tests.proxies.http_proxy import ForwardProxy, Target
 from tests.proxies.test_fleet_proxies import TYPE, start_worker
@@ -90,7 +90,7 @@ async def test_a_recovered_proxy_takes_its_share_again(
 
         async def cooling_until() -> float | None:
             listed = {p.key: p for p in await backend.proxy_list()}
-            info = listed.get(proxy_key(a.url()))
+            info = listed.get(proxy_key(a.url(), await proxy_key_salt(backend)))
             return None if info is None else info.cooling_until
 
         async def cooled() -> bool:

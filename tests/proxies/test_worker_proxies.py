@@ -14,7 +14,7 @@ import pytest
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
-from fleet.core.proxy import proxy_key
+from fleet.core.proxy import proxy_key, proxy_key_salt
 from tests.proxies.http_proxy import ForwardProxy, Target
 from tests.proxies.plugin import ProxyFetch
 from tests.worker.support import push, push_config, running_worker, wait_until
@@ -71,14 +71,14 @@ async def test_cap_cool_down_and_places(
 
         await wait_until(all_done, timeout=30, what="every task done")
         lines = ledger(path)
+        salt = await proxy_key_salt(mem)  # what the worker's slots key proxies with
         # The blocked proxy answered one 403, was reported and never used again.
-        assert [line["status"] for line in lines if line["proxy"] == proxy_key(blocked.url())] == [
-            403
-        ]
+        blocked_key = proxy_key(blocked.url(), salt)
+        assert [line["status"] for line in lines if line["proxy"] == blocked_key] == [403]
         assert len(blocked.requests) == 1
         assert good.max_in_flight == 1  # three slots, a cap of one
         listed = {p.key: p for p in await mem.proxy_list()}
-        assert listed[proxy_key(blocked.url())].cooling_until is not None
+        assert listed[blocked_key].cooling_until is not None
         assert "pw-" not in json.dumps([p.to_dict() for p in listed.values()])
         # New proxies: the places on the old ones are given back at once.
         fresh = ForwardProxy("p2")
@@ -88,7 +88,7 @@ async def test_cap_cool_down_and_places(
 
             async def moved() -> bool:
                 found = {p.key: p.in_use for p in await mem.proxy_list()}
-                return found.get(proxy_key(good.url())) == 0
+                return found.get(proxy_key(good.url(), salt)) == 0
 
             await wait_until(moved, timeout=10, what="the old places given back")
             (tid,) = await push(mem, T, {"target": f"{target.url}/after"})

@@ -61,9 +61,14 @@ async def patch_config(
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """Validate against ``Config`` (422), store, bump the generation of every worker of
-    the type and push it; per-worker overrides are kept."""
+    the type and push it; per-worker overrides are kept. Masked secrets sent back keep
+    the stored ones; a mask that matches no stored secret is a 422."""
     entry = await require_readable_entry(backend, automation_type)
-    patch = unmask_patch(patch, await backend.config_get(automation_type))
+    # The client was shown the stored config over the defaults (the dashboard's form
+    # edits ``effective``): a mask it sends back stands for a secret of either.
+    schema = entry.get("config") or {}
+    shown = merge_config(schema_defaults(schema), await backend.config_get(automation_type))
+    patch = unmask_patch(patch, shown)
     result = await patch_type_config(backend, automation_type, entry, patch, replace=replace)
     answer = result.to_dict()
     answer["config"] = mask_config(answer["config"], entry.get("config") or {})
@@ -86,7 +91,12 @@ async def patch_worker(
     """Validate the merged config (422), store the override, bump that worker's
     generation and push it. An override of a worker not registered yet is kept for it."""
     entry = await require_readable_entry(backend, automation_type)
-    patch = unmask_patch(patch, await backend.config_get(automation_type, worker_id))
+    # A worker's masks may stand for its override or the type-wide value it was shown
+    # merged with it (``GET .../workers/{id}``: ``merged``).
+    schema = entry.get("config") or {}
+    type_wide = merge_config(schema_defaults(schema), await backend.config_get(automation_type))
+    override = await backend.config_get(automation_type, worker_id)
+    patch = unmask_patch(patch, merge_config(type_wide, override))
     result = await patch_worker_config(
         backend, automation_type, worker_id, entry, patch, replace=replace
     )
