@@ -36,6 +36,7 @@ from fleet.core.capabilities import (
     ScheduleStore,
     Streams,
     Subscription,
+    TaskCapabilities,
     TaskGroups,
     TaskQueues,
 )
@@ -72,6 +73,7 @@ def log_expired(automation_type: str, task_id: str, age: float | None, ttl: floa
 
 
 class Backend(
+    TaskCapabilities,
     TaskQueues,
     TaskGroups,
     Streams,

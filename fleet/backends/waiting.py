@@ -8,10 +8,10 @@ import logging
 
 from fleet.backends import open_backend, redact_url
 from fleet.backends.base import Backend
+from fleet.core.backoff import backoff_delay
 from fleet.core.errors import BackendUnavailable
 from fleet.core.outage import OutageLog
 from fleet.core.redact import absolute_sqlite_url
-from fleet.worker.backoff import backoff_delay
 
 #: Said once, with the first failure: what an operator should look at.
 CHECK_HINT = (

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from fleet.core.capabilities import TaskCapabilities
 from fleet.core.config import BaseConfig
 from fleet.core.contracts import Pool, Queue, Stream, ensure_instance
 from fleet.core.errors import ContractTypeError
@@ -17,9 +18,6 @@ from fleet.core.limit import Limit
 from fleet.core.metrics import Metrics
 from fleet.core.proxy import ProxyHandle
 from fleet.core.submission import make_push_request
-
-if TYPE_CHECKING:
-    from fleet.backends.base import Backend
 
 ConfigT = TypeVar("ConfigT", bound=BaseConfig)
 P = TypeVar("P", bound=BaseModel)
@@ -46,7 +44,7 @@ class Context(Generic[ConfigT]):
     def __init__(
         self,
         *,
-        backend: Backend,
+        backend: TaskCapabilities,
         automation_type: str,
         config: Callable[[], ConfigT],
         slot_id: int = 0,

@@ -24,7 +24,7 @@ from urllib.parse import SplitResult, urlsplit
 from fleet.core.redact import MASK, mask_credentials
 from fleet.master.validation import InvalidInput
 
-__all__ = ["MASK", "mask_config", "mask_credentials", "mask_value", "unmask_patch"]
+__all__ = ["MASK", "mask_config", "mask_credentials", "mask_task", "mask_value", "unmask_patch"]
 
 _SECRET_KEY = re.compile(r"pass(word|wd|phrase)?|secret|token|api[_-]?key|credential", re.I)
 #: Config keys whose string value is a list of URLs (the worker adds ``http://`` to an
@@ -78,6 +78,17 @@ def mask_value(
     if isinstance(value, str):
         return _mask_string(value, key)
     return value
+
+
+def mask_task(shown: dict[str, Any]) -> dict[str, Any]:
+    """A task's JSON (a dead letter, a task's state) with the credentials in its
+    ``last_error`` and ``traceback`` masked: a plugin's exception often names the URL
+    it failed through, proxy password included."""
+    out = dict(shown)
+    for field in ("last_error", "traceback"):
+        if isinstance(out.get(field), str):
+            out[field] = mask_credentials(out[field])
+    return out
 
 
 def mask_config(config: Any, schema: dict[str, Any] | None) -> Any:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import fleet
 from fleet.backends.base import Backend, Subscription
 from fleet.core.automation import Automation
+from fleet.core.backoff import RetryPolicy, backoff_delay
 from fleet.core.browser import BrowserNeeds
 from fleet.core.catalog import catalog_entry
 from fleet.core.errors import BackendError
@@ -29,7 +30,6 @@ from fleet.protocol import (
 )
 from fleet.scheduler import ScheduleFirer, sync_declared
 from fleet.scheduler.payloads import local_check
-from fleet.worker.backoff import RetryPolicy, backoff_delay
 from fleet.worker.hardware import ProcessSampler, hardware, host_name
 from fleet.worker.identity import IdClaim
 from fleet.worker.runner import TypeRunner

@@ -24,10 +24,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from fleet.core.backoff import backoff_delay
 from fleet.core.capabilities import TaskQueues
 from fleet.core.outage import OutageLog, is_outage
 from fleet.core.records import Reservation
-from fleet.worker.backoff import backoff_delay
 
 log = logging.getLogger("fleet.worker.feeder")
 

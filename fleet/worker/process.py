@@ -15,11 +15,11 @@ from fleet.backends import redact_url
 from fleet.backends.base import Backend
 from fleet.backends.waiting import open_when_reachable
 from fleet.core.automation import Automation
+from fleet.core.backoff import RetryPolicy, backoff_delay
 from fleet.core.errors import BackendUnavailable
 from fleet.core.outage import OutageLog
 from fleet.core.redact import absolute_sqlite_url
 from fleet.worker.agent import Worker
-from fleet.worker.backoff import RetryPolicy, backoff_delay
 from fleet.worker.identity import IdClaim, claim_worker_id
 
 log = logging.getLogger("fleet.worker")

@@ -19,10 +19,10 @@ from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.backends.memory.store import drop_store
 from fleet.core.automation import Automation, BatchAutomation
+from fleet.core.backoff import RetryPolicy
 from fleet.core.records import dumps
 from fleet.core.submission import make_push_request
 from fleet.worker.agent import Worker
-from fleet.worker.backoff import RetryPolicy
 from fleet.worker.process import install_signal_handlers
 from fleet.worker.slots import Outcome
 

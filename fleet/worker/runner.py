@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.backends.base import Backend
 from fleet.core.automation import Automation, BatchAutomation
+from fleet.core.backoff import RetryPolicy
 from fleet.core.config import BaseConfig, merge_config
 from fleet.core.context import Context
 from fleet.core.errors import ConfigError
 from fleet.core.flow import GroupLimits
 from fleet.core.metrics import Metrics, merge_snapshots
 from fleet.core.proxy import ProxyHandle
-from fleet.worker.backoff import RetryPolicy
 from fleet.worker.configstate import check_config, config_action, proxy_changed
 from fleet.worker.feeder import Feeder
 from fleet.worker.leases import AckBatcher, LeaseKeeper

@@ -16,13 +16,13 @@ from pydantic import BaseModel, ValidationError
 
 from fleet.backends.base import Backend
 from fleet.core.automation import Automation, BatchAutomation, ContinuousAutomation
+from fleet.core.backoff import RetryPolicy
 from fleet.core.config import BaseConfig
 from fleet.core.context import Context
 from fleet.core.errors import Throttled
 from fleet.core.outage import OutageLog, is_outage
 from fleet.core.records import Reservation
 from fleet.core.task import Task
-from fleet.worker.backoff import RetryPolicy
 from fleet.worker.cancels import PendingCancels
 from fleet.worker.feeder import Feeder
 from fleet.worker.leases import AckBatcher, Lease, LeaseKeeper

@@ -33,8 +33,11 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _imports(tree: ast.AST, module: str, *, top_level_only: bool) -> set[str]:
-    """Fleet modules imported at run time (``if TYPE_CHECKING:`` blocks skipped).
+def _imports(
+    tree: ast.AST, module: str, *, top_level_only: bool, type_only: bool = False
+) -> set[str]:
+    """Fleet modules imported at run time (``if TYPE_CHECKING:`` blocks skipped, unless
+    ``type_only``: then they count too).
 
     ``from pkg import name`` counts as an import of ``pkg.name`` when that is a module,
     else of ``pkg``: importing a submodule needs its parent package only to be
@@ -45,7 +48,7 @@ def _imports(tree: ast.AST, module: str, *, top_level_only: bool) -> set[str]:
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child):
+            if isinstance(child, ast.If) and _is_type_checking(child) and not type_only:
                 for other in child.orelse:
                     visit(other)
                 continue
@@ -70,9 +73,11 @@ def _imports(tree: ast.AST, module: str, *, top_level_only: bool) -> set[str]:
     return {m for m in found if m == "fleet" or m.startswith("fleet.")}
 
 
-def _graph(*, top_level_only: bool) -> dict[str, set[str]]:
+def _graph(*, top_level_only: bool, type_only: bool = False) -> dict[str, set[str]]:
     return {
-        name: _imports(ast.parse(path.read_text()), name, top_level_only=top_level_only)
+        name: _imports(
+            ast.parse(path.read_text()), name, top_level_only=top_level_only, type_only=type_only
+        )
         & set(MODULES)
         for name, path in MODULES.items()
     }
@@ -121,13 +126,35 @@ def test_the_checker_finds_a_circle() -> None:
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-@pytest.mark.parametrize("top_level_only", [True, False], ids=["import-time", "any-import"])
-def test_no_import_circle_in_fleet(top_level_only: bool) -> None:
-    assert _cycles(_graph(top_level_only=top_level_only)) == []
+@pytest.mark.parametrize(
+    ("top_level_only", "type_only"),
+    [(True, False), (False, False), (False, True)],
+    ids=["import-time", "any-import", "even-type-only"],
+)
+def test_no_import_circle_in_fleet(top_level_only: bool, type_only: bool) -> None:
+    assert _cycles(_graph(top_level_only=top_level_only, type_only=type_only)) == []
+
+
+def test_the_type_only_graph_sees_type_checking_imports() -> None:
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import fleet.core\n")
+    assert _imports(tree, "fleet.x", top_level_only=False) == set()
+    assert _imports(tree, "fleet.x", top_level_only=False, type_only=True) == {"fleet.core"}
+
+
+def test_backends_import_no_worker_master_or_cli_code() -> None:
+    graph = _graph(top_level_only=False, type_only=True)
+    offenders = {
+        f"{name} -> {dep}"
+        for name, deps in graph.items()
+        if name.startswith("fleet.backends")
+        for dep in deps
+        if dep.split(".")[1] in ("worker", "master", "cli", "dev", "scheduler", "client")
+    }
+    assert offenders == set()
 
 
 def test_core_imports_no_other_fleet_package_at_run_time() -> None:
-    graph = _graph(top_level_only=False)
+    graph = _graph(top_level_only=False, type_only=True)
     outside = {
         f"{name} -> {dep}"
         for name, deps in graph.items()

@@ -17,10 +17,10 @@ from fleet_pinger import Pinger
 from fleet.backends.base import Backend
 from fleet.core import Context
 from fleet.core.automation import Automation
+from fleet.core.backoff import RetryPolicy
 from fleet.core.records import PushRequest
 from fleet.core.submission import make_push_request
 from fleet.worker.agent import Worker
-from fleet.worker.backoff import RetryPolicy
 from tests.examples.conftest import DemoSite, eventually
 
 

@@ -10,11 +10,11 @@ from typing import Any
 
 from fleet.backends.base import Backend
 from fleet.core.automation import Automation
+from fleet.core.backoff import RetryPolicy
 from fleet.core.config import merge_config
 from fleet.core.submission import make_push_request
 from fleet.protocol import CONTROL_NS, drain_key
 from fleet.worker.agent import Worker
-from fleet.worker.backoff import RetryPolicy
 
 FAST_RETRY = RetryPolicy(base=0.02, cap=0.1)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.worker.backoff import RetryPolicy, backoff_delay
+from fleet.core.backoff import RetryPolicy, backoff_delay
 
 
 def test_delay_doubles_per_attempt_without_jitter() -> None:

@@ -76,6 +76,9 @@ class MemoryBackend(
     def __init__(self, url: str) -> None:
         self.url = url
         self._store = get_store(store_name(url))
+        self._limit_table = self._store.limits
+        self._proxy_table = self._store.proxies
+        self._schedule_table = self._store.schedules
         self._closed = False
         self._waiting: set[asyncio.Future[None]] = set()
         # Weak: a subscription closed by its user must not be kept alive here.

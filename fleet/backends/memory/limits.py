@@ -9,14 +9,10 @@ one touched at once, every other one by a scan of the whole table at most every
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from fleet.core.capabilities.limits import CONCURRENCY_RETRY_SECONDS
 from fleet.core.flow import next_tat
 from fleet.core.records import now
-
-if TYPE_CHECKING:
-    from fleet.backends.memory.store import MemoryStore
 
 #: Seconds between two scans for unused limiters.
 SCAN_SECONDS = 5.0
@@ -69,9 +65,11 @@ class LimitTable:
 
 
 class MemoryLimitsMixin:
-    """``limit_acquire``, ``limit_renew`` and ``limit_release`` over ``_store``."""
+    """``limit_acquire``, ``limit_renew`` and ``limit_release`` over the store's table."""
 
-    _store: MemoryStore
+    #: The store's table (set by the backend: typed here without the store, which
+    #: imports this module).
+    _limit_table: LimitTable
 
     async def limit_acquire(
         self,
@@ -83,7 +81,7 @@ class MemoryLimitsMixin:
         hold_seconds: float,
     ) -> float:
         t = now()
-        table = self._store.limits
+        table = self._limit_table
         lim = table.get(key, t)
         try:
             if token in lim.holders:
@@ -107,7 +105,7 @@ class MemoryLimitsMixin:
 
     async def limit_renew(self, key: str, token: str, hold_seconds: float) -> bool:
         t = now()
-        lim = self._store.limits.limiters.get(key)
+        lim = self._limit_table.limiters.get(key)
         if lim is None or lim.holders.get(token, t) <= t:
             return False
         lim.holders[token] = t + hold_seconds
@@ -115,7 +113,7 @@ class MemoryLimitsMixin:
 
     async def limit_release(self, key: str, token: str) -> bool:
         t = now()
-        table = self._store.limits
+        table = self._limit_table
         lim = table.limiters.get(key)
         if lim is None:
             return False

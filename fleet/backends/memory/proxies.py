@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from fleet.core.capabilities.proxies import (
     FORGET_SECONDS,
@@ -21,9 +20,6 @@ from fleet.core.capabilities.proxies import (
     spread_choice,
 )
 from fleet.core.records import now
-
-if TYPE_CHECKING:
-    from fleet.backends.memory.store import MemoryStore
 
 #: Seconds between two scans for forgotten proxies and expired sticky choices.
 SCAN_SECONDS = 5.0
@@ -106,9 +102,11 @@ def _free(rec: ProxyRecord, token: str, cap: int | None) -> bool:
 
 
 class MemoryProxiesMixin:
-    """The :class:`~fleet.core.capabilities.ProxyHealth` methods over ``_store``."""
+    """The :class:`~fleet.core.capabilities.ProxyHealth` methods over the store's table."""
 
-    _store: MemoryStore
+    #: The store's table (set by the backend: typed here without the store, which
+    #: imports this module).
+    _proxy_table: ProxyTable
 
     async def proxy_take(
         self,
@@ -123,7 +121,7 @@ class MemoryProxiesMixin:
         spread: bool = False,
     ) -> ProxyTake:
         t = now()
-        table = self._store.proxies
+        table = self._proxy_table
         table.scan(t)
         keys = list(dict.fromkeys(candidates))
         # Only the proxy taken gets a record: looking at a candidate stores nothing.
@@ -166,7 +164,7 @@ class MemoryProxiesMixin:
 
     async def proxy_renew(self, key: str, token: str, hold_seconds: float) -> bool:
         t = now()
-        rec = self._store.proxies.peek(key, t)
+        rec = self._proxy_table.peek(key, t)
         if rec is None or rec.places.get(token, t) <= t:
             return False
         rec.places[token] = t + hold_seconds
@@ -175,7 +173,7 @@ class MemoryProxiesMixin:
 
     async def proxy_release(self, key: str, token: str) -> bool:
         t = now()
-        rec = self._store.proxies.peek(key, t)
+        rec = self._proxy_table.peek(key, t)
         if rec is None:
             return False
         until = rec.places.pop(token, None)
@@ -191,7 +189,7 @@ class MemoryProxiesMixin:
         reason: str = "",
     ) -> float | None:
         t = now()
-        rec = self._store.proxies.get(key, t)
+        rec = self._proxy_table.get(key, t)
         if ok:
             rec.oks += 1
             rec.score = 0
@@ -208,9 +206,9 @@ class MemoryProxiesMixin:
 
     async def proxy_list(self, *, limit: int = 1000) -> list[ProxyInfo]:
         t = now()
-        table = self._store.proxies
+        table = self._proxy_table
         live = sorted(k for k, r in table.records.items() if r.forget_at > t)
         return [table.records[k].info(k, t) for k in live[: max(0, limit)]]
 
     async def proxy_sticky(self, name: str) -> str | None:
-        return self._store.proxies.sticky_get(name, now())
+        return self._proxy_table.sticky_get(name, now())

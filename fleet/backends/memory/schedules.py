@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from typing import TYPE_CHECKING
 
 from fleet.core.capabilities.schedules import ScheduleStore
-
-if TYPE_CHECKING:
-    from fleet.backends.memory.store import MemoryStore
 
 Key = tuple[str, str]
 
@@ -68,19 +64,21 @@ class ScheduleTable:
 class MemorySchedulesMixin(ScheduleStore):
     """``ScheduleStore`` over the store's :class:`ScheduleTable`."""
 
-    _store: MemoryStore
+    #: The store's table (set by the backend: typed here without the store, which
+    #: imports this module).
+    _schedule_table: ScheduleTable
 
     async def schedule_put_raw(
         self, automation_type: str, schedule_id: str, raw: str, due: float | None
     ) -> None:
         await asyncio.sleep(0)
-        self._store.schedules.put((automation_type, schedule_id), raw, due)
+        self._schedule_table.put((automation_type, schedule_id), raw, due)
 
     async def schedule_swap_raw(
         self, automation_type: str, schedule_id: str, expected: str, raw: str, due: float | None
     ) -> bool:
         await asyncio.sleep(0)
-        table = self._store.schedules
+        table = self._schedule_table
         key = (automation_type, schedule_id)
         if table.records.get(key) != expected:
             return False
@@ -89,22 +87,22 @@ class MemorySchedulesMixin(ScheduleStore):
 
     async def schedule_get_raw(self, automation_type: str, schedule_id: str) -> str | None:
         await asyncio.sleep(0)
-        return self._store.schedules.records.get((automation_type, schedule_id))
+        return self._schedule_table.records.get((automation_type, schedule_id))
 
     async def schedule_list_raw(self, automation_type: str) -> dict[str, str]:
         await asyncio.sleep(0)
-        records = self._store.schedules.records
+        records = self._schedule_table.records
         return {sid: raw for (t, sid), raw in records.items() if t == automation_type}
 
     async def schedule_delete(self, automation_type: str, schedule_id: str) -> bool:
         await asyncio.sleep(0)
-        return self._store.schedules.delete((automation_type, schedule_id))
+        return self._schedule_table.delete((automation_type, schedule_id))
 
     async def schedule_due_raw(self, now: float, limit: int = 100) -> list[tuple[str, str, str]]:
         await asyncio.sleep(0)
-        table = self._store.schedules
+        table = self._schedule_table
         return [(t, sid, table.records[(t, sid)]) for t, sid in table.due_now(now, limit)]
 
     async def schedule_next_due(self) -> float | None:
         await asyncio.sleep(0)
-        return self._store.schedules.next_due()
+        return self._schedule_table.next_due()

@@ -83,7 +83,12 @@ SCRIPT_NAMES = (
     "pool_claim",
     "pool_ops",
     "pool_query",
-    "misc",
+    "lock_renew",
+    "lock_release",
+    "next_generation",
+    "worker_config_put",
+    "stream_push",
+    "stream_read",
     "throttle",
     "groups",
     "limits",
@@ -111,7 +116,12 @@ class Scripts:
         self.pool_claim = self.all["pool_claim"]
         self.pool_ops = self.all["pool_ops"]
         self.pool_query = self.all["pool_query"]
-        self.misc = self.all["misc"]
+        self.lock_renew = self.all["lock_renew"]
+        self.lock_release = self.all["lock_release"]
+        self.next_generation = self.all["next_generation"]
+        self.worker_config_put = self.all["worker_config_put"]
+        self.stream_push = self.all["stream_push"]
+        self.stream_read = self.all["stream_read"]
         self.throttle = self.all["throttle"]
         self.groups = self.all["groups"]
         self.limits = self.all["limits"]

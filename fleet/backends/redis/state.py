@@ -61,14 +61,14 @@ class StateOps(RedisCore):
 
     async def lock_renew(self, name: str, token: str, hold_seconds: float) -> bool:
         with self._guard():
-            raw = await self._scripts.misc(
-                self._lane, [keys.lock(name)], ["lock_renew", token, _ms(hold_seconds)]
+            raw = await self._scripts.lock_renew(
+                self._lane, [keys.lock(name)], [token, _ms(hold_seconds)]
             )
         return bool(int(raw))
 
     async def lock_release(self, name: str, token: str) -> bool:
         with self._guard():
-            raw = await self._scripts.misc(self._lane, [keys.lock(name)], ["lock_release", token])
+            raw = await self._scripts.lock_release(self._lane, [keys.lock(name)], [token])
         return bool(int(raw))
 
     # ------------------------------------------------------------ counters
@@ -230,7 +230,7 @@ class StateOps(RedisCore):
         with self._guard():
             if floor <= 0:
                 return int(await self._r.incr(key))
-            raw = await self._scripts.misc(self._lane, [key], ["next_generation", str(floor)])
+            raw = await self._scripts.next_generation(self._lane, [key], [str(floor)])
             return int(raw)
 
     async def worker_config_put(
@@ -241,9 +241,7 @@ class StateOps(RedisCore):
             keys.worker_key(automation_type, worker_id, "gen"),
         ]
         with self._guard():
-            raw = await self._scripts.misc(
-                self._lane, k, ["worker_config_put", dumps(config), int(gen)]
-            )
+            raw = await self._scripts.worker_config_put(self._lane, k, [dumps(config), int(gen)])
         return bool(int(raw))
 
     async def worker_config_get(

@@ -143,7 +143,6 @@ class StreamOps(RedisCore):
         t = now()
         entry = StreamEntry(id=stream_entry_id(t), ts=t, worker_id=worker_id, payload=payload)
         argv = [
-            "stream_push",
             repr(t),
             entry.to_json(),
             repr(t - max_age),
@@ -151,7 +150,7 @@ class StreamOps(RedisCore):
             self._channel(emit_topic(automation_type)),
         ]
         with self._guard():
-            await self._scripts.misc(self._lane, [keys.stream(automation_type)], argv)
+            await self._scripts.stream_push(self._lane, [keys.stream(automation_type)], argv)
         return entry
 
     async def stream_pop(self, automation_type: str, n: int = 1) -> list[StreamEntry]:
@@ -174,9 +173,9 @@ class StreamOps(RedisCore):
         if n <= 0:
             return []
         low = "-inf" if after is None else cursor_score(after)
-        argv = ["stream_read", low, after or "", n]
+        argv = [low, after or "", n]
         with self._guard():
-            raw = await self._scripts.misc(self._lane, [keys.stream(automation_type)], argv)
+            raw = await self._scripts.stream_read(self._lane, [keys.stream(automation_type)], argv)
         return [StreamEntry.from_json(m) for m in raw]
 
     async def stream_tail(self, automation_type: str, n: int = 20) -> list[StreamEntry]:

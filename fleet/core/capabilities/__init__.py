@@ -6,6 +6,8 @@ Handles, the worker and the master type against the narrow interface they use;
 A new capability is one new interface here, implemented three times, tested once.
 """
 
+import abc
+
 from fleet.core.capabilities.events import Events, Subscription
 from fleet.core.capabilities.groups import TaskGroups
 from fleet.core.capabilities.limits import Limiters
@@ -17,6 +19,12 @@ from fleet.core.capabilities.schedules import ScheduleStore
 from fleet.core.capabilities.state import FleetState
 from fleet.core.capabilities.streams import Streams
 
+
+class TaskCapabilities(TaskQueues, Streams, Pools, Primitives, Limiters, Events, abc.ABC):
+    """What a running task's ``ctx`` reaches: submit, emit, pools, streams, kv, locks,
+    counters, limiters and events (``fleet.backends.base.Backend`` is one)."""
+
+
 __all__ = [
     "Events",
     "FleetState",
@@ -27,6 +35,7 @@ __all__ = [
     "ScheduleStore",
     "Streams",
     "Subscription",
+    "TaskCapabilities",
     "TaskGroups",
     "TaskQueues",
 ]

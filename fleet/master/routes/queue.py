@@ -10,6 +10,7 @@ from fleet.backends.base import Backend
 from fleet.master.auth import admin_access, type_read_access
 from fleet.master.catalog import require_entry
 from fleet.master.models import PopBody, ReplayBody, TypeName, error_responses
+from fleet.master.secrets import mask_task
 from fleet.master.state import backend_dependency
 
 router = APIRouter(
@@ -26,7 +27,7 @@ async def dead_peek(
 ) -> list[dict[str, Any]]:
     """Dead-lettered bodies, oldest death first, with last error and attempts."""
     await require_entry(backend, automation_type)
-    return [body.to_dict() for body in await backend.dead_peek(automation_type, n)]
+    return [mask_task(body.to_dict()) for body in await backend.dead_peek(automation_type, n)]
 
 
 @router.post(

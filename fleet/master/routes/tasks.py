@@ -21,6 +21,7 @@ from fleet.master.models import (
     TypeName,
     error_responses,
 )
+from fleet.master.secrets import mask_task
 from fleet.master.state import backend_dependency, get_backend, master_state
 from fleet.master.validation import ErrorList, InvalidInput, PayloadChecker, non_finite_errors
 from fleet.protocol import cancel_topic
@@ -148,7 +149,7 @@ async def task_state(
     """``state`` is queued, scheduled, processing, dead, done, cancelled or unknown."""
     await require_entry(backend, automation_type)
     info = await backend.task_state(automation_type, task_id)
-    return info.to_dict()
+    return mask_task(info.to_dict())
 
 
 @router.delete("/automations/{automation_type}/tasks/{task_id}", summary="Cancel a task")

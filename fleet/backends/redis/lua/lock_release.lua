@@ -1,0 +1,6 @@
+-- Release a lock this token holds. KEYS[1]=lock; ARGV: token -> 1|0
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
