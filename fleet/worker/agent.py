@@ -32,8 +32,8 @@ from fleet.scheduler import ScheduleFirer, sync_declared
 from fleet.scheduler.payloads import local_check
 from fleet.worker.hardware import ProcessSampler, hardware, host_name
 from fleet.worker.identity import IdClaim
+from fleet.worker.outcomes import Finished
 from fleet.worker.runner import TypeRunner
-from fleet.worker.slots import Outcome
 
 if TYPE_CHECKING:
     from fleet.browser import BrowserPool  # imported by the worker only when declared
@@ -73,7 +73,7 @@ class Worker:
         resync_seconds: float = RESYNC_SECONDS,
         policy: RetryPolicy | None = None,
         fixed_config: dict[str, Any] | None = None,
-        on_finished: Callable[[str, Outcome], None] | None = None,
+        on_finished: Callable[[str, Finished], None] | None = None,
         id_claim: IdClaim | None = None,
     ) -> None:
         self.backend = backend

@@ -23,8 +23,8 @@ from fleet.core.backoff import RetryPolicy
 from fleet.core.records import dumps
 from fleet.core.submission import make_push_request
 from fleet.worker.agent import Worker
+from fleet.worker.outcomes import Finished
 from fleet.worker.process import install_signal_handlers
-from fleet.worker.slots import Outcome
 
 _FINAL = {"done", "dead", "cancelled", "unknown"}
 
@@ -64,7 +64,7 @@ class _Tracker:
         if not self.pending:
             self.all_done.set()
 
-    def on_finished(self, task_id: str, outcome: Outcome) -> None:
+    def on_finished(self, task_id: str, outcome: Finished) -> None:
         if outcome in ("done", "dead"):
             self.finish(task_id, outcome)
 

@@ -18,12 +18,15 @@ from fleet.core.errors import ConfigError
 from fleet.core.flow import GroupLimits
 from fleet.core.metrics import Metrics, merge_snapshots
 from fleet.core.proxy import ProxyHandle
+from fleet.worker.batch import BatchSlot
 from fleet.worker.configstate import check_config, config_action, proxy_changed
+from fleet.worker.continuous import ContinuousSlot
 from fleet.worker.feeder import Feeder
 from fleet.worker.leases import AckBatcher, LeaseKeeper
+from fleet.worker.outcomes import Finished
 from fleet.worker.proxies import build_proxy
 from fleet.worker.reconcile import Desired, SlotView, WorkerState, decide, type_state
-from fleet.worker.slots import BatchSlot, ContinuousSlot, Outcome, Slot, SlotEnv
+from fleet.worker.slots import Slot, SlotEnv
 from fleet.worker.stats import RateMeter, stats_frame
 
 if TYPE_CHECKING:
@@ -56,7 +59,7 @@ class TypeRunner:
         *,
         grace: float = 30.0,
         policy: RetryPolicy | None = None,
-        on_finished: Callable[[str, Outcome], None] | None = None,
+        on_finished: Callable[[str, Finished], None] | None = None,
         browser: BrowserPool | None = None,
     ) -> None:
         self.cls = cls
