@@ -48,6 +48,7 @@ class _Tracker:
 
     def __init__(self, ids: list[str]) -> None:
         self.pending = set(ids)
+        self.total = len(ids)
         self.dead: set[str] = set()
         self.done = 0
         self.all_done = asyncio.Event()
@@ -69,18 +70,32 @@ class _Tracker:
             self.finish(task_id, outcome)
 
 
-async def _print_emits(
-    backend: Backend, automation_type: str, worker_id: str, cursor: str | None, out: IO[str]
-) -> str | None:
-    while True:
-        entries = await backend.stream_read(automation_type, after=cursor, n=500)
-        if not entries:
-            return cursor
-        for entry in entries:
-            if entry.worker_id == worker_id:
-                out.write(dumps(entry.payload) + "\n")
-        out.flush()
-        cursor = entries[-1].id
+class _Emits:
+    """The emits of one worker, written to ``out`` as JSON lines as they come."""
+
+    def __init__(self, worker: Worker, automation_type: str, out: IO[str]) -> None:
+        self._backend = worker.backend
+        self._type = automation_type
+        self._worker_id = worker.worker_id
+        self._out = out
+        self._cursor: str | None = None
+
+    async def skip_old(self) -> None:
+        """Start after the stream's current end."""
+        tail = await self._backend.stream_tail(self._type, 1)
+        self._cursor = tail[-1].id if tail else None
+
+    async def flush(self) -> None:
+        """Write every emit of ours since the last call."""
+        while True:
+            entries = await self._backend.stream_read(self._type, after=self._cursor, n=500)
+            if not entries:
+                return
+            for entry in entries:
+                if entry.worker_id == self._worker_id:
+                    self._out.write(dumps(entry.payload) + "\n")
+            self._out.flush()
+            self._cursor = entries[-1].id
 
 
 async def run_local(
@@ -112,7 +127,6 @@ async def run_local(
     Returns:
         1 if any task was dead-lettered (or the config is invalid), else 0.
     """
-    out = out or sys.stdout
     worker_id = f"run-{os.getpid()}"
     # A store of its own per call: runs in one process (tests, notebooks) must
     # not see each other's tasks, counters or emits.
@@ -121,15 +135,8 @@ async def run_local(
     fixed = dict(config or {})
     if slots is not None:
         fixed["slots"] = slots
-    t = cls.automation_type
     try:
-        ids: list[str] = []
-        if issubclass(cls, BatchAutomation) and payloads:
-            requests = [make_push_request(p) for p in payloads]
-            for start in range(0, len(requests), 1000):
-                results = await backend.push(t, requests[start : start + 1000])
-                ids.extend(r.task_id for r in results)
-        tracker = _Tracker(ids)
+        tracker = _Tracker(await _push(backend, cls, payloads))
         worker = Worker(
             backend,
             [cls],
@@ -139,44 +146,83 @@ async def run_local(
             policy=RetryPolicy.from_env(),
             on_finished=tracker.on_finished,
         )
-        runner = worker.runners[t]
-        tail = await backend.stream_tail(t, 1)
-        cursor_id: str | None = tail[-1].id if tail else None
-        await worker.start()
-        if signals:
-            install_signal_handlers(worker)
-        if runner.last_error is not None:
-            sys.stderr.write(f"fleet run: {t}: {runner.last_error}\n")
-            await worker.shutdown()
-            return 1
-        bar = _Progress(len(ids)) if progress and ids else None
-        stop = asyncio.ensure_future(worker.stop_requested.wait())
-        ticks = 0
-        try:
-            while not stop.done():
-                if issubclass(cls, BatchAutomation) and tracker.all_done.is_set():
-                    break
-                await asyncio.wait([stop], timeout=0.1)
-                cursor_id = await _print_emits(backend, t, worker_id, cursor_id, out)
-                ticks += 1
-                if ticks % 10 == 0 and tracker.pending:
-                    await _check_elsewhere(backend, t, tracker)
-                if bar is not None:
-                    bar.update(tracker.done, len(tracker.dead))
-        finally:
-            stop.cancel()
-            await worker.shutdown()
-            await _print_emits(backend, t, worker_id, cursor_id, out)
-            if bar is not None:
-                bar.update(tracker.done, len(tracker.dead))
-                bar.close()
-        if tracker.dead:
-            sys.stderr.write(f"fleet run: {len(tracker.dead)} task(s) dead-lettered\n")
-        return 1 if tracker.dead or tracker.pending else 0
+        return await _run(worker, cls, tracker, out or sys.stdout, progress, signals)
     finally:
         await backend.close()
         if private is not None:
             drop_store(private)
+
+
+async def _push(backend: Backend, cls: type[Automation[Any]], payloads: list[Any]) -> list[str]:
+    """Push the payloads (a batch automation only); returns the task ids."""
+    ids: list[str] = []
+    if issubclass(cls, BatchAutomation) and payloads:
+        requests = [make_push_request(p) for p in payloads]
+        for start in range(0, len(requests), 1000):
+            results = await backend.push(cls.automation_type, requests[start : start + 1000])
+            ids.extend(r.task_id for r in results)
+    return ids
+
+
+async def _run(
+    worker: Worker,
+    cls: type[Automation[Any]],
+    tracker: _Tracker,
+    out: IO[str],
+    progress: bool,
+    signals: bool,
+) -> int:
+    """Start the worker, follow it until the tasks are finished or a stop is
+    asked, shut it down; returns the exit code."""
+    t = cls.automation_type
+    runner = worker.runners[t]
+    emits = _Emits(worker, t, out)
+    await emits.skip_old()
+    await worker.start()
+    if signals:
+        install_signal_handlers(worker)
+    if runner.last_error is not None:
+        sys.stderr.write(f"fleet run: {t}: {runner.last_error}\n")
+        await worker.shutdown()
+        return 1
+    bar = _Progress(tracker.total) if progress and tracker.total else None
+    stop = asyncio.ensure_future(worker.stop_requested.wait())
+    try:
+        await _follow(worker, cls, tracker, stop, emits, bar)
+    finally:
+        stop.cancel()
+        await worker.shutdown()
+        await emits.flush()
+        if bar is not None:
+            bar.update(tracker.done, len(tracker.dead))
+            bar.close()
+    if tracker.dead:
+        sys.stderr.write(f"fleet run: {len(tracker.dead)} task(s) dead-lettered\n")
+    return 1 if tracker.dead or tracker.pending else 0
+
+
+async def _follow(
+    worker: Worker,
+    cls: type[Automation[Any]],
+    tracker: _Tracker,
+    stop: asyncio.Future[Any],
+    emits: _Emits,
+    bar: _Progress | None,
+) -> None:
+    """Print emits and progress until the tasks are finished (a batch
+    automation) or ``stop`` is done."""
+    backend, t = worker.backend, cls.automation_type
+    ticks = 0
+    while not stop.done():
+        if issubclass(cls, BatchAutomation) and tracker.all_done.is_set():
+            break
+        await asyncio.wait([stop], timeout=0.1)
+        await emits.flush()
+        ticks += 1
+        if ticks % 10 == 0 and tracker.pending:
+            await _check_elsewhere(backend, t, tracker)
+        if bar is not None:
+            bar.update(tracker.done, len(tracker.dead))
 
 
 async def _check_elsewhere(backend: Backend, automation_type: str, tracker: _Tracker) -> None:

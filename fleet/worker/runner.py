@@ -88,36 +88,16 @@ class TypeRunner:
         self.is_batch = issubclass(cls, BatchAutomation)
         #: Why the type can never run in this process (its class failed to build).
         self.broken: str | None = None
-        try:
-            automation = cls()
-        except Exception as exc:
-            self.broken = f"{cls.__name__}() raised {type(exc).__name__}: {exc}"
-            log.exception("%s: cannot create the automation", self.automation_type)
-            # An inert instance: no slot ever starts while the type is broken.
-            automation = object.__new__(cls)
         self.env = SlotEnv(
             automation_type=self.automation_type,
-            automation=automation,
+            automation=self._create_automation(),
             backend=backend,
             config=self._current_config,
             policy=policy or RetryPolicy(),
             on_finished=on_finished,
         )
         if self.is_batch:
-            self.env.feeder = Feeder(
-                backend,
-                self.automation_type,
-                self._lease_params,
-                prefetch=self._prefetch,
-            )
-            self.env.keeper = LeaseKeeper(backend, self.automation_type)
-            keeper = self.env.keeper
-            self.env.acker = AckBatcher(
-                backend,
-                self.automation_type,
-                self._on_stale_ack,
-                on_settled=lambda task_id, token: keeper.untrack(task_id, token),
-            )
+            self._add_batch_helpers()
         if cls.Browser is not None and browser is None:
             log.warning(
                 "%s declares Browser=%r but the browser pool is not available in this "
@@ -125,6 +105,29 @@ class TypeRunner:
                 self.automation_type,
                 cls.Browser,
             )
+
+    def _create_automation(self) -> Automation[Any]:
+        """The type's one instance; if its class fails to build, an inert one and
+        the type marked ``broken``."""
+        try:
+            return self.cls()
+        except Exception as exc:
+            self.broken = f"{self.cls.__name__}() raised {type(exc).__name__}: {exc}"
+            log.exception("%s: cannot create the automation", self.automation_type)
+            # No slot ever starts while the type is broken.
+            return object.__new__(self.cls)
+
+    def _add_batch_helpers(self) -> None:
+        """The parts a batch type's slots share: feeder, lease keeper, ack batcher."""
+        backend, t = self.backend, self.automation_type
+        self.env.feeder = Feeder(backend, t, self._lease_params, prefetch=self._prefetch)
+        keeper = self.env.keeper = LeaseKeeper(backend, t)
+        self.env.acker = AckBatcher(
+            backend,
+            t,
+            self._on_stale_ack,
+            on_settled=lambda task_id, token: keeper.untrack(task_id, token),
+        )
 
     # ------------------------------------------------------------------ config
     def _current_config(self) -> BaseConfig:

@@ -1,12 +1,14 @@
 """The house rules of docs/architecture.md, checked on the source tree: imports flow one
 way (no circle in ``fleet``; ``fleet.core`` imports no other ``fleet`` package at run time),
-services never import routes, and no module grows past 600 lines."""
+services never import routes, no module grows past 600 lines, and no function of
+``fleet/worker`` past 60."""
 
 from __future__ import annotations
 
 import ast
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "fleet"
 MAX_LINES = 600
+MAX_WORKER_FUNCTION_LINES = 60
 
 
 def module_name(path: Path) -> str:
@@ -226,3 +229,52 @@ def test_no_module_over_600_lines() -> None:
         if (n := len(p.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}
+
+
+def _functions(node: ast.AST, prefix: str = "") -> Iterator[tuple[str, int]]:
+    """(qualified name, lines) of every function under ``node``, nested ones too."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+            assert child.end_lineno is not None
+            yield f"{prefix}{child.name}", child.end_lineno - child.lineno + 1
+            yield from _functions(child, f"{prefix}{child.name}.")
+        elif isinstance(child, ast.ClassDef):
+            yield from _functions(child, f"{prefix}{child.name}.")
+        else:
+            yield from _functions(child, prefix)
+
+
+def long_functions(root: Path, limit: int) -> dict[str, int]:
+    """Functions and methods of the modules under ``root`` longer than ``limit``
+    lines (``def`` line to last line, decorators aside), as ``path:qualname``."""
+    return {
+        f"{path.relative_to(root).as_posix()}:{name}": lines
+        for path in sorted(root.rglob("*.py"))
+        for name, lines in _functions(ast.parse(path.read_text()))
+        if lines > limit
+    }
+
+
+def _function(name: str, lines: int, indent: str = "") -> str:
+    body = "".join(f"{indent}    x{i} = {i}\n" for i in range(lines - 1))
+    return f"{indent}def {name}():\n{body}"
+
+
+def test_the_function_checker_finds_a_long_function(tmp_path: Path) -> None:
+    (tmp_path / "fine.py").write_text(_function("at_the_limit", 60))
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "long.py").write_text(
+        "class Slot:\n    @staticmethod\n"
+        + _function("handle", 61, "    ")
+        + "def outer():\n"
+        + _function("inner", 61, "    ")
+    )
+    assert long_functions(tmp_path, 60) == {
+        "pkg/long.py:Slot.handle": 61,
+        "pkg/long.py:outer": 62,
+        "pkg/long.py:outer.inner": 61,
+    }
+
+
+def test_no_function_in_the_worker_over_60_lines() -> None:
+    assert long_functions(PKG / "worker", MAX_WORKER_FUNCTION_LINES) == {}
