@@ -6,7 +6,11 @@ Modules, one concept each:
   config/control/cancel events, the 30 s safety-net re-read, shutdown);
 * ``runner``: one automation type inside a worker (its config, its slots);
 * ``reconcile`` / ``configstate`` / ``backoff``: the pure decisions;
-* ``slots``: the batch and continuous slot loops;
+* ``slots``: what every slot is (its shared parts, phases, stop and cancel);
+  ``batch`` and ``continuous``: the two slot loops;
+* ``steps`` / ``outcomes`` / ``settle``: a batch task as a pipeline — the steps
+  (admit, lease, the ``suspects`` gate, attempt) return an outcome, one table maps
+  it to an action, ``settle`` carries it out;
 * ``feeder``: one blocking reserver per batch type, k tasks per call for k idle slots
   (and, while the queue is busy, up to one task per slot held ahead);
 * ``leases``: lease renewal of running tasks and batched acks;
