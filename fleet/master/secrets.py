@@ -24,7 +24,15 @@ from urllib.parse import SplitResult, urlsplit
 from fleet.core.redact import MASK, mask_credentials
 from fleet.master.validation import InvalidInput
 
-__all__ = ["MASK", "mask_config", "mask_credentials", "mask_task", "mask_value", "unmask_patch"]
+__all__ = [
+    "MASK",
+    "mask_config",
+    "mask_credentials",
+    "mask_schema",
+    "mask_task",
+    "mask_value",
+    "unmask_patch",
+]
 
 _SECRET_KEY = re.compile(r"pass(word|wd|phrase)?|secret|token|api[_-]?key|credential", re.I)
 #: Config keys whose string value is a list of URLs (the worker adds ``http://`` to an
@@ -89,6 +97,41 @@ def mask_task(shown: dict[str, Any]) -> dict[str, Any]:
         if isinstance(out.get(field), str):
             out[field] = mask_credentials(out[field])
     return out
+
+
+def mask_schema(schema: Any, key: Any = None) -> Any:
+    """A JSON schema (a catalog entry, a ``Config`` schema) as every answer shows it: a
+    plugin may write a proxy URL, password included, as a field's default. URL
+    credentials in every string are masked, and the default and examples of a field
+    that is secret (``SecretStr``, a name naming a secret); property names and the
+    rest of the structure are kept, or forms could not be built from it."""
+    if isinstance(schema, list):
+        return [mask_schema(v, key) for v in schema]
+    if isinstance(schema, str):
+        return _mask_string(schema, key)
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    secret = secret_fields(schema)
+    for name, value in schema.items():
+        if name == "properties" and isinstance(value, dict):
+            out[name] = {
+                prop: _mask_property(item, prop, prop in secret) for prop, item in value.items()
+            }
+        else:
+            out[name] = mask_schema(value, key)
+    return out
+
+
+def _mask_property(prop: Any, name: str, secret: bool) -> Any:
+    shown = mask_schema(prop, name)
+    if isinstance(shown, dict) and (secret or _is_secret_key(name, frozenset())):
+        # Only text: a secret-sounding name such as max_tokens keeps its number.
+        if isinstance(shown.get("default"), str) and shown["default"]:
+            shown["default"] = MASK
+        if isinstance(shown.get("examples"), list):
+            shown["examples"] = [MASK if isinstance(x, str) else x for x in shown["examples"]]
+    return shown
 
 
 def mask_config(config: Any, schema: dict[str, Any] | None) -> Any:

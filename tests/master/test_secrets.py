@@ -31,6 +31,10 @@ SCHEMA = {
         "proxy_url": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
         "proxy_provider_config": {"type": "object", "default": {}},
         "slots": {"type": "integer", "default": 1},
+        # A plugin that wrote credentials down as defaults: the schema shows them too.
+        "fallback_proxy": {"type": "string", "default": "carl:pw-default-10@10.0.0.10:3128"},
+        "api_key": {"type": "string", "default": "key-default-11"},
+        "max_tokens": {"type": "integer", "default": 100},
     },
     "additionalProperties": False,
 }
@@ -49,7 +53,7 @@ FORMS = [
 SECRETS = (
     "pw-scheme-1", "pw-bare-2", "ss-at-3", "ss-colon-4", "apikey-user-only-5",
     "apikey-bare-only-6", "pw-socks-7", "apikey-bare-noport-8",
-    "s3cr3t-value", "gate-pass", "t0k",
+    "s3cr3t-value", "gate-pass", "t0k", "pw-default-10", "key-default-11",
 )  # fmt: skip
 CONFIG = {
     "client_secret": "s3cr3t-value",
@@ -173,8 +177,13 @@ async def test_every_answer_masks_every_form(live: Any, store: Backend) -> None:
                 r = await client.get(path, headers=auth(token))
                 assert r.status_code == 200, (token, path, r.text)
                 no_secret(r.text)
+        r = await client.get(f"/api/v1/catalog/{GHOST}", headers=auth(READ))
+        props = r.json()["config"]["properties"]
+        assert props["fallback_proxy"]["default"] == f"carl:{MASK}@10.0.0.10:3128"
+        assert props["api_key"]["default"] == MASK and props["max_tokens"]["default"] == 100
         for token in (READ, ADMIN):
-            for path in ("/api/v1/workers", "/api/v1/proxies", "/api/v1/catalog"):
+            paths = ("/api/v1/workers", "/api/v1/proxies", "/api/v1/catalog", "/api/v1/automations")
+            for path in (*paths, f"/api/v1/catalog/{GHOST}"):
                 r = await client.get(path, headers=auth(token))
                 assert r.status_code == 200, (token, path, r.text)
                 no_secret(r.text)
@@ -189,7 +198,7 @@ async def test_every_answer_masks_every_form(live: Any, store: Backend) -> None:
             r = await client.get(f"{base}/config?reveal=true", headers=auth(token))
             assert r.status_code == 403
         r = await client.get(f"{base}/config?reveal=true", headers=auth(ADMIN))
-        assert r.json()["config"] == CONFIG
+        assert r.json()["config"] == CONFIG and r.json()["schema"] == SCHEMA
 
 
 async def test_a_masked_list_saved_back_keeps_every_password(live: Any, store: Backend) -> None:

@@ -12,6 +12,7 @@ from fleet.core.stored import entry_unreadable
 from fleet.master.auth import Principal, admin_access, list_access, type_read_access
 from fleet.master.catalog import require_entry, unknown_type
 from fleet.master.models import TypeName, error_responses
+from fleet.master.secrets import mask_schema
 from fleet.master.state import backend_dependency, master_state
 from fleet.master.workers_view import load_views, worker_counts
 from fleet.protocol import CONTROL_NS, drain_key
@@ -26,7 +27,8 @@ async def catalog(
 ) -> dict[str, dict[str, Any]]:
     """Type -> ``{type, kind, config, queue, stream, pools, browser}`` (contracts.md)."""
     entries = await backend.catalog_all()
-    return {t: e for t, e in sorted(entries.items()) if principal.sees_type(t)}
+    # Secrets in schema defaults (a proxy URL a plugin wrote down) are masked.
+    return {t: mask_schema(e) for t, e in sorted(entries.items()) if principal.sees_type(t)}
 
 
 @router.get("/catalog/{automation_type}", summary="One automation's declared schemas")
@@ -36,7 +38,7 @@ async def catalog_one(
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """One catalog entry; 404 if no plugin or worker published the type."""
-    return await require_entry(backend, automation_type)
+    return dict(mask_schema(await require_entry(backend, automation_type)))
 
 
 @router.get("/automations", summary="Types with kind, worker counts and queue depths")

@@ -12,7 +12,7 @@ from fleet.master.auth import Principal, admin_access, type_read_access
 from fleet.master.catalog import require_entry, require_readable_entry
 from fleet.master.config_ops import patch_type_config, patch_worker_config
 from fleet.master.models import TypeName, error_responses
-from fleet.master.secrets import mask_config, unmask_patch
+from fleet.master.secrets import mask_config, mask_schema, unmask_patch
 from fleet.master.state import backend_dependency
 from fleet.master.validation import config_errors, schema_defaults, split_missing
 
@@ -45,7 +45,12 @@ async def get_config(
     shown = {"config": stored, "defaults": schema_defaults(schema), "effective": effective}
     if not reveal:
         shown = {k: mask_config(v, schema) for k, v in shown.items()}
-    return {"type": automation_type, **shown, "missing": missing, "schema": schema}
+    return {
+        "type": automation_type,
+        **shown,
+        "missing": missing,
+        "schema": schema if reveal else mask_schema(schema),
+    }
 
 
 @router.patch(
