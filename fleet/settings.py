@@ -32,7 +32,7 @@ class Settings(BaseSettings):
         header_timeout_seconds / body_timeout_seconds: How long a client may take
             to send its request headers / body before it is disconnected.
         max_connections: The most client connections the master holds (None: the
-            file limit minus a reserve); see ``fleet/master/server_protocol.py``.
+            file limit minus a reserve); see ``fleet/master/http/server_protocol.py``.
         max_schedules: ``FLEET_MAX_SCHEDULES``: the most schedules one type may have
             (a create past it answers 409).
         trusted_proxies: ``FLEET_TRUSTED_PROXIES``: comma-separated addresses of

@@ -11,7 +11,7 @@ from fleet.backends import redact_url
 from fleet.cli.common import load_settings
 from fleet.client.tokenfile import UnsafeTokenFile, ensure_token, is_loopback
 from fleet.core.redact import absolute_sqlite_url
-from fleet.master.tokens_policy import weak_tokens
+from fleet.master.http.tokens_policy import weak_tokens
 from fleet.settings import Settings
 
 

@@ -29,14 +29,11 @@ from fleet.backends.base import Backend
 from fleet.core.automation import registered
 from fleet.core.errors import BackendError, BackendUnavailable, ConfigError, FleetError
 from fleet.core.redact import absolute_sqlite_url
-from fleet.master.auth import TokenTable
-from fleet.master.catalog import keep_local_entries, load_plugins, publish_local_entries
-from fleet.master.event_hub import EventHub
-from fleet.master.gate import AuthGate, FailedAuth
-from fleet.master.headers import SecurityHeaders
-from fleet.master.limits import BodyLimitMiddleware, limit_for_paths
-from fleet.master.metrics import MasterMetrics
-from fleet.master.outage import ApiOutage
+from fleet.master.http.auth import TokenTable
+from fleet.master.http.gate import AuthGate, FailedAuth
+from fleet.master.http.headers import SecurityHeaders
+from fleet.master.http.limits import BodyLimitMiddleware, limit_for_paths
+from fleet.master.http.tokens_policy import weak_tokens
 from fleet.master.routes import catalog as catalog_routes
 from fleet.master.routes import config as config_routes
 from fleet.master.routes import events as event_routes
@@ -48,11 +45,14 @@ from fleet.master.routes import queue as queue_routes
 from fleet.master.routes import schedules as schedule_routes
 from fleet.master.routes import tasks as task_routes
 from fleet.master.routes import workers as worker_routes
-from fleet.master.schedule_check import catalog_check
+from fleet.master.services.catalog import keep_local_entries, load_plugins, publish_local_entries
+from fleet.master.services.event_hub import EventHub
+from fleet.master.services.metrics import MasterMetrics
+from fleet.master.services.outage import ApiOutage
+from fleet.master.services.schedule_check import catalog_check
+from fleet.master.services.sweeper import Sweeper
+from fleet.master.services.validation import InvalidInput, finite_json
 from fleet.master.state import MasterState, master_state
-from fleet.master.sweeper import Sweeper
-from fleet.master.tokens_policy import weak_tokens
-from fleet.master.validation import InvalidInput, finite_json
 from fleet.scheduler import ScheduleFirer, sync_declared
 from fleet.settings import Settings
 
@@ -211,7 +211,7 @@ def create_app(
         BodyLimitMiddleware,
         limit_for=limit_for_paths(settings.max_body_bytes, settings.max_batch_body_bytes),
     )
-    # Outermost: a request is authenticated before any body is read (fleet/master/gate.py).
+    # Outermost: a request is authenticated before any body is read (fleet/master/http/gate.py).
     app.add_middleware(AuthGate, tokens=lambda: state.tokens, failures=FailedAuth())
     # Outside the gate: its answers (401, 429) carry the headers too.
     app.add_middleware(SecurityHeaders)

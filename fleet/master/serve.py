@@ -56,7 +56,7 @@ def run_master(
     import uvicorn
 
     from fleet.master.app import create_app
-    from fleet.master.server_protocol import configure
+    from fleet.master.http.server_protocol import configure
 
     server: uvicorn.Server | None = None
 
@@ -76,7 +76,7 @@ def run_master(
             body_seconds=settings.body_timeout_seconds,
             max_connections=settings.max_connections,
         )
-        # Slow clients are bounded (fleet/master/server_protocol.py); the server is
+        # Slow clients are bounded (fleet/master/http/server_protocol.py); the server is
         # not advertised.
         # X-Forwarded-For is believed only from the proxies named in
         # FLEET_TRUSTED_PROXIES (uvicorn trusts loopback by default: any local client

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING
 from fastapi import Request
 
 from fleet.backends.base import Backend
-from fleet.master.auth import TokenTable
-from fleet.master.entry_cache import EntryCache
+from fleet.master.http.auth import TokenTable
+from fleet.master.services.entry_cache import EntryCache
 from fleet.settings import Settings
 
 if TYPE_CHECKING:
-    from fleet.master.event_hub import EventHub
-    from fleet.master.metrics import MasterMetrics
-    from fleet.master.sweeper import Sweeper
+    from fleet.master.services.event_hub import EventHub
+    from fleet.master.services.metrics import MasterMetrics
+    from fleet.master.services.sweeper import Sweeper
 
 
 @dataclass

@@ -3,7 +3,7 @@
 A plugin's new version may change its payload model after schedules were made; the
 firer asks before each tick (``ScheduleFirer(check=...)``) so that a payload the type
 no longer accepts is not enqueued tick after tick only to be dead-lettered. The
-master checks against the catalog's schema (``fleet.master.schedule_check``); a worker
+master checks against the catalog's schema (``fleet.master.services.schedule_check``); a worker
 checks the types it runs against their classes, here.
 """
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.master.auth import Kind, Principal, TokenTable, allowed, bearer_token
+from fleet.master.http.auth import Kind, Principal, TokenTable, allowed, bearer_token
 from tests.master.conftest import ADMIN, OTHER_SCOPED, READ, SCOPED, InProcess, auth
 from tests.master.plugins import SCRAPE
 

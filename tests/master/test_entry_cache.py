@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet.master.entry_cache import EntryCache
+from fleet.master.services.entry_cache import EntryCache
 from tests.master.conftest import ADMIN, InProcess, auth
 
 H = auth(ADMIN)

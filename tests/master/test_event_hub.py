@@ -1,5 +1,5 @@
 """Every event stream of a master shares one backend subscription and one poller
-(fleet/master/event_hub.py), and each client still gets only what it follows."""
+(fleet/master/services/event_hub.py), and each client still gets only what it follows."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import redis.asyncio as aioredis
 from fleet.backends import open_backend
 from fleet.backends.redis.keys import event_channel
 from fleet.core.records import PushRequest, TaskBody
-from fleet.master import event_hub
-from fleet.master.event_hub import IDLE_TOPIC, EventHub
+from fleet.master.services import event_hub
+from fleet.master.services.event_hub import IDLE_TOPIC, EventHub
 from tests.master.conftest import ADMIN, auth, memory_url, wait_for
 from tests.support.redis_server import REDIS_BIN, RedisServer
 

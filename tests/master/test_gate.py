@@ -13,7 +13,7 @@ import httpx
 import psutil
 import pytest
 
-from fleet.master.gate import FailedAuth, FailurePolicy
+from fleet.master.http.gate import FailedAuth, FailurePolicy
 from tests.master.conftest import ADMIN, READ, SCOPED, InProcess, auth
 from tests.master.plugins import SCRAPE
 from tests.support.master_proc import MASTER_TOKEN, MasterProcess

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from fleet.master.jsonguard import MAX_DEPTH, depth_of, json_problem
+from fleet.master.http.jsonguard import MAX_DEPTH, depth_of, json_problem
 from tests.master.conftest import ADMIN, SCOPED, InProcess, auth
 from tests.master.plugins import SCRAPE
 

@@ -13,7 +13,7 @@ import pytest
 from fleet.backends import open_backend
 from fleet.core.metrics import Metrics
 from fleet.core.records import PushRequest, TaskBody
-from fleet.master.event_hub import format_event, topic_event
+from fleet.master.services.event_hub import format_event, topic_event
 from tests.master.conftest import ADMIN, InProcess, auth, settings_for, start_in_process
 from tests.master.plugins import LOOP, SCRAPE
 

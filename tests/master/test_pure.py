@@ -9,8 +9,8 @@ import pytest
 from fleet.cli.common import ago, parse_assignment
 from fleet.client.http import error_for, format_validation
 from fleet.core.records import WorkerRecord
-from fleet.master.limits import limit_for_paths
-from fleet.master.workers_view import is_up, worker_counts, worker_view
+from fleet.master.http.limits import limit_for_paths
+from fleet.master.services.workers_view import is_up, worker_counts, worker_view
 
 
 def record(

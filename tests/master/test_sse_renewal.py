@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fleet.backends import open_backend
-from fleet.master.event_hub import event_stream
+from fleet.master.services.event_hub import event_stream
 from tests.master.conftest import memory_url
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fleet.backends import open_backend
 from fleet.core.records import PushRequest, TaskBody
-from fleet.master.sweeper import LOCK_NAME, Sweeper
+from fleet.master.services.sweeper import LOCK_NAME, Sweeper
 from tests.master.conftest import settings_for, start_in_process, wait_for
 from tests.master.plugins import SCRAPE
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet.master.validation import (
+from fleet.master.services.validation import (
     finite_json,
     non_finite_errors,
     schema_defaults,

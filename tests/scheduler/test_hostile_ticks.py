@@ -16,7 +16,7 @@ from fleet.backends.base import Backend
 from fleet.core.errors import ContractValueError
 from fleet.core.schedule import ScheduleRecord, new_record, plan, tick_task_id
 from fleet.core.submission import make_push_request
-from fleet.master.schedule_check import catalog_check
+from fleet.master.services.schedule_check import catalog_check
 from fleet.scheduler import fire_due
 from fleet.scheduler.firer import tick_key_ttl
 from fleet.scheduler.payloads import local_check

@@ -22,7 +22,7 @@ from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core import BaseConfig, BatchAutomation, Context, Task, register
 from fleet.core.records import LeaseStatus
-from fleet.master.metrics import MasterMetrics
+from fleet.master.services.metrics import MasterMetrics
 from fleet.worker.agent import Worker
 from tests.worker.support import push, running_worker, wait_until
 

@@ -9,12 +9,12 @@ from fastapi import APIRouter, Depends, Request
 
 from fleet.backends.base import Backend
 from fleet.core.stored import entry_unreadable
-from fleet.master.auth import Principal, admin_access, list_access, type_read_access
-from fleet.master.catalog import require_entry, unknown_type
-from fleet.master.models import TypeName, error_responses
-from fleet.master.secrets import mask_schema
+from fleet.master.http.auth import Principal, admin_access, list_access, type_read_access
+from fleet.master.http.models import TypeName, error_responses
+from fleet.master.services.catalog import require_entry, unknown_type
+from fleet.master.services.secrets import mask_schema
+from fleet.master.services.workers_view import load_views, worker_counts
 from fleet.master.state import backend_dependency, master_state
-from fleet.master.workers_view import load_views, worker_counts
 from fleet.protocol import CONTROL_NS, drain_key
 
 router = APIRouter(tags=["catalog"], responses=error_responses(401, 403, 404, 413, 503))

@@ -8,13 +8,13 @@ from fastapi import APIRouter, Body, Depends, HTTPException, Query
 
 from fleet.backends.base import Backend
 from fleet.core.config import merge_config
-from fleet.master.auth import Principal, admin_access, type_read_access
-from fleet.master.catalog import require_entry, require_readable_entry
-from fleet.master.config_ops import patch_type_config, patch_worker_config
-from fleet.master.models import TypeName, error_responses
-from fleet.master.secrets import mask_config, mask_schema, unmask_patch
+from fleet.master.http.auth import Principal, admin_access, type_read_access
+from fleet.master.http.models import TypeName, error_responses
+from fleet.master.services.catalog import require_entry, require_readable_entry
+from fleet.master.services.config_ops import patch_type_config, patch_worker_config
+from fleet.master.services.secrets import mask_config, mask_schema, unmask_patch
+from fleet.master.services.validation import config_errors, schema_defaults, split_missing
 from fleet.master.state import backend_dependency
-from fleet.master.validation import config_errors, schema_defaults, split_missing
 
 router = APIRouter(tags=["config"], responses=error_responses(401, 403, 404, 413, 503))
 

@@ -1,6 +1,6 @@
 """``GET /api/v1/events``: server-sent events for live views.
 
-Every stream of a master is fed by one :class:`~fleet.master.event_hub.EventHub`
+Every stream of a master is fed by one :class:`~fleet.master.services.event_hub.EventHub`
 (one backend subscription, one poller). A client sees the backend's event
 topics of every catalogued type (``<type>.emit``, ``config.<type>``, ``control.<type>``,
 ``cancel.<type>``, ``worker.<type>``) and, every ``interval`` seconds, sends
@@ -28,9 +28,9 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 
 from fleet.backends.base import Backend
-from fleet.master.auth import read_access
-from fleet.master.event_hub import event_stream
-from fleet.master.models import error_responses
+from fleet.master.http.auth import read_access
+from fleet.master.http.models import error_responses
+from fleet.master.services.event_hub import event_stream
 from fleet.master.state import backend_dependency, master_state
 
 router = APIRouter(tags=["events"], responses=error_responses(401, 403, 503))

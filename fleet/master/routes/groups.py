@@ -22,11 +22,11 @@ from fleet.core.flow import (
     check_group,
     parse_rate,
 )
-from fleet.master.auth import admin_access, type_read_access
-from fleet.master.catalog import require_batch_entry
-from fleet.master.models import TypeName, error_responses
+from fleet.master.http.auth import admin_access, type_read_access
+from fleet.master.http.models import TypeName, error_responses
+from fleet.master.services.catalog import require_batch_entry
+from fleet.master.services.validation import schema_defaults
 from fleet.master.state import backend_dependency
-from fleet.master.validation import schema_defaults
 
 router = APIRouter(tags=["groups"], responses=error_responses(401, 403, 404, 409, 413, 503))
 

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from fleet.master.auth import authorize
-from fleet.master.models import error_responses
+from fleet.master.http.auth import authorize
+from fleet.master.http.models import error_responses
 from fleet.master.state import get_backend, master_state
 
 router = APIRouter(tags=["health"])

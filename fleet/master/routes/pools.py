@@ -14,9 +14,9 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 
 from fleet.backends.base import Backend
 from fleet.core.records import PoolStats
-from fleet.master.auth import Principal, admin_access, read_access
-from fleet.master.catalog import declared_pools, did_you_mean
-from fleet.master.models import PoolName, error_responses
+from fleet.master.http.auth import Principal, admin_access, read_access
+from fleet.master.http.models import PoolName, error_responses
+from fleet.master.services.catalog import declared_pools, did_you_mean
 from fleet.master.state import backend_dependency
 
 router = APIRouter(tags=["pools"], responses=error_responses(401, 403, 404, 413, 503))

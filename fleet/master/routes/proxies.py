@@ -13,8 +13,8 @@ from fastapi import APIRouter, Depends, Query
 
 from fleet.backends.base import Backend
 from fleet.core.redact import mask_credentials
-from fleet.master.auth import read_access
-from fleet.master.models import error_responses
+from fleet.master.http.auth import read_access
+from fleet.master.http.models import error_responses
 from fleet.master.state import backend_dependency
 
 router = APIRouter(tags=["proxies"], responses=error_responses(401, 403, 503))

@@ -7,10 +7,10 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 
 from fleet.backends.base import Backend
-from fleet.master.auth import admin_access, type_read_access
-from fleet.master.catalog import require_entry
-from fleet.master.models import PopBody, ReplayBody, TypeName, error_responses
-from fleet.master.secrets import mask_task
+from fleet.master.http.auth import admin_access, type_read_access
+from fleet.master.http.models import PopBody, ReplayBody, TypeName, error_responses
+from fleet.master.services.catalog import require_entry
+from fleet.master.services.secrets import mask_task
 from fleet.master.state import backend_dependency
 
 router = APIRouter(

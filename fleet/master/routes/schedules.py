@@ -29,11 +29,11 @@ from fleet.core.schedule import (
     new_record,
     next_tick,
 )
-from fleet.master.auth import admin_access, type_read_access
-from fleet.master.catalog import require_batch_entry, require_readable_entry
-from fleet.master.models import ErrorBody, TypeName, error_responses
+from fleet.master.http.auth import admin_access, type_read_access
+from fleet.master.http.models import ErrorBody, TypeName, error_responses
+from fleet.master.services.catalog import require_batch_entry, require_readable_entry
+from fleet.master.services.validation import ErrorList, InvalidInput, non_finite_errors
 from fleet.master.state import backend_dependency, master_state
-from fleet.master.validation import ErrorList, InvalidInput, non_finite_errors
 from fleet.scheduler import run_now
 
 CONFLICT: dict[int | str, dict[str, Any]] = {

@@ -11,9 +11,8 @@ from pydantic import ValidationError
 from fleet.backends.base import Backend
 from fleet.core.records import PushRequest, PushResult
 from fleet.core.submission import make_push_request
-from fleet.master.auth import admin_access, submit_access, type_read_access
-from fleet.master.catalog import require_entry
-from fleet.master.models import (
+from fleet.master.http.auth import admin_access, submit_access, type_read_access
+from fleet.master.http.models import (
     BatchBody,
     BatchResult,
     SubmitBody,
@@ -21,9 +20,15 @@ from fleet.master.models import (
     TypeName,
     error_responses,
 )
-from fleet.master.secrets import mask_task
+from fleet.master.services.catalog import require_entry
+from fleet.master.services.secrets import mask_task
+from fleet.master.services.validation import (
+    ErrorList,
+    InvalidInput,
+    PayloadChecker,
+    non_finite_errors,
+)
 from fleet.master.state import backend_dependency, get_backend, master_state
-from fleet.master.validation import ErrorList, InvalidInput, PayloadChecker, non_finite_errors
 from fleet.protocol import cancel_topic
 
 router = APIRouter(tags=["tasks"], responses=error_responses(401, 403, 404, 409, 413, 503))

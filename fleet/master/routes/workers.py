@@ -8,11 +8,11 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 
 from fleet.backends.base import Backend
 from fleet.core.config import merge_config
-from fleet.master.auth import Principal, admin_access, list_access, type_read_access
-from fleet.master.models import TypeName, error_responses
-from fleet.master.secrets import mask_config, mask_value
+from fleet.master.http.auth import Principal, admin_access, list_access, type_read_access
+from fleet.master.http.models import TypeName, error_responses
+from fleet.master.services.secrets import mask_config, mask_value
+from fleet.master.services.workers_view import load_views
 from fleet.master.state import backend_dependency, master_state
-from fleet.master.workers_view import load_views
 from fleet.protocol import CONTROL_NS, control_topic, drain_key
 
 router = APIRouter(tags=["workers"], responses=error_responses(401, 403, 404, 413, 503))

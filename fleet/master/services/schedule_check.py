@@ -9,7 +9,7 @@ from typing import Any
 
 from fleet.backends.base import Backend
 from fleet.core.stored import entry_unreadable
-from fleet.master.validation import PayloadChecker
+from fleet.master.services.validation import PayloadChecker
 from fleet.scheduler.firer import PayloadCheck
 from fleet.scheduler.payloads import first_errors
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fleet.master.jsonguard import json_problem
+from fleet.master.http.jsonguard import json_problem
 
 #: Decides the limit of one request from its path.
 LimitFor = Callable[[str], int]

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticError
 
 from fleet.core.automation import BatchAutomation, get_automation
-from fleet.master.safe_regex import SafeValidator
+from fleet.master.services.safe_regex import SafeValidator
 
 Loc = tuple[str | int, ...]
 ErrorList = list[dict[str, Any]]
@@ -34,7 +34,7 @@ MAX_MSG = 300
 
 @lru_cache(maxsize=256)
 def _validator(schema_json: str) -> Draft202012Validator:
-    # Regular expressions of catalog schemas run on RE2 (fleet/master/safe_regex.py).
+    # Regular expressions of catalog schemas run on RE2 (fleet/master/services/safe_regex.py).
     validator: Draft202012Validator = SafeValidator(json.loads(schema_json))
     return validator
 

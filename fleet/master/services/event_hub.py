@@ -33,7 +33,7 @@ from fleet.backends.base import Backend, Subscription
 from fleet.core.errors import BackendError
 from fleet.core.outage import OutageLog, is_outage
 from fleet.core.stored import entry_unreadable
-from fleet.master.workers_view import load_views
+from fleet.master.services.workers_view import load_views
 from fleet.protocol import cancel_topic, config_topic, control_topic, emit_topic, worker_topic
 
 log = logging.getLogger(__name__)

@@ -27,8 +27,8 @@ from fleet.backends.base import Backend
 from fleet.core.metrics import BUCKETS, merge_histograms, merge_snapshots
 from fleet.core.records import QueueDepths
 from fleet.core.stored import entry_unreadable
-from fleet.master.proxy_metrics import ProxySnapshot, gather_proxies, proxy_families
-from fleet.master.workers_view import is_up
+from fleet.master.services.proxy_metrics import ProxySnapshot, gather_proxies, proxy_families
+from fleet.master.services.workers_view import is_up
 
 #: Counters of QueueDepths exported as ``fleet_tasks_<name>_total``.
 TASK_COUNTERS = ("submitted", "completed", "failed", "dead", "expired", "cancelled", "throttled")

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 from fleet.core.redact import MASK, mask_credentials
-from fleet.master.validation import InvalidInput
+from fleet.master.services.validation import InvalidInput
 
 __all__ = [
     "MASK",

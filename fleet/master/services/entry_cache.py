@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable
 
 from fleet.backends.base import Backend
-from fleet.master.catalog import require_batch_entry
-from fleet.master.validation import PayloadChecker
+from fleet.master.services.catalog import require_batch_entry
+from fleet.master.services.validation import PayloadChecker
 
 #: How long a batch type's entry and checker are reused by the submit routes.
 ENTRY_TTL_SECONDS = 1.0

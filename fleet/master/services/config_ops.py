@@ -18,7 +18,7 @@ from fleet.backends.base import Backend
 from fleet.core.config import FLEET_WIDE_FIELDS, merge_config
 from fleet.core.flow import GroupLimits
 from fleet.core.records import new_token
-from fleet.master.validation import (
+from fleet.master.services.validation import (
     InvalidInput,
     config_errors,
     non_finite_errors,

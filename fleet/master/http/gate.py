@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fleet.master.auth import Kind, Principal, TokenTable, bearer_token
+from fleet.master.http.auth import Kind, Principal, TokenTable, bearer_token
 
 API = "/api/v1/"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
