@@ -7,13 +7,9 @@ from typing import Any
 from fastapi import APIRouter, Body, Depends, HTTPException, Query
 
 from fleet.backends.base import Backend
-from fleet.core.config import merge_config
 from fleet.master.http.auth import Principal, admin_access, type_read_access
 from fleet.master.http.models import TypeName, error_responses
-from fleet.master.services.catalog import require_entry, require_readable_entry
-from fleet.master.services.config_ops import patch_type_config, patch_worker_config
-from fleet.master.services.secrets import mask_config, mask_schema, unmask_patch
-from fleet.master.services.validation import config_errors, schema_defaults, split_missing
+from fleet.master.services import configs
 from fleet.master.state import backend_dependency
 
 router = APIRouter(tags=["config"], responses=error_responses(401, 403, 404, 413, 503))
@@ -37,20 +33,7 @@ async def get_config(
     the admin asks with ``reveal=true``."""
     if reveal and not principal.is_admin:
         raise HTTPException(403, detail="only the admin token may reveal secrets")
-    entry = await require_entry(backend, automation_type)
-    schema = entry.get("config") or {}
-    stored = await backend.config_get(automation_type)
-    effective = merge_config(schema_defaults(schema), stored)
-    missing, _errors = split_missing(config_errors(automation_type, entry, stored))
-    shown = {"config": stored, "defaults": schema_defaults(schema), "effective": effective}
-    if not reveal:
-        shown = {k: mask_config(v, schema) for k, v in shown.items()}
-    return {
-        "type": automation_type,
-        **shown,
-        "missing": missing,
-        "schema": schema if reveal else mask_schema(schema),
-    }
+    return await configs.type_config(backend, automation_type, reveal=reveal)
 
 
 @router.patch(
@@ -68,16 +51,7 @@ async def patch_config(
     """Validate against ``Config`` (422), store, bump the generation of every worker of
     the type and push it; per-worker overrides are kept. Masked secrets sent back keep
     the stored ones; a mask that matches no stored secret is a 422."""
-    entry = await require_readable_entry(backend, automation_type)
-    # The client was shown the stored config over the defaults (the dashboard's form
-    # edits ``effective``): a mask it sends back stands for a secret of either.
-    schema = entry.get("config") or {}
-    shown = merge_config(schema_defaults(schema), await backend.config_get(automation_type))
-    patch = unmask_patch(patch, shown)
-    result = await patch_type_config(backend, automation_type, entry, patch, replace=replace)
-    answer = result.to_dict()
-    answer["config"] = mask_config(answer["config"], entry.get("config") or {})
-    return {"type": automation_type, **answer}
+    return await configs.patch_type(backend, automation_type, patch, replace=replace)
 
 
 @router.patch(
@@ -95,16 +69,4 @@ async def patch_worker(
 ) -> dict[str, Any]:
     """Validate the merged config (422), store the override, bump that worker's
     generation and push it. An override of a worker not registered yet is kept for it."""
-    entry = await require_readable_entry(backend, automation_type)
-    # A worker's masks may stand for its override or the type-wide value it was shown
-    # merged with it (``GET .../workers/{id}``: ``merged``).
-    schema = entry.get("config") or {}
-    type_wide = merge_config(schema_defaults(schema), await backend.config_get(automation_type))
-    override = await backend.config_get(automation_type, worker_id)
-    patch = unmask_patch(patch, merge_config(type_wide, override))
-    result = await patch_worker_config(
-        backend, automation_type, worker_id, entry, patch, replace=replace
-    )
-    answer = result.to_dict()
-    answer["config"] = mask_config(answer["config"], entry.get("config") or {})
-    return {"type": automation_type, "worker_id": worker_id, **answer}
+    return await configs.patch_worker(backend, automation_type, worker_id, patch, replace=replace)

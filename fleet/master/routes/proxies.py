@@ -1,9 +1,5 @@
-"""``GET /api/v1/proxies``: the health of every proxy the fleet's slots use.
-
-Proxies are listed by key (:func:`fleet.core.proxy.proxy_key`: scheme, host, port and
-a digest of the user name), so no answer holds a user name or a password; the reason
-of the last bad report is masked again on the way out.
-"""
+"""``GET /api/v1/proxies``: the health of every proxy the fleet's slots use
+(services/proxies.py: listed by key, reasons masked)."""
 
 from __future__ import annotations
 
@@ -12,9 +8,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 
 from fleet.backends.base import Backend
-from fleet.core.redact import mask_credentials
 from fleet.master.http.auth import read_access
 from fleet.master.http.models import error_responses
+from fleet.master.services.proxies import proxy_health
 from fleet.master.state import backend_dependency
 
 router = APIRouter(tags=["proxies"], responses=error_responses(401, 403, 503))
@@ -32,15 +28,4 @@ async def list_proxies(
     """Every proxy known to the backend (taken or reported in the last hour), by key:
     uses, ok and bad reports, score (bad reports in a row), whether it is cooling down
     and until when, and how many slots use it now."""
-    found = await backend.proxy_list(limit=limit)
-    proxies = []
-    for info in found:
-        item = info.to_dict()
-        if info.last_reason is not None:
-            item["last_reason"] = mask_credentials(info.last_reason)
-        proxies.append(item)
-    return {
-        "proxies": proxies,
-        "cooling": sum(1 for p in found if p.cooling_until is not None),
-        "in_use": sum(p.in_use for p in found),
-    }
+    return await proxy_health(backend, limit)

@@ -9,8 +9,7 @@ from fastapi import APIRouter, Depends, Query
 from fleet.backends.base import Backend
 from fleet.master.http.auth import admin_access, type_read_access
 from fleet.master.http.models import PopBody, ReplayBody, TypeName, error_responses
-from fleet.master.services.catalog import require_entry
-from fleet.master.services.secrets import mask_task
+from fleet.master.services import queue
 from fleet.master.state import backend_dependency
 
 router = APIRouter(
@@ -26,8 +25,7 @@ async def dead_peek(
     backend: Backend = Depends(backend_dependency),
 ) -> list[dict[str, Any]]:
     """Dead-lettered bodies, oldest death first, with last error and attempts."""
-    await require_entry(backend, automation_type)
-    return [mask_task(body.to_dict()) for body in await backend.dead_peek(automation_type, n)]
+    return await queue.dead_letters(backend, automation_type, n)
 
 
 @router.post(
@@ -43,12 +41,8 @@ async def dead_replay(
 ) -> dict[str, Any]:
     """Re-enqueue dead tasks with ``attempt=0``, keeping priority: the ones named by
     ``task_ids``, else the ``n`` oldest, else all."""
-    await require_entry(backend, automation_type)
     body = body or ReplayBody()
-    if body.task_ids is not None and not body.task_ids:
-        return {"replayed": 0}  # an empty selection selects nothing, never "all"
-    replayed = await backend.dead_replay(automation_type, n=body.n, task_ids=body.task_ids)
-    return {"replayed": replayed}
+    return {"replayed": await queue.replay(backend, automation_type, body.n, body.task_ids)}
 
 
 @router.delete("/automations/{automation_type}/dead", summary="Drain the DLQ")
@@ -58,8 +52,7 @@ async def dead_drain(
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """Remove every dead-lettered task of the type."""
-    await require_entry(backend, automation_type)
-    return {"drained": await backend.dead_clear(automation_type)}
+    return {"drained": await queue.drain_dead(backend, automation_type)}
 
 
 @router.get("/automations/{automation_type}/output", summary="Peek the output stream")
@@ -75,9 +68,7 @@ async def output_peek(
     """The ``n`` oldest entries ``{id, ts, worker_id, payload}``, not removed; with
     ``newest=true`` the ``n`` newest ones, still in time order (what ``fleet tail``
     shows)."""
-    await require_entry(backend, automation_type)
-    read = backend.stream_tail if newest else backend.stream_peek
-    return [e.to_dict() for e in await read(automation_type, n)]
+    return await queue.output(backend, automation_type, n, newest=newest)
 
 
 @router.post(
@@ -92,6 +83,4 @@ async def output_pop(
     backend: Backend = Depends(backend_dependency),
 ) -> list[dict[str, Any]]:
     """Remove and return the ``n`` oldest entries (each goes to one caller only)."""
-    await require_entry(backend, automation_type)
-    n = (body or PopBody()).n
-    return [e.to_dict() for e in await backend.stream_pop(automation_type, n)]
+    return await queue.pop_output(backend, automation_type, (body or PopBody()).n)

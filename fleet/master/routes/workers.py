@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, Request
 
 from fleet.backends.base import Backend
-from fleet.core.config import merge_config
 from fleet.master.http.auth import Principal, admin_access, list_access, type_read_access
 from fleet.master.http.models import TypeName, error_responses
-from fleet.master.services.secrets import mask_config, mask_value
+from fleet.master.services import workers
 from fleet.master.services.workers_view import load_views
 from fleet.master.state import backend_dependency, master_state
-from fleet.protocol import CONTROL_NS, control_topic, drain_key
 
 router = APIRouter(tags=["workers"], responses=error_responses(401, 403, 404, 413, 503))
 
@@ -51,42 +49,8 @@ async def one_worker(
 ) -> dict[str, Any]:
     """One worker with its config: type-wide, its override, the merged result and
     the desired config written for it (with its generation)."""
-    views = await load_views(
-        backend, [(automation_type, worker_id)], master_state(request).settings.heartbeat_seconds
-    )
-    if not views:
-        raise HTTPException(404, detail=f"unknown worker {worker_id!r} of {automation_type!r}")
-    type_wide = await backend.config_get(automation_type)
-    override = await backend.config_get(automation_type, worker_id)
-    desired, gen = await backend.worker_config_get(automation_type, worker_id)
-    record = await backend.worker_get(automation_type, worker_id)
-    entry = await backend.catalog_get(automation_type) or {}
-    schema = entry.get("config") if isinstance(entry.get("config"), dict) else {}
-    configs = {
-        "type_wide": type_wide,
-        "override": override,
-        "merged": merge_config(type_wide, override),
-        "desired": desired,
-    }
-    return {
-        **views[0],
-        # Secrets masked for every token (GET .../config?reveal=true shows them to the admin).
-        "config": {**{k: mask_config(v, schema) for k, v in configs.items()}, "desired_gen": gen},
-        "stats": mask_value(record.stats) if record is not None else None,
-    }
-
-
-async def _control(backend: Backend, automation_type: str, worker_id: str, action: str) -> None:
-    if worker_id not in await backend.worker_ids(automation_type):
-        raise HTTPException(404, detail=f"unknown worker {worker_id!r} of {automation_type!r}")
-    key = drain_key(automation_type, worker_id)
-    if action == "drain":
-        await backend.kv_set(CONTROL_NS, key, "true")
-    else:
-        await backend.kv_delete(CONTROL_NS, key)
-    await backend.publish(
-        control_topic(automation_type), {"worker_id": worker_id, "action": action}
-    )
+    heartbeat = master_state(request).settings.heartbeat_seconds
+    return await workers.worker_detail(backend, automation_type, worker_id, heartbeat)
 
 
 @router.post("/automations/{automation_type}/workers/{worker_id}/drain", summary="Drain")
@@ -97,7 +61,7 @@ async def drain_worker(
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """Stop taking tasks, finish in-flight ones, then idle (until resumed)."""
-    await _control(backend, automation_type, worker_id, "drain")
+    await workers.control(backend, automation_type, worker_id, "drain")
     return {"worker_id": worker_id, "action": "drain"}
 
 
@@ -109,7 +73,7 @@ async def resume_worker(
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """Undo a drain: the worker takes tasks again."""
-    await _control(backend, automation_type, worker_id, "resume")
+    await workers.control(backend, automation_type, worker_id, "resume")
     return {"worker_id": worker_id, "action": "resume"}
 
 
@@ -122,7 +86,5 @@ async def forget_worker(
 ) -> dict[str, Any]:
     """Delete the worker's ``wkr:`` keys and index entries (a live worker comes
     back on its next heartbeat)."""
-    known = worker_id in await backend.worker_ids(automation_type)
-    await backend.worker_forget(automation_type, worker_id)
-    await backend.kv_delete(CONTROL_NS, drain_key(automation_type, worker_id))
+    known = await workers.forget(backend, automation_type, worker_id)
     return {"worker_id": worker_id, "forgotten": known}

@@ -7,7 +7,7 @@ import asyncio
 import difflib
 import importlib
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from fastapi import HTTPException
@@ -18,6 +18,7 @@ from fleet.core.catalog import catalog_entry
 from fleet.core.errors import BackendError
 from fleet.core.outage import OutageLog, is_outage
 from fleet.core.stored import entry_unreadable
+from fleet.master.services.secrets import mask_schema
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +146,20 @@ async def require_batch_entry(backend: Backend, automation_type: str) -> dict[st
             ),
         )
     return entry
+
+
+async def shown_catalog(
+    backend: Backend, sees_type: Callable[[str], bool]
+) -> dict[str, dict[str, Any]]:
+    """Every entry ``sees_type`` lets through, by type, as answers show them: secrets
+    in schema defaults (a proxy URL a plugin wrote down) masked."""
+    entries = await backend.catalog_all()
+    return {t: mask_schema(e) for t, e in sorted(entries.items()) if sees_type(t)}
+
+
+async def shown_entry(backend: Backend, automation_type: str) -> dict[str, Any]:
+    """One type's entry as answers show it (secrets masked); 404 for an unknown type."""
+    return dict(mask_schema(await require_entry(backend, automation_type)))
 
 
 async def keep_local_entries(backend: Backend, period: float) -> None:

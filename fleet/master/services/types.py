@@ -1,0 +1,72 @@
+"""Automation types as the REST API lists them, and deleting all state of one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import astuple
+from typing import Any
+
+from fleet.backends.base import Backend
+from fleet.core.stored import entry_unreadable
+from fleet.master.services.catalog import unknown_type
+from fleet.master.services.workers_view import load_views, worker_counts
+from fleet.protocol import CONTROL_NS, drain_key
+
+
+async def type_rows(
+    backend: Backend, sees_type: Callable[[str], bool], heartbeat_seconds: float
+) -> list[dict[str, Any]]:
+    """Every catalogued type, and every type that has workers, that ``sees_type``
+    lets through: its kind, worker counts and queue depths (``GET /automations``)."""
+    entries = await backend.catalog_all()
+    pairs = await backend.workers_all()
+    out = []
+    for t in sorted({*entries, *(t for t, _ in pairs)}):
+        if not sees_type(t):
+            continue
+        entry = entries.get(t) or {}
+        views = await load_views(backend, [p for p in pairs if p[0] == t], heartbeat_seconds)
+        depths = await backend.depths(t) if entry.get("queue") else None
+        row = {
+            "type": t,
+            "kind": entry.get("kind"),
+            "catalogued": t in entries,
+            "has_queue": bool(entry.get("queue")),
+            "has_stream": bool(entry.get("stream")),
+            "workers": worker_counts(views),
+            "queue": depths.to_dict() if depths is not None else None,
+        }
+        why = entry_unreadable(entry)
+        if why is not None:  # listed, with what could not be read instead of its kind
+            row["unreadable"] = why
+        out.append(row)
+    return out
+
+
+async def _holds_nothing(backend: Backend, automation_type: str) -> bool:
+    """No catalog entry, no task in any state, no counter, no schedule (workers aside)."""
+    if await backend.catalog_get(automation_type) is not None:
+        return False
+    depths = await backend.depths(automation_type)
+    held = depths.pending + depths.processing + depths.scheduled + depths.dead
+    if held or any(astuple(depths.counters)):
+        return False
+    return not await backend.schedule_list_raw(automation_type)
+
+
+async def delete_type(
+    backend: Backend, automation_type: str, forget: Callable[[str], None]
+) -> None:
+    """Delete the type's queue, task states, stream, catalog entry, config, worker
+    records and drain flags; ``forget`` drops what this master keeps of it.
+
+    Raises:
+        HTTPException: 404 for a type the backend holds nothing of.
+    """
+    worker_ids = await backend.worker_ids(automation_type)
+    if not worker_ids and await _holds_nothing(backend, automation_type):
+        raise await unknown_type(backend, automation_type)
+    await backend.purge_type(automation_type)
+    forget(automation_type)
+    for wid in worker_ids:  # drain flags live in the KV store, outside the type's keys
+        await backend.kv_delete(CONTROL_NS, drain_key(automation_type, wid))
