@@ -27,6 +27,8 @@ from fleet.worker.feeder import Feeder
 from fleet.worker.leases import AckBatcher, LeaseKeeper
 from fleet.worker.outcomes import Finished
 from fleet.worker.stats import SlotStats, TypeCounters
+
+# Where it lived when the slot loops were one module; tests still read it here.
 from fleet.worker.suspects import SUSPECT_PROBATION_SECONDS as SUSPECT_PROBATION_SECONDS
 
 log = logging.getLogger("fleet.worker.slots")
@@ -50,7 +52,8 @@ class SlotEnv:
         feeder: Task source (batch types only).
         keeper: Lease renewer (batch types only).
         acker: Ack batcher (batch types only).
-        on_finished: Called with ``(task_id, outcome)`` after a task is settled.
+        on_finished: Called with ``(task_id, how)`` after a task is settled (see
+            :data:`~fleet.worker.outcomes.Finished`).
         cancels: Cancel requests of tasks no slot ran yet (checked before a run).
         outages: The type's view of the process's backend outages (one line per
             outage of the process, not one per slot and retry).

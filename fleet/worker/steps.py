@@ -8,7 +8,8 @@ leased; a lost lease overrides whatever the run said). The slot then settles
 the outcome (:mod:`fleet.worker.settle`).
 
 The steps are plain functions calling one another: per task, one coroutine per
-step and no other object, unless something goes wrong.
+step and nothing else the task did not already need (its ``Task``, its lease);
+an outcome is allocated only when something goes wrong.
 """
 
 from __future__ import annotations
