@@ -148,7 +148,7 @@ async def _scenario(
             p.reset()
         b.bad = True
         start = time.time()
-        batch = [{"target": f"{target.url}/c{i}"} for i in range(150)]
+        batch = [{"target": f"{target.url}/c{i}"} for i in range(300)]
         runner = asyncio.create_task(run_tasks(backend, batch, 60))
 
         async def reported() -> bool:
@@ -171,7 +171,9 @@ async def _scenario(
         assert len({line["pid"] for line in lines if cooled_at < line["t0"] < until}) == 2
         after = [x for x in lines if x["proxy"] == keys["b"] and x["t0"] > until]
         assert after and all(x["status"] == 200 for x in after), "b never came back"
-        assert {x["proxy"] for x in lines if cooled_at < x["t0"] < until} == {
+        # A task the other worker started in the moment before it learned of the report
+        # may still go through b: the same allowance as at the proxy above.
+        assert {x["proxy"] for x in lines if cooled_at + 0.3 < x["t0"] < until} == {
             keys["a"],
             keys["c"],
         }
