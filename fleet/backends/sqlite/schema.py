@@ -44,7 +44,7 @@ from collections.abc import Callable
 from fleet.core.errors import SchemaVersionError
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -259,6 +259,14 @@ CREATE TABLE group_defaults (
 """
 
 
+#: Version 9: a stream entry names the task and attempt that emitted it (NULL for a
+#: continuous automation's emits), so a consumer can tell a redelivery's outputs apart.
+_V9 = """
+ALTER TABLE stream ADD COLUMN task_id TEXT;
+ALTER TABLE stream ADD COLUMN attempt INTEGER;
+"""
+
+
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def apply(conn: sqlite3.Connection) -> None:
         # executescript would COMMIT our transaction; run statement by statement.
@@ -279,6 +287,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     6: _script(_V6),
     7: _script(_V7),
     8: _script(_V8),
+    9: _script(_V9),
 }
 
 
