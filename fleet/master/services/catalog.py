@@ -7,14 +7,14 @@ import asyncio
 import difflib
 import importlib
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from fastapi import HTTPException
 
 from fleet.backends.base import Backend
 from fleet.core.automation import registered
-from fleet.core.catalog import catalog_entry
+from fleet.core.catalog import CatalogEntry, as_entries, as_entry, as_stored, describe
 from fleet.core.errors import BackendError
 from fleet.core.outage import OutageLog, is_outage
 from fleet.core.stored import entry_unreadable
@@ -46,12 +46,12 @@ def load_plugins(specs: Sequence[str] = ()) -> None:
         log.warning("plugin not loaded: %s: %s", error.source, error.error)
 
 
-def local_entries() -> dict[str, dict[str, Any]]:
+def local_entries() -> dict[str, CatalogEntry]:
     """Catalog entries of every automation class registered in this process."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, CatalogEntry] = {}
     for name, cls in registered().items():
         try:
-            out[name] = catalog_entry(cls)
+            out[name] = describe(cls)
         except Exception as exc:  # one malformed schema must not hide the others
             log.warning("cannot describe automation %r: %s", name, exc)
     return out
@@ -65,11 +65,41 @@ async def publish_local_entries(backend: Backend) -> list[str]:
     """
     entries = local_entries()
     for name, entry in entries.items():
-        await backend.catalog_put(name, entry)
+        await backend.catalog_put(name, as_stored(entry))
     return sorted(entries)
 
 
-def declared_pools(entries: dict[str, dict[str, Any]]) -> set[str]:
+async def all_entries(backend: Backend) -> dict[str, CatalogEntry]:
+    """Every catalog entry, by type (some perhaps unreadable: :func:`entry_unreadable`)."""
+    return as_entries(await backend.catalog_all())
+
+
+async def find_entry(backend: Backend, automation_type: str) -> CatalogEntry | None:
+    """The catalog entry of a type, or None (perhaps unreadable)."""
+    entry = await backend.catalog_get(automation_type)
+    return None if entry is None else as_entry(entry)
+
+
+def summary(automation_type: str, entry: CatalogEntry | None, **extra: Any) -> dict[str, Any]:
+    """A type as the lists of types show it (``GET /automations``, the ``types``
+    frame): its kind, whether it is catalogued, has a queue, has a stream, then
+    ``extra``; an entry that cannot be read adds ``unreadable`` (why)."""
+    shown = entry or {}
+    row: dict[str, Any] = {
+        "type": automation_type,
+        "kind": shown.get("kind"),
+        "catalogued": entry is not None,
+        "has_queue": bool(shown.get("queue")),
+        "has_stream": bool(shown.get("stream")),
+        **extra,
+    }
+    why = entry_unreadable(shown)
+    if why is not None:
+        row["unreadable"] = why
+    return row
+
+
+def declared_pools(entries: Mapping[str, Mapping[str, Any]]) -> set[str]:
     """Names of the pools the catalogued automations declare (their ``Pools``)."""
     names: set[str] = set()
     for entry in entries.values():
@@ -95,20 +125,20 @@ async def unknown_type(backend: Backend, automation_type: str) -> HTTPException:
     return HTTPException(404, detail=f"unknown automation type {automation_type!r}{hint}")
 
 
-async def require_entry(backend: Backend, automation_type: str) -> dict[str, Any]:
+async def require_entry(backend: Backend, automation_type: str) -> CatalogEntry:
     """The catalog entry of a type (perhaps one that cannot be read: see
     :func:`require_readable_entry`).
 
     Raises:
         HTTPException: 404 if no plugin or worker ever published the type.
     """
-    entry = await backend.catalog_get(automation_type)
+    entry = await find_entry(backend, automation_type)
     if entry is None:
         raise await unknown_type(backend, automation_type)
     return entry
 
 
-async def require_readable_entry(backend: Backend, automation_type: str) -> dict[str, Any]:
+async def require_readable_entry(backend: Backend, automation_type: str) -> CatalogEntry:
     """The catalog entry of a type, for the routes that need its schemas.
 
     Raises:
@@ -128,7 +158,7 @@ async def require_readable_entry(backend: Backend, automation_type: str) -> dict
     return entry
 
 
-async def require_batch_entry(backend: Backend, automation_type: str) -> dict[str, Any]:
+async def require_batch_entry(backend: Backend, automation_type: str) -> CatalogEntry:
     """The catalog entry of a batch type.
 
     Raises:
@@ -173,7 +203,7 @@ async def keep_local_entries(backend: Backend, period: float) -> None:
             present = await backend.catalog_all()
             for name, entry in local_entries().items():
                 if name not in present or entry_unreadable(present[name]) is not None:
-                    await backend.catalog_put(name, entry)
+                    await backend.catalog_put(name, as_stored(entry))
                     log.info("catalog: re-published %s", name)
             outages.recovered("catalog keeper")
         except BackendError as exc:

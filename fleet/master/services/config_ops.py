@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.backends.base import Backend
+from fleet.core.catalog import CatalogEntry
 from fleet.core.config import FLEET_WIDE_FIELDS, merge_config
 from fleet.core.flow import GroupLimits
 from fleet.core.records import new_token
@@ -85,7 +86,7 @@ def _apply_patch(current: dict[str, Any], patch: dict[str, Any], replace: bool) 
 
 
 def _check(
-    automation_type: str, entry: dict[str, Any], merged: dict[str, Any], where: str | None
+    automation_type: str, entry: CatalogEntry, merged: dict[str, Any], where: str | None
 ) -> list[str]:
     missing, errors = split_missing(config_errors(automation_type, entry, merged))
     if errors:
@@ -136,7 +137,7 @@ async def generation_floor(backend: Backend, automation_type: str, worker_ids: l
 async def patch_type_config(
     backend: Backend,
     automation_type: str,
-    entry: dict[str, Any],
+    entry: CatalogEntry,
     patch: dict[str, Any],
     *,
     replace: bool = False,
@@ -189,7 +190,7 @@ async def patch_worker_config(
     backend: Backend,
     automation_type: str,
     worker_id: str,
-    entry: dict[str, Any],
+    entry: CatalogEntry,
     patch: dict[str, Any],
     *,
     replace: bool = False,

@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.backends.base import Backend, Subscription
+from fleet.core.catalog import CatalogEntry
 from fleet.core.errors import BackendError
 from fleet.core.outage import OutageLog, is_outage
-from fleet.core.stored import entry_unreadable
+from fleet.master.services.catalog import all_entries, summary
 from fleet.master.services.workers_view import load_views
 from fleet.protocol import cancel_topic, config_topic, control_topic, emit_topic, worker_topic
 
@@ -73,26 +74,12 @@ def topic_event(topic: str, types: set[str]) -> tuple[str, str] | None:
     return topic_map(types).get(topic)
 
 
-def type_rows(entries: dict[str, dict[str, Any]], worker_types: set[str]) -> list[dict[str, Any]]:
+def type_rows(entries: dict[str, CatalogEntry], worker_types: set[str]) -> list[dict[str, Any]]:
     """The ``types`` frame: every catalogued type and every type with workers,
     as ``GET /automations`` lists them, without the worker counts and depths
     (the ``workers`` and ``depths`` frames carry those); an entry that cannot be
     read is listed with ``unreadable`` (why)."""
-    rows = []
-    for t in sorted({*entries, *worker_types}):
-        entry = entries.get(t) or {}
-        row = {
-            "type": t,
-            "kind": entry.get("kind"),
-            "catalogued": t in entries,
-            "has_queue": bool(entry.get("queue")),
-            "has_stream": bool(entry.get("stream")),
-        }
-        why = entry_unreadable(entry)
-        if why is not None:
-            row["unreadable"] = why
-        rows.append(row)
-    return rows
+    return [summary(t, entries.get(t)) for t in sorted({*entries, *worker_types})]
 
 
 @dataclass(frozen=True)
@@ -251,7 +238,7 @@ class EventHub:
         sub: Subscription | None = None
         pending: asyncio.Future[tuple[str, Any]] | None = None
         try:
-            entries = await self.backend.catalog_all()
+            entries = await all_entries(self.backend)
             sub = await self._subscribe(set(entries))
             fresh = True  # the first tick (every client is due) reuses this read
             while self._clients:
@@ -259,7 +246,7 @@ class EventHub:
                 due = [c for c in self._clients if c.due <= now]
                 if due:
                     if not fresh:
-                        entries = await self.backend.catalog_all()
+                        entries = await all_entries(self.backend)
                     fresh = False
                     if set(entries) - (self._types or set()):
                         # new types: cover their topics too (events published
@@ -326,7 +313,7 @@ class EventHub:
             if client.follows(automation_type):
                 client.send(frame)
 
-    async def _snapshot(self, entries: dict[str, dict[str, Any]]) -> _Snapshot:
+    async def _snapshot(self, entries: dict[str, CatalogEntry]) -> _Snapshot:
         depths = {}
         for t, entry in sorted(entries.items()):
             if entry.get("queue"):

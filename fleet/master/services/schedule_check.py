@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from fleet.backends.base import Backend
+from fleet.core.catalog import as_entry
 from fleet.core.stored import entry_unreadable
 from fleet.master.services.validation import PayloadChecker
 from fleet.scheduler.firer import PayloadCheck
@@ -27,7 +28,7 @@ def catalog_check(backend: Backend) -> PayloadCheck:
             entry = await backend.catalog_get(automation_type)
             checker = None
             if entry is not None and entry_unreadable(entry) is None:
-                checker = PayloadChecker(automation_type, entry)
+                checker = PayloadChecker(automation_type, as_entry(entry))
             hit = cache[automation_type] = (time.monotonic() + CHECKER_TTL_SECONDS, checker)
         if hit[1] is None:
             return None  # no entry to check against: the worker validates

@@ -7,8 +7,7 @@ from dataclasses import astuple
 from typing import Any
 
 from fleet.backends.base import Backend
-from fleet.core.stored import entry_unreadable
-from fleet.master.services.catalog import unknown_type
+from fleet.master.services.catalog import all_entries, find_entry, summary, unknown_type
 from fleet.master.services.workers_view import load_views, worker_counts
 from fleet.protocol import CONTROL_NS, drain_key
 
@@ -18,34 +17,24 @@ async def type_rows(
 ) -> list[dict[str, Any]]:
     """Every catalogued type, and every type that has workers, that ``sees_type``
     lets through: its kind, worker counts and queue depths (``GET /automations``)."""
-    entries = await backend.catalog_all()
+    entries = await all_entries(backend)
     pairs = await backend.workers_all()
     out = []
     for t in sorted({*entries, *(t for t, _ in pairs)}):
         if not sees_type(t):
             continue
-        entry = entries.get(t) or {}
+        entry = entries.get(t)
         views = await load_views(backend, [p for p in pairs if p[0] == t], heartbeat_seconds)
-        depths = await backend.depths(t) if entry.get("queue") else None
-        row = {
-            "type": t,
-            "kind": entry.get("kind"),
-            "catalogued": t in entries,
-            "has_queue": bool(entry.get("queue")),
-            "has_stream": bool(entry.get("stream")),
-            "workers": worker_counts(views),
-            "queue": depths.to_dict() if depths is not None else None,
-        }
-        why = entry_unreadable(entry)
-        if why is not None:  # listed, with what could not be read instead of its kind
-            row["unreadable"] = why
-        out.append(row)
+        depths = await backend.depths(t) if entry and entry.get("queue") else None
+        queue = depths.to_dict() if depths is not None else None
+        # An entry that cannot be read is listed, with why instead of its kind.
+        out.append(summary(t, entry, workers=worker_counts(views), queue=queue))
     return out
 
 
 async def _holds_nothing(backend: Backend, automation_type: str) -> bool:
     """No catalog entry, no task in any state, no counter, no schedule (workers aside)."""
-    if await backend.catalog_get(automation_type) is not None:
+    if await find_entry(backend, automation_type) is not None:
         return False
     depths = await backend.depths(automation_type)
     held = depths.pending + depths.processing + depths.scheduled + depths.dead

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticError
 
 from fleet.core.automation import BatchAutomation, get_automation
+from fleet.core.catalog import CatalogEntry
 from fleet.master.services.safe_regex import SafeValidator
 
 Loc = tuple[str | int, ...]
@@ -145,10 +146,11 @@ class PayloadChecker:
         entry: Its catalog entry.
     """
 
-    def __init__(self, automation_type: str, entry: dict[str, Any]) -> None:
+    def __init__(self, automation_type: str, entry: CatalogEntry) -> None:
         self.model = local_payload_model(automation_type)
         self.validator: Draft202012Validator | None = None
-        schema = (entry.get("queue") or {}).get("payload")
+        queue: Mapping[str, Any] = entry.get("queue") or {}
+        schema = queue.get("payload")
         if self.model is None and isinstance(schema, dict):
             self.validator = _validator(json.dumps(schema, sort_keys=True))
 
@@ -162,7 +164,7 @@ class PayloadChecker:
 
 
 def config_errors(
-    automation_type: str, entry: dict[str, Any], config: dict[str, Any], loc: Loc = ("body",)
+    automation_type: str, entry: CatalogEntry, config: dict[str, Any], loc: Loc = ("body",)
 ) -> ErrorList:
     """Errors of a (merged) config against the type's ``Config`` (empty if valid)."""
     model = local_config_model(automation_type)

@@ -9,6 +9,7 @@ from fastapi import HTTPException
 
 from fleet.backends.base import Backend
 from fleet.core.config import merge_config
+from fleet.master.services.catalog import find_entry
 from fleet.master.services.secrets import mask_config, mask_value
 from fleet.master.services.workers_view import load_views
 from fleet.protocol import CONTROL_NS, control_topic, drain_key
@@ -38,7 +39,7 @@ async def worker_detail(
     override = await backend.config_get(automation_type, worker_id)
     desired, gen = await backend.worker_config_get(automation_type, worker_id)
     record = await backend.worker_get(automation_type, worker_id)
-    entry = await backend.catalog_get(automation_type) or {}
+    entry = await find_entry(backend, automation_type) or {}
     schema = entry.get("config") if isinstance(entry.get("config"), dict) else {}
     configs = {
         "type_wide": type_wide,
