@@ -1,6 +1,7 @@
 """The house rules of docs/architecture.md, checked on the source tree: imports flow one
 way (no circle in ``fleet``; ``fleet.core`` imports no other ``fleet`` package at run time),
-services never import routes, no module grows past 600 lines, and no function of
+the master in layers (``http/``, ``services/``, thin ``routes/``; services never import
+routes, the HTTP edge imports neither), no module grows past 600 lines, and no function of
 ``fleet/worker`` past 60."""
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "fleet"
 MAX_LINES = 600
 MAX_WORKER_FUNCTION_LINES = 60
+#: A route parses, calls a service and answers: signature and docstring included.
+MAX_ROUTE_FUNCTION_LINES = 25
 
 
 def module_name(path: Path) -> str:
@@ -184,6 +187,46 @@ def test_master_services_never_import_a_route_module() -> None:
         if dep.startswith("fleet.master.routes")
     }  # fmt: skip
     assert offenders == set()
+
+
+def test_the_master_top_level_holds_the_app_and_its_layers() -> None:
+    master = PKG / "master"
+    modules = sorted(p.name for p in master.glob("*.py"))
+    assert modules == ["__init__.py", "app.py", "serve.py", "state.py"]
+    folders = sorted(p.name for p in master.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert folders == ["dashboard", "http", "routes", "services"]
+
+
+def test_the_master_http_edge_imports_no_route_and_no_service() -> None:
+    graph = _graph(top_level_only=False, type_only=True)
+    offenders = {
+        f"{name} -> {dep}"
+        for name, deps in graph.items()
+        if name.startswith("fleet.master.http")
+        for dep in deps
+        if dep.startswith("fleet.master.") and not dep.startswith("fleet.master.http")
+    }
+    assert offenders == set()
+
+
+def test_master_services_import_neither_the_app_nor_the_edge() -> None:
+    # The request and response bodies (http/models.py) are the wire's shapes: a
+    # service may parse with them; nothing else of the edge, nor the app or its state.
+    graph = _graph(top_level_only=False, type_only=True)
+    offenders = {
+        f"{name} -> {dep}"
+        for name, deps in graph.items()
+        if name.startswith("fleet.master.services")
+        for dep in deps
+        if dep.startswith("fleet.master.")
+        and not dep.startswith("fleet.master.services")
+        and dep != "fleet.master.http.models"
+    }
+    assert offenders == set()
+
+
+def test_routes_are_thin() -> None:
+    assert long_functions(PKG / "master" / "routes", MAX_ROUTE_FUNCTION_LINES) == {}
 
 
 def routers_outside_routes(master: Path) -> list[str]:
