@@ -68,6 +68,13 @@ class Context(Generic[ConfigT]):
         self.logger = logger or logging.getLogger(f"{automation_type}.slot.{slot_id}")
         self.metrics = metrics or Metrics()
         self.events = Events(backend)
+        #: The task attempt running in this slot now (None between tasks and in a
+        #: continuous slot): what its emits carry.
+        self._task: tuple[str, int] | None = None
+
+    def bind_task(self, task_id: str | None, attempt: int = 0) -> None:
+        """The worker's: the task attempt ``run_one`` now runs (None once it ended)."""
+        self._task = None if task_id is None else (task_id, attempt)
 
     @property
     def config(self) -> ConfigT:
@@ -93,8 +100,13 @@ class Context(Generic[ConfigT]):
                 automation_type=self.automation_type,
             )
         ensure_instance(payload, self._output, f"{self.automation_type} emit payload")
+        running = self._task
         entry = await self._backend.stream_push(
-            self.automation_type, payload.model_dump(mode="json"), worker_id=self.worker_id
+            self.automation_type,
+            payload.model_dump(mode="json"),
+            worker_id=self.worker_id,
+            task_id=None if running is None else running[0],
+            attempt=None if running is None else running[1],
         )
         return entry.id
 

@@ -35,6 +35,9 @@ class Entry(Generic[P]):
     ts: float
     worker_id: str
     payload: P
+    #: The task attempt that emitted it (None for a continuous automation's emits).
+    task_id: str | None = None
+    attempt: int | None = None
 
 
 class StreamHandle(Generic[P]):
@@ -46,7 +49,10 @@ class StreamHandle(Generic[P]):
 
     def _typed(self, entries: list[StreamEntry]) -> list[Entry[P]]:
         model = self.ref.payload
-        return [Entry(e.id, e.ts, e.worker_id, model.model_validate(e.payload)) for e in entries]
+        return [
+            Entry(e.id, e.ts, e.worker_id, model.model_validate(e.payload), e.task_id, e.attempt)
+            for e in entries
+        ]
 
     async def pop(self, n: int = 1) -> list[Entry[P]]:
         """Remove and return the ``n`` oldest entries (competing consumers)."""

@@ -351,15 +351,28 @@ def stream_entry_id(ts: float) -> str:
 
 @dataclass(frozen=True, slots=True)
 class StreamEntry:
-    """One emitted output. ``id`` sorts like ``(ts, id)``; use it as a read cursor."""
+    """One emitted output. ``id`` sorts like ``(ts, id)``; use it as a read cursor.
+
+    ``task_id`` and ``attempt`` name the task attempt that emitted it (None for a
+    continuous automation's emits): a consumer drops the outputs of an attempt that
+    was redelivered and ran again."""
 
     id: str
     ts: float
     worker_id: str
     payload: Any
+    task_id: str | None = None
+    attempt: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "ts": self.ts, "worker_id": self.worker_id, "payload": self.payload}
+        return {
+            "id": self.id,
+            "ts": self.ts,
+            "worker_id": self.worker_id,
+            "task_id": self.task_id,
+            "attempt": self.attempt,
+            "payload": self.payload,
+        }
 
     def to_json(self) -> str:
         return dumps(self.to_dict())
@@ -371,11 +384,21 @@ class StreamEntry:
             ts=float(d["ts"]),
             worker_id=str(d.get("worker_id", "")),
             payload=d.get("payload"),
+            task_id=_opt_str(d.get("task_id")),
+            attempt=_opt_int(d.get("attempt")),
         )
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> StreamEntry:
         return cls.from_dict(json.loads(raw))
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _opt_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 PoolStrategy = Literal["freshest", "oldest", "random"]

@@ -130,6 +130,7 @@ async def attempt(slot: Slot, task: Task[Any]) -> Outcome:
     assert isinstance(automation, BatchAutomation)
     slot.stats.busy = True
     slot.running_task_id = task.id
+    slot.ctx.bind_task(task.id, task.attempt)
     slot.phase = "run"
     started = time.perf_counter()
     try:
@@ -148,6 +149,7 @@ async def attempt(slot: Slot, task: Task[Any]) -> Outcome:
             outcome = failed(exc)
         finally:
             slot.running_task_id = None
+            slot.ctx.bind_task(None)
         if outcome is OK or outcome.kind == "failed":  # cancels say nothing of speed
             slot.env.counters.durations.observe(time.perf_counter() - started)
         await slot.run_cleanup()

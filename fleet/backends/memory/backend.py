@@ -285,9 +285,17 @@ class MemoryBackend(
         worker_id: str,
         max_len: int = STREAM_MAX_LEN,
         max_age: float = STREAM_MAX_AGE,
+        task_id: str | None = None,
+        attempt: int | None = None,
     ) -> StreamEntry:
         entry = self._store.stream(automation_type).push(
-            payload, worker_id=worker_id, now=now(), max_len=max_len, max_age=max_age
+            payload,
+            worker_id=worker_id,
+            now=now(),
+            max_len=max_len,
+            max_age=max_age,
+            task_id=task_id,
+            attempt=attempt,
         )
         self._store.hub.publish(emit_topic(automation_type), entry.to_dict())
         return entry

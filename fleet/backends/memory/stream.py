@@ -15,7 +15,14 @@ from fleet.core.records import StreamEntry, dumps, stream_entry_id
 
 
 def _copy(entry: StreamEntry) -> StreamEntry:
-    return StreamEntry(entry.id, entry.ts, entry.worker_id, json.loads(dumps(entry.payload)))
+    return StreamEntry(
+        entry.id,
+        entry.ts,
+        entry.worker_id,
+        json.loads(dumps(entry.payload)),
+        entry.task_id,
+        entry.attempt,
+    )
 
 
 class StreamState:
@@ -39,10 +46,20 @@ class StreamState:
         return out
 
     def push(
-        self, payload: Any, *, worker_id: str, now: float, max_len: int, max_age: float
+        self,
+        payload: Any,
+        *,
+        worker_id: str,
+        now: float,
+        max_len: int,
+        max_age: float,
+        task_id: str | None = None,
+        attempt: int | None = None,
     ) -> StreamEntry:
         """Append an entry at ``now`` and trim by age and length."""
-        entry = StreamEntry(stream_entry_id(now), now, worker_id, json.loads(dumps(payload)))
+        entry = StreamEntry(
+            stream_entry_id(now), now, worker_id, json.loads(dumps(payload)), task_id, attempt
+        )
         if len(self) == 0 or entry.id > self._ids[-1]:
             self._ids.append(entry.id)
             self._entries.append(entry)

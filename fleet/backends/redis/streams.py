@@ -139,9 +139,18 @@ class StreamOps(RedisCore):
         worker_id: str,
         max_len: int = STREAM_MAX_LEN,
         max_age: float = STREAM_MAX_AGE,
+        task_id: str | None = None,
+        attempt: int | None = None,
     ) -> StreamEntry:
         t = now()
-        entry = StreamEntry(id=stream_entry_id(t), ts=t, worker_id=worker_id, payload=payload)
+        entry = StreamEntry(
+            id=stream_entry_id(t),
+            ts=t,
+            worker_id=worker_id,
+            payload=payload,
+            task_id=task_id,
+            attempt=attempt,
+        )
         argv = [
             repr(t),
             entry.to_json(),

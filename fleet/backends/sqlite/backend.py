@@ -362,6 +362,8 @@ class SQLiteBackend(SQLitePrimitives, SQLiteLimits, SQLiteProxies, SQLiteSchedul
         worker_id: str,
         max_len: int = STREAM_MAX_LEN,
         max_age: float = STREAM_MAX_AGE,
+        task_id: str | None = None,
+        attempt: int | None = None,
     ) -> StreamEntry:
         entry = await self._db.write(
             lambda c: st.stream_push(
@@ -372,6 +374,8 @@ class SQLiteBackend(SQLitePrimitives, SQLiteLimits, SQLiteProxies, SQLiteSchedul
                 max_len=max_len,
                 max_age=max_age,
                 now=now(),
+                task_id=task_id,
+                attempt=attempt,
             )
         )
         self._watcher.kick()

@@ -21,8 +21,19 @@ EVENT_RETENTION_SECONDS = 60.0
 
 
 # ------------------------------------------------------------------ streams
-def _entry(row: tuple[str, float, str, str]) -> StreamEntry:
-    return StreamEntry(id=row[0], ts=row[1], worker_id=row[2], payload=json.loads(row[3]))
+#: The columns of a stream entry, in :func:`_entry`'s order.
+_ENTRY = "id, ts, worker_id, payload, task_id, attempt"
+
+
+def _entry(row: tuple[str, float, str, str, str | None, int | None]) -> StreamEntry:
+    return StreamEntry(
+        id=row[0],
+        ts=row[1],
+        worker_id=row[2],
+        payload=json.loads(row[3]),
+        task_id=row[4],
+        attempt=row[5],
+    )
 
 
 def _add_len(conn: sqlite3.Connection, automation_type: str, n: int) -> int:
@@ -48,12 +59,22 @@ def stream_push(
     max_len: int,
     max_age: float,
     now: float,
+    task_id: str | None = None,
+    attempt: int | None = None,
 ) -> StreamEntry:
     """Append an entry, trim by age and length, publish ``<type>.emit``."""
-    entry = StreamEntry(id=stream_entry_id(now), ts=now, worker_id=worker_id, payload=payload)
+    entry = StreamEntry(
+        id=stream_entry_id(now),
+        ts=now,
+        worker_id=worker_id,
+        payload=payload,
+        task_id=task_id,
+        attempt=attempt,
+    )
     conn.execute(
-        "INSERT INTO stream (type, id, ts, worker_id, payload) VALUES (?, ?, ?, ?, ?)",
-        (automation_type, entry.id, entry.ts, worker_id, dumps(payload)),
+        "INSERT INTO stream (type, id, ts, worker_id, payload, task_id, attempt) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (automation_type, entry.id, entry.ts, worker_id, dumps(payload), task_id, attempt),
     )
     gone = conn.execute(
         "DELETE FROM stream WHERE type = ? AND id < ?", (automation_type, id_floor(now - max_age))
@@ -75,7 +96,7 @@ def stream_pop(conn: sqlite3.Connection, automation_type: str, n: int) -> list[S
     found = conn.execute(
         "DELETE FROM stream WHERE type = ? AND id IN "
         "(SELECT id FROM stream WHERE type = ? ORDER BY id LIMIT ?) "
-        "RETURNING id, ts, worker_id, payload",
+        f"RETURNING {_ENTRY}",
         (automation_type, automation_type, n),
     ).fetchall()
     if found:
@@ -89,14 +110,13 @@ def stream_range(
     """Entries oldest first: the ``n`` oldest after ``after``, or the ``n`` newest."""
     if newest:
         found = conn.execute(
-            "SELECT id, ts, worker_id, payload FROM stream WHERE type = ? ORDER BY id DESC LIMIT ?",
+            f"SELECT {_ENTRY} FROM stream WHERE type = ? ORDER BY id DESC LIMIT ?",
             (automation_type, n),
         ).fetchall()
         found.reverse()
     else:
         found = conn.execute(
-            "SELECT id, ts, worker_id, payload FROM stream WHERE type = ? AND id > ? "
-            "ORDER BY id LIMIT ?",
+            f"SELECT {_ENTRY} FROM stream WHERE type = ? AND id > ? ORDER BY id LIMIT ?",
             (automation_type, after or "", n),
         ).fetchall()
     return [_entry(row) for row in found]

@@ -24,8 +24,11 @@ class Streams(abc.ABC):
         worker_id: str,
         max_len: int = STREAM_MAX_LEN,
         max_age: float = STREAM_MAX_AGE,
+        task_id: str | None = None,
+        attempt: int | None = None,
     ) -> StreamEntry:
-        """Append an entry (new :func:`stream_entry_id`, ts = now), then trim the
+        """Append an entry (new :func:`stream_entry_id`, ts = now, and the emitting
+        task's ``task_id`` and ``attempt``, None outside a task), then trim the
         stream to entries younger than ``max_age`` and to the newest ``max_len``.
         Also publishes the entry on the event topic ``<type>.emit``."""
 
