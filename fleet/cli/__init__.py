@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 import fleet
-from fleet.core.redact import RedactingFormatter
+from fleet.core.logs import formatter as log_formatter
 
 #: Subcommand name -> "module:attribute" of its click command.
 COMMANDS: dict[str, str] = {
@@ -52,12 +52,18 @@ class LazyGroup(click.Group):
 
 
 def configure_logging(level: str) -> None:
-    """One readable line per record on stderr."""
+    """One line per record on stderr: readable text, or a JSON object with
+    ``FLEET_LOG_FORMAT=json`` (fleet/core/logs.py).
+
+    Raises:
+        click.UsageError: ``FLEET_LOG_FORMAT`` names no format.
+    """
     handler = logging.StreamHandler()
     # URL credentials (a proxy's password in an error message) never reach a log.
-    handler.setFormatter(
-        RedactingFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
-    )
+    try:
+        handler.setFormatter(log_formatter())
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
     if logging.getLogger().level > logging.DEBUG:
         # one INFO line per HTTP request from the client library is noise in a CLI

@@ -10,6 +10,7 @@ import click
 from fleet.backends import redact_url
 from fleet.cli.common import load_settings
 from fleet.client.tokenfile import UnsafeTokenFile, ensure_token, is_loopback
+from fleet.core.logs import log_format
 from fleet.core.redact import absolute_sqlite_url
 from fleet.master.http.tokens_policy import weak_tokens
 from fleet.settings import Settings
@@ -40,6 +41,10 @@ def prepare_settings(settings: Settings, host: str) -> tuple[Settings, str | Non
     except UnsafeTokenFile as exc:
         raise click.ClickException(str(exc)) from exc
     return settings.model_copy(update={"admin_token": token}), str(path)
+
+
+def _stderr(line: str) -> None:
+    click.echo(line, err=True)
 
 
 @click.command("master")
@@ -73,13 +78,15 @@ def master(
         updates["backend_url"] = backend_url
     settings = settings.model_copy(update=updates)
     settings, token_file = prepare_settings(settings, settings.host)
-    if token_file is not None:
-        click.echo(f"admin token (no FLEET_ADMIN_TOKEN set) is in {token_file}", err=True)
-    click.echo(
+    banner = (
         f"fleet master on http://{settings.host}:{settings.port} "
-        f"(backend {redact_url(absolute_sqlite_url(settings.backend_url))})",
-        err=True,
+        f"(backend {redact_url(absolute_sqlite_url(settings.backend_url))})"
     )
+    json_logs = log_format() == "json"
+    say = logging.getLogger("fleet.master").warning if json_logs else _stderr
+    if token_file is not None:
+        say(f"admin token (no FLEET_ADMIN_TOKEN set) is in {token_file}")
+    say(banner)
     # uvicorn follows `fleet --log-level`: its access log (one line per request)
     # only at INFO or below, so `--log-level WARNING` serves without it.
     level = logging.getLogger().getEffectiveLevel()
@@ -92,6 +99,8 @@ def master(
         log_level=logging.getLevelName(level).lower() if level > logging.INFO else "info",
         access_log=level <= logging.INFO,
         timeout_graceful_shutdown=5,
+        # JSON lines: uvicorn's records go through Fleet's handler, not its own format.
+        **({"log_config": None} if json_logs else {}),
     )
     if status:
         sys.exit(status)

@@ -5,13 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import json
 import os
 import re
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 
 import click
+
+from fleet.core.logs import log_format
 
 #: Colour of each component's prefix (when the terminal has colours).
 COLOURS = {"master": "cyan", "worker": "green", "demo": "magenta", "dev": "yellow"}
@@ -19,7 +23,10 @@ PREFIX_WIDTH = 6
 
 #: Per-request lines (httpx client requests, uvicorn access log) that would bury
 #: everything else; shown with ``fleet dev --verbose``.
-_CHATTER = re.compile(r' httpx: HTTP Request: |^INFO: +[\[\]0-9a-f.:]+:\d+ - "')
+_CHATTER = re.compile(
+    r' httpx: HTTP Request: |^INFO: +[\[\]0-9a-f.:]+:\d+ - "'
+    r'|"logger": "(?:httpx|uvicorn\.access)"'
+)
 
 
 def is_chatter(line: str) -> bool:
@@ -35,12 +42,35 @@ def prefix_line(name: str, line: str, colour: bool) -> str:
     return f"{label} {line}"
 
 
-def make_echo(colour: bool | None = None) -> Callable[[str, str], None]:
-    """A printer of ``(component, line)`` to stdout, coloured on a terminal."""
+def json_line(name: str, line: str) -> str:
+    """A child's line as one JSON object naming its ``component``: a child's own JSON
+    log line gains the field; anything else (a banner, a stray print) becomes the
+    ``message`` of a new object, so every line ``fleet dev`` writes parses."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        record = None
+    if not isinstance(record, dict):
+        record = {
+            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "level": "INFO",
+            "logger": f"fleet.dev.{name}",
+            "message": line,
+        }
+    record["component"] = name
+    return json.dumps(record, ensure_ascii=False)
+
+
+def make_echo(
+    colour: bool | None = None, structured: bool | None = None
+) -> Callable[[str, str], None]:
+    """A printer of ``(component, line)`` to stdout, coloured on a terminal; one JSON
+    object per line with ``FLEET_LOG_FORMAT=json`` (``structured``)."""
     use_colour = sys.stdout.isatty() if colour is None else colour
+    as_json = (log_format() == "json") if structured is None else structured
 
     def echo(name: str, line: str) -> None:
-        click.echo(prefix_line(name, line, use_colour))
+        click.echo(json_line(name, line) if as_json else prefix_line(name, line, use_colour))
 
     return echo
 

@@ -18,6 +18,7 @@ from fleet.core.backoff import RetryPolicy, backoff_delay
 from fleet.core.browser import BrowserNeeds
 from fleet.core.catalog import catalog_entry
 from fleet.core.errors import BackendError
+from fleet.core.logs import bind_fields, reset_fields
 from fleet.core.outage import OutageLog, is_outage
 from fleet.core.stored import entry_unreadable
 from fleet.protocol import (
@@ -131,11 +132,17 @@ class Worker:
     # ------------------------------------------------------------------ lifecycle
     async def run(self) -> None:
         """Start, run until :meth:`request_stop`, then shut down gracefully."""
-        await self.start()
+        # Every line of this worker's loops and slots (tasks made from here inherit
+        # the context) names it in structured logs.
+        token = bind_fields(worker_id=self.worker_id)
         try:
-            await self._stop.wait()
+            await self.start()
+            try:
+                await self._stop.wait()
+            finally:
+                await self.shutdown()
         finally:
-            await self.shutdown()
+            reset_fields(token)
 
     @property
     def stop_requested(self) -> asyncio.Event:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+from fleet.core import logs
+from fleet.core.logs import bind_fields, reset_fields
 from fleet.core.records import Reservation
 from fleet.worker.outcomes import Outcome
 from fleet.worker.settle import settle
@@ -34,7 +36,18 @@ class BatchSlot(Slot):
         self.phase = "idle"
 
     async def _handle(self, res: Reservation) -> None:
-        task = admit(self, res)
-        outcome = task if isinstance(task, Outcome) else await lease(self, res, task)
-        self.phase = "settle"
-        await settle(self, res, outcome)
+        # Every line about this task, from admission to its settling, names it.
+        body = res.body
+        fields = (
+            bind_fields(type=self.env.automation_type, task_id=body.id, attempt=body.attempt)
+            if logs.STRUCTURED
+            else None
+        )
+        try:
+            task = admit(self, res)
+            outcome = task if isinstance(task, Outcome) else await lease(self, res, task)
+            self.phase = "settle"
+            await settle(self, res, outcome)
+        finally:
+            if fields is not None:
+                reset_fields(fields)

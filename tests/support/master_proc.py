@@ -39,10 +39,12 @@ class MasterProcess:
         self.log_path = log_dir / "master.log"
         self._log = self.log_path.open("wb")
         env = fleet_env(
-            FLEET_ADMIN_TOKEN=MASTER_TOKEN,
-            FLEET_SWEEP_SECONDS=str(sweep_seconds),
-            FLEET_LOG_LEVEL="INFO",
-            **(env or {}),
+            **{
+                "FLEET_ADMIN_TOKEN": MASTER_TOKEN,
+                "FLEET_SWEEP_SECONDS": str(sweep_seconds),
+                "FLEET_LOG_LEVEL": "INFO",
+                **(env or {}),
+            }
         )
         args = [sys.executable, "-m", "fleet", "master", "--port", str(self.port)]
         args += ["--backend", backend_url]

@@ -40,6 +40,7 @@ class WorkerProcess:
         *,
         grace: float = 30.0,
         more_args: Sequence[str] = (),
+        env: dict[str, str] | None = None,
     ) -> None:
         self.worker_id = worker_id
         self.log_path = log_dir / f"{worker_id}.log"
@@ -48,7 +49,11 @@ class WorkerProcess:
         args += ["--type", automation_type, "--id", worker_id, "--backend", backend_url]
         args += ["--grace", str(grace), *more_args]
         self.proc = subprocess.Popen(
-            args, cwd=ROOT, env=fleet_env(), stdout=self._log, stderr=subprocess.STDOUT
+            args,
+            cwd=ROOT,
+            env=fleet_env(**(env or {})),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
 
     def signal(self, sig: int) -> None:
