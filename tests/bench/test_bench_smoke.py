@@ -27,6 +27,10 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
         [str(ROOT), str(ROOT), "--smoke", "--url", "{url}"],
         r"median after: enqueue/s [\d,.]+, .*drain/s [\d,.]+",
     ),
+    "config_patch.py": (
+        ["--smoke", "--redis-url", "{url}"],
+        r"\| 1 \| [\d.]+ \| [\d.]+ \| [\d,]+ \|(.|\n)*\| 3 \| ",
+    ),
     "groups.py": (["--smoke", "--url", "{url}"], r"\| 100 \| [\d,]+ \| [\d.]+x \|"),
     "latency.py": (["--smoke", "--url", "{url}"], r"submit -> run_one start over 20 tasks.*p99"),
     "redis_footprint.py": (
