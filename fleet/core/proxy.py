@@ -25,11 +25,14 @@ import logging
 import os
 import secrets
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import SplitResult, unquote, urlsplit
 
 from fleet.core.capabilities.primitives import Primitives
+
+# ProxyPolicy is the backend's record of a type's settings; re-exported where the
+# handle that takes one always found it.
+from fleet.core.capabilities.proxies import ProxyPolicy as ProxyPolicy
 from fleet.core.errors import BackendError, Throttled
 from fleet.core.flow import check_group
 from fleet.core.outage import OutageLog
@@ -38,7 +41,6 @@ from fleet.core.redact import mask_credentials
 
 if TYPE_CHECKING:
     from fleet.core.capabilities.proxies import ProxyHealth
-    from fleet.core.config import BaseConfig
 
 log = logging.getLogger("fleet.proxy")
 
@@ -162,27 +164,6 @@ def split_proxy_urls(value: str | None) -> list[str]:
     return [u.strip() for u in value.replace("\n", ",").split(",") if u.strip()]
 
 
-@dataclass(frozen=True, slots=True)
-class ProxyPolicy:
-    """The health settings of a type's proxies (from its config).
-
-    Attributes:
-        bad_threshold: Bad reports in a row that cool a proxy down.
-        cooldown_seconds: How long a proxy cools down.
-        max_concurrency: Most slots on one proxy at once, fleet-wide (None: no cap).
-    """
-
-    bad_threshold: int = 1
-    cooldown_seconds: float = 300.0
-    max_concurrency: int | None = None
-
-    @classmethod
-    def of(cls, config: BaseConfig) -> ProxyPolicy:
-        return cls(
-            config.proxy_bad_threshold, config.proxy_cooldown_seconds, config.proxy_max_concurrency
-        )
-
-
 Option = tuple[str | None, str | None]  # (url, provider session)
 
 
@@ -196,8 +177,11 @@ class ProxyHandle:
         index: Starting position in ``urls`` (the slot id spreads slots apart).
         health: The backend's proxy health; None keeps everything in this handle
             (no shared scores, no cool-downs, no cap).
-        policy: Threshold, cool-down and cap.
-        owner: Who uses the proxies (the automation type), for log lines.
+        policy: Threshold, cool-down and cap from this worker's config: used only
+            while the backend stores no policy for ``owner`` (the type's stored
+            policy, one value for the fleet, is applied by the backend itself).
+        owner: The automation type using the proxies: names them in log lines, and
+            the backend applies its stored policy to this handle's takes and reports.
         hold_seconds: How long a place outlives a slot that stopped renewing it.
         wait_seconds: How long to wait for a place under the cap.
     """
@@ -326,6 +310,7 @@ class ProxyHandle:
                     sticky=sticky,
                     sticky_seconds=sticky_seconds,
                     spread=spread,
+                    automation_type=self.owner or None,
                 )
             except BackendError as exc:
                 # Without the backend the slot still has proxies: the first choice.
@@ -343,7 +328,7 @@ class ProxyHandle:
                 raise Throttled(
                     1.0,
                     f"{self._label()}: every usable proxy is at proxy_max_concurrency="
-                    f"{self.policy.max_concurrency} (waited {self.wait_seconds:g} s)",
+                    f"{await self._fleet_cap()} (waited {self.wait_seconds:g} s)",
                 )
             await asyncio.sleep(min(got.wait + 0.002, left))
         self._set(*by_key[got.key])
@@ -352,6 +337,15 @@ class ProxyHandle:
             self._renewer = asyncio.create_task(self._renew(), name=f"proxy:{got.key}")
         self._note_cooling(got.cooling, got.key)
         return self.url
+
+    async def _fleet_cap(self) -> int | None:
+        """The cap the backend applied: the type's stored one, else this handle's."""
+        if self._health is not None and self.owner:
+            with contextlib.suppress(BackendError):
+                stored, _ = await self._health.proxy_policy(self.owner)
+                if stored is not None:
+                    return stored.max_concurrency
+        return self.policy.max_concurrency
 
     def _note_cooling(self, cooling: bool, key: str) -> None:
         if cooling and self._list_id not in _all_cooling:
@@ -453,7 +447,8 @@ class ProxyHandle:
 
     async def report_bad(self, reason: str = "") -> str | None:
         """Report the current proxy as bad (fleet-wide: past ``proxy_bad_threshold``
-        it cools down for ``proxy_cooldown_seconds`` on every worker) and rotate away."""
+        it cools down for ``proxy_cooldown_seconds`` on every worker, the type's values
+        as the backend stores them) and rotate away."""
         key = self.key
         if key is not None and self._health is not None:
             # Every credential form (a scheme or not, user name only) goes: the reason is
@@ -468,6 +463,7 @@ class ProxyHandle:
                     threshold=self.policy.bad_threshold,
                     cooldown_seconds=self.policy.cooldown_seconds,
                     reason=reason,
+                    automation_type=self.owner or None,
                 )
             except BackendError as exc:
                 _outages.failed(f"{self._label()}: proxy health", exc, hint="report not kept")

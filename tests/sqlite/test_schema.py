@@ -12,7 +12,9 @@ from fleet.backends import open_backend
 from fleet.backends.sqlite.conn import parse_url
 from fleet.backends.sqlite.groups import _HELD, _READY
 from fleet.backends.sqlite.schema import SCHEMA_VERSION, migrate, read_version, split_statements
+from fleet.core.capabilities.proxies import ProxyPolicy
 from fleet.core.errors import BackendUnavailable, ConfigError, SchemaVersionError
+from fleet.core.flow import GroupLimits
 from fleet.core.records import TaskBody
 from tests.sqlite.helpers import TYPE, url_for
 
@@ -59,7 +61,7 @@ async def test_older_file_is_migrated_keeping_its_tasks(tmp_path: Path) -> None:
     finally:
         await backend.close()
     c = _connect(path)
-    assert read_version(c) == SCHEMA_VERSION == 9
+    assert read_version(c) == SCHEMA_VERSION == 10
     assert {"tasks_finished", "idempotency_expiry", "events_ts"} <= _indexes(c)
     assert {"tasks_grouped", "task_groups_ready", "task_groups_due"} <= _indexes(c)
     assert {"started", "grp"} <= {row[1] for row in c.execute("PRAGMA table_info(tasks)")}
@@ -115,13 +117,44 @@ async def test_a_version_6_file_gains_the_proxy_tables(tmp_path: Path) -> None:
     c.close()
 
 
+async def test_a_version_9_file_keeps_its_group_limits_and_gains_a_proxy_policy(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v9.db"
+    c = _connect(path)
+    c.execute("BEGIN IMMEDIATE")
+    migrate(c, str(path), target=9)
+    # The row as version 9 wrote it: group limits only.
+    c.execute(
+        "INSERT INTO group_defaults (type, concurrency, interval, rate, gen) "
+        "VALUES (?, 3, 6.0, '10/m', 4)",
+        (TYPE,),
+    )
+    c.execute("COMMIT")
+    c.close()
+    backend = await open_backend(url_for(path))
+    try:
+        assert await backend.group_defaults(TYPE) == (GroupLimits.of(3, "10/m"), 4)
+        assert await backend.proxy_policy(TYPE) == (None, 4)  # none stored yet
+        policy = ProxyPolicy(bad_threshold=2, cooldown_seconds=30.0, max_concurrency=5)
+        assert await backend.group_defaults_set(TYPE, GroupLimits(), gen=5, proxy=policy)
+        assert await backend.proxy_policy(TYPE) == (policy, 5)
+    finally:
+        await backend.close()
+    c = _connect(path)
+    assert read_version(c) == SCHEMA_VERSION
+    columns = {row[1] for row in c.execute("PRAGMA table_info(group_defaults)")}
+    assert {"proxy_threshold", "proxy_cooldown", "proxy_cap"} <= columns
+    c.close()
+
+
 async def test_newer_file_is_refused_with_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "future.db"
     await (await open_backend(url_for(path))).close()  # creates the current schema
     c = _connect(path)
     c.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     c.close()
-    with pytest.raises(SchemaVersionError, match=r"schema version 99.*up to version 9.*upgrade"):
+    with pytest.raises(SchemaVersionError, match=r"schema version 99.*up to version 10.*upgrade"):
         await open_backend(url_for(path))
 
 

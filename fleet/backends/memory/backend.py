@@ -32,6 +32,7 @@ from fleet.backends.memory.records import MemoryRecordsMixin
 from fleet.backends.memory.schedules import MemorySchedulesMixin
 from fleet.backends.memory.store import get_store, store_name
 from fleet.backends.memory.wait import resolve
+from fleet.core.capabilities.proxies import ProxyPolicy
 from fleet.core.errors import ContractValueError
 from fleet.core.flow import GroupInfo, GroupLimits, GroupPage, GroupSettings
 from fleet.core.records import (
@@ -237,11 +238,16 @@ class MemoryBackend(
         await self._configure_group(automation_type, group, None)
 
     async def group_defaults_set(
-        self, automation_type: str, limits: GroupLimits, *, gen: int
+        self,
+        automation_type: str,
+        limits: GroupLimits,
+        *,
+        gen: int,
+        proxy: ProxyPolicy | None = None,
     ) -> bool:
         await asyncio.sleep(0)
         queue = self._store.queue(automation_type)
-        stored, woke = queue.state.groups.set_defaults(limits, gen)
+        stored, woke = queue.state.groups.set_defaults(limits, gen, proxy)
         if woke:
             queue.state.on_ready(woke)
         return stored
@@ -250,6 +256,19 @@ class MemoryBackend(
         await asyncio.sleep(0)
         book = self._store.queue(automation_type).state.groups
         return book.defaults, book.defaults_gen
+
+    def _stored_policy(self, automation_type: str | None) -> ProxyPolicy | None:
+        # Read without creating the type's queue: a proxy call names a type that may
+        # never have stored anything.
+        queue = None if automation_type is None else self._store.queues.get(automation_type)
+        return None if queue is None else queue.state.groups.proxy
+
+    async def proxy_policy(self, automation_type: str) -> tuple[ProxyPolicy | None, int]:
+        await asyncio.sleep(0)
+        queue = self._store.queues.get(automation_type)
+        if queue is None:
+            return None, -1
+        return queue.state.groups.proxy, queue.state.groups.defaults_gen
 
     async def _configure_group(
         self, automation_type: str, group: str, settings: GroupSettings | None

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from fleet.core.capabilities.proxies import ProxyPolicy
 from fleet.core.flow import GroupInfo, GroupLimits, GroupPage, GroupSettings, admit
 from fleet.core.records import TIERS, Tier
 
@@ -66,9 +67,11 @@ class GroupBook:
         #: group ("plain") or the groups. Kept across reserves, so single-task
         #: reserves alternate too.
         self.turn: Literal["plain", "group"] = "plain"
-        #: The type's limits for groups without settings (one value for the fleet)
-        #: and the config generation they came with.
+        #: The type's limits for groups without settings and for its proxies (one
+        #: value for the fleet; the proxy operations read ``proxy``) and the config
+        #: generation they came with.
         self.defaults = GroupLimits()
+        self.proxy: ProxyPolicy | None = None
         self.defaults_gen = -1
 
     def get(self, name: str) -> Group:
@@ -242,14 +245,16 @@ class GroupBook:
         self.tidy(group, now)
         return woke
 
-    def set_defaults(self, limits: GroupLimits, gen: int) -> tuple[bool, int]:
+    def set_defaults(
+        self, limits: GroupLimits, gen: int, proxy: ProxyPolicy | None = None
+    ) -> tuple[bool, int]:
         """The type's limits as of config generation ``gen`` (kept only if no
         newer generation is stored); returns whether they were stored and how
         many held groups rejoined the rotation (reservers to wake)."""
         if gen < self.defaults_gen:
             return False, 0
         changed = limits != self.defaults
-        self.defaults, self.defaults_gen = limits, gen
+        self.defaults, self.proxy, self.defaults_gen = limits, proxy, gen
         if not changed:
             return True, 0
         # Whatever the old limits held may go now: back in line, checked at its turn.

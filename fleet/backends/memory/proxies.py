@@ -16,6 +16,7 @@ from fleet.core.capabilities.proxies import (
     MAX_REASON_LEN,
     PLACE_RETRY_SECONDS,
     ProxyInfo,
+    ProxyPolicy,
     ProxyTake,
     spread_choice,
 )
@@ -108,6 +109,11 @@ class MemoryProxiesMixin:
     #: imports this module).
     _proxy_table: ProxyTable
 
+    def _stored_policy(self, automation_type: str | None) -> ProxyPolicy | None:
+        """The type's stored policy (kept with its group limits, which the backend
+        reaches); None: none stored, the caller's values apply."""
+        return None
+
     async def proxy_take(
         self,
         candidates: Sequence[str],
@@ -119,8 +125,12 @@ class MemoryProxiesMixin:
         sticky: str | None = None,
         sticky_seconds: float = 3600.0,
         spread: bool = False,
+        automation_type: str | None = None,
     ) -> ProxyTake:
         t = now()
+        stored = self._stored_policy(automation_type)
+        if stored is not None:
+            max_concurrency = stored.max_concurrency
         table = self._proxy_table
         table.scan(t)
         keys = list(dict.fromkeys(candidates))
@@ -187,8 +197,12 @@ class MemoryProxiesMixin:
         threshold: int = 1,
         cooldown_seconds: float = 300.0,
         reason: str = "",
+        automation_type: str | None = None,
     ) -> float | None:
         t = now()
+        stored = self._stored_policy(automation_type)
+        if stored is not None:
+            threshold, cooldown_seconds = stored.bad_threshold, stored.cooldown_seconds
         rec = self._proxy_table.get(key, t)
         if ok:
             rec.oks += 1

@@ -12,6 +12,7 @@ from typing import Any
 
 from fleet.backends.redis import keys
 from fleet.backends.redis.core import RedisCore
+from fleet.core.capabilities.proxies import ProxyPolicy
 from fleet.core.flow import GroupInfo, GroupLimits, GroupPage, GroupSettings
 from fleet.core.records import dumps, now
 
@@ -96,13 +97,22 @@ class GroupOps(RedisCore):
         await self._groups(automation_type, "reset", group)
 
     async def group_defaults_set(
-        self, automation_type: str, limits: GroupLimits, *, gen: int
+        self,
+        automation_type: str,
+        limits: GroupLimits,
+        *,
+        gen: int,
+        proxy: ProxyPolicy | None = None,
     ) -> bool:
-        def opt(value: float | int | str | None) -> str:
-            return (
-                "" if value is None else (repr(value) if isinstance(value, float) else str(value))
+        policy = (
+            ("", "", "")
+            if proxy is None
+            else (
+                str(int(proxy.bad_threshold)),
+                repr(float(proxy.cooldown_seconds)),
+                "" if proxy.max_concurrency is None else str(int(proxy.max_concurrency)),
             )
-
+        )
         raw = await self._groups(
             automation_type,
             "defaults",
@@ -110,6 +120,7 @@ class GroupOps(RedisCore):
             "" if limits.concurrency is None else str(limits.concurrency),
             "" if limits.interval is None else repr(limits.interval),
             limits.rate or "",
+            *policy,
         )
         return bool(int(raw))
 

@@ -102,6 +102,13 @@ QUEUE_KEY_PARTS = (
 GROUPS_META = 19
 
 
+def groups_meta(automation_type: str) -> str:
+    """``fleet:queue:<type>:groups:meta``: besides the queue's group state, the type's
+    fleet-wide limits (``lua/groups.lua`` ``defaults``), read by reserve and, for its
+    proxy policy, by ``lua/proxies.lua``."""
+    return queue(automation_type) + QUEUE_KEY_PARTS[GROUPS_META]
+
+
 def group_lists_pattern(automation_type: str) -> str:
     """SCAN pattern of every group list of a type (``fleet:queue:<type>:g:<group>:<tier>``)."""
     return f"{_glob_escape(queue(automation_type))}:g:*"

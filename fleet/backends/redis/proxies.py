@@ -1,6 +1,7 @@
 """Proxy health on Redis (``ctx.proxy``): one ``lua/proxies.lua`` call per operation,
-over the script lane. Keys: ``keys.proxy_keys`` per proxy, ``keys.PROXIES`` (the index)
-and ``keys.proxy_sticky`` (see docs/redis-schema.md)."""
+over the script lane. Keys: ``keys.proxy_keys`` per proxy, ``keys.PROXIES`` (the index),
+``keys.proxy_sticky`` and, for a take or report naming its type, ``keys.groups_meta``
+(where the type's proxy policy is stored; see docs/redis-schema.md)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from fleet.core.capabilities.proxies import (
     PLACE_RETRY_SECONDS,
     ProxyHealth,
     ProxyInfo,
+    ProxyPolicy,
     ProxyTake,
 )
 from fleet.core.records import now
@@ -22,6 +24,11 @@ from fleet.core.records import now
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _meta(automation_type: str | None) -> str:
+    # The key holding the type's stored policy ('' for a caller naming no type).
+    return "" if automation_type is None else keys.groups_meta(automation_type)
 
 
 def _float(value: Any) -> float | None:
@@ -47,12 +54,14 @@ class ProxyOps(RedisCore, ProxyHealth):
         sticky: str | None = None,
         sticky_seconds: float = 3600.0,
         spread: bool = False,
+        automation_type: str | None = None,
     ) -> ProxyTake:
         names = list(candidates)
         k = [
             keys.PROXIES,
             "" if sticky is None else keys.proxy_sticky(sticky),
             "" if held is None else keys.proxy_keys(held)[1],
+            _meta(automation_type),
         ]
         for name in names:
             k += keys.proxy_keys(name)
@@ -91,6 +100,7 @@ class ProxyOps(RedisCore, ProxyHealth):
         threshold: int = 1,
         cooldown_seconds: float = 300.0,
         reason: str = "",
+        automation_type: str | None = None,
     ) -> float | None:
         argv = [
             "report",
@@ -102,7 +112,23 @@ class ProxyOps(RedisCore, ProxyHealth):
             repr(FORGET_SECONDS),
             key,
         ]
-        return _float(await self._proxies([keys.PROXIES, *keys.proxy_keys(key)], argv))
+        k = [keys.PROXIES, *keys.proxy_keys(key), _meta(automation_type)]
+        return _float(await self._proxies(k, argv))
+
+    async def proxy_policy(self, automation_type: str) -> tuple[ProxyPolicy | None, int]:
+        with self._guard():
+            gen, threshold, cooldown, cap = await self._r.hmget(
+                keys.groups_meta(automation_type), ["dg", "pb", "pc", "pm"]
+            )
+        if not gen:
+            return None, -1
+        try:
+            if not threshold:
+                return None, int(gen)
+            stored = ProxyPolicy(int(threshold), float(cooldown), int(cap) if cap else None)
+        except (TypeError, ValueError):  # not written by this Fleet: none stored
+            return None, -1
+        return stored, int(gen)
 
     async def proxy_list(self, *, limit: int = 1000) -> list[ProxyInfo]:
         argv = [

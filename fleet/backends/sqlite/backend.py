@@ -48,6 +48,7 @@ from fleet.backends.sqlite.primitives import SQLitePrimitives
 from fleet.backends.sqlite.proxies import SQLiteProxies
 from fleet.backends.sqlite.schedules import SQLiteSchedules
 from fleet.backends.sqlite.watch import SQLiteSubscription, Watcher
+from fleet.core.capabilities.proxies import ProxyPolicy
 from fleet.core.flow import GroupInfo, GroupLimits, GroupPage, GroupSettings
 from fleet.core.records import (
     CancelOutcome,
@@ -343,11 +344,18 @@ class SQLiteBackend(SQLitePrimitives, SQLiteLimits, SQLiteProxies, SQLiteSchedul
         )
 
     async def group_defaults_set(
-        self, automation_type: str, limits: GroupLimits, *, gen: int
+        self,
+        automation_type: str,
+        limits: GroupLimits,
+        *,
+        gen: int,
+        proxy: ProxyPolicy | None = None,
     ) -> bool:
         return await self._write_waking(
             automation_type,
-            lambda c: _on_groups(c, automation_type, lambda book: book.set_defaults(limits, gen)),
+            lambda c: _on_groups(
+                c, automation_type, lambda book: book.set_defaults(limits, gen, proxy)
+            ),
         )
 
     async def group_defaults(self, automation_type: str) -> tuple[GroupLimits, int]:

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fleet.core.capabilities.proxies import ProxyPolicy
 from fleet.core.flow import GroupInfo, GroupLimits, GroupPage, GroupSettings, admit
 from fleet.core.records import TIERS
 
@@ -469,19 +470,35 @@ class Book:
             None if rate is None else str(rate),
         ), int(gen)
 
-    def set_defaults(self, limits: GroupLimits, gen: int) -> bool:
-        """Store the type's limits as of config generation ``gen`` unless a newer
-        generation is stored; a change puts the groups the old limits held back in
-        the rotation (checked at their turn). True if stored."""
+    def set_defaults(self, limits: GroupLimits, gen: int, proxy: ProxyPolicy | None = None) -> bool:
+        """Store the type's limits (and proxy policy, which ``proxies.py`` reads) as
+        of config generation ``gen`` unless a newer generation is stored; a change of
+        the group limits puts the groups the old limits held back in the rotation
+        (checked at their turn). True if stored."""
         current, stored_gen = self.defaults()
         if gen < stored_gen:
             return False
+        policy = (
+            (None, None, None)
+            if proxy is None
+            else (proxy.bad_threshold, proxy.cooldown_seconds, proxy.max_concurrency)
+        )
         self._conn.execute(
-            "INSERT INTO group_defaults (type, concurrency, interval, rate, gen) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (type) DO UPDATE SET "
+            "INSERT INTO group_defaults (type, concurrency, interval, rate, gen, "
+            "proxy_threshold, proxy_cooldown, proxy_cap) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (type) DO UPDATE SET "
             "concurrency = excluded.concurrency, interval = excluded.interval, "
-            "rate = excluded.rate, gen = excluded.gen",
-            (self._type, limits.concurrency, limits.interval, limits.rate, gen),
+            "rate = excluded.rate, gen = excluded.gen, "
+            "proxy_threshold = excluded.proxy_threshold, "
+            "proxy_cooldown = excluded.proxy_cooldown, proxy_cap = excluded.proxy_cap",
+            (
+                self._type,
+                limits.concurrency,
+                limits.interval,
+                limits.rate,
+                gen,
+                *policy,
+            ),
         )
         if limits != current:
             # O(held groups), once per config change; reserve stays O(log G).

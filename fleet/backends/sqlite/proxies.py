@@ -7,6 +7,10 @@ slot holds (``until``: when its hold expires), ``proxy_sticky`` a row per sticky
 Every take drops the expired places of its candidates, plus up to two expired places,
 forgotten proxies and expired sticky choices of any key, so the tables shed unused
 state as fast as they gain it.
+
+A take or a report that names its automation type reads the type's proxy policy from
+``group_defaults`` (schema version 10) in its own transaction: the stored threshold,
+cool-down and cap win over the caller's.
 """
 
 from __future__ import annotations
@@ -21,10 +25,30 @@ from fleet.core.capabilities.proxies import (
     MAX_REASON_LEN,
     PLACE_RETRY_SECONDS,
     ProxyInfo,
+    ProxyPolicy,
     ProxyTake,
     spread_choice,
 )
 from fleet.core.records import now
+
+
+def policy(conn: sqlite3.Connection, automation_type: str) -> tuple[ProxyPolicy | None, int]:
+    """The type's stored proxy policy and the generation of its record (``(None, -1)``:
+    nothing stored), inside the caller's transaction."""
+    row = conn.execute(
+        "SELECT proxy_threshold, proxy_cooldown, proxy_cap, gen FROM group_defaults WHERE type = ?",
+        (automation_type,),
+    ).fetchone()
+    if row is None:
+        return None, -1
+    threshold, cooldown, cap, gen = row
+    if threshold is None:
+        return None, int(gen)
+    return ProxyPolicy(int(threshold), float(cooldown), None if cap is None else int(cap)), int(gen)
+
+
+def _stored(conn: sqlite3.Connection, automation_type: str | None) -> ProxyPolicy | None:
+    return None if automation_type is None else policy(conn, automation_type)[0]
 
 
 def _prune(conn: sqlite3.Connection, t: float) -> None:
@@ -80,8 +104,12 @@ def take(
     sticky_seconds: float,
     t: float,
     spread: bool = False,
+    automation_type: str | None = None,
 ) -> ProxyTake:
     """:meth:`ProxyHealth.proxy_take` inside the caller's transaction."""
+    stored = _stored(conn, automation_type)
+    if stored is not None:
+        cap = stored.max_concurrency
     _prune(conn, t)
     keys = list(dict.fromkeys(candidates))
     cooling: dict[str, float] = {}
@@ -168,8 +196,12 @@ def report(
     cooldown: float,
     reason: str,
     t: float,
+    automation_type: str | None = None,
 ) -> float | None:
     """:meth:`ProxyHealth.proxy_report` inside the caller's transaction."""
+    stored = _stored(conn, automation_type) if not ok else None
+    if stored is not None:
+        threshold, cooldown = stored.bad_threshold, stored.cooldown_seconds
     _ensure_row(conn, key, t)
     if ok:
         conn.execute("UPDATE proxies SET oks = oks + 1, score = 0 WHERE key = ?", (key,))
@@ -231,6 +263,7 @@ class SQLiteProxies(Backend):
         sticky: str | None = None,
         sticky_seconds: float = 3600.0,
         spread: bool = False,
+        automation_type: str | None = None,
     ) -> ProxyTake:
         keys = list(candidates)
         return await self._db.write(
@@ -245,6 +278,7 @@ class SQLiteProxies(Backend):
                 sticky_seconds,
                 now(),
                 spread,
+                automation_type,
             )
         )
 
@@ -262,10 +296,16 @@ class SQLiteProxies(Backend):
         threshold: int = 1,
         cooldown_seconds: float = 300.0,
         reason: str = "",
+        automation_type: str | None = None,
     ) -> float | None:
         return await self._db.write(
-            lambda c: report(c, key, ok, threshold, cooldown_seconds, reason, now())
+            lambda c: report(
+                c, key, ok, threshold, cooldown_seconds, reason, now(), automation_type
+            )
         )
+
+    async def proxy_policy(self, automation_type: str) -> tuple[ProxyPolicy | None, int]:
+        return await self._db.read(lambda c: policy(c, automation_type))
 
     async def proxy_list(self, *, limit: int = 1000) -> list[ProxyInfo]:
         return await self._db.read(lambda c: listing(c, limit, now()))

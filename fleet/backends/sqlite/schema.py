@@ -34,6 +34,8 @@ Layout (one row per thing; ``type`` is the automation type):
   rate state), pruned by expiry.
 * ``proxies`` + ``proxy_places`` + ``proxy_sticky``: proxy health of ``ctx.proxy``
   (scores and cool-downs, places held, sticky choices), pruned by expiry.
+* ``group_defaults``: per type, the fleet-wide fields of its config as of a config
+  generation: its group limits and its proxy policy.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from collections.abc import Callable
 from fleet.core.errors import SchemaVersionError
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -267,6 +269,17 @@ ALTER TABLE stream ADD COLUMN attempt INTEGER;
 """
 
 
+#: Version 10: the type's proxy policy (``proxy_bad_threshold``,
+#: ``proxy_cooldown_seconds``, ``proxy_max_concurrency``) in the same row as its group
+#: limits and under the same ``gen``, read by the proxy operations in their
+#: transaction (``proxies.py``). ``proxy_threshold`` NULL: no policy stored.
+_V10 = """
+ALTER TABLE group_defaults ADD COLUMN proxy_threshold INTEGER;
+ALTER TABLE group_defaults ADD COLUMN proxy_cooldown REAL;
+ALTER TABLE group_defaults ADD COLUMN proxy_cap INTEGER;
+"""
+
+
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def apply(conn: sqlite3.Connection) -> None:
         # executescript would COMMIT our transaction; run statement by statement.
@@ -288,6 +301,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     7: _script(_V7),
     8: _script(_V8),
     9: _script(_V9),
+    10: _script(_V10),
 }
 
 

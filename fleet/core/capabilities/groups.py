@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import abc
 
+from fleet.core.capabilities.proxies import ProxyPolicy
 from fleet.core.flow import GroupInfo, GroupLimits, GroupPage, GroupSettings
 
 
@@ -83,16 +84,25 @@ class TaskGroups(abc.ABC):
 
     @abc.abstractmethod
     async def group_defaults_set(
-        self, automation_type: str, limits: GroupLimits, *, gen: int
+        self,
+        automation_type: str,
+        limits: GroupLimits,
+        *,
+        gen: int,
+        proxy: ProxyPolicy | None = None,
     ) -> bool:
-        """Store the type's limits for groups without settings of their own, as of
-        config generation ``gen``; a stored value of a higher generation is kept
-        (a worker applying an older config late cannot undo a newer one; equal
-        generations: the later write wins). True if stored.
+        """Store the type's fleet-wide limits as of config generation ``gen``, as one
+        record: ``limits`` for its groups without settings of their own, ``proxy``
+        for its proxies (None: none, each caller's own values apply). A stored
+        record of a higher generation is kept (a worker applying an older config
+        late cannot undo a newer one; equal generations: the later write wins).
+        True if stored.
 
-        Effective at the next reserve, fleet wide. A change puts every group held
-        by the old limits (saturated or delayed) back in the rotation, checked at
-        its turn, and wakes one reserver."""
+        Effective at the next reserve, fleet wide. A change of ``limits`` puts every
+        group held by the old limits (saturated or delayed) back in the rotation,
+        checked at its turn, and wakes one reserver. ``proxy`` holds from the next
+        :meth:`~fleet.core.capabilities.proxies.ProxyHealth.proxy_take` and
+        ``proxy_report`` naming the type, on every worker."""
 
     @abc.abstractmethod
     async def group_defaults(self, automation_type: str) -> tuple[GroupLimits, int]:

@@ -16,18 +16,30 @@ plus a digest of the user name; never a password). For each key the backend keep
 Plus *sticky choices*: a name (an account, a session) -> the proxy key chosen for it,
 kept ``sticky_seconds`` after its last use.
 
-The limits (threshold, cool-down, cap) are not stored: each call passes its own, as
-``ctx.limit`` does, so callers sharing proxies should pass the same ones. A proxy's
-state is forgotten :data:`FORGET_SECONDS` after its last use, report, place or the end
-of its cool-down, whichever is latest (its counters then start again from 0). Times
-are Unix seconds (float) from :func:`fleet.core.records.now`.
+The limits (threshold, cool-down, cap) are the type's :class:`ProxyPolicy`, one value
+for the fleet: stored with the type's group limits by
+:meth:`~fleet.core.capabilities.groups.TaskGroups.group_defaults_set` (tagged with
+the config generation) and read by :meth:`ProxyHealth.proxy_take` and
+:meth:`ProxyHealth.proxy_report` of a caller naming its ``automation_type`` inside
+their atomic step, so a PATCH holds from the next call on every worker, whatever
+config each one has applied. The values a call passes are used only when no policy
+is stored for its type (or it names none).
+
+A proxy's state is forgotten :data:`FORGET_SECONDS` after its last use, report, place
+or the end of its cool-down, whichever is latest (its counters then start again from
+0). Times are Unix seconds (float) from :func:`fleet.core.records.now`.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Collection, Sequence
+import math
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fleet.core.config import BaseConfig
 
 #: A proxy untouched this long after its last activity is forgotten (seconds).
 FORGET_SECONDS = 3600.0
@@ -77,6 +89,57 @@ def spread_choice(
         if key not in full and (best is None or load < best_load):
             best, best_load = key, load
     return best
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyPolicy:
+    """The health settings of a type's proxies: its config's ``proxy_bad_threshold``,
+    ``proxy_cooldown_seconds`` and ``proxy_max_concurrency``.
+
+    One value for the fleet: the backend stores the type's policy with its group
+    limits and applies it to every take and report of the type (a worker's own copy
+    counts only while none is stored).
+
+    Attributes:
+        bad_threshold: Bad reports in a row that cool a proxy down (>= 1).
+        cooldown_seconds: How long a proxy cools down (>= 0).
+        max_concurrency: Most slots on one proxy at once, fleet-wide (None: no cap).
+    """
+
+    bad_threshold: int = 1
+    cooldown_seconds: float = 300.0
+    max_concurrency: int | None = None
+
+    @classmethod
+    def of(cls, config: BaseConfig) -> ProxyPolicy:
+        """The policy of a validated config."""
+        return cls(
+            config.proxy_bad_threshold, config.proxy_cooldown_seconds, config.proxy_max_concurrency
+        )
+
+    @classmethod
+    def of_config(cls, config: Mapping[str, Any]) -> ProxyPolicy:
+        """The policy of a type's effective config (stored values over the schema's
+        defaults). A value this Fleet cannot read takes the field's default: it was
+        validated when it was written, so that is a config from another version."""
+        threshold = config.get("proxy_bad_threshold", 1)
+        if not _is_int(threshold) or threshold < 1:
+            threshold = 1
+        cooldown = config.get("proxy_cooldown_seconds", 300.0)
+        if not _is_number(cooldown) or not 0 <= cooldown < math.inf:
+            cooldown = 300.0
+        cap: int | None = config.get("proxy_max_concurrency")
+        if cap is not None and (not _is_int(cap) or cap < 1):
+            cap = None
+        return cls(threshold, float(cooldown), cap)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,10 +214,12 @@ class ProxyHealth(abc.ABC):
         sticky: str | None = None,
         sticky_seconds: float = 3600.0,
         spread: bool = False,
+        automation_type: str | None = None,
     ) -> ProxyTake:
         """Take a place on the first usable proxy of ``candidates`` for ``token``.
 
-        Atomically, at the current time ``now``:
+        Atomically, at the current time ``now`` (``max_concurrency`` being the stored
+        policy's of ``automation_type`` when one is stored, see :class:`ProxyPolicy`):
 
         1. ``candidates`` are proxy keys in order of preference (a repeated key counts
            once); the expired places of each are dropped.
@@ -189,6 +254,8 @@ class ProxyHealth(abc.ABC):
             sticky_seconds: How long the sticky choice outlives its last use (> 0).
             spread: Balance the places over the healthy candidates (a slot's
                 ``ensure()`` on fixed URLs) rather than prefer the first one.
+            automation_type: The caller's type: its stored policy's cap, if it has
+                one, replaces ``max_concurrency`` (read in the same atomic step).
         """
 
     @abc.abstractmethod
@@ -216,20 +283,30 @@ class ProxyHealth(abc.ABC):
         threshold: int = 1,
         cooldown_seconds: float = 300.0,
         reason: str = "",
+        automation_type: str | None = None,
     ) -> float | None:
         """Report how a use of proxy ``key`` went.
 
-        Atomically: an ok report adds 1 to ``oks`` and sets ``score`` to 0 (a cool-down
-        in force runs on). A bad report adds 1 to ``failures`` and keeps ``reason``
-        (cut to :data:`MAX_REASON_LEN`) and the time; unless the proxy is cooling (a
-        report of a use that began before the cool-down), ``score`` grows by 1 and, if
-        it reaches ``threshold``, the proxy cools until ``now + cooldown_seconds``. The
-        score is not reset by a cool-down: until an ok report, the next bad report
-        cools it again.
+        Atomically (``threshold`` and ``cooldown_seconds`` being the stored policy's of
+        ``automation_type`` when one is stored, read in the same step): an ok report
+        adds 1 to ``oks`` and sets ``score`` to 0 (a cool-down in force runs on). A bad
+        report adds 1 to ``failures`` and keeps ``reason`` (cut to
+        :data:`MAX_REASON_LEN`) and the time; unless the proxy is cooling (a report of
+        a use that began before the cool-down), ``score`` grows by 1 and, if it reaches
+        ``threshold``, the proxy cools until ``now + cooldown_seconds``. The score is
+        not reset by a cool-down: until an ok report, the next bad report cools it
+        again.
 
         Returns:
             The end of the proxy's cool-down if it is cooling after the report, else None.
         """
+
+    @abc.abstractmethod
+    async def proxy_policy(self, automation_type: str) -> tuple[ProxyPolicy | None, int]:
+        """The type's stored :class:`ProxyPolicy` and the config generation of the
+        record it came with (:meth:`TaskGroups.group_defaults
+        <fleet.core.capabilities.groups.TaskGroups.group_defaults>`'s): ``(None, gen)``
+        when that record holds none, ``(None, -1)`` when nothing was ever stored."""
 
     @abc.abstractmethod
     async def proxy_list(self, *, limit: int = 1000) -> list[ProxyInfo]:

@@ -7,11 +7,15 @@
 --   set name json     -> the group's own settings (json '' = none); back in the
 --                        rotation, checked at its turn (wakes one reserver)
 --   reset name        -> no settings and no throttle, likewise back in rotation
---   defaults gen c i r -> the type's limits for groups without settings (c, i
+--   defaults gen c i r pb pc pm
+--                     -> the type's limits for groups without settings (c, i
 --                        and r: concurrency, rate interval and text, '' = none)
---                        as of config generation gen, unless a newer one is
---                        stored (0 then, else 1); a change puts every held group
---                        back in the rotation, checked at its turn
+--                        and its proxy policy (pb pc pm: bad threshold, cool-down
+--                        seconds, max concurrency; pb '' = no policy, pm '' = no
+--                        cap; read by lua/proxies.lua) as of config generation
+--                        gen, unless a newer one is stored (0 then, else 1); a
+--                        change of c i r puts every held group back in the
+--                        rotation, checked at its turn
 --   getdefaults       -> {gen, c, i, r} ('' each if none stored)
 local op, now = ARGV[1], tonumber(ARGV[2])
 
@@ -33,6 +37,18 @@ if op == 'defaults' then
       redis.call('HDEL', K_GMETA, f)
     else
       redis.call('HSET', K_GMETA, f, new[i])
+    end
+  end
+  -- The proxy policy shares the generation: one record of the type's fleet-wide fields.
+  local pb, pc, pm = ARGV[7] or '', ARGV[8] or '', ARGV[9] or ''
+  if pb == '' then
+    redis.call('HDEL', K_GMETA, 'pb', 'pc', 'pm')
+  else
+    redis.call('HSET', K_GMETA, 'pb', pb, 'pc', pc)
+    if pm == '' then
+      redis.call('HDEL', K_GMETA, 'pm')
+    else
+      redis.call('HSET', K_GMETA, 'pm', pm)
     end
   end
   redis.call('HSET', K_GMETA, 'dg', ARGV[3])

@@ -3,14 +3,18 @@
 -- (uses oks failures score cooling_until reason bad_at) and a places zset (token -> hold
 -- end); the index zset PROXIES holds every proxy -> the time it is forgotten. ARGV[1] op,
 -- ARGV[2] now (the client's clock), then per op:
---   take    KEYS index, sticky ('' none), held places ('' none), then (stats, places)
---           per candidate
+--   take    KEYS index, sticky ('' none), held places ('' none), the type's groups meta
+--           ('' none), then (stats, places) per candidate
 --           ARGV token hold cap('' none) sticky('' none) sticky_seconds retry forget
 --                spread(1|0) names of the candidates... -> {picked name or '', cooling 0|1, wait}
 --   renew   KEYS index, stats, places; ARGV token hold forget name   -> 1|0
 --   release KEYS places; ARGV token                                   -> 1|0
---   report  KEYS index, stats, places; ARGV ok(1|0) threshold cooldown reason forget name
+--   report  KEYS index, stats, places, the type's groups meta ('' none);
+--           ARGV ok(1|0) threshold cooldown reason forget name
 --                                              -> the cool-down's end, or '' if not cooling
+-- The type's proxy policy, stored in its groups meta hash (pb pc pm, written with its
+-- group limits by groups.lua 'defaults'), wins over the threshold, cool-down and cap
+-- the caller passes: one value for the fleet, whatever config each worker applied.
 --   list    KEYS index; ARGV limit prefix stats-suffix places-suffix
 --                                              -> 9 values per proxy, by name
 -- TTLs keep each key only while it matters: a stats hash until it is forgotten, a places
@@ -23,6 +27,14 @@ end
 
 local function ms(seconds)
   return math.max(1, math.ceil(seconds * 1000))
+end
+
+-- The stored policy of the caller's type: {threshold, cooldown, cap or nil}, or nil.
+local function stored_policy(meta)
+  if meta == '' then return nil end
+  local p = redis.call('HMGET', meta, 'pb', 'pc', 'pm')
+  if not p[1] then return nil end
+  return {tonumber(p[1]), tonumber(p[2]), p[3] and tonumber(p[3]) or nil}
 end
 
 local function cooling_until(stats)
@@ -49,6 +61,8 @@ end
 
 if op == 'take' then
   local token, hold, cap = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+  local policy = stored_policy(KEYS[4])
+  if policy then cap = policy[3] end
   local sticky, sticky_seconds, retry, forget = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
   local spread = ARGV[10] == '1' and sticky == ''
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', fstr(now))
@@ -64,7 +78,7 @@ if op == 'take' then
   end
   local cool, count, mine, first = {}, {}, {}, {}
   for _, j in ipairs(order) do
-    local stats, places = KEYS[2 + 2 * j], KEYS[3 + 2 * j]
+    local stats, places = KEYS[3 + 2 * j], KEYS[4 + 2 * j]
     redis.call('ZREMRANGEBYSCORE', places, '-inf', fstr(now))
     cool[j] = cooling_until(stats)
     count[j] = redis.call('ZCARD', places)
@@ -120,7 +134,7 @@ if op == 'take' then
     end
     return {'', 0, fstr(math.max(math.min(soonest - now, retry), 0.001))}
   end
-  local stats, places, name = KEYS[2 + 2 * picked], KEYS[3 + 2 * picked], names[picked]
+  local stats, places, name = KEYS[3 + 2 * picked], KEYS[4 + 2 * picked], names[picked]
   redis.call('ZADD', places, fstr(now + hold), token)
   redis.call('HINCRBY', stats, 'uses', 1)
   touch(KEYS[1], stats, places, name, forget)
@@ -149,6 +163,8 @@ if op == 'release' then
 end
 if op == 'report' then
   local ok, threshold, cooldown = ARGV[3] == '1', tonumber(ARGV[4]), tonumber(ARGV[5])
+  local policy = (not ok) and stored_policy(KEYS[4] or '') or nil
+  if policy then threshold, cooldown = policy[1], policy[2] end
   local reason, forget, name = ARGV[6], tonumber(ARGV[7]), ARGV[8]
   local stats = KEYS[2]
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', fstr(now))
