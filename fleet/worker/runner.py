@@ -17,7 +17,7 @@ from fleet.core.context import Context
 from fleet.core.errors import ConfigError
 from fleet.core.flow import GroupLimits
 from fleet.core.metrics import Metrics, merge_snapshots
-from fleet.core.proxy import ProxyHandle
+from fleet.core.proxy import ProxyHandle, ProxyPolicy
 from fleet.worker.batch import BatchSlot
 from fleet.worker.configstate import check_config, config_action, proxy_changed
 from fleet.worker.continuous import ContinuousSlot
@@ -228,15 +228,20 @@ class TypeRunner:
         await self.publish_limits()
 
     async def publish_limits(self) -> None:
-        """Store the group limits of the config this worker applied, tagged with its
-        generation, for every reserve of the fleet to read (a newer generation
-        already stored wins). The master stores them with each PATCH; this covers
-        a plugin's own defaults, a first start and a backend that lost them."""
-        if not self.is_batch or self.config is None:
+        """Store the fleet-wide fields of the config this worker applied (group limits,
+        proxy policy), tagged with its generation, for every reserve and proxy call
+        of the fleet to read (a newer generation already stored wins). The master
+        stores them with each PATCH; this covers a plugin's own defaults, a first
+        start and a backend that lost them."""
+        if self.config is None:
             return
         cfg = self.config
         limits = GroupLimits.of(cfg.group_concurrency, cfg.group_rate)
-        await self.backend.group_defaults_set(self.automation_type, limits, gen=self.held_gen)
+        if not self.is_batch:
+            limits = GroupLimits()  # no queue: only the proxy policy means anything
+        await self.backend.group_defaults_set(
+            self.automation_type, limits, gen=self.held_gen, proxy=ProxyPolicy.of(cfg)
+        )
 
     def set_draining(self, draining: bool) -> None:
         """Drain (stop taking tasks, let running ones finish) or resume."""

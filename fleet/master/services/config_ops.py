@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.backends.base import Backend
+from fleet.core.capabilities.proxies import ProxyPolicy
 from fleet.core.catalog import CatalogEntry
 from fleet.core.config import FLEET_WIDE_FIELDS, merge_config
 from fleet.core.flow import GroupLimits
@@ -176,12 +177,16 @@ async def patch_type_config(
             for wid, cfg in desired.items()
             if await backend.worker_config_put(automation_type, wid, cfg, gen)
         ]
-        if entry.get("kind") != "ContinuousAutomation":
-            # Before the 200: the next reserve anywhere, blocked or not, reads them.
-            effective = merge_config(schema_defaults(entry.get("config") or {}), new)
-            await backend.group_defaults_set(
-                automation_type, GroupLimits.of_config(effective), gen=gen
-            )
+        # Before the 200: the next reserve and proxy call anywhere, blocked or not,
+        # reads them (a continuous type has no queue: only its proxy policy counts).
+        effective = merge_config(schema_defaults(entry.get("config") or {}), new)
+        batch = entry.get("kind") != "ContinuousAutomation"
+        await backend.group_defaults_set(
+            automation_type,
+            GroupLimits.of_config(effective) if batch else GroupLimits(),
+            gen=gen,
+            proxy=ProxyPolicy.of_config(effective),
+        )
     await backend.publish(config_topic(automation_type), {"worker_id": None, "gen": gen})
     return ConfigWrite(config=new, gen=gen, workers=written, missing=sorted(missing))
 
