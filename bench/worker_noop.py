@@ -113,10 +113,12 @@ def main() -> None:
     try:
         for _ in range(opts.repeat):
             rate, us = asyncio.run(measure(url, opts.tasks, opts.slots))
+            # A tiny run can finish inside one tick of the CPU clock: no figure then.
+            per_core = f"{1e6 / us:,.0f}" if us > 0 else "n/a"
             print(
                 f"{opts.backend}: {opts.tasks} no-op tasks, {opts.slots} slots: "
                 f"{rate:,.0f} tasks/s; worker CPU {us:.0f} us/task "
-                f"(= {1e6 / us:,.0f} tasks/s per fully used core)"
+                f"(= {per_core} tasks/s per fully used core)"
             )
     finally:
         if server is not None:
