@@ -46,8 +46,16 @@ class Server:
     """A redis-server with extra arguments (a replica, a loading or busy server)."""
 
     def __init__(self, directory: Path, *extra: str) -> None:
-        self.port = free_port()
         directory.mkdir(parents=True, exist_ok=True)
+        # A server that exits at once lost a race for its port (or, in cluster mode,
+        # for its bus port, the port + 10000): try another one.
+        for _ in range(5):
+            if self._start(directory, extra):
+                return
+        raise RuntimeError(f"redis-server {' '.join(extra)} did not start")
+
+    def _start(self, directory: Path, extra: tuple[str, ...]) -> bool:
+        self.port = free_port()
         args = [REDIS_BIN or "redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
         args += ["--dir", str(directory), "--appendonly", "no", "--save", ""]
         args += ["--logfile", str(directory / "redis.log"), *extra]
@@ -57,8 +65,9 @@ class Server:
         while server_pid(self.port) != self.proc.pid:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"redis-server {' '.join(extra)} did not start")
+                return False
             time.sleep(0.02)
+        return True
 
     @property
     def url(self) -> str:

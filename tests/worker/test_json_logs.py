@@ -96,6 +96,7 @@ def test_fleet_dev_writes_json_lines(tmp_path: Path) -> None:
             with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
                 wait_for("the master", lambda: client.get("/readyz").status_code == 200, 60, proc)
             wait_for("a worker line", lambda: '"component": "worker"' in log.read_text(), 30, proc)
+            wait_for("the banner", lambda: "Fleet is running" in log.read_text(), 30, proc)
         finally:
             proc.send_signal(signal.SIGINT)
             proc.wait(30)
