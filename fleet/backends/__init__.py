@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from fleet.backends.base import Backend, Subscription
 from fleet.core.errors import UnsupportedBackend
-from fleet.core.redact import mask_credentials
+from fleet.core.redact import absolute_sqlite_url, mask_credentials
 
 __all__ = ["Backend", "Subscription", "backend_class", "open_backend", "redact_url"]
 
@@ -86,6 +86,8 @@ async def open_backend(url: str) -> Backend:
 
 
 def redact_url(url: str) -> str:
-    """The URL with its password masked (safe to print or log), by the one masking
-    function of Fleet (:func:`fleet.core.redact.mask_credentials`)."""
-    return mask_credentials(url, keep_user=True)
+    """The backend URL as every banner and log line shows it: its password masked (by
+    :func:`fleet.core.redact.mask_credentials`) and a relative SQLite path resolved
+    (:func:`fleet.core.redact.absolute_sqlite_url`: ``./fleet.db`` names another file
+    in every folder)."""
+    return mask_credentials(absolute_sqlite_url(url), keep_user=True)

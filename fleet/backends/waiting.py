@@ -11,7 +11,6 @@ from fleet.backends.base import Backend
 from fleet.core.backoff import backoff_delay
 from fleet.core.errors import BackendUnavailable
 from fleet.core.outage import OutageLog
-from fleet.core.redact import absolute_sqlite_url
 
 #: Said once, with the first failure: what an operator should look at.
 CHECK_HINT = (
@@ -23,7 +22,7 @@ CHECK_HINT = (
 def describe(url: str, exc: BaseException) -> str:
     """The error's text, naming the backend's URL (password redacted) if it does not."""
     text = str(exc)
-    safe = redact_url(absolute_sqlite_url(url))
+    safe = redact_url(url)
     return text if safe in text else f"{safe}: {text}"
 
 

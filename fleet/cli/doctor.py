@@ -41,9 +41,8 @@ class Check:
 async def check_backend(url: str) -> list[Check]:
     """The backend answers; on Redis, persistence and eviction settings."""
     from fleet.backends import open_backend, redact_url
-    from fleet.core.redact import absolute_sqlite_url
 
-    shown = redact_url(absolute_sqlite_url(url))
+    shown = redact_url(url)
     try:
         backend = await asyncio.wait_for(open_backend(url), 10)
     except Exception as exc:

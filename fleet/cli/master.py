@@ -11,7 +11,6 @@ from fleet.backends import redact_url
 from fleet.cli.common import load_settings
 from fleet.client.tokenfile import UnsafeTokenFile, ensure_token, is_loopback
 from fleet.core.logs import log_format
-from fleet.core.redact import absolute_sqlite_url
 from fleet.master.http.tokens_policy import weak_tokens
 from fleet.settings import Settings
 
@@ -80,7 +79,7 @@ def master(
     settings, token_file = prepare_settings(settings, settings.host)
     banner = (
         f"fleet master on http://{settings.host}:{settings.port} "
-        f"(backend {redact_url(absolute_sqlite_url(settings.backend_url))})"
+        f"(backend {redact_url(settings.backend_url)})"
     )
     json_logs = log_format() == "json"
     say = logging.getLogger("fleet.master").warning if json_logs else _stderr

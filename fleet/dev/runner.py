@@ -22,7 +22,6 @@ import httpx
 
 from fleet.backends import redact_url
 from fleet.client.tokenfile import ensure_token, token_path
-from fleet.core.redact import absolute_sqlite_url
 from fleet.dev.demo_seed import (
     DEMO_PLUGINS,
     DemoUnavailable,
@@ -336,7 +335,7 @@ class DevRunner:
             f"  dashboard    {self.master_url}/",
             f"  admin token  {token}   (from {where})",
             f"  REST API     {self.master_url}/api/v1   (OpenAPI: /api/v1/openapi.json)",
-            f"  backend      {redact_url(absolute_sqlite_url(self.options.backend_url))}",
+            f"  backend      {redact_url(self.options.backend_url)}",
         ]
         if site_url is not None:
             lines.append(f"  demo site    {site_url}/")

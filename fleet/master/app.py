@@ -28,7 +28,6 @@ from fleet.backends import open_backend, redact_url
 from fleet.backends.base import Backend
 from fleet.core.automation import registered
 from fleet.core.errors import BackendError, BackendUnavailable, ConfigError, FleetError
-from fleet.core.redact import absolute_sqlite_url
 from fleet.master.http.auth import TokenTable
 from fleet.master.http.gate import AuthGate, FailedAuth
 from fleet.master.http.headers import SecurityHeaders
@@ -156,7 +155,7 @@ def create_app(
                 state.backend = backend
             if backend is None or close_backend:
                 stack.push_async_callback(state.backend.close)
-            log.info("master on backend %s", redact_url(absolute_sqlite_url(state.backend.url)))
+            log.info("master on backend %s", redact_url(state.backend.url))
             if plugins:
                 load_plugins(plugin_specs)
             try:

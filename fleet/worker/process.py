@@ -18,7 +18,6 @@ from fleet.core.automation import Automation
 from fleet.core.backoff import RetryPolicy, backoff_delay
 from fleet.core.errors import BackendUnavailable
 from fleet.core.outage import OutageLog
-from fleet.core.redact import absolute_sqlite_url
 from fleet.worker.agent import Worker
 from fleet.worker.identity import IdClaim, claim_worker_id
 
@@ -119,7 +118,7 @@ async def serve(
         log.info(
             "worker %s on %s runs %s",
             worker.worker_id,
-            redact_url(absolute_sqlite_url(backend_url)),
+            redact_url(backend_url),
             describe_types([c.automation_type for c in classes], origins or {}),
         )
         await worker.run()
