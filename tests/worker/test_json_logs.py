@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -26,6 +27,16 @@ pytestmark = pytest.mark.slow
 
 ECHO = "wt-echo"
 JSON = {"FLEET_LOG_FORMAT": "json", "FLEET_LOG_LEVEL": "INFO"}
+
+
+def _doc_samples() -> list[dict[str, Any]]:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    section = page.split("## Structured logs", 1)[1].split("\n## ", 1)[0]
+    return [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, re.S)]
+
+
+#: The log line docs/operations.md shows, parsed as a user would read it.
+DOC_SAMPLE = _doc_samples()
 
 
 def parse_all(text: str) -> list[dict[str, Any]]:
@@ -75,6 +86,11 @@ async def test_worker_and_master_write_json_lines(tmp_path: Path) -> None:
     assert retry, [r["message"] for r in lines]
     assert retry[0]["type"] == ECHO and retry[0]["attempt"] == 1 and retry[0]["worker_id"] == "jw"
     assert any(r.get("worker_id") == "jw" and "task_id" not in r for r in lines)  # start-up
+    # The line docs/operations.md shows is such a line: the same fields, the same words.
+    (shown,) = DOC_SAMPLE
+    assert shown.keys() == retry[0].keys()
+    assert shown["logger"].split(".")[1:2] == retry[0]["logger"].split(".")[1:2] == ["slot"]
+    assert shown["message"].split(" ")[2:5] == retry[0]["message"].split(" ")[2:5]
     master_lines = parse_all(master.log())
     assert any("fleet master on" in r["message"] for r in master_lines)
     assert any(r["logger"].startswith("uvicorn") for r in master_lines)
