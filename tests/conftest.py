@@ -76,6 +76,12 @@ def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return make_backend_url(request.param, request, tmp_path)
 
 
+@pytest.fixture(params=["redis", "sqlite"])
+def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A backend that several processes share: the session's Redis, and a SQLite file."""
+    return make_backend_url(request.param, request, tmp_path)
+
+
 @pytest.fixture
 async def backend(backend_url: str) -> AsyncIterator[Backend]:
     """A connected, empty backend of each kind; closed after the test."""

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -30,8 +28,9 @@ from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core.flow import GroupSettings
 from fleet.core.records import PushRequest, TaskBody, new_id, now
-from tests.worker.procs import ROOT, fleet_env
-from tests.worker.support import state_of, wait_until
+from tests.support.fleet_procs import wait_up, worker_processes
+from tests.worker.procs import fleet_env
+from tests.worker.support import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -39,14 +38,6 @@ TYPE = "flow-job"
 PLUGIN = "tests.flow.plugin"
 WORKERS = ("w1", "w2", "w3")
 RATE_WINDOW = 30.0
-
-
-@pytest.fixture(params=["redis", "sqlite"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'fleet.db'}"
-    url: str = request.getfixturevalue("redis_url")
-    return url
 
 
 def requests(group: str | None, n: int, **payload: Any) -> list[PushRequest]:
@@ -73,12 +64,6 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
     return best
 
 
-def start_worker(wid: str, url: str, env: dict[str, str], log: Any) -> subprocess.Popen[bytes]:
-    args = [sys.executable, "-m", "fleet", "worker", "--plugin", PLUGIN]
-    args += ["--type", TYPE, "--id", wid, "--backend", url]
-    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
 async def wait_done(b: Backend, ids: list[str], timeout: float) -> None:
     async def done() -> bool:
         for tid in ids:
@@ -89,28 +74,16 @@ async def wait_done(b: Backend, ids: list[str], timeout: float) -> None:
     await wait_until(done, timeout=timeout, interval=0.5, what="every task done")
 
 
-async def test_three_workers_keep_every_group_limit(url: str, tmp_path: Path) -> None:
+async def test_three_workers_keep_every_group_limit(shared_url: str, tmp_path: Path) -> None:
+    url = shared_url
     ledger = tmp_path / "ledger.jsonl"
     env = fleet_env(FLEET_FLOW_LEDGER=str(ledger), FLEET_ENTRY_POINTS="0")
-    procs: list[subprocess.Popen[bytes]] = []
-    logs: list[Any] = []
     async with await open_backend(url) as b:
         await b.config_set(TYPE, {"slots": 6, "visibility_seconds": 30, "group_concurrency": 2})
         await b.group_set(TYPE, "rated", GroupSettings(rate="5/s", concurrency=4))
         await b.group_set(TYPE, "held", GroupSettings(paused=True))
-        try:
-            for wid in WORKERS:
-                log = (tmp_path / f"{wid}.log").open("wb")
-                logs.append(log)
-                procs.append(start_worker(wid, url, env, log))
-
-            async def up() -> bool:
-                for wid in WORKERS:
-                    if (await state_of(b, TYPE, wid)).get("state") not in ("RUNNING", "IDLE"):
-                        return False
-                return True
-
-            await wait_until(up, timeout=60, interval=0.2, what="three workers up")
+        with worker_processes(url, PLUGIN, TYPE, WORKERS, tmp_path, env):
+            await wait_up(b, TYPE, WORKERS)
             rated = await b.push(TYPE, requests("rated", 160, ms=10))
             big = await b.push(TYPE, requests("big", 500, ms=40))
             small = await b.push(TYPE, requests("small", 5, ms=40))
@@ -129,12 +102,6 @@ async def test_three_workers_keep_every_group_limit(url: str, tmp_path: Path) ->
                 assert (await b.task_state(TYPE, tid)).attempt == 1  # Throttled charged nothing
             depths = await b.depths(TYPE)
             assert depths.counters.throttled == 1
-        finally:
-            for p in procs:
-                p.kill()
-                p.wait(10)
-            for log in logs:
-                log.close()
 
     rows = read_ledger(ledger)
     starts: dict[str, list[dict[str, Any]]] = defaultdict(list)

@@ -12,19 +12,18 @@ A per-worker override of a fleet-wide field answers 422.
 
 from __future__ import annotations
 
-import subprocess
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
-from tests.flow.test_fleet_groups import max_overlap, read_ledger, start_worker
+from tests.flow.test_fleet_groups import PLUGIN, max_overlap, read_ledger
+from tests.support.fleet_procs import wait_up, worker_processes
 from tests.support.master_proc import MasterProcess
 from tests.worker.procs import fleet_env
-from tests.worker.support import state_of, wait_until
+from tests.worker.support import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -32,93 +31,69 @@ TYPE = "flow-job"
 WORKERS = ("w1", "w2")
 ROUNDS = 20
 GROUPS = ("big", "small", "mid", "tiny")
+#: The type's rate in each round: none, except every fourth round.
+RATES = (None, None, None, "50/s")
 PER_GROUP = {"big": 8, "small": 3, "mid": 5, "tiny": 2}
 
 
-@pytest.fixture(params=["redis", "sqlite"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'fleet.db'}"
-    url: str = request.getfixturevalue("redis_url")
-    return url
-
-
-async def test_a_patched_cap_holds_from_the_next_reserve(url: str, tmp_path: Path) -> None:
+async def test_a_patched_cap_holds_from_the_next_reserve(shared_url: str, tmp_path: Path) -> None:
+    url = shared_url
     ledger = tmp_path / "ledger.jsonl"
     env = fleet_env(FLEET_FLOW_LEDGER=str(ledger), FLEET_ENTRY_POINTS="0")
-    procs: list[subprocess.Popen[bytes]] = []
-    logs: list[Any] = []
     master = MasterProcess(url, tmp_path)
     rounds: dict[str, tuple[int, int]] = {}  # task id -> (round, cap)
     b: Backend
     async with await open_backend(url) as b, master.client() as http:
         await b.config_set(TYPE, {"slots": 5, "visibility_seconds": 30})
         try:
-            for wid in WORKERS:
-                log = (tmp_path / f"{wid}.log").open("wb")
-                logs.append(log)
-                procs.append(start_worker(wid, url, env, log))
+            with worker_processes(url, PLUGIN, TYPE, WORKERS, tmp_path, env):
+                await wait_up(b, TYPE, WORKERS, http)
 
-            async def up() -> bool:
-                try:
-                    if (await http.get("/healthz")).status_code != 200:
-                        return False
-                except Exception:
-                    return False
-                for wid in WORKERS:
-                    if (await state_of(b, TYPE, wid)).get("state") not in ("RUNNING", "IDLE"):
-                        return False
-                return True
-
-            await wait_until(up, timeout=60, interval=0.2, what="master and workers up")
-
-            # A fleet-wide field cannot be overridden per worker: one value for the fleet.
-            answer = await http.patch(
-                f"/api/v1/automations/{TYPE}/workers/w1/config", json={"group_concurrency": 3}
-            )
-            assert answer.status_code == 422, answer.text
-            detail = answer.json()["detail"]
-            assert detail[0]["loc"] == ["body", "group_concurrency"]
-            assert "fleet-wide" in detail[0]["msg"]
-            answer = await http.patch(
-                f"/api/v1/automations/{TYPE}/workers/w1/config", json={"group_rate": "1/s"}
-            )
-            assert answer.status_code == 422, answer.text
-
-            for n in range(ROUNDS):
-                cap = 1 if n % 2 == 0 else 2
+                # A fleet-wide field cannot be overridden per worker: one value for the fleet.
                 answer = await http.patch(
-                    f"/api/v1/automations/{TYPE}/config",
-                    json={"group_concurrency": cap, "group_rate": "50/s" if n % 4 == 3 else None},
+                    f"/api/v1/automations/{TYPE}/workers/w1/config", json={"group_concurrency": 3}
                 )
-                assert answer.status_code == 200, answer.text
-                tasks = [
-                    {"payload": {"n": i, "ms": 25}, "group": g}
-                    for g in GROUPS
-                    for i in range(PER_GROUP[g])
-                ]
-                answer = await http.post(
-                    f"/api/v1/automations/{TYPE}/tasks/batch", json={"tasks": tasks}
+                assert answer.status_code == 422, answer.text
+                detail = answer.json()["detail"]
+                assert detail[0]["loc"] == ["body", "group_concurrency"]
+                assert "fleet-wide" in detail[0]["msg"]
+                answer = await http.patch(
+                    f"/api/v1/automations/{TYPE}/workers/w1/config", json={"group_rate": "1/s"}
                 )
-                assert answer.status_code == 202, answer.text
-                ids = [item["task_id"] for item in answer.json()["results"]]
-                assert len(ids) == len(tasks)
-                for tid in ids:
-                    rounds[tid] = (n, cap)
+                assert answer.status_code == 422, answer.text
 
-                async def drained(ids: list[str] = ids) -> bool:
+                for n in range(ROUNDS):
+                    cap = 1 if n % 2 == 0 else 2
+                    answer = await http.patch(
+                        f"/api/v1/automations/{TYPE}/config",
+                        json={
+                            "group_concurrency": cap,
+                            "group_rate": "50/s" if n % 4 == 3 else None,
+                        },
+                    )
+                    assert answer.status_code == 200, answer.text
+                    tasks = [
+                        {"payload": {"n": i, "ms": 25}, "group": g}
+                        for g in GROUPS
+                        for i in range(PER_GROUP[g])
+                    ]
+                    answer = await http.post(
+                        f"/api/v1/automations/{TYPE}/tasks/batch", json={"tasks": tasks}
+                    )
+                    assert answer.status_code == 202, answer.text
+                    ids = [item["task_id"] for item in answer.json()["results"]]
+                    assert len(ids) == len(tasks)
                     for tid in ids:
-                        if (await b.task_state(TYPE, tid)).state != "done":
-                            return False
-                    return True
+                        rounds[tid] = (n, cap)
 
-                await wait_until(drained, timeout=60, interval=0.05, what=f"round {n} done")
+                    async def drained(ids: list[str] = ids) -> bool:
+                        for tid in ids:
+                            if (await b.task_state(TYPE, tid)).state != "done":
+                                return False
+                        return True
+
+                    await wait_until(drained, timeout=60, interval=0.05, what=f"round {n} done")
         finally:
-            for p in procs:
-                p.kill()
-                p.wait(10)
-            for log in logs:
-                log.close()
             master.close()
 
     rows = read_ledger(ledger)

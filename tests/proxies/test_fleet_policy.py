@@ -16,8 +16,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -35,9 +33,10 @@ from fleet.core.proxy import ProxyHandle, ProxyPolicy, proxy_key, proxy_key_salt
 from fleet.core.submission import make_push_request
 from fleet.master.services.config_ops import patch_type_config
 from tests.proxies.policy_plugin import ProxyPolicyJob
+from tests.support.fleet_procs import wait_up, worker_processes
 from tests.support.master_proc import MasterProcess
-from tests.worker.procs import ROOT, fleet_env
-from tests.worker.support import state_of, wait_until
+from tests.worker.procs import fleet_env
+from tests.worker.support import wait_until
 
 TYPE = "proxy-policy"
 PLUGIN = "tests.proxies.policy_plugin"
@@ -47,95 +46,62 @@ OLD = {"proxy_bad_threshold": 3, "proxy_cooldown_seconds": 5}
 NEW = {"proxy_bad_threshold": 2, "proxy_cooldown_seconds": 123}
 
 
-@pytest.fixture(params=["redis", "sqlite"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'fleet.db'}"
-    url: str = request.getfixturevalue("redis_url")
-    return url
-
-
-def start_worker(wid: str, url: str, env: dict[str, str], log: Any) -> subprocess.Popen[bytes]:
-    args = [sys.executable, "-m", "fleet", "worker", "--plugin", PLUGIN]
-    args += ["--type", TYPE, "--id", wid, "--backend", url, "--grace", "5"]
-    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
 def ready_pids(gate: Path) -> set[str]:
     return {p.name.removeprefix("ready-") for p in gate.glob("ready-*")}
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-async def test_a_patch_holds_for_a_worker_that_has_not_applied_it(url: str, tmp_path: Path) -> None:
+async def test_a_patch_holds_for_a_worker_that_has_not_applied_it(
+    shared_url: str, tmp_path: Path
+) -> None:
+    url = shared_url
     gate = tmp_path / "gate"
     gate.mkdir()
     env = fleet_env(FLEET_POLICY_GATE=str(gate), FLEET_ENTRY_POINTS="0")
-    procs: list[subprocess.Popen[bytes]] = []
-    logs: list[Any] = []
     master = MasterProcess(url, tmp_path)
     b: Backend
     async with await open_backend(url) as b, master.client() as http:
         await b.config_set(TYPE, {"slots": 1, "visibility_seconds": 120, "proxy_url": PROXY, **OLD})
         try:
-            for wid in WORKERS:
-                log = (tmp_path / f"{wid}.log").open("wb")
-                logs.append(log)
-                procs.append(start_worker(wid, url, env, log))
+            with worker_processes(url, PLUGIN, TYPE, WORKERS, tmp_path, env, grace=5):
+                await wait_up(b, TYPE, WORKERS, http)
+                # Before any PATCH the policy is the workers' own: each stored the config
+                # it applied, with its generation.
+                stored, gen = await b.proxy_policy(TYPE)
+                assert stored == ProxyPolicy(3, 5.0, None) and gen >= 1
 
-            async def up() -> bool:
-                try:
-                    if (await http.get("/healthz")).status_code != 200:
-                        return False
-                except Exception:
-                    return False
-                for wid in WORKERS:
-                    if (await state_of(b, TYPE, wid)).get("state") not in ("RUNNING", "IDLE"):
-                        return False
-                return True
+                # One task per worker, each holding its worker's event loop. The first
+                # worker, held, cannot take the second task.
+                for n in range(2):
+                    await b.push(TYPE, [make_push_request({"n": n})])
+                    await wait_until(
+                        lambda n=n: len(ready_pids(gate)) == n + 1,
+                        timeout=30,
+                        what=f"task {n} held by a worker",
+                    )
 
-            await wait_until(up, timeout=60, interval=0.2, what="master and workers up")
-            # Before any PATCH the policy is the workers' own: each stored the config
-            # it applied, with its generation.
-            stored, gen = await b.proxy_policy(TYPE)
-            assert stored == ProxyPolicy(3, 5.0, None) and gen >= 1
+                answer = await http.patch(f"/api/v1/automations/{TYPE}/config", json=NEW)
+                assert answer.status_code == 200, answer.text
+                (gate / "go").touch()  # at once: neither worker has read the change
 
-            # One task per worker, each holding its worker's event loop. The first
-            # worker, held, cannot take the second task.
-            for n in range(2):
-                await b.push(TYPE, [make_push_request({"n": n})])
-                await wait_until(
-                    lambda n=n: len(ready_pids(gate)) == n + 1,
-                    timeout=30,
-                    what=f"task {n} held by a worker",
-                )
+                async def reported() -> bool:
+                    path = gate / "ledger.jsonl"
+                    return path.exists() and len(path.read_text().splitlines()) == 2
 
-            answer = await http.patch(f"/api/v1/automations/{TYPE}/config", json=NEW)
-            assert answer.status_code == 200, answer.text
-            (gate / "go").touch()  # at once: neither worker has read the change
+                await wait_until(reported, timeout=30, what="both reports")
+                salt = await proxy_key_salt(b)
+                key = proxy_key(PROXY, salt)
 
-            async def reported() -> bool:
-                path = gate / "ledger.jsonl"
-                return path.exists() and len(path.read_text().splitlines()) == 2
+                async def cooling() -> bool:
+                    found = {p.key: p for p in await b.proxy_list()}
+                    return key in found and found[key].failures == 2
 
-            await wait_until(reported, timeout=30, what="both reports")
-            salt = await proxy_key_salt(b)
-            key = proxy_key(PROXY, salt)
-
-            async def cooling() -> bool:
-                found = {p.key: p for p in await b.proxy_list()}
-                return key in found and found[key].failures == 2
-
-            await wait_until(cooling, timeout=10, what="both reports stored")
-            info = {p.key: p for p in await b.proxy_list()}[key]
-            _, patched_gen = await b.worker_config_get(TYPE, "w1")
-            final = await b.proxy_policy(TYPE)
+                await wait_until(cooling, timeout=10, what="both reports stored")
+                info = {p.key: p for p in await b.proxy_list()}[key]
+                _, patched_gen = await b.worker_config_get(TYPE, "w1")
+                final = await b.proxy_policy(TYPE)
         finally:
-            for p in procs:
-                p.kill()
-                p.wait(10)
-            for log in logs:
-                log.close()
             master.close()
 
     lines = [json.loads(line) for line in (gate / "ledger.jsonl").read_text().splitlines()]
