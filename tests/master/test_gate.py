@@ -245,7 +245,7 @@ async def test_a_forged_forwarded_for_escapes_nothing(sqlite_url: str, tmp_path:
     master = MasterProcess(sqlite_url, plain)
     try:
         async with master.client() as http:
-            await _wait_up(http)
+            await master.wait_ready()
             codes = await _guess(http, 25, "203.0.113.{i}")
             assert codes[:20] == [401] * 20 and set(codes[20:]) == {429}, codes
             path = f"/api/v1/automations/{SCRAPE}/queue"
@@ -259,7 +259,7 @@ async def test_a_forged_forwarded_for_escapes_nothing(sqlite_url: str, tmp_path:
     master = MasterProcess(sqlite_url, behind, env={"FLEET_TRUSTED_PROXIES": "127.0.0.1"})
     try:
         async with master.client() as http:
-            await _wait_up(http)
+            await master.wait_ready()
             # Each forwarded client is its own: 25 distinct ones are never throttled...
             assert set(await _guess(http, 25, "203.0.113.{i}")) == {401}
             # ...and one that keeps failing is, alone.
@@ -268,14 +268,3 @@ async def test_a_forged_forwarded_for_escapes_nothing(sqlite_url: str, tmp_path:
             assert set(await _guess(http, 3, "198.51.100.8")) == {401}
     finally:
         master.close()
-
-
-async def _wait_up(http: httpx.AsyncClient) -> None:
-    for _ in range(300):
-        try:
-            if (await http.get("/healthz")).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        await asyncio.sleep(0.1)
-    raise AssertionError("the master did not come up")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -56,6 +58,19 @@ class MasterProcess:
         """An HTTP client for this master, with the admin token."""
         headers = {"Authorization": f"Bearer {MASTER_TOKEN}"}
         return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=10)
+
+    async def wait_ready(self, timeout: float = 30.0) -> None:
+        """Until the master answers ``/healthz`` (an AssertionError after ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        async with self.client() as http:
+            while time.monotonic() < deadline:
+                try:
+                    if (await http.get("/healthz")).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                await asyncio.sleep(0.1)
+        raise AssertionError(f"the master did not come up within {timeout:g}s:\n{self.log()}")
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

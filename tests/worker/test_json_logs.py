@@ -4,7 +4,6 @@ lines about a task name its type, id, attempt and worker; text stays the default
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import signal
@@ -67,14 +66,7 @@ async def test_worker_and_master_write_json_lines(tmp_path: Path) -> None:
                 return states == ["done", "done"]
 
             await wait_until(done, timeout=60, what="both tasks done")
-        async with master.client() as http:
-            for _ in range(100):
-                try:
-                    if (await http.get("/healthz")).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.1)
+        await master.wait_ready()
     finally:
         worker.signal(signal.SIGTERM)
         worker.proc.wait(30)
