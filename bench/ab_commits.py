@@ -11,7 +11,8 @@ Each checkout runs from its own source tree (the working directory of its
 processes, so first on ``sys.path``) with this venv's packages. The job is
 ``bench/noop_plugin.py`` (one ``INCR``, like the peers' jobs). Reported per
 round and as medians: enqueue/s and producer CPU per push, drain/s from spawn,
-steady/s (10 % to 90 %), time to the first task and worker CPU per task.
+steady/s (10 % to 90 %), time to the first task, worker CPU per task, and the Redis
+server's CPU per push and per drained task (``INFO cpu``).
 """
 
 from __future__ import annotations
@@ -52,9 +53,16 @@ asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
 """
 
 
+def redis_cpu(client: redis.Redis) -> float:
+    """The Redis server's CPU seconds so far (user + system)."""
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
 def one_round(tree: Path, url: str, n: int, slots: int) -> dict[str, float]:
     client = redis.Redis.from_url(url)
     client.flushdb()
+    redis0 = redis_cpu(client)
     env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{HERE}", "REDIS_URL": url}
     out = subprocess.run(
         [PYTHON, "-c", PRODUCER, url, str(n), str(slots)],
@@ -65,6 +73,7 @@ def one_round(tree: Path, url: str, n: int, slots: int) -> dict[str, float]:
         check=True,
     )
     rate, producer_ms = (float(x) for x in out.stdout.split())
+    redis1 = redis_cpu(client)
     cmd = [PYTHON, "-m", "fleet", "--log-level", "WARNING", "worker", "--plugin", "noop_plugin"]
     cmd += ["--type", "noop", "--id", "ab", "--backend", url]
     t0 = time.perf_counter()
@@ -84,6 +93,7 @@ def one_round(tree: Path, url: str, n: int, slots: int) -> dict[str, float]:
             break
         time.sleep(0.005)
     end = time.perf_counter()
+    redis2 = redis_cpu(client)
     cpu = psutil.Process(proc.pid).cpu_times()
     proc.terminate()
     proc.wait(30)
@@ -97,6 +107,9 @@ def one_round(tree: Path, url: str, n: int, slots: int) -> dict[str, float]:
         "steady/s": 0.8 * n / (t90 - t10),
         "start s": first - t0,
         "worker ms/task": (cpu.user + cpu.system) / n * 1e3,
+        # The server's own CPU: what the scripts and commands cost, whoever waits.
+        "redis us/push": (redis1 - redis0) / n * 1e6,
+        "redis us/task drained": (redis2 - redis1) / n * 1e6,
     }
 
 
