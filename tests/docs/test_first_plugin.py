@@ -230,3 +230,48 @@ def test_the_readme_batch_automation_runs(venv_bin: Path, tmp_path: Path) -> Non
     )
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout) == {"url": "u", "status": 200}
+
+
+def test_the_getting_started_fleet_dev_section_runs_as_written(
+    venv_bin: Path, tmp_path: Path
+) -> None:
+    """Section 3: ``fleet dev --plugin hello`` in the folder of ``hello.py``, then, from
+    another shell in the same folder, submit, tail, config set, and the curl of the
+    same task. Only the port differs (a free one instead of 8000), passed the way the
+    CLI reads it (``--port``, ``FLEET_MASTER_URL``)."""
+    saved = save_blocks(
+        fenced_blocks(section(GETTING_STARTED, "## 2. Write an automation")), tmp_path
+    )
+    assert saved == ["hello.py"]
+    blocks = fenced_blocks(section(GETTING_STARTED, "## 3. Run it under a master and a worker"))
+    dev_line, commands, curl = (b.text.strip() for b in blocks)
+    assert dev_line == "fleet dev --plugin hello"
+    port = free_port()
+    env = user_env(venv_bin, FLEET_MASTER_URL=f"http://127.0.0.1:{port}")
+    with (tmp_path / "dev.log").open("w") as log:
+        dev = subprocess.Popen(
+            [*shlex.split(dev_line), "--port", str(port)],
+            cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        submit, tail, config = commands.splitlines()
+        deadline = time.monotonic() + 60
+        while True:  # the master comes up, and the worker publishes the type
+            sent = shell(submit, tmp_path, env)
+            if sent.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert sent.returncode == 0, sent.stdout + sent.stderr + (tmp_path / "dev.log").read_text()
+        while True:
+            out = shell(tail, tmp_path, env)
+            if out.stdout.strip() or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert json.loads(out.stdout.strip().splitlines()[-1]) == {"text": "hello grace"}
+        changed = shell(config, tmp_path, env)
+        assert changed.returncode == 0, changed.stdout + changed.stderr
+        posted = shell(curl.replace("127.0.0.1:8000", f"127.0.0.1:{port}"), tmp_path, env)
+        assert posted.returncode == 0, posted.stderr
+        assert json.loads(posted.stdout)["queued"] is True
+    finally:
+        stop(dev)
