@@ -57,8 +57,10 @@ if op == 'defaults' then
     local all = redis.call('HGETALL', K_GROUPS)
     local woke = 0
     for i = 1, #all, 2 do
-      local g = gget(all[i])
-      if g.pl == 'S' or g.pl == 'D' then
+      -- The place is read from the state already fetched; only held groups are loaded.
+      local _, _, _, place = string.match(all[i + 1], GROUP_PATTERN)
+      if place == 'S' or place == 'D' then
+        local g = gget(all[i])
         unplace(g)
         if activate(g) then woke = woke + 1 end
         gsave(g)
