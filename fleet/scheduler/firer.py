@@ -136,6 +136,7 @@ async def fire_due(
         results = await backend.push(automation_type, [req for _, req in items])
         for (i, _), result in zip(items, results, strict=True):
             task_ids[i] = result.task_id
+    swaps = []
     for i, (record, step, error) in enumerate(steps):
         fired = i in task_ids
         report.fired += fired
@@ -146,7 +147,10 @@ async def fire_due(
             last_error=error,
             updated_at=t,
         )
-        await backend.schedule_swap(record, moved)
+        swaps.append(backend.schedule_swap(record, moved))
+    # Independent compare-and-sets: sent together (one pipelined round trip on Redis)
+    # rather than one round trip per schedule.
+    await asyncio.gather(*swaps)
     return report
 
 
