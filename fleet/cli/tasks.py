@@ -63,6 +63,13 @@ def queued_word(delay_seconds: float | None, submitted_at: float) -> str:
 @click.option("--max-attempts", type=int, default=None)
 @click.option("--ttl", "ttl_seconds", type=float, default=None, help="Drop if not started in N s.")
 @click.option("--delay", "delay_seconds", type=float, default=None, help="Start after N s.")
+@click.option(
+    "--timeout",
+    "timeout_seconds",
+    type=float,
+    default=None,
+    help="Time limit of each run_one in N s (wins over the config's timeout_seconds).",
+)
 @click.option("--idempotency-key", default=None)
 @click.option("--group", default=None, help="Flow-control group (a domain, an API key...).")
 @client_options

@@ -15,6 +15,7 @@ FRAMEWORK_FIELDS = (
     "slots",
     "max_attempts",
     "visibility_seconds",
+    "timeout_seconds",
     "recycle_seconds",
     "proxy_url",
     "proxy_provider",
@@ -48,6 +49,10 @@ class BaseConfig(BaseModel):
         slots: Concurrent slots per worker.
         max_attempts: Attempts before a task is dead-lettered (per-task override wins).
         visibility_seconds: Lease length of a reserved task; renewed while it runs.
+        timeout_seconds: Time limit of one ``run_one`` (None: no limit). Past it the
+            run is cancelled (its ``cleanup`` still runs) and the attempt fails with
+            ``TaskTimeout``; a task's own ``timeout_seconds`` wins. See
+            docs/batch-automations.md#time-limits.
         recycle_seconds: Restart slots older than this (None: never).
         proxy_url: A fixed proxy URL, or several separated by commas or newlines.
         proxy_provider: Name of a ``fleet.proxy_providers`` entry point.
@@ -71,6 +76,7 @@ class BaseConfig(BaseModel):
     slots: int = Field(default=1, ge=0, le=10_000)
     max_attempts: int = Field(default=3, ge=1, le=1_000)
     visibility_seconds: float = Field(default=300.0, ge=10)
+    timeout_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     recycle_seconds: float | None = Field(default=None, gt=0)
     proxy_url: str | None = None
     proxy_provider: str | None = None

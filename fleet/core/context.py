@@ -134,6 +134,7 @@ class Context(Generic[ConfigT]):
         delay_seconds: float | None = None,
         idempotency_key: str | None = None,
         group: str | None = None,
+        timeout_seconds: float | None = None,
     ) -> str:
         """Enqueue a task for another batch automation; returns the task id (the
         original one if ``idempotency_key`` matched an earlier submit).
@@ -141,6 +142,8 @@ class Context(Generic[ConfigT]):
         ``group`` (a domain, an API key, a tenant) puts the task under its group's
         fleet-wide limits (``group_concurrency``, ``group_rate``, per-group
         settings) and into the fair round robin across groups.
+        ``timeout_seconds`` limits each ``run_one`` of the task (it wins over the
+        receiver's ``Config.timeout_seconds``).
 
         Raises:
             ContractTypeError: (a ``TypeError``) if ``payload`` is not the queue's model.
@@ -158,6 +161,7 @@ class Context(Generic[ConfigT]):
             delay_seconds=delay_seconds,
             idempotency_key=idempotency_key,
             group=group,
+            timeout_seconds=timeout_seconds,
         )
         return (await self._backend.push_one(ref.name, request)).task_id
 

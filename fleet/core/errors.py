@@ -123,6 +123,13 @@ class BrowserUnavailable(FleetError):
     became free in time."""
 
 
+class TaskTimeout(FleetError):
+    """``run_one`` ran past its time limit (``timeout_seconds`` of the task or of the
+    type's config) and was cancelled: a failed attempt, retried like any failure,
+    dead-lettered once its attempts are spent. The task's ``last_error`` (and its
+    dead letter's) starts with ``TaskTimeout:``."""
+
+
 class Throttled(FleetError):
     """The outside world asked Fleet to slow down.
 

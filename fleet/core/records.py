@@ -104,6 +104,8 @@ class TaskBody:
         group: The flow-control group (a domain, an API key, a tenant): reserve
             applies the group's limits and serves groups round robin. None: no
             group, no limits (docs/flow-control.md).
+        timeout_seconds: Time limit of one ``run_one`` of this task; wins over the
+            receiver's ``Config.timeout_seconds``. None: the config's.
     """
 
     id: str
@@ -118,6 +120,7 @@ class TaskBody:
     failed_at: float | None = None
     refunds: int = 0
     group: str | None = None
+    timeout_seconds: float | None = None
 
     @property
     def tier(self) -> Tier:
@@ -148,6 +151,8 @@ class TaskBody:
             out["refunds"] = self.refunds
         if self.group is not None:
             out["group"] = self.group
+        if self.timeout_seconds is not None:
+            out["timeout_seconds"] = self.timeout_seconds
         return out
 
     def to_json(self) -> str:
@@ -168,6 +173,7 @@ class TaskBody:
             failed_at=d.get("failed_at"),
             refunds=int(d.get("refunds") or 0),
             group=None if d.get("group") is None else str(d["group"]),
+            timeout_seconds=d.get("timeout_seconds"),
         )
 
     @classmethod
@@ -239,8 +245,12 @@ TaskStateName = Literal["queued", "scheduled", "processing", "dead", "done", "ca
 class TaskInfo:
     """What :meth:`Backend.task_state` knows of one task.
 
-    ``done`` and ``cancelled`` are remembered for ``FINISHED_RETENTION_SECONDS``;
-    after that, and for ids never seen, the state is ``unknown``.
+    ``done`` and ``cancelled`` are remembered for ``FLEET_RESULT_TTL_SECONDS``
+    (at most ``FLEET_RESULT_MAX_PER_TYPE`` per type); after that, and for ids never
+    seen, the state is ``unknown``. ``progress`` is the latest ``ctx.progress``
+    report; ``outputs`` the newest emits of the task (at most
+    :data:`fleet.core.results.RECORD_MAX_OUTPUTS`, oldest first, each with its
+    stream entry id and attempt); ``outputs_total`` counts every emit.
     """
 
     task_id: str
@@ -251,7 +261,31 @@ class TaskInfo:
     last_error: str | None = None
     deadline: float | None = None  #: lease deadline while processing
     ready_at: float | None = None  #: when a scheduled task becomes pending
-    finished_at: float | None = None  #: when it was acked / cancelled
+    finished_at: float | None = None  #: when it was acked / cancelled / dead-lettered
+    submitted_at: float | None = None  #: when it was first submitted
+    started_at: float | None = None  #: when its latest attempt began running
+    progress: dict[str, Any] | None = None  #: {fraction, message, attempt, at}
+    outputs: tuple[dict[str, Any], ...] = ()  #: {id, ts, attempt, payload}, oldest first
+    outputs_total: int = 0
+
+    def with_extras(
+        self,
+        *,
+        started_at: float | None = None,
+        progress: dict[str, Any] | None = None,
+        outputs: tuple[dict[str, Any], ...] = (),
+        outputs_total: int = 0,
+    ) -> TaskInfo:
+        """This state with what the task's record keeps beside it."""
+        if self.state == "unknown":
+            return self
+        return replace(
+            self,
+            started_at=started_at,
+            progress=progress,
+            outputs=outputs,
+            outputs_total=max(outputs_total, len(outputs)),
+        )
 
     @classmethod
     def of(
@@ -273,7 +307,8 @@ class TaskInfo:
             last_error=body.last_error,
             deadline=deadline,
             ready_at=ready_at,
-            finished_at=finished_at,
+            finished_at=body.failed_at if state == "dead" and finished_at is None else finished_at,
+            submitted_at=body.enqueued_at or None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -287,11 +322,17 @@ class TaskInfo:
             "deadline": self.deadline,
             "ready_at": self.ready_at,
             "finished_at": self.finished_at,
+            "submitted_at": self.submitted_at,
+            "started_at": self.started_at,
+            "progress": self.progress,
+            "outputs": list(self.outputs),
+            "outputs_total": self.outputs_total,
         }
 
 
-#: How long ``done``/``cancelled`` task states are remembered (seconds).
-FINISHED_RETENTION_SECONDS = 3600.0
+#: How long ``done``/``cancelled`` task states are remembered by default (seconds;
+#: ``FLEET_RESULT_TTL_SECONDS`` sets it, see :func:`fleet.core.results.result_ttl`).
+FINISHED_RETENTION_SECONDS = 86400.0
 
 
 @dataclass(frozen=True, slots=True)

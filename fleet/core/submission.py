@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -35,6 +36,23 @@ def check_submitted_id(value: Any, *, field: str, max_len: int) -> str:
     return str(value)
 
 
+def check_timeout(value: Any) -> float:
+    """A task's ``timeout_seconds``: a finite number of seconds > 0.
+
+    Raises:
+        ContractValueError: naming ``timeout_seconds``.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value < math.inf  # also NaN
+    ):
+        raise ContractValueError(
+            "timeout_seconds must be a finite number of seconds > 0", field="timeout_seconds"
+        )
+    return float(value)
+
+
 def idempotency_ttl() -> float:
     """The configured idempotency key lifetime."""
     raw = os.environ.get("FLEET_IDEMPOTENCY_TTL_SECONDS")
@@ -56,6 +74,7 @@ def make_push_request(
     idempotency_ttl_seconds: float | None = None,
     group: str | None = None,
     tick: bool = False,
+    timeout_seconds: float | None = None,
 ) -> PushRequest:
     """Validate submit options and build the request to push.
 
@@ -69,6 +88,8 @@ def make_push_request(
         idempotency_key: Deduplicates submits of the same key (per type).
         idempotency_ttl_seconds: Lifetime of the key (default from the environment).
         group: Flow-control group (at most 200 characters, no control characters).
+        timeout_seconds: Time limit of one ``run_one`` of the task (> 0, finite);
+            wins over the receiver's ``Config.timeout_seconds``.
         tick: The schedule firer's own push: may use the reserved ``schedule:``
             space (:data:`RESERVED_PREFIX`); every other caller may not.
 
@@ -88,6 +109,8 @@ def make_push_request(
         raise ContractValueError("ttl_seconds must be > 0", field="ttl_seconds")
     if delay_seconds is not None and not delay_seconds >= 0:
         raise ContractValueError("delay_seconds must be >= 0", field="delay_seconds")
+    if timeout_seconds is not None:
+        check_timeout(timeout_seconds)
     if idempotency_key is not None:
         check_id(idempotency_key, field="idempotency_key", max_len=MAX_IDEMPOTENCY_KEY_LEN)
     if group is not None:
@@ -101,6 +124,7 @@ def make_push_request(
         enqueued_at=now(),
         ttl_seconds=ttl_seconds,
         group=group,
+        timeout_seconds=None if timeout_seconds is None else float(timeout_seconds),
     )
     return PushRequest(
         body=body,

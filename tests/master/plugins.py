@@ -22,7 +22,7 @@ class Page(BaseModel):
 
 class ScrapeConfig(BaseConfig):
     user_agent: str = "fleet-test"
-    timeout_seconds: float = Field(default=10.0, gt=0)
+    request_timeout_seconds: float = Field(default=10.0, gt=0)
 
 
 class Line(BaseModel):

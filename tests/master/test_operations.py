@@ -121,7 +121,7 @@ async def test_config_patch_bumps_generations_and_keeps_overrides(master: InProc
     assert cfg2 == {"slots": 7, "user_agent": "ua"}  # the override survives
     r = await master.client.get(f"{A}/config", headers=H)
     assert r.json()["config"] == {"slots": 3, "user_agent": "ua"}
-    assert r.json()["effective"]["timeout_seconds"] == 10.0
+    assert r.json()["effective"]["request_timeout_seconds"] == 10.0
     # The list shows desired vs applied generations and the lag.
     r = await master.client.get(f"{A}/workers", headers=H)
     views = {v["worker_id"]: v for v in r.json()}
@@ -141,7 +141,7 @@ async def test_invalid_config_is_422_and_nothing_changes(master: InProcess) -> N
     for patch, loc in (
         ({"slots": -1}, ["body", "slots"]),
         ({"slotz": 1}, ["body", "slotz"]),
-        ({"timeout_seconds": "x"}, ["body", "timeout_seconds"]),
+        ({"request_timeout_seconds": "x"}, ["body", "request_timeout_seconds"]),
     ):
         r = await master.client.patch(f"{A}/config", json=patch, headers=H)
         assert r.status_code == 422, patch

@@ -31,7 +31,7 @@ class HarvesterConfig(BaseConfig):
     challenge_url: str = "http://{site}/challenge"
     cookies_per_site: int = Field(default=3, ge=1, le=100)
     cookie_ttl_seconds: float = Field(default=240.0, gt=0)
-    timeout_seconds: float = Field(default=10.0, gt=0)
+    request_timeout_seconds: float = Field(default=10.0, gt=0)
 
 
 class ChallengeFailed(RuntimeError):
@@ -64,7 +64,7 @@ async def harvest_cookie(
     url = config.challenge_url.format(site=site)
     user_agent = random.choice(USER_AGENTS)
     async with httpx.AsyncClient(
-        proxy=proxy_url, headers={"User-Agent": user_agent}, timeout=config.timeout_seconds
+        proxy=proxy_url, headers={"User-Agent": user_agent}, timeout=config.request_timeout_seconds
     ) as client:
         challenge = (await client.get(url)).raise_for_status().json()
         # Hashing is CPU work: keep it off the loop so other slots stay responsive.

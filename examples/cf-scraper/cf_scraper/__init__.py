@@ -42,7 +42,7 @@ class ScraperConfig(BaseConfig):
 
     max_attempts: int = Field(default=6, ge=1, le=1_000)
     hold_seconds: float = Field(default=60.0, gt=0)
-    timeout_seconds: float = Field(default=10.0, gt=0)
+    request_timeout_seconds: float = Field(default=10.0, gt=0)
     #: How long a task waits for a cookie when the pool has none (a fresh pool
     #: while the first harvest runs, every cookie claimed) before it fails and is
     #: retried. Waiting is quiet; a failed attempt logs a warning. 0: fail at once.
@@ -149,7 +149,7 @@ class Scraper(BatchAutomation[ScraperConfig]):
             proxy=jar.proxy_url,
             headers={"User-Agent": jar.user_agent},
             cookies=jar.cookies,
-            timeout=ctx.config.timeout_seconds,
+            timeout=ctx.config.request_timeout_seconds,
         ) as client:
             response = await client.get(url)
         if response.status_code == 403:

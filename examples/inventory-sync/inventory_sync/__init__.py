@@ -33,7 +33,7 @@ class InventoryConfig(BaseConfig):
     api_url: str = "http://127.0.0.1:8765/api"
     client_id: str = "demo"
     client_secret: str = "demo-secret"
-    timeout_seconds: float = Field(default=10.0, gt=0)
+    request_timeout_seconds: float = Field(default=10.0, gt=0)
 
 
 class StockCheck(BaseModel):
@@ -109,7 +109,7 @@ class InventorySync(BatchAutomation[InventoryConfig]):
         inflight = ctx.counter(INFLIGHT)
         await inflight.incr()
         try:
-            async with httpx.AsyncClient(timeout=ctx.config.timeout_seconds) as client:
+            async with httpx.AsyncClient(timeout=ctx.config.request_timeout_seconds) as client:
                 token = await access_token(ctx, client)
                 response = await client.get(
                     f"{ctx.config.api_url}/stock/{task.payload.sku}",

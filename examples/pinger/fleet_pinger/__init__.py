@@ -20,7 +20,7 @@ class PingerConfig(BaseConfig):
 
     url: str = "http://127.0.0.1:8765/health"
     interval_seconds: float = Field(default=5.0, gt=0)
-    timeout_seconds: float = Field(default=5.0, gt=0)
+    request_timeout_seconds: float = Field(default=5.0, gt=0)
 
 
 class Ping(BaseModel):
@@ -65,7 +65,7 @@ class Pinger(ContinuousAutomation[PingerConfig]):
         async with httpx.AsyncClient() as client:
             while not ctx.shutdown.is_set():
                 config = ctx.config
-                client.timeout = httpx.Timeout(config.timeout_seconds)
+                client.timeout = httpx.Timeout(config.request_timeout_seconds)
                 ping = await ping_once(client, config.url)
                 ctx.metrics.observe("ping_seconds", ping.latency_ms / 1000)
                 if not ping.ok:

@@ -124,4 +124,5 @@ def delivered_body(raw_body: str, raw_record: str) -> TaskBody:
         failed_at=None if failed_at is None else float(failed_at),
         refunds=int(extra.get("r") or 0),
         group=None if d.get("group") is None else str(d["group"]),
+        timeout_seconds=d.get("timeout_seconds"),
     )

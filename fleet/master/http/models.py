@@ -34,6 +34,13 @@ class SubmitBody(BaseModel):
     max_attempts: int | None = Field(default=None, ge=1, le=1_000)
     ttl_seconds: float | None = Field(default=None, gt=0, le=MAX_DELAY_SECONDS)
     delay_seconds: float | None = Field(default=None, ge=0, le=MAX_DELAY_SECONDS)
+    timeout_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_DELAY_SECONDS,
+        description="Time limit of one run_one of this task (seconds; wins over the "
+        "config's timeout_seconds): past it the attempt fails with TaskTimeout.",
+    )
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=500)
     group: str | None = Field(
         default=None,

@@ -46,6 +46,7 @@ def push_request(body: SubmitBody, idempotency_ttl: float) -> PushRequest:
         idempotency_key=body.idempotency_key,
         idempotency_ttl_seconds=idempotency_ttl,
         group=body.group,
+        timeout_seconds=body.timeout_seconds,
     )
 
 
