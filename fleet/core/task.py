@@ -23,6 +23,8 @@ class Task(Generic[P]):
         priority: ``>0`` high tier, ``0`` normal, ``<0`` low.
         enqueued_at: Unix time the task was first submitted.
         group: Its flow-control group (``submit(..., group=...)``), or None.
+        timeout_seconds: The time limit of this run (the task's own
+            ``timeout_seconds``, else the config's), or None: no limit.
     """
 
     id: str
@@ -33,6 +35,7 @@ class Task(Generic[P]):
     priority: int = 0
     enqueued_at: float = 0.0
     group: str | None = None
+    timeout_seconds: float | None = None
 
     @property
     def is_last_attempt(self) -> bool:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +40,30 @@ Phase = Literal["idle", "wait", "run", "cleanup", "settle", "sleep"]
 _CANCELLABLE: frozenset[str] = frozenset({"wait", "run", "cleanup", "sleep"})
 
 
+#: Default seconds a cancelled run past its limit gets to end before its slot is
+#: given up (see :mod:`fleet.worker.limits`); ``FLEET_TIMEOUT_GRACE_SECONDS`` sets it.
+DEFAULT_GRACE_SECONDS = 5.0
+
+
+def timeout_grace() -> float:
+    """``FLEET_TIMEOUT_GRACE_SECONDS`` (>= 0), or the default when unset or invalid."""
+    raw = os.environ.get("FLEET_TIMEOUT_GRACE_SECONDS")
+    if not raw:
+        return DEFAULT_GRACE_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < math.inf:
+        log.warning(
+            "FLEET_TIMEOUT_GRACE_SECONDS=%r is not a number >= 0; using %g",
+            raw,
+            DEFAULT_GRACE_SECONDS,
+        )
+        return DEFAULT_GRACE_SECONDS
+    return value
+
+
 @dataclass(slots=True)
 class SlotEnv:
     """What every slot of one type shares.
@@ -58,6 +84,9 @@ class SlotEnv:
         outages: The type's view of the process's backend outages (one line per
             outage of the process, not one per slot and retry).
         suspects: Held by the one suspect task starting (see :mod:`fleet.worker.suspects`).
+        timeout_grace: Seconds a run cancelled past its time limit gets to end before
+            its slot is given up (``FLEET_TIMEOUT_GRACE_SECONDS``; see
+            :mod:`fleet.worker.limits`).
     """
 
     automation_type: str
@@ -74,6 +103,7 @@ class SlotEnv:
     has_cleanup: bool = True
     outages: OutageLog = field(default_factory=lambda: OutageLog(log))
     suspects: asyncio.Lock = field(default_factory=asyncio.Lock)
+    timeout_grace: float = field(default_factory=timeout_grace)
 
     def __post_init__(self) -> None:
         self.has_cleanup = type(self.automation).cleanup is not Automation.cleanup
@@ -128,6 +158,13 @@ class Slot:
         self.stopping = True
         self.ctx.shutdown.set()
         self._cancel("shutdown")
+
+    def give_up(self) -> None:
+        """End the slot once its current task is settled: its ``run_one`` ignored a
+        cancel and still runs, detached, with this slot's context (whose
+        ``ctx.shutdown`` is set). A fresh slot with the same id takes its place."""
+        self.stopping = True
+        self.ctx.shutdown.set()
 
     def cancel_task(self, task_id: str) -> bool:
         """Cancel ``run_one`` if it is running ``task_id`` (the task is then acked

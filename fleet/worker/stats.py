@@ -51,6 +51,9 @@ class TypeCounters:
         throttled: Attempts that raised ``Throttled`` (given back uncharged).
         zombies_cancelled: Attempts cancelled while running because their lease
             was lost (the task had been handed to another worker).
+        timed_out: Attempts cancelled past their time limit (``timeout_seconds``).
+        slots_abandoned: Slots given up because their ``run_one`` ignored the
+            cancel of its time limit (or another cancel) for the grace period.
         durations: How long each ``run_one`` that returned or raised took.
     """
 
@@ -60,6 +63,8 @@ class TypeCounters:
     retried: int = 0
     throttled: int = 0
     zombies_cancelled: int = 0
+    timed_out: int = 0
+    slots_abandoned: int = 0
     durations: Histogram = field(default_factory=Histogram)
 
 
@@ -123,6 +128,8 @@ def stats_frame(
             "retried": counters.retried,
             "throttled": counters.throttled,
             "zombies_cancelled": counters.zombies_cancelled,
+            "timed_out": counters.timed_out,
+            "slots_abandoned": counters.slots_abandoned,
             "per_second": round(per_second, 3),
         },
         "cpu_percent": cpu_percent,

@@ -25,6 +25,7 @@ from fleet.core.errors import Throttled
 from fleet.core.records import Reservation
 from fleet.core.task import Task
 from fleet.worker.leases import Lease
+from fleet.worker.limits import effective_limit, run_limited
 from fleet.worker.outcomes import (
     ACTIONS,
     CANCELLED,
@@ -54,15 +55,19 @@ def admit(slot: Slot, res: Reservation) -> Task[Any] | Outcome:
         payload = type(automation).TaskPayload.model_validate(body.payload)
     except ValidationError as exc:
         return invalid(env.automation_type, exc)
+    config = env.config()
     return Task(
         id=body.id,
         payload=payload,
         automation_type=env.automation_type,
         attempt=body.attempt,
-        max_attempts=body.max_attempts or env.config().max_attempts,
+        max_attempts=body.max_attempts or config.max_attempts,
         priority=body.priority,
         enqueued_at=body.enqueued_at,
         group=body.group,
+        timeout_seconds=config.timeout_seconds
+        if body.timeout_seconds is None
+        else effective_limit(body.timeout_seconds, config.timeout_seconds),
     )
 
 
@@ -124,8 +129,9 @@ async def gate(slot: Slot, held: Lease, task: Task[Any]) -> Outcome:
 
 
 async def attempt(slot: Slot, task: Task[Any]) -> Outcome:
-    """Run the task: a proxy taken for it, ``run_one``, then cleanup, with the
-    slot marked busy. An exception or a cancel becomes the outcome."""
+    """Run the task: a proxy taken for it, ``run_one`` (within its time limit, if
+    it has one), then cleanup, with the slot marked busy. An exception, a cancel or
+    the time limit becomes the outcome."""
     automation = slot.env.automation
     assert isinstance(automation, BatchAutomation)
     slot.stats.busy = True
@@ -136,8 +142,11 @@ async def attempt(slot: Slot, task: Task[Any]) -> Outcome:
     try:
         try:
             await slot.ctx.proxy.ensure()  # a healthy proxy, a place on it
-            await automation.run_one(task, slot.ctx)
-            outcome = OK
+            if task.timeout_seconds is None:
+                await automation.run_one(task, slot.ctx)
+                outcome = OK
+            else:  # a task of its own, cancelled past the limit (fleet.worker.limits)
+                outcome = await run_limited(slot, task, task.timeout_seconds)
         except asyncio.CancelledError:
             cancelled = _cancelled(slot, task)
             if cancelled is None:
