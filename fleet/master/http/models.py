@@ -54,6 +54,13 @@ class SubmitBody(BaseModel):
     def _group(cls, value: str | None) -> str | None:
         return None if value is None else check_group(value)
 
+    @field_validator("timeout_seconds", mode="before")
+    @classmethod
+    def _timeout(cls, value: Any) -> Any:
+        if isinstance(value, bool):  # JSON true would pass as 1 second
+            raise ValueError("timeout_seconds must be a number of seconds, not a boolean")
+        return value
+
     @field_validator("task_id")
     @classmethod
     def _task_id(cls, value: str | None) -> str | None:
