@@ -20,6 +20,7 @@ from fleet.core import BaseConfig, BatchAutomation, Context, Task, TaskTimeout, 
 from fleet.core.errors import ContractValueError
 from fleet.core.records import TaskBody
 from fleet.core.submission import make_push_request
+from fleet.master.services.metrics import MasterMetrics
 from fleet.worker import limits
 from fleet.worker.agent import Worker
 from fleet.worker.limits import effective_limit
@@ -196,11 +197,27 @@ async def test_a_run_ignoring_its_cancel_loses_its_slot_to_a_fresh_one(
         await _wait_states(backend, dict.fromkeys(quick, "done"), "the next tasks done")
         frame = runner.stats(0.0, 0)
         assert frame["tasks"]["slots_abandoned"] == 1 and frame["tasks"]["timed_out"] == 1
+        await _exported(backend, "w1", timed_out=1, abandoned=1)
     info = await backend.task_state(TYPE, stubborn)
     assert info.last_error is not None and info.last_error.startswith("TaskTimeout: ")
     assert stubborn in record.cleaned  # the given-up slot's cleanup still ran
     record.release = True
     await wait_until(lambda: record.stubborn_ended and not limits._abandoned, what="run ended")
+
+
+async def _exported(backend: Backend, worker_id: str, *, timed_out: int, abandoned: int) -> None:
+    """The worker's stats frame reports both counters, and /metrics exports them."""
+
+    async def reported() -> bool:
+        record = await backend.worker_get(TYPE, worker_id)
+        tasks = ((record.stats or {}) if record is not None else {}).get("tasks", {})
+        return bool(tasks.get("slots_abandoned") == abandoned)
+
+    await wait_until(reported, what="slots_abandoned in the stats frame")
+    text = (await MasterMetrics().render(backend, heartbeat_seconds=0.2)).decode()
+    labels = f'{{type="{TYPE}",worker="{worker_id}"}}'
+    assert f"fleet_worker_tasks_timed_out_total{labels} {float(timed_out)}" in text
+    assert f"fleet_worker_slots_abandoned_total{labels} {float(abandoned)}" in text
 
 
 async def test_a_cancel_reaches_a_run_under_a_limit(mem: Backend, record: Record) -> None:

@@ -43,6 +43,24 @@ TOP_GROUPS = 20
 GROUPS_EXAMINED = 5000
 
 
+#: Counters a batch worker reports in its stats frame (``tasks.<key>``), exported
+#: per worker: stats key -> (metric name, help).
+WORKER_COUNTERS: dict[str, tuple[str, str]] = {
+    "zombies_cancelled": (
+        "fleet_worker_zombies_cancelled",
+        "Attempts a worker cancelled while running because their lease was lost",
+    ),
+    "timed_out": (
+        "fleet_worker_tasks_timed_out",
+        "Attempts a worker cancelled because they ran past their timeout_seconds",
+    ),
+    "slots_abandoned": (
+        "fleet_worker_slots_abandoned",
+        "Slots a worker gave up because their run_one ignored its cancel",
+    ),
+}
+
+
 @dataclass
 class TypeSnapshot:
     """What one scrape knows of one automation type."""
@@ -55,8 +73,8 @@ class TypeSnapshot:
     duration: dict[str, Any] | None = None
     per_second: float = 0.0  #: completed tasks per second, summed over live workers
     processes: list[tuple[str, float, float]] = field(default_factory=list)  #: wid, cpu, rss
-    #: worker id -> attempts it cancelled because their lease was lost (since it started)
-    zombies: dict[str, float] = field(default_factory=dict)
+    #: stats key of WORKER_COUNTERS -> worker id -> its count (since it started)
+    worker_counts: dict[str, dict[str, float]] = field(default_factory=dict)
     #: record (catalog, or a worker part: hardware, config, gen, state, stats) ->
     #: how many stored values of it could not be read
     unreadable: dict[str, int] = field(default_factory=dict)
@@ -145,8 +163,9 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
         tasks: dict[str, Any] = raw_tasks if isinstance(raw_tasks, dict) else {}
         ts.per_second += _num(tasks.get("per_second"))
         ts.processes.append((wid, _num(stats.get("cpu_percent")), _num(stats.get("rss_bytes"))))
-        if "zombies_cancelled" in tasks:  # batch types only, and workers that report it
-            ts.zombies[wid] = _num(tasks["zombies_cancelled"])
+        for key in WORKER_COUNTERS:
+            if key in tasks:  # batch types only, and workers that report it
+                ts.worker_counts.setdefault(key, {})[wid] = _num(tasks[key])
         if isinstance(stats.get("metrics"), dict):
             plugin_snaps.setdefault(t, []).append(stats["metrics"])
         for key in DURATION_KEYS:
@@ -211,11 +230,10 @@ class _SnapshotCollector(Collector):
         )
         # Per worker: a worker's count starts at 0 with the process, which is
         # what Prometheus expects of a counter (rate() handles the reset).
-        zombies = CounterMetricFamily(
-            "fleet_worker_zombies_cancelled",
-            "Attempts a worker cancelled while running because their lease was lost",
-            labels=["type", "worker"],
-        )
+        per_worker = {
+            key: CounterMetricFamily(name, text, labels=["type", "worker"])
+            for key, (name, text) in WORKER_COUNTERS.items()
+        }
         unreadable = GaugeMetricFamily(
             "fleet_unreadable_records",
             "Stored records that could not be read (shown as unreadable), by type and record",
@@ -266,8 +284,9 @@ class _SnapshotCollector(Collector):
             for wid, cpu_percent, rss_bytes in ts.processes:
                 cpu.add_metric([t, wid], cpu_percent)
                 rss.add_metric([t, wid], rss_bytes)
-            for wid, cancelled in sorted(ts.zombies.items()):
-                zombies.add_metric([t, wid], cancelled)
+            for key, counts in ts.worker_counts.items():
+                for wid, count in sorted(counts.items()):
+                    per_worker[key].add_metric([t, wid], count)
             if ts.depths is not None:
                 g_count.add_metric([t], float(ts.groups_seen))
             for name, pending, running in ts.groups:
@@ -287,7 +306,9 @@ class _SnapshotCollector(Collector):
                 if _valid_hist(h):
                     p_hist.add_metric([t, str(name)], _cumulative(h["buckets"]), float(h["sum"]))
         yield from counters.values()
-        yield from (depth, oldest, workers, busy, total, rate, cpu, rss, zombies, unreadable)
+        yield from (depth, oldest, workers, busy, total, rate, cpu, rss)
+        yield from per_worker.values()
+        yield unreadable
         yield from (g_count, g_pending, g_running)
         yield duration
         yield from (p_counter, p_gauge, p_hist)
