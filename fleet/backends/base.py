@@ -27,6 +27,7 @@ import abc
 import logging
 
 from fleet.core.capabilities import (
+    Configs,
     Events,
     FleetState,
     Limiters,
@@ -84,6 +85,7 @@ class Backend(
     ScheduleStore,
     Events,
     FleetState,
+    Configs,
     abc.ABC,
 ):
     """Storage for queues, streams, pools, primitives, limiters, events and fleet state.

@@ -127,6 +127,17 @@ def _gen(raw: object) -> int:
     return value
 
 
+def generation_of(raw: object) -> int:
+    """A stored generation of a partial config: 0 when there is none or it cannot
+    be read (the next PATCH stores a newer one)."""
+    if raw is None:
+        return 0
+    try:
+        return _gen(raw)
+    except Unreadable:
+        return 0
+
+
 def _state(raw: object) -> dict[str, str]:
     """A stored state hash: a mapping (Redis, memory) or a JSON object text (SQLite).
 
@@ -202,7 +213,7 @@ def worker_record(
 
 def desired_config(config: object, gen: object) -> tuple[dict[str, Any] | None, int]:
     """A worker's stored desired config and generation, as
-    :meth:`~fleet.core.capabilities.FleetState.worker_config_get` answers them:
+    :meth:`~fleet.core.capabilities.Configs.worker_config_get` answers them:
     ``(None, 0)`` when there is none, and also when either cannot be read (so the
     worker writes its own back, as after a data loss)."""
     if config is None or config == "" or config == b"":

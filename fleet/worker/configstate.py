@@ -10,30 +10,28 @@ from pydantic import ValidationError
 
 from fleet.core.config import BaseConfig, missing_required_fields
 
-ConfigAction = Literal["apply", "ignore", "write_back", "initialize"]
+ConfigAction = Literal["apply", "ignore", "initialize"]
 
 
-def config_action(held_gen: int, stored: dict[str, object] | None, stored_gen: int) -> ConfigAction:
-    """What to do with the desired config read from the backend.
+def config_action(held_gen: int, book_gen: int) -> ConfigAction:
+    """What to do with the configs stored for this worker.
 
     Args:
         held_gen: Generation of the config this worker applied (0: none yet).
-        stored: The stored desired config (None if the backend has none).
-        stored_gen: Its generation (0 if none).
+        book_gen: Generation of its stored layers: the newer of the type-wide
+            config's and its override's (0: never set through a PATCH).
 
     Returns:
-        ``initialize`` when the backend has nothing and neither do we (merge and
-        write a first generation); ``apply`` when the stored gen is higher;
-        ``write_back`` when it is lower (the backend lost data: write ours back);
-        ``ignore`` when it is the one we hold.
+        ``apply`` when the stored layers are newer than what the worker holds
+        (merge them, write the result as its desired config, apply it);
+        ``initialize`` when neither side has anything (merge what is stored, or
+        nothing, under a first generation); ``ignore`` otherwise. A backend that
+        lost the worker's own desired config is healed by the heartbeat, which
+        compares that one with what the worker holds.
     """
-    if stored is None or stored_gen <= 0:
-        return "initialize" if held_gen <= 0 else "write_back"
-    if stored_gen > held_gen:
+    if book_gen > held_gen:
         return "apply"
-    if stored_gen < held_gen:
-        return "write_back"
-    return "ignore"
+    return "initialize" if held_gen <= 0 else "ignore"
 
 
 @dataclass(frozen=True, slots=True)

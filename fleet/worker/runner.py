@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from fleet.backends.base import Backend
 from fleet.core.automation import Automation, BatchAutomation
 from fleet.core.backoff import RetryPolicy
-from fleet.core.config import BaseConfig, merge_config
+from fleet.core.config import BaseConfig
 from fleet.core.context import Context
 from fleet.core.errors import ConfigError
 from fleet.core.flow import GroupLimits
@@ -183,26 +183,29 @@ class TypeRunner:
         return True
 
     async def sync_config(self) -> None:
-        """Read the desired config from the backend and act on it (docs/protocol.md).
+        """Read this worker's config layers, and merge, write and apply them when they
+        are newer than what it holds (docs/protocol.md "Config and generations").
 
         Raises:
             BackendError: The backend failed (the caller retries later).
         """
         b, t, wid = self.backend, self.automation_type, self.worker_id
-        stored, gen = await b.worker_config_get(t, wid)
-        action = config_action(self.held_gen, stored, gen)
+        book = await b.config_book(t, [wid])
+        action = config_action(self.held_gen, book.gen(wid))
+        if action == "ignore":
+            return
+        merged, gen = book.merged(wid), book.gen(wid)
         if action == "initialize":
-            merged = merge_config(await b.config_get(t), await b.config_get(t, wid))
-            await b.worker_config_put(t, wid, merged, await b.next_generation(t))
-            stored, gen = await b.worker_config_get(t, wid)
-            action = config_action(self.held_gen, stored, gen)
-        if action == "apply" and stored is not None:
-            if self.apply(stored, gen):
-                # What the config was made of, to put back if the backend loses it.
-                self.config_sources = (await b.config_get(t), await b.config_get(t, wid))
-                await self.publish_limits()
-        elif action == "write_back":
-            await self.restore_config(gen)
+            gen = await b.next_generation(t)
+        # Only this worker writes its desired config; one it wrote in an earlier
+        # life under a newer generation is stamped again above it.
+        if not await b.worker_config_put(t, wid, merged, gen):
+            gen = await b.next_generation(t, floor=gen)
+            await b.worker_config_put(t, wid, merged, gen)
+        if self.apply(merged, gen):
+            # What the config was made of, to put back if the backend loses it.
+            self.config_sources = (book.type_wide, book.override(wid))
+            await self.publish_limits()
 
     async def restore_config(self, stored_gen: int) -> None:
         """Write back what the backend lost of this worker's config: the type-wide

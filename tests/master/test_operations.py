@@ -114,11 +114,15 @@ async def test_config_patch_bumps_generations_and_keeps_overrides(master: InProc
         assert body["gen"] > gen_w2 and sorted(body["workers"]) == ["w1", "w2"]
         _topic, message = await sub.__anext__()
         assert message == {"worker_id": None, "gen": body["gen"]}
-    cfg1, gen1 = await b.worker_config_get(SCRAPE, "w1")
-    cfg2, gen2 = await b.worker_config_get(SCRAPE, "w2")
-    assert gen1 == gen2 == body["gen"]
-    assert cfg1 == {"slots": 3, "user_agent": "ua"}
-    assert cfg2 == {"slots": 7, "user_agent": "ua"}  # the override survives
+    # One write for the type; each worker merges and writes its own desired config.
+    book = await b.config_book(SCRAPE, ["w1", "w2"])
+    assert book.gen("w1") == book.gen("w2") == body["gen"]
+    assert book.merged("w1") == {"slots": 3, "user_agent": "ua"}
+    assert book.merged("w2") == {"slots": 7, "user_agent": "ua"}  # the override survives
+    assert await b.worker_config_get(SCRAPE, "w1") == (None, 0)  # only the worker writes it
+    r = await master.client.get(f"{A}/workers/w2", headers=H)
+    assert r.json()["config"]["desired"] == {"slots": 7, "user_agent": "ua"}
+    assert r.json()["config"]["desired_gen"] == body["gen"]
     r = await master.client.get(f"{A}/config", headers=H)
     assert r.json()["config"] == {"slots": 3, "user_agent": "ua"}
     assert r.json()["effective"]["request_timeout_seconds"] == 10.0
@@ -261,8 +265,9 @@ async def test_override_for_a_worker_not_registered_yet_is_kept(master: InProces
     # A later type-wide PATCH keeps it for when the worker registers.
     await register_worker(b, "later")
     r = await master.client.patch(f"{A}/config", json={"user_agent": "x"}, headers=H)
-    cfg, gen = await b.worker_config_get(SCRAPE, "later")
-    assert cfg == {"user_agent": "x", "slots": 9} and gen == r.json()["gen"]
+    book = await b.config_book(SCRAPE, ["later"])
+    assert book.merged("later") == {"user_agent": "x", "slots": 9}
+    assert book.gen("later") == r.json()["gen"]
 
 
 async def test_scoped_token_sees_only_its_types(master: InProcess) -> None:

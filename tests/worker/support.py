@@ -69,13 +69,11 @@ async def push(backend: Backend, automation_type: str, *payloads: Any, **opts: A
 async def push_config(
     backend: Backend, automation_type: str, patch: dict[str, Any], worker_ids: Sequence[str]
 ) -> int:
-    """What the master does on PATCH of the type-wide config (docs/protocol.md)."""
+    """What the master does on PATCH of the type-wide config (docs/protocol.md): one
+    write at the next generation; each of ``worker_ids`` merges it itself."""
+    del worker_ids  # the master no longer writes each worker's desired config
     stored = merge_config(await backend.config_get(automation_type), patch)
-    await backend.config_set(automation_type, stored)
-    gen = await backend.next_generation(automation_type)
-    for wid in worker_ids:
-        override = await backend.config_get(automation_type, wid)
-        await backend.worker_config_put(automation_type, wid, merge_config(stored, override), gen)
+    gen = await backend.config_publish(automation_type, stored)
     await backend.publish(f"config.{automation_type}", {"worker_id": None, "gen": gen})
     return gen
 

@@ -13,17 +13,19 @@ class Needs(BaseConfig):
 
 
 def test_first_start_initializes() -> None:
-    assert config_action(0, None, 0) == "initialize"
+    assert config_action(0, 0) == "initialize"
 
 
 def test_only_higher_generations_apply() -> None:
-    assert config_action(3, {"slots": 1}, 4) == "apply"
-    assert config_action(3, {"slots": 1}, 3) == "ignore"
+    assert config_action(3, 4) == "apply"
+    assert config_action(0, 4) == "apply"
+    assert config_action(3, 3) == "ignore"
 
 
-def test_lower_or_missing_backend_generation_is_written_back() -> None:
-    assert config_action(5, {"slots": 1}, 2) == "write_back"
-    assert config_action(5, None, 0) == "write_back"
+def test_lower_or_missing_stored_generation_is_left_to_the_heal() -> None:
+    # The heartbeat compares the worker's own desired config with what it holds.
+    assert config_action(5, 2) == "ignore"
+    assert config_action(5, 0) == "ignore"
 
 
 def test_missing_required_fields_are_named() -> None:

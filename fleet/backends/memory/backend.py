@@ -25,6 +25,7 @@ from fleet.backends.base import (
     Subscription,
     log_expired,
 )
+from fleet.backends.memory.configs import MemoryConfigsMixin
 from fleet.backends.memory.events import MemorySubscription
 from fleet.backends.memory.limits import MemoryLimitsMixin
 from fleet.backends.memory.proxies import MemoryProxiesMixin
@@ -66,7 +67,12 @@ def _json(value: Any) -> Any:
 
 
 class MemoryBackend(
-    MemoryRecordsMixin, MemoryLimitsMixin, MemoryProxiesMixin, MemorySchedulesMixin, Backend
+    MemoryRecordsMixin,
+    MemoryConfigsMixin,
+    MemoryLimitsMixin,
+    MemoryProxiesMixin,
+    MemorySchedulesMixin,
+    Backend,
 ):
     """In-process backend over the store named by ``memory://<name>``.
 
@@ -290,6 +296,8 @@ class MemoryBackend(
         store.generations.pop(automation_type, None)
         for key in [k for k in store.overrides if k[0] == automation_type]:
             del store.overrides[key]
+        for gen_key in [k for k in store.config_gens if k[0] == automation_type]:
+            del store.config_gens[gen_key]
         for wid in list(store.worker_index.get(automation_type, ())):
             store.forget_worker(automation_type, wid)
         for key in [k for k in store.workers if k[0] == automation_type]:

@@ -1,5 +1,5 @@
-"""The simple records of the memory backend: kv, locks, counters, catalog,
-workers and config. A mixin of :class:`fleet.backends.memory.MemoryBackend`;
+"""The simple records of the memory backend: kv, locks, counters, catalog and
+workers (configs: ``configs.py``). A mixin of :class:`fleet.backends.memory.MemoryBackend`;
 each method is one synchronous step on the shared store, so atomic under asyncio.
 """
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from fleet.backends.memory.store import MemoryStore
 from fleet.core.records import WorkerRecord, dumps, now
-from fleet.core.stored import catalog_entry_of, config_of, desired_config, worker_record
+from fleet.core.stored import catalog_entry_of, worker_record
 
 
 def _kv_key(ns: str, key: str) -> str:
@@ -17,7 +17,7 @@ def _kv_key(ns: str, key: str) -> str:
 
 
 class MemoryRecordsMixin:
-    """kv, locks, counters, catalog, worker registry and config over ``_store``."""
+    """kv, locks, counters, catalog and worker registry over ``_store``."""
 
     _store: MemoryStore
 
@@ -138,45 +138,3 @@ class MemoryRecordsMixin:
 
     async def worker_forget(self, automation_type: str, worker_id: str) -> None:
         self._store.forget_worker(automation_type, worker_id)
-
-    # ------------------------------------------------------------ config
-    async def config_get(
-        self, automation_type: str, worker_id: str | None = None
-    ) -> dict[str, Any]:
-        if worker_id is None:
-            raw = self._store.config.get(automation_type)
-        else:
-            raw = self._store.overrides.get((automation_type, worker_id))
-        return config_of(raw)
-
-    async def config_set(
-        self, automation_type: str, config: dict[str, Any], worker_id: str | None = None
-    ) -> None:
-        if worker_id is None:
-            self._store.config[automation_type] = dumps(config)
-        else:
-            self._store.overrides[(automation_type, worker_id)] = dumps(config)
-
-    async def next_generation(self, automation_type: str, *, floor: int = 0) -> int:
-        gen = max(self._store.generations.get(automation_type, 0), floor) + 1
-        self._store.generations[automation_type] = gen
-        return gen
-
-    async def worker_config_put(
-        self, automation_type: str, worker_id: str, config: dict[str, Any], gen: int
-    ) -> bool:
-        w = self._store.worker(automation_type, worker_id)
-        # A stored config or generation that cannot be read is replaced by any write.
-        readable = w.config is None or desired_config(w.config, w.gen)[0] is not None
-        if gen <= (w.gen if readable and isinstance(w.gen, int) else 0):
-            return False
-        w.config, w.gen = dumps(config), gen
-        return True
-
-    async def worker_config_get(
-        self, automation_type: str, worker_id: str
-    ) -> tuple[dict[str, Any] | None, int]:
-        w = self._store.workers.get((automation_type, worker_id))
-        if w is None:
-            return None, 0
-        return desired_config(w.config, w.gen)

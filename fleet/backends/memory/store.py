@@ -100,6 +100,8 @@ class MemoryStore:
         self.config: dict[str, str] = {}
         self.overrides: dict[tuple[str, str], str] = {}
         self.generations: dict[str, int] = {}
+        #: (type, worker id or "" for the type-wide config) -> its generation
+        self.config_gens: dict[tuple[str, str], int] = {}
 
     def queue(self, automation_type: str) -> TypeQueue:
         q = self.queues.get(automation_type)

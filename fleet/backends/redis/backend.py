@@ -18,6 +18,7 @@ from redis.exceptions import ResponseError
 
 from fleet.backends.base import Backend
 from fleet.backends.redis import keys
+from fleet.backends.redis.configs import ConfigOps
 from fleet.backends.redis.core import CONNECT_TIMEOUT
 from fleet.backends.redis.groups import GroupOps
 from fleet.backends.redis.limits import LimitOps
@@ -34,7 +35,16 @@ __all__ = ["RedisBackend"]
 
 
 class RedisBackend(
-    QueueOps, GroupOps, PoolOps, StreamOps, StateOps, LimitOps, ProxyOps, ScheduleOps, Backend
+    QueueOps,
+    GroupOps,
+    PoolOps,
+    StreamOps,
+    StateOps,
+    ConfigOps,
+    LimitOps,
+    ProxyOps,
+    ScheduleOps,
+    Backend,
 ):
     """Backend over one Redis database.
 
@@ -97,7 +107,7 @@ class RedisBackend(
             for sid in await self.schedule_list_raw(t):
                 await self.schedule_delete(t, sid)
             doomed: list[str] = [*keys.queue_keys(t, now()), keys.stream(t), keys.config(t)]
-            doomed.append(keys.config_generation(t))
+            doomed += [keys.config_generation(t), keys.config_generations(t)]
             patterns = (
                 keys.idempotency_pattern(t),
                 keys.config_override_pattern(t),

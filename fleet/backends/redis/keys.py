@@ -285,6 +285,12 @@ def config_generation(automation_type: str) -> str:
     return f"fleet:config:{automation_type}:gen"
 
 
+def config_generations(automation_type: str) -> str:
+    """``fleet:config:<type>:gens``: hash of the generation each partial config was
+    stored at (field ``""``: the type-wide config; a worker id: its override)."""
+    return f"fleet:config:{automation_type}:gens"
+
+
 def config_override_pattern(automation_type: str) -> str:
     """SCAN pattern of every per-worker override of a type."""
     return f"{_glob_escape(config(automation_type))}:w:*"

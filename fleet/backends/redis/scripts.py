@@ -87,6 +87,7 @@ SCRIPT_NAMES = (
     "lock_release",
     "next_generation",
     "worker_config_put",
+    "config_publish",
     "stream_push",
     "stream_read",
     "throttle",
@@ -120,6 +121,7 @@ class Scripts:
         self.lock_release = self.all["lock_release"]
         self.next_generation = self.all["next_generation"]
         self.worker_config_put = self.all["worker_config_put"]
+        self.config_publish = self.all["config_publish"]
         self.stream_push = self.all["stream_push"]
         self.stream_read = self.all["stream_read"]
         self.throttle = self.all["throttle"]

@@ -1,4 +1,5 @@
-"""KV, locks, counters, catalog, worker records and config of the Redis backend."""
+"""KV, locks, counters, catalog and worker records of the Redis backend (configs are
+in ``configs.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from redis.exceptions import ResponseError
 from fleet.backends.redis import keys
 from fleet.backends.redis.core import RAW, RedisCore
 from fleet.core.records import WorkerRecord, dumps
-from fleet.core.stored import catalog_entry_of, config_of, desired_config, worker_record
+from fleet.core.stored import catalog_entry_of, worker_record
 
 
 def _ms(seconds: float) -> int:
@@ -199,59 +200,3 @@ class StateOps(RedisCore):
                 pipe.srem(keys.workers_index(automation_type), worker_id)
                 pipe.srem(keys.WORKERS_ALL, keys.workers_all_member(automation_type, worker_id))
                 await pipe.execute()
-
-    # ------------------------------------------------------------ config
-    def _config_key(self, automation_type: str, worker_id: str | None) -> str:
-        if worker_id is None:
-            return keys.config(automation_type)
-        return keys.config_override(automation_type, worker_id)
-
-    async def config_get(
-        self, automation_type: str, worker_id: str | None = None
-    ) -> dict[str, Any]:
-        key = self._config_key(automation_type, worker_id)
-        with self._guard():
-            try:
-                raw = await self._r.execute_command("GET", key, **RAW)
-            except ResponseError as exc:
-                if not str(exc).startswith("WRONGTYPE"):
-                    raise
-                return {}  # not a string: unreadable, like text that is not JSON
-        return config_of(raw)
-
-    async def config_set(
-        self, automation_type: str, config: dict[str, Any], worker_id: str | None = None
-    ) -> None:
-        with self._guard():
-            await self._r.set(self._config_key(automation_type, worker_id), dumps(config))
-
-    async def next_generation(self, automation_type: str, *, floor: int = 0) -> int:
-        key = keys.config_generation(automation_type)
-        with self._guard():
-            if floor <= 0:
-                return int(await self._r.incr(key))
-            raw = await self._scripts.next_generation(self._lane, [key], [str(floor)])
-            return int(raw)
-
-    async def worker_config_put(
-        self, automation_type: str, worker_id: str, config: dict[str, Any], gen: int
-    ) -> bool:
-        k = [
-            keys.worker_key(automation_type, worker_id, "config"),
-            keys.worker_key(automation_type, worker_id, "gen"),
-        ]
-        with self._guard():
-            raw = await self._scripts.worker_config_put(self._lane, k, [dumps(config), int(gen)])
-        return bool(int(raw))
-
-    async def worker_config_get(
-        self, automation_type: str, worker_id: str
-    ) -> tuple[dict[str, Any] | None, int]:
-        with self._guard():
-            cfg, gen = await self._r.execute_command(
-                "MGET",
-                keys.worker_key(automation_type, worker_id, "config"),
-                keys.worker_key(automation_type, worker_id, "gen"),
-                **RAW,
-            )
-        return desired_config(cfg, gen)

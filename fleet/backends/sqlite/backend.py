@@ -41,6 +41,7 @@ from fleet.backends.sqlite import pools
 from fleet.backends.sqlite import queue as q
 from fleet.backends.sqlite import queue_admin as qa
 from fleet.backends.sqlite import state as st
+from fleet.backends.sqlite.configs import SQLiteConfigs
 from fleet.backends.sqlite.conn import SQLiteDB, parse_url
 from fleet.backends.sqlite.groups import Book
 from fleet.backends.sqlite.limits import SQLiteLimits
@@ -73,7 +74,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class SQLiteBackend(SQLitePrimitives, SQLiteLimits, SQLiteProxies, SQLiteSchedules):
+class SQLiteBackend(SQLitePrimitives, SQLiteConfigs, SQLiteLimits, SQLiteProxies, SQLiteSchedules):
     """The SQLite backend (see the module docstring).
 
     Args:

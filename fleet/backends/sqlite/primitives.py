@@ -1,4 +1,4 @@
-"""KV, locks, counters, catalog, workers and config of the SQLite backend.
+"""KV, locks, counters, catalog and workers of the SQLite backend (configs: ``configs.py``).
 
 A base class of :class:`fleet.backends.sqlite.SQLiteBackend` that holds the
 small key-value-shaped parts of the interface, so the backend module keeps
@@ -13,10 +13,7 @@ from fleet.backends.base import Backend
 from fleet.backends.sqlite import state as st
 from fleet.backends.sqlite.conn import SQLiteDB
 from fleet.core.records import WorkerRecord, dumps, now
-from fleet.core.stored import catalog_entry_of, config_of
-
-#: ``config.worker_id`` of the type-wide config.
-TYPE_WIDE = ""
+from fleet.core.stored import catalog_entry_of
 
 
 class SQLitePrimitives(Backend):
@@ -143,40 +140,3 @@ class SQLitePrimitives(Backend):
                 "DELETE FROM workers WHERE type = ? AND id = ?", (automation_type, worker_id)
             )
         )
-
-    # ------------------------------------------------------------ config
-    async def config_get(
-        self, automation_type: str, worker_id: str | None = None
-    ) -> dict[str, Any]:
-        row = await self._db.read(
-            lambda c: c.execute(
-                "SELECT CAST(config AS BLOB) FROM config WHERE type = ? AND worker_id = ?",
-                (automation_type, worker_id or TYPE_WIDE),
-            ).fetchone()
-        )
-        return {} if row is None else config_of(row[0])
-
-    async def config_set(
-        self, automation_type: str, config: dict[str, Any], worker_id: str | None = None
-    ) -> None:
-        await self._db.write(
-            lambda c: c.execute(
-                "INSERT OR REPLACE INTO config (type, worker_id, config) VALUES (?, ?, ?)",
-                (automation_type, worker_id or TYPE_WIDE, dumps(config)),
-            )
-        )
-
-    async def next_generation(self, automation_type: str, *, floor: int = 0) -> int:
-        return await self._db.write(lambda c: st.next_generation(c, automation_type, floor))
-
-    async def worker_config_put(
-        self, automation_type: str, worker_id: str, config: dict[str, Any], gen: int
-    ) -> bool:
-        return await self._db.write(
-            lambda c: st.worker_config_put(c, automation_type, worker_id, config, gen)
-        )
-
-    async def worker_config_get(
-        self, automation_type: str, worker_id: str
-    ) -> tuple[dict[str, Any] | None, int]:
-        return await self._db.read(lambda c: st.worker_config_get(c, automation_type, worker_id))

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from fleet.core.errors import SchemaVersionError
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -279,6 +279,12 @@ ALTER TABLE group_defaults ADD COLUMN proxy_cooldown REAL;
 ALTER TABLE group_defaults ADD COLUMN proxy_cap INTEGER;
 """
 
+#: Version 11: the generation each partial config (type-wide or an override) was
+#: stored at, so a PATCH is one write whatever the number of workers.
+_V11 = """
+ALTER TABLE config ADD COLUMN gen INTEGER NOT NULL DEFAULT 0;
+"""
+
 
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def apply(conn: sqlite3.Connection) -> None:
@@ -302,6 +308,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     8: _script(_V8),
     9: _script(_V9),
     10: _script(_V10),
+    11: _script(_V11),
 }
 
 

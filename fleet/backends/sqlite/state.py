@@ -1,5 +1,5 @@
 """Streams, primitives (KV, locks, counters), events and fleet state
-(catalog, workers, config, generations) of the SQLite backend.
+(catalog, workers; configs are in ``configs.py``) of the SQLite backend.
 
 Each function runs inside the caller's transaction and takes the current time
 where expiry matters.
@@ -12,7 +12,7 @@ import sqlite3
 from typing import Any
 
 from fleet.core.records import StreamEntry, WorkerRecord, dumps, stream_entry_id
-from fleet.core.stored import desired_config, worker_record
+from fleet.core.stored import worker_record
 from fleet.protocol import emit_topic
 
 #: Events older than this are deleted by the next publish (subscribers poll
@@ -292,45 +292,3 @@ def worker_get(
         state=state,
         stats=stats,
     )
-
-
-def worker_config_put(
-    conn: sqlite3.Connection,
-    automation_type: str,
-    worker_id: str,
-    config: dict[str, Any],
-    gen: int,
-) -> bool:
-    # A stored config or generation that cannot be read is replaced by any write.
-    changed = conn.execute(
-        "INSERT INTO workers (type, id, config, gen) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (type, id) DO UPDATE SET config = excluded.config, gen = excluded.gen "
-        "WHERE workers.gen < excluded.gen OR typeof(workers.gen) != 'integer' "
-        "OR (workers.config IS NOT NULL AND NOT (CASE WHEN json_valid(workers.config) "
-        "THEN json_type(workers.config) = 'object' ELSE 0 END))",
-        (automation_type, worker_id, dumps(config), gen),
-    ).rowcount
-    return changed == 1
-
-
-def worker_config_get(
-    conn: sqlite3.Connection, automation_type: str, worker_id: str
-) -> tuple[dict[str, Any] | None, int]:
-    row = conn.execute(
-        "SELECT CAST(config AS BLOB), "
-        "CASE typeof(gen) WHEN 'integer' THEN gen ELSE CAST(gen AS BLOB) END "
-        "FROM workers WHERE type = ? AND id = ?",
-        (automation_type, worker_id),
-    ).fetchone()
-    if row is None:
-        return None, 0
-    return desired_config(row[0], row[1])
-
-
-def next_generation(conn: sqlite3.Connection, automation_type: str, floor: int = 0) -> int:
-    row = conn.execute(
-        "INSERT INTO generations (type, gen) VALUES (?, ? + 1) "
-        "ON CONFLICT (type) DO UPDATE SET gen = max(gen, ?) + 1 RETURNING gen",
-        (automation_type, max(floor, 0), max(floor, 0)),
-    ).fetchone()
-    return int(row[0])

@@ -8,6 +8,7 @@ A new capability is one new interface here, implemented three times, tested once
 
 import abc
 
+from fleet.core.capabilities.configs import Configs
 from fleet.core.capabilities.events import Events, Subscription
 from fleet.core.capabilities.groups import TaskGroups
 from fleet.core.capabilities.limits import Limiters
@@ -26,6 +27,7 @@ class TaskCapabilities(TaskQueues, Streams, Pools, Primitives, Limiters, Events,
 
 
 __all__ = [
+    "Configs",
     "Events",
     "FleetState",
     "Limiters",

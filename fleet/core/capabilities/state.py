@@ -1,4 +1,4 @@
-"""Fleet state: the catalog, worker records and configs with their generations."""
+"""Fleet state: the catalog and the worker records (configs: ``configs.py``)."""
 
 from __future__ import annotations
 
@@ -62,38 +62,3 @@ class FleetState(abc.ABC):
     @abc.abstractmethod
     async def worker_forget(self, automation_type: str, worker_id: str) -> None:
         """Delete the worker's ``wkr:`` keys and its index entries."""
-
-    # ------------------------------------------------------------ config
-    @abc.abstractmethod
-    async def config_get(
-        self, automation_type: str, worker_id: str | None = None
-    ) -> dict[str, Any]:
-        """The stored type-wide config (``worker_id`` None) or one worker's override
-        ({} if none). These are partial dicts; merging is the caller's job."""
-
-    @abc.abstractmethod
-    async def config_set(
-        self, automation_type: str, config: dict[str, Any], worker_id: str | None = None
-    ) -> None:
-        """Replace the type-wide config or one worker's override."""
-
-    @abc.abstractmethod
-    async def next_generation(self, automation_type: str, *, floor: int = 0) -> int:
-        """Increment and return the type's config generation counter, raised first to
-        ``floor`` if it is below. Generations are unique and strictly increasing per
-        type, across masters; ``floor`` (the highest generation a live worker holds)
-        keeps them from going backwards after the backend lost its data."""
-
-    @abc.abstractmethod
-    async def worker_config_put(
-        self, automation_type: str, worker_id: str, config: dict[str, Any], gen: int
-    ) -> bool:
-        """Write the desired merged config and its generation to
-        ``wkr:<type>:<id>:config`` / ``:gen`` if ``gen`` is higher than the stored
-        one; True if written. Atomic (config and gen change together)."""
-
-    @abc.abstractmethod
-    async def worker_config_get(
-        self, automation_type: str, worker_id: str
-    ) -> tuple[dict[str, Any] | None, int]:
-        """The desired merged config of a worker and its generation (None, 0 if none)."""

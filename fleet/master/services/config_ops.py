@@ -1,10 +1,11 @@
 """Config writes with generations (docs/protocol.md "Config and generations").
 
-A PATCH validates every merged result it would produce, stores the partial
-config, takes one new generation from the backend's per-type counter, writes
-each affected worker's desired config with it, and publishes ``config.<type>``.
-Writes of one type are serialised by a short backend lock so that, across
-masters, a later generation always carries the later config.
+A PATCH validates every distinct merged result it would produce, stores the
+partial config at the type's next generation (one backend call, whatever the
+number of workers) and publishes ``config.<type>``; each worker merges it with
+its override and writes its own desired config. Writes of one type are
+serialised by a short backend lock so that, across masters, a later generation
+always carries the later config and no merge of a PATCH is lost.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from fleet.backends.base import Backend
 from fleet.core.capabilities.proxies import ProxyPolicy
 from fleet.core.catalog import CatalogEntry
 from fleet.core.config import FLEET_WIDE_FIELDS, merge_config
+from fleet.core.config_book import ConfigBook
 from fleet.core.flow import GroupLimits
 from fleet.core.records import new_token
 from fleet.master.services.validation import (
@@ -39,8 +41,9 @@ class ConfigWrite:
 
     Attributes:
         config: The stored partial config (type-wide or the worker's override).
-        gen: The generation written.
-        workers: Ids of the workers whose desired config was written.
+        gen: The generation it was stored at (0: an override of a worker not
+            registered yet, kept for when it does).
+        workers: Ids of the registered workers that apply it.
         missing: Required fields still unset somewhere (the affected workers stay
             in ``ERROR`` until they are set).
     """
@@ -115,26 +118,6 @@ def fleet_wide_errors(patch: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-async def generation_floor(backend: Backend, automation_type: str, worker_ids: list[str]) -> int:
-    """The highest config generation any worker of the type holds or was sent.
-
-    After the backend lost its data its counter starts again at 1, while live
-    workers still hold (and report, in ``applied_gen``) the generation they run;
-    the next generation must be above it or they would ignore every push.
-    """
-    floor = 0
-    for wid in worker_ids:
-        record = await backend.worker_get(automation_type, wid)
-        if record is None:
-            continue
-        try:
-            applied = int(float(record.state.get("applied_gen", "0")))
-        except ValueError:
-            applied = 0
-        floor = max(floor, applied, record.gen)
-    return floor
-
-
 async def patch_type_config(
     backend: Backend,
     automation_type: str,
@@ -160,23 +143,16 @@ async def patch_type_config(
     if bad:
         raise InvalidInput(bad)
     async with _TypeLock(backend, automation_type):
-        current = await backend.config_get(automation_type)
-        new = _apply_patch(current, patch, replace)
-        missing = set(_check(automation_type, entry, new, None))
         worker_ids = await backend.worker_ids(automation_type)
-        desired: dict[str, dict[str, Any]] = {}
-        for wid in worker_ids:
-            override = await backend.config_get(automation_type, wid)
-            desired[wid] = merge_config(new, override)
-            missing.update(_check(automation_type, entry, desired[wid], wid))
-        await backend.config_set(automation_type, new)
-        floor = await generation_floor(backend, automation_type, worker_ids)
-        gen = await backend.next_generation(automation_type, floor=floor)
-        written = [
-            wid
-            for wid, cfg in desired.items()
-            if await backend.worker_config_put(automation_type, wid, cfg, gen)
-        ]
+        book = await backend.config_book(automation_type, worker_ids)
+        new = _apply_patch(book.type_wide, patch, replace)
+        missing = set(_check(automation_type, entry, new, None))
+        # Each worker merges the new config with its override itself; what it will
+        # merge is checked here, once per distinct result.
+        after = ConfigBook(new, book.type_gen, book.overrides)
+        for wid, merged in after.distinct(worker_ids).items():
+            missing.update(_check(automation_type, entry, merged, wid))
+        gen = await backend.config_publish(automation_type, new)
         # Before the 200: the next reserve and proxy call anywhere, blocked or not,
         # reads them (a continuous type has no queue: only its proxy policy counts).
         effective = merge_config(schema_defaults(entry.get("config") or {}), new)
@@ -188,7 +164,7 @@ async def patch_type_config(
             proxy=ProxyPolicy.of_config(effective),
         )
     await backend.publish(config_topic(automation_type), {"worker_id": None, "gen": gen})
-    return ConfigWrite(config=new, gen=gen, workers=written, missing=sorted(missing))
+    return ConfigWrite(config=new, gen=gen, workers=worker_ids, missing=sorted(missing))
 
 
 async def patch_worker_config(
@@ -212,20 +188,18 @@ async def patch_worker_config(
     if bad:
         raise InvalidInput(bad)
     async with _TypeLock(backend, automation_type):
-        type_wide = await backend.config_get(automation_type)
-        current = await backend.config_get(automation_type, worker_id)
-        override = _apply_patch(current, patch, replace)
-        merged = merge_config(type_wide, override)
+        book = await backend.config_book(automation_type, [worker_id])
+        override = _apply_patch(book.override(worker_id), patch, replace)
+        merged = merge_config(book.type_wide, override)
         missing = _check(automation_type, entry, merged, None)
-        await backend.config_set(automation_type, override, worker_id)
         registered = worker_id in await backend.worker_ids(automation_type)
         gen = 0
-        written: list[str] = []
         if registered:
-            floor = await generation_floor(backend, automation_type, [worker_id])
-            gen = await backend.next_generation(automation_type, floor=floor)
-            if await backend.worker_config_put(automation_type, worker_id, merged, gen):
-                written.append(worker_id)
+            gen = await backend.config_publish(automation_type, override, worker_id)
+        else:
+            # Kept for when it registers (it merges its layers itself at start).
+            await backend.config_set(automation_type, override, worker_id)
     if registered:
         await backend.publish(config_topic(automation_type), {"worker_id": worker_id, "gen": gen})
+    written = [worker_id] if registered else []
     return ConfigWrite(config=override, gen=gen, workers=written, missing=missing)

@@ -9,6 +9,7 @@ from fastapi import HTTPException
 
 from fleet.backends.base import Backend
 from fleet.core.config import merge_config
+from fleet.core.config_book import desired_of
 from fleet.master.services.catalog import find_entry
 from fleet.master.services.secrets import mask_config, mask_value
 from fleet.master.services.workers_view import load_views
@@ -26,7 +27,8 @@ async def worker_detail(
     backend: Backend, automation_type: str, worker_id: str, heartbeat_seconds: float
 ) -> dict[str, Any]:
     """One worker's view with its config: type-wide, its override, the merged result
-    and the desired config written for it (with its generation); secrets masked for
+    and its desired config (with its generation: what the worker wrote, or the newer
+    layers it has not merged yet); secrets masked for
     every token (``GET .../config?reveal=true`` shows them to the admin).
 
     Raises:
@@ -35,9 +37,10 @@ async def worker_detail(
     views = await load_views(backend, [(automation_type, worker_id)], heartbeat_seconds)
     if not views:
         raise _unknown(automation_type, worker_id)
-    type_wide = await backend.config_get(automation_type)
-    override = await backend.config_get(automation_type, worker_id)
-    desired, gen = await backend.worker_config_get(automation_type, worker_id)
+    book = await backend.config_book(automation_type, [worker_id])
+    type_wide, override = book.type_wide, book.override(worker_id)
+    stored, stored_gen = await backend.worker_config_get(automation_type, worker_id)
+    desired, gen = desired_of(book, worker_id, stored, stored_gen)
     record = await backend.worker_get(automation_type, worker_id)
     entry = await find_entry(backend, automation_type) or {}
     schema = entry.get("config") if isinstance(entry.get("config"), dict) else {}

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from fleet.backends.base import Backend
+from fleet.core.config_book import ConfigBook
 from fleet.core.records import WorkerRecord
 from fleet.core.redact import mask_credentials
 from fleet.protocol import CONTROL_NS, drain_key
@@ -31,13 +32,17 @@ def is_up(record: WorkerRecord, now: float, heartbeat_seconds: float) -> bool:
     return now - seen <= UP_HEARTBEATS * heartbeat_seconds
 
 
-def worker_view(record: WorkerRecord, now: float, heartbeat_seconds: float) -> dict[str, Any]:
+def worker_view(
+    record: WorkerRecord, now: float, heartbeat_seconds: float, desired_gen: int = 0
+) -> dict[str, Any]:
     """The JSON the API and dashboard show for one worker.
 
     Args:
         record: The backend's record.
         now: Current Unix time.
         heartbeat_seconds: The fleet's heartbeat period (for up/down).
+        desired_gen: The generation of its stored config layers (a PATCH the worker
+            has not merged yet shows as desired at once).
 
     Returns:
         ``{type, worker_id, state, up, last_seen, seen_ago, slots, gen, lagging,
@@ -52,6 +57,7 @@ def worker_view(record: WorkerRecord, now: float, heartbeat_seconds: float) -> d
     stats = record.stats or {}
     up = is_up(record, now, heartbeat_seconds)
     applied = _int(state.get("applied_gen"))
+    desired = max(record.gen, desired_gen)
     raw_slots = stats.get("slots")
     slot_stats: dict[str, Any] = raw_slots if isinstance(raw_slots, dict) else {}
     seen = record.last_seen
@@ -70,8 +76,8 @@ def worker_view(record: WorkerRecord, now: float, heartbeat_seconds: float) -> d
             "busy": _int(slot_stats.get("busy")),
             "total": _int(slot_stats.get("total"), _int(state.get("slots"))),
         },
-        "gen": {"desired": record.gen, "applied": applied},
-        "lagging": up and applied < record.gen,
+        "gen": {"desired": desired, "applied": applied},
+        "lagging": up and applied < desired,
         "hardware": record.hardware,
         "last_error": mask_credentials(state.get("last_error") or "") or None,
         "host": state.get("host") or record.hardware.get("host"),
@@ -99,10 +105,15 @@ async def load_views(
     """Views of the ``(type, worker_id)`` pairs that still have a record."""
     now = time.time()
     views = []
+    books: dict[str, ConfigBook] = {}
+    for automation_type in {t for t, _ in pairs}:
+        ids = [wid for t, wid in pairs if t == automation_type]
+        books[automation_type] = await backend.config_book(automation_type, ids)
     for automation_type, wid in pairs:
         record = await backend.worker_get(automation_type, wid)
         if record is not None:
-            view = worker_view(record, now, heartbeat_seconds)
+            desired = books[automation_type].gen(wid)
+            view = worker_view(record, now, heartbeat_seconds, desired)
             view["draining_requested"] = (
                 await backend.kv_get(CONTROL_NS, drain_key(automation_type, wid)) is not None
             )
