@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fleet.core.capabilities.limits import CONCURRENCY_RETRY_SECONDS
-from fleet.core.flow import next_tat
+from fleet.core.limiter import (
+    LimiterView,
+    limit_acquire_rule,
+    limit_release_rule,
+    limit_renew_rule,
+)
 from fleet.core.records import now
 
 #: Seconds between two scans for unused limiters.
@@ -64,6 +68,54 @@ class LimitTable:
             del self.limiters[key]
 
 
+def acquire(
+    table: LimitTable,
+    key: str,
+    token: str,
+    *,
+    interval: float | None,
+    concurrency: int | None,
+    hold: float,
+    t: float,
+) -> float:
+    """:meth:`Limiters.limit_acquire` at time ``t`` (one synchronous step)."""
+    lim = table.get(key, t)
+    try:
+        view = LimiterView(
+            holding=token in lim.holders,
+            held=len(lim.holders),
+            first_end=min(lim.holders.values(), default=None),
+            tat=lim.tat if lim.tat_until > t else 0.0,  # forgotten: as if never used
+        )
+        grant = limit_acquire_rule(view, now=t, interval=interval, concurrency=concurrency)
+        if grant.taken:
+            lim.holders[token] = t + hold
+            if grant.tat is not None and interval is not None:
+                lim.tat, lim.tat_until = grant.tat, grant.tat + interval
+        return grant.wait
+    finally:
+        table.tidy(key, lim, t)
+
+
+def renew(table: LimitTable, key: str, token: str, hold: float, t: float) -> bool:
+    """:meth:`Limiters.limit_renew` at time ``t``."""
+    lim = table.limiters.get(key)
+    if lim is None or not limit_renew_rule(lim.holders.get(token), t):
+        return False
+    lim.holders[token] = t + hold
+    return True
+
+
+def release(table: LimitTable, key: str, token: str, t: float) -> bool:
+    """:meth:`Limiters.limit_release` at time ``t``."""
+    lim = table.limiters.get(key)
+    if lim is None:
+        return False
+    until = lim.holders.pop(token, None)
+    table.tidy(key, lim, t)
+    return limit_release_rule(until, t)
+
+
 class MemoryLimitsMixin:
     """``limit_acquire``, ``limit_renew`` and ``limit_release`` over the store's table."""
 
@@ -80,43 +132,18 @@ class MemoryLimitsMixin:
         concurrency: int | None,
         hold_seconds: float,
     ) -> float:
-        t = now()
-        table = self._limit_table
-        lim = table.get(key, t)
-        try:
-            if token in lim.holders:
-                lim.holders[token] = t + hold_seconds
-                return 0.0
-            wait = 0.0
-            if concurrency is not None and len(lim.holders) >= concurrency:
-                wait = min(min(lim.holders.values()) - t, CONCURRENCY_RETRY_SECONDS)
-            tat = lim.tat if lim.tat_until > t else 0.0  # forgotten: as if never used
-            if interval is not None and tat > t:
-                wait = max(wait, tat - t)
-            if wait > 0:
-                return wait
-            lim.holders[token] = t + hold_seconds
-            if interval is not None:
-                lim.tat = next_tat(tat, t, interval)
-                lim.tat_until = lim.tat + interval
-            return 0.0
-        finally:
-            table.tidy(key, lim, t)
+        return acquire(
+            self._limit_table,
+            key,
+            token,
+            interval=interval,
+            concurrency=concurrency,
+            hold=hold_seconds,
+            t=now(),
+        )
 
     async def limit_renew(self, key: str, token: str, hold_seconds: float) -> bool:
-        t = now()
-        lim = self._limit_table.limiters.get(key)
-        if lim is None or lim.holders.get(token, t) <= t:
-            return False
-        lim.holders[token] = t + hold_seconds
-        return True
+        return renew(self._limit_table, key, token, hold_seconds, now())
 
     async def limit_release(self, key: str, token: str) -> bool:
-        t = now()
-        table = self._limit_table
-        lim = table.limiters.get(key)
-        if lim is None:
-            return False
-        until = lim.holders.pop(token, None)
-        table.tidy(key, lim, t)
-        return until is not None and until > t
+        return release(self._limit_table, key, token, now())

@@ -14,8 +14,12 @@ import sqlite3
 
 from fleet.backends.base import Backend
 from fleet.backends.sqlite.conn import SQLiteDB
-from fleet.core.capabilities.limits import CONCURRENCY_RETRY_SECONDS
-from fleet.core.flow import next_tat
+from fleet.core.limiter import (
+    LimiterView,
+    limit_acquire_rule,
+    limit_release_rule,
+    limit_renew_rule,
+)
 from fleet.core.records import now
 
 
@@ -43,47 +47,45 @@ def acquire(
 ) -> float:
     """:meth:`Limiters.limit_acquire` inside the caller's transaction."""
     _prune(conn, key, t)
-    if conn.execute(
-        "UPDATE limit_holders SET until = ? WHERE key = ? AND token = ?", (t + hold, key, token)
-    ).rowcount:
-        return 0.0
-    wait = 0.0
-    if concurrency is not None:
-        held, first = conn.execute(
-            "SELECT COUNT(*), MIN(until) FROM limit_holders WHERE key = ?", (key,)
-        ).fetchone()
-        if held >= concurrency:
-            wait = min(float(first) - t, CONCURRENCY_RETRY_SECONDS)
+    held, first, holding = conn.execute(
+        "SELECT COUNT(*), MIN(until), COALESCE(SUM(token = ?), 0) FROM limit_holders WHERE key = ?",
+        (token, key),
+    ).fetchone()
     tat = 0.0
     if interval is not None:
         row = conn.execute(
             "SELECT tat FROM limiters WHERE key = ? AND forget_at > ?", (key, t)
         ).fetchone()
         tat = 0.0 if row is None else float(row[0])
-        if tat > t:
-            wait = max(wait, tat - t)
-    if wait > 0:
-        return wait
+    view = LimiterView(bool(holding), int(held), None if first is None else float(first), tat)
+    grant = limit_acquire_rule(view, now=t, interval=interval, concurrency=concurrency)
+    if not grant.taken:
+        return grant.wait
     conn.execute(
-        "INSERT INTO limit_holders (key, token, until) VALUES (?, ?, ?)", (key, token, t + hold)
+        "INSERT INTO limit_holders (key, token, until) VALUES (?, ?, ?) "
+        "ON CONFLICT (key, token) DO UPDATE SET until = excluded.until",
+        (key, token, t + hold),
     )
-    if interval is not None:
-        new = next_tat(tat, t, interval)
+    if grant.tat is not None and interval is not None:
         conn.execute(
             "INSERT INTO limiters (key, tat, forget_at) VALUES (?, ?, ?) ON CONFLICT (key) "
             "DO UPDATE SET tat = excluded.tat, forget_at = excluded.forget_at",
-            (key, new, new + interval),
+            (key, grant.tat, grant.tat + interval),
         )
     return 0.0
 
 
 def renew(conn: sqlite3.Connection, key: str, token: str, hold: float, t: float) -> bool:
     """:meth:`Limiters.limit_renew` inside the caller's transaction."""
-    changed = conn.execute(
-        "UPDATE limit_holders SET until = ? WHERE key = ? AND token = ? AND until > ?",
-        (t + hold, key, token, t),
-    ).rowcount
-    return changed == 1
+    row = conn.execute(
+        "SELECT until FROM limit_holders WHERE key = ? AND token = ?", (key, token)
+    ).fetchone()
+    if not limit_renew_rule(None if row is None else float(row[0]), t):
+        return False
+    conn.execute(
+        "UPDATE limit_holders SET until = ? WHERE key = ? AND token = ?", (t + hold, key, token)
+    )
+    return True
 
 
 def release(conn: sqlite3.Connection, key: str, token: str, t: float) -> bool:
@@ -91,7 +93,7 @@ def release(conn: sqlite3.Connection, key: str, token: str, t: float) -> bool:
     row = conn.execute(
         "DELETE FROM limit_holders WHERE key = ? AND token = ? RETURNING until", (key, token)
     ).fetchone()
-    return row is not None and float(row[0]) > t
+    return limit_release_rule(None if row is None else float(row[0]), t)
 
 
 class SQLiteLimits(Backend):
