@@ -16,7 +16,9 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from fleet.backends.base import Backend
+from fleet.browser.engines import BrowserEngine
 from fleet.core import BaseConfig, BatchAutomation, Context, Task, TaskTimeout, register
+from fleet.core.browser import BrowserNeeds
 from fleet.core.errors import ContractValueError
 from fleet.core.records import TaskBody
 from fleet.core.submission import make_push_request
@@ -109,6 +111,60 @@ async def _stubborn(rec: Record) -> None:
                 rec.add("ignored", "stubborn")
     finally:
         rec.stubborn_ended = True
+
+
+class _Context:
+    """A browser context of the fake engine: its closes are counted."""
+
+    closed = 0
+
+    async def new_page(self) -> object:
+        return object()
+
+    async def close(self) -> None:
+        type(self).closed += 1
+
+
+class _Browser:
+    def is_connected(self) -> bool:
+        return True
+
+    async def new_context(self, **options: Any) -> _Context:
+        return _Context()
+
+    async def close(self) -> None:
+        pass
+
+
+class FakeEngine(BrowserEngine):
+    """Browsers without a browser: what the pool needs to hand out pages."""
+
+    name = "fake"
+
+    async def launch(self, needs: BrowserNeeds, *, args: list[str], marker: str) -> Any:
+        return _Browser()
+
+
+BROWSER_TYPE = "wt-time-limits-browser"
+
+
+class BrowserConfig(BaseConfig):
+    max_attempts: int = 2
+    timeout_seconds: float | None = 0.3
+
+
+@register(BROWSER_TYPE)
+class LimitedPage(BatchAutomation[BrowserConfig]):
+    """Hangs with a browser page in hand."""
+
+    Config = BrowserConfig
+    TaskPayload = Job
+    Browser = BrowserNeeds(size=1, max_uses=100)
+
+    async def run_one(self, task: Task[Any], ctx: Context[BrowserConfig]) -> None:
+        async with ctx.browser.acquire():
+            REC.add("page", (task.id, task.attempt))
+            await asyncio.sleep(60)
 
 
 def _counters(worker: Worker) -> Any:
@@ -205,6 +261,26 @@ async def test_a_run_ignoring_its_cancel_loses_its_slot_to_a_fresh_one(
     await wait_until(lambda: record.stubborn_ended and not limits._abandoned, what="run ended")
 
 
+async def test_a_run_past_its_limit_gives_its_browser_page_back(
+    mem: Backend, record: Record, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("fleet.browser.pool.engine_class", lambda name: FakeEngine)
+    _Context.closed = 0
+    async with running_worker(mem, [LimitedPage]) as worker:
+        (task_id,) = await push(mem, BROWSER_TYPE, {"mode": "hang"})
+
+        async def dead() -> bool:
+            return (await mem.task_state(BROWSER_TYPE, task_id)).state == "dead"
+
+        await wait_until(dead, what="the task dead after two attempts past the limit")
+        (pool,) = worker.browsers.values()
+        assert [k for w, k, _t in record.events if w == "page"] == [(task_id, 1), (task_id, 2)]
+        # Each attempt's page went back: its browser context closed, none in use.
+        assert (pool.acquired, pool.in_use, _Context.closed) == (2, 0, 2)
+    info = await mem.task_state(BROWSER_TYPE, task_id)
+    assert info.last_error == "TaskTimeout: run_one exceeded timeout_seconds=0.3"
+
+
 async def _exported(backend: Backend, worker_id: str, *, timed_out: int, abandoned: int) -> None:
     """The worker's stats frame reports both counters, and /metrics exports them."""
 
@@ -232,7 +308,8 @@ async def test_a_cancel_reaches_a_run_under_a_limit(mem: Backend, record: Record
 
 
 def test_the_limit_is_validated_and_kept_with_the_task() -> None:
-    for bad in (0, -1, math.inf, math.nan, True, "5"):
+    bads: tuple[Any, ...] = (0, -1, math.inf, math.nan, True, "5")
+    for bad in bads:
         with pytest.raises(ContractValueError) as info:
             make_push_request({}, timeout_seconds=bad)
         assert info.value.field == "timeout_seconds"
