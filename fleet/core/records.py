@@ -271,6 +271,7 @@ class TaskInfo:
     def with_extras(
         self,
         *,
+        submitted_at: float | None = None,
         started_at: float | None = None,
         progress: dict[str, Any] | None = None,
         outputs: tuple[dict[str, Any], ...] = (),
@@ -281,6 +282,7 @@ class TaskInfo:
             return self
         return replace(
             self,
+            submitted_at=self.submitted_at if submitted_at is None else submitted_at,
             started_at=started_at,
             progress=progress,
             outputs=outputs,

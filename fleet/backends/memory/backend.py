@@ -55,6 +55,7 @@ from fleet.core.records import (
     new_token,
     now,
 )
+from fleet.core.results import output_record, progress_record, progress_topic
 from fleet.protocol import emit_topic
 
 # A reserver waiting for a scheduled task wakes this much after its due time so
@@ -191,7 +192,7 @@ class MemoryBackend(
     async def mark_started(
         self, automation_type: str, leases: Sequence[tuple[str, str]]
     ) -> list[bool]:
-        return self._store.queue(automation_type).state.mark_started(leases)
+        return self._store.queue(automation_type).state.mark_started(leases, now())
 
     async def sweep(self, automation_type: str) -> int:
         return self._store.queue(automation_type).state.sweep(now())
@@ -324,8 +325,25 @@ class MemoryBackend(
             task_id=task_id,
             attempt=attempt,
         )
+        if task_id is not None:
+            output = output_record(entry.id, entry.ts, attempt, entry.payload)
+            self._store.queue(automation_type).state.record_output(task_id, output, entry.ts)
         self._store.hub.publish(emit_topic(automation_type), entry.to_dict())
         return entry
+
+    async def task_progress(
+        self,
+        automation_type: str,
+        task_id: str,
+        *,
+        attempt: int,
+        fraction: float | None,
+        message: str | None,
+    ) -> None:
+        t = now()
+        progress = progress_record(fraction, message, attempt, t)
+        self._store.queue(automation_type).state.record_progress(task_id, progress, t)
+        self._store.hub.publish(progress_topic(automation_type), {"task_id": task_id, **progress})
 
     async def stream_pop(self, automation_type: str, n: int = 1) -> list[StreamEntry]:
         await asyncio.sleep(0)

@@ -12,7 +12,10 @@ Layout (each structure keeps reserve/ack/sweep at O(log N) or better):
 * ``scheduled``/``leases``: heaps of ``(time, seq, id)`` validated the same way;
   an extended lease pushes a new entry and the old one goes stale.
 * ``dead``: insertion-ordered dict (oldest death first, O(1) removal by id).
-* ``finished``: done/cancelled states kept for ``FINISHED_RETENTION_SECONDS``.
+* ``finished``: done/cancelled states kept for ``FLEET_RESULT_TTL_SECONDS``, at
+  most ``FLEET_RESULT_MAX_PER_TYPE`` (oldest finished dropped first).
+* ``records``: progress and outputs of the tasks that reported any, dropped with
+  their finished state.
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from fleet.backends.memory.groups import Group, GroupBook
+from fleet.backends.memory.task_records import Extras, TaskRecordKeeping
 from fleet.core.flow import GroupLimits
 from fleet.core.records import (
-    FINISHED_RETENTION_SECONDS,
     TIERS,
     CancelOutcome,
     LeaseStatus,
@@ -43,6 +46,7 @@ from fleet.core.records import (
     new_token,
     refund_cap,
 )
+from fleet.core.results import result_max_per_type, result_ttl
 
 LiveState = Literal["queued", "scheduled", "processing"]
 COUNTER_NAMES = ("submitted", "completed", "failed", "dead", "expired", "cancelled", "throttled")
@@ -58,6 +62,7 @@ class _Task:
     ready_at: float = 0.0
     cancel: bool = False
     started: bool = False  # the current reservation was marked started
+    started_at: float | None = None  # when the latest attempt was marked started
 
 
 @dataclass(slots=True)
@@ -65,13 +70,14 @@ class _Finished:
     state: Literal["done", "cancelled"]
     at: float
     body: TaskBody
+    started_at: float | None = None
 
 
 def _noop(*_: object) -> None:
     return None
 
 
-class QueueState:
+class QueueState(TaskRecordKeeping):
     """All queue state of one type.
 
     Args:
@@ -88,6 +94,8 @@ class QueueState:
         self.on_ready = on_ready
         self.on_reschedule = on_reschedule
         self._seq = itertools.count()
+        self.result_ttl = result_ttl()
+        self.result_max = result_max_per_type()
         self.reset()
 
     def reset(self) -> None:
@@ -102,6 +110,7 @@ class QueueState:
         self.dead: OrderedDict[str, TaskBody] = OrderedDict()
         self.finished: dict[str, _Finished] = {}
         self.finished_order: deque[tuple[float, str]] = deque()
+        self.records: dict[str, Extras] = {}
         self.idem: dict[str, tuple[str, float]] = {}
         self.idem_heap: list[tuple[float, str]] = []
         self.counters: dict[str, int] = dict.fromkeys(COUNTER_NAMES, 0)
@@ -154,19 +163,15 @@ class QueueState:
 
     def _finish(self, task: _Task, state: Literal["done", "cancelled"], now: float) -> None:
         del self.tasks[task.body.id]
-        self.finished[task.body.id] = _Finished(state, now, task.body)
-        self.finished_order.append((now, task.body.id))
-        horizon = now - FINISHED_RETENTION_SECONDS
-        while self.finished_order and self.finished_order[0][0] < horizon:
-            at, tid = self.finished_order.popleft()
-            old = self.finished.get(tid)
-            if old is not None and old.at == at:
-                del self.finished[tid]
+        self.finished[task.body.id] = _Finished(state, now, task.body, task.started_at)
+        self._ended(task.body.id, now)
 
     def _bury(self, body: TaskBody) -> None:
         self.dead.pop(body.id, None)
         self.dead[body.id] = body
         self.counters["dead"] += 1
+        if body.id in self.records:
+            self._ended(body.id, body.failed_at or 0.0)
 
     def _lease_ended(self, task: _Task) -> None:
         """A reservation of a grouped task ended: its group's running count falls."""
@@ -213,6 +218,7 @@ class QueueState:
                 self.idem[key] = (body.id, expires)
                 heapq.heappush(self.idem_heap, (expires, key))
             self.finished.pop(body.id, None)
+            self.records.pop(body.id, None)
             task = _Task(body, "queued", 0)
             self.tasks[body.id] = task
             if req.delay_seconds > 0:
@@ -461,12 +467,13 @@ class QueueState:
         self.groups.set_aside(group, "D", group.until)
         return True
 
-    def mark_started(self, leases: Sequence[tuple[str, str]]) -> list[bool]:
+    def mark_started(self, leases: Sequence[tuple[str, str]], now: float) -> list[bool]:
         out: list[bool] = []
         for tid, token in leases:
             task = self._owned(tid, token)
             if task is not None:
                 task.started = True
+                task.started_at = now
             out.append(task is not None)
         return out
 
@@ -515,6 +522,7 @@ class QueueState:
         replayed = 0
         for tid in chosen:
             body = self.dead.pop(tid)
+            self.records.pop(tid, None)
             if tid in self.tasks:
                 continue  # the id was pushed again meanwhile; the live task wins
             task = _Task(body.evolve(attempt=0, refunds=0), "queued", 0)
@@ -560,22 +568,23 @@ class QueueState:
             counters=QueueCounters(**self.counters),
         )
 
-    def task_state(self, tid: str, now: float) -> TaskInfo:
+    def _bare_state(self, tid: str, now: float) -> tuple[TaskInfo, float | None]:
         task = self.tasks.get(tid)
         if task is not None:
-            return TaskInfo.of(
+            info = TaskInfo.of(
                 task.body,
                 task.state,
                 deadline=task.deadline if task.state == "processing" else None,
                 ready_at=task.ready_at if task.state == "scheduled" else None,
             )
+            return info, task.started_at
         dead = self.dead.get(tid)
         if dead is not None:
-            return TaskInfo.of(dead, "dead")
+            return TaskInfo.of(dead, "dead"), None
         fin = self.finished.get(tid)
-        if fin is not None and fin.at >= now - FINISHED_RETENTION_SECONDS:
-            return TaskInfo.of(fin.body, fin.state, finished_at=fin.at)
-        return TaskInfo(task_id=tid, state="unknown")
+        if fin is not None and fin.at >= now - self.result_ttl:
+            return TaskInfo.of(fin.body, fin.state, finished_at=fin.at), fin.started_at
+        return TaskInfo(task_id=tid, state="unknown"), None
 
     def cancel(self, tid: str, now: float) -> CancelOutcome:
         task = self.tasks.get(tid)

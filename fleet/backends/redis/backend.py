@@ -112,6 +112,7 @@ class RedisBackend(
                 keys.idempotency_pattern(t),
                 keys.config_override_pattern(t),
                 keys.done_pattern(t),
+                keys.task_record_pattern(t),
                 keys.group_lists_pattern(t),
             )
             for pattern in patterns:

@@ -96,6 +96,10 @@ QUEUE_KEY_PARTS = (
     ":groups:names",  # zset group -> 0: every group, for listing by name
     ":groups:meta",  # hash seq (turns), turn (plain|group), high|normal|low (grouped pending)
     ":g:",  # not a key: the prefix of the group lists <prefix><group>:<tier>
+    ":started_at",  # hash task_id -> when its latest attempt was marked started
+    ":finished",  # zset task_id -> when it finished or died (task record retention)
+    ":rec:",  # not a key: the prefix of the task record keys <prefix><id>[:out]
+    ":submitted_at",  # hash task_id -> when it was first submitted
 )
 
 #: Index in ``QUEUE_KEY_PARTS`` of ``:groups:meta`` (depths read it directly).
@@ -122,6 +126,18 @@ def done_bucket(automation_type: str, bucket: int) -> str:
     """``fleet:queue:<type>:done:<hour>``: finished (done/cancelled) task records
     of one hour (``hour = int(unix_time // 3600)``), expiring as a whole."""
     return f"{queue(automation_type)}:done:{bucket}"
+
+
+def task_record(automation_type: str, task_id: str) -> str:
+    """``fleet:queue:<type>:rec:<id>``: hash of a task's record beside its state
+    (``p`` latest progress JSON, ``n`` outputs emitted); ``<that>:out`` is the list
+    of its newest output envelopes. Only tasks that reported any have them."""
+    return f"{queue(automation_type)}:rec:{task_id}"
+
+
+def task_record_pattern(automation_type: str) -> str:
+    """SCAN pattern of every task record key of a type."""
+    return f"{_glob_escape(queue(automation_type))}:rec:*"
 
 
 def done_pattern(automation_type: str) -> str:

@@ -16,10 +16,14 @@ from typing import Any
 from fleet.backends.base import log_expired
 from fleet.backends.redis import keys
 from fleet.backends.redis.core import BLOCKING_GRACE, RAW, RedisCore, log
-from fleet.backends.redis.records import body_with_record, delivered_body, parse_record
+from fleet.backends.redis.records import (
+    body_with_record,
+    delivered_body,
+    parse_record,
+    task_extras,
+)
 from fleet.core.errors import BackendUnavailable
 from fleet.core.records import (
-    FINISHED_RETENTION_SECONDS,
     CancelOutcome,
     LeaseStatus,
     NackOutcome,
@@ -35,6 +39,7 @@ from fleet.core.records import (
     new_token,
     now,
 )
+from fleet.core.results import result_ttl
 from fleet.core.stored import UnreadableBody, dead_body
 
 #: Requests per push script call (bounds one script's run time).
@@ -113,6 +118,7 @@ class QueueOps(RedisCore):
                         body.max_attempts,
                         expires,
                         body.group,
+                        repr(body.enqueued_at),
                     ]
                 )
             argv = [repr(t), dumps(rows), *bodies]
@@ -273,7 +279,9 @@ class QueueOps(RedisCore):
             for task_id, token in leases[start : start + MARK_CHUNK]:
                 flat += [task_id, token]
             with self._guard():
-                raw = await script(self._lane, self._qkeys(automation_type), [dumps(flat)])
+                raw = await script(
+                    self._lane, self._qkeys(automation_type), [dumps(flat), repr(now())]
+                )
             out += [bool(int(x)) for x in raw]
         return out
 
@@ -433,9 +441,13 @@ class QueueOps(RedisCore):
 
     async def task_state(self, automation_type: str, task_id: str) -> TaskInfo:
         with self._guard():
-            where, raw, score = await self._scripts.task_state(
+            where, raw, score, *extras = await self._scripts.task_state(
                 self._lane, self._qkeys(automation_type), [task_id]
             )
+        info = self._bare_state(task_id, where, raw, score)
+        return info.with_extras(**task_extras(*extras))
+
+    def _bare_state(self, task_id: str, where: str, raw: str, score: str) -> TaskInfo:
         if where == "none":
             return TaskInfo(task_id=task_id, state="unknown")
         try:
@@ -448,7 +460,7 @@ class QueueOps(RedisCore):
         state: TaskStateName = "dead" if where == "dead" else _STATE_NAMES.get(rec.state, "unknown")
         if state in ("done", "cancelled"):
             finished = rec.finished_at or 0.0
-            if finished < now() - FINISHED_RETENTION_SECONDS:
+            if finished < now() - result_ttl():
                 return TaskInfo(task_id=task_id, state="unknown")
         return TaskInfo(
             task_id=task_id,
@@ -459,7 +471,7 @@ class QueueOps(RedisCore):
             last_error=rec.last_error,
             deadline=float(score) if state == "processing" and score else None,
             ready_at=float(score) if state == "scheduled" and score else None,
-            finished_at=rec.finished_at if state in ("done", "cancelled") else None,
+            finished_at=rec.finished_at if state in ("done", "cancelled") else rec.failed_at,
         )
 
     async def cancel(self, automation_type: str, task_id: str) -> CancelOutcome:

@@ -17,7 +17,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.core.records import TaskBody
+from fleet.core.records import StreamEntry, TaskBody
+from fleet.core.results import output_record
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,3 +127,28 @@ def delivered_body(raw_body: str, raw_record: str) -> TaskBody:
         group=None if d.get("group") is None else str(d["group"]),
         timeout_seconds=d.get("timeout_seconds"),
     )
+
+
+def task_extras(
+    submitted_at: str, started_at: str, progress: str, total: str, envelopes: list[str]
+) -> dict[str, Any]:
+    """The keyword arguments of :meth:`TaskInfo.with_extras` from what
+    ``task_state.lua`` read beside the state (``submitted_at`` included)."""
+    outputs: list[dict[str, Any]] = []
+    for raw in envelopes:
+        try:
+            e = StreamEntry.from_json(raw)
+        except (KeyError, TypeError, ValueError):
+            continue
+        outputs.append(output_record(e.id, e.ts, e.attempt, e.payload))
+    try:
+        decoded = json.loads(progress) if progress else None
+    except ValueError:
+        decoded = None
+    return {
+        "submitted_at": _float(submitted_at),
+        "started_at": _float(started_at),
+        "progress": decoded if isinstance(decoded, dict) else None,
+        "outputs": tuple(outputs),
+        "outputs_total": _int(total) or 0,
+    }

@@ -16,6 +16,7 @@ from importlib import resources
 from typing import Any
 
 from fleet.backends.redis.resp import ReplyError, RespClient
+from fleet.core.results import result_max_per_type, result_ttl
 
 _INCLUDE = "-- @include "
 
@@ -38,6 +39,14 @@ def load_source(name: str) -> str:
     return text
 
 
+def with_settings(source: str) -> str:
+    """``source`` with this process' task record settings in place of their
+    placeholders (``FLEET_RESULT_TTL_SECONDS``, ``FLEET_RESULT_MAX_PER_TYPE``)."""
+    return source.replace("__RESULT_TTL__", repr(result_ttl())).replace(
+        "__RESULT_MAX__", str(result_max_per_type())
+    )
+
+
 class LuaScript:
     """One script: its source and SHA1, callable on a client.
 
@@ -47,7 +56,7 @@ class LuaScript:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.source = load_source(name)
+        self.source = with_settings(load_source(name))
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
 
     async def __call__(self, client: RespClient, keys: Sequence[str], args: Sequence[Any]) -> Any:
@@ -138,11 +147,14 @@ class Scripts:
 
 
 _SCRIPTS: Scripts | None = None
+_SCRIPTS_SETTINGS: tuple[float, int] | None = None
 
 
 def scripts() -> Scripts:
-    """The process-wide script set (sources are read from the package once)."""
-    global _SCRIPTS
-    if _SCRIPTS is None:
-        _SCRIPTS = Scripts()
+    """The process-wide script set (sources are read from the package once, and
+    again if the task record settings they embed changed)."""
+    global _SCRIPTS, _SCRIPTS_SETTINGS
+    settings = (result_ttl(), result_max_per_type())
+    if _SCRIPTS is None or settings != _SCRIPTS_SETTINGS:
+        _SCRIPTS, _SCRIPTS_SETTINGS = Scripts(), settings
     return _SCRIPTS

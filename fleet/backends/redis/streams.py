@@ -21,6 +21,12 @@ from fleet.backends.redis import keys
 from fleet.backends.redis.core import COMMAND_TIMEOUT, CONNECT_TIMEOUT, RedisCore
 from fleet.core.errors import BackendUnavailable
 from fleet.core.records import StreamEntry, dumps, now, stream_entry_id
+from fleet.core.results import (
+    RECORD_MAX_OUTPUTS,
+    progress_record,
+    progress_topic,
+    record_lifetime,
+)
 from fleet.protocol import emit_topic
 
 #: How far before a cursor's own timestamp ``stream_read`` starts looking (the
@@ -158,9 +164,33 @@ class StreamOps(RedisCore):
             max(0, int(max_len)),
             self._channel(emit_topic(automation_type)),
         ]
+        stream_keys = [keys.stream(automation_type)]
+        if task_id is not None:
+            record = keys.task_record(automation_type, task_id)
+            stream_keys += [record, record + ":out"]
+            argv += [record_lifetime(), RECORD_MAX_OUTPUTS]
         with self._guard():
-            await self._scripts.stream_push(self._lane, [keys.stream(automation_type)], argv)
+            await self._scripts.stream_push(self._lane, stream_keys, argv)
         return entry
+
+    async def task_progress(
+        self,
+        automation_type: str,
+        task_id: str,
+        *,
+        attempt: int,
+        fraction: float | None,
+        message: str | None,
+    ) -> None:
+        progress = progress_record(fraction, message, attempt, now())
+        record = keys.task_record(automation_type, task_id)
+        event = dumps({"task_id": task_id, **progress})
+        with self._guard():
+            async with self._r.pipeline(transaction=True) as pipe:
+                pipe.hset(record, "p", dumps(progress))
+                pipe.expire(record, record_lifetime())
+                pipe.publish(self._channel(progress_topic(automation_type)), event)
+                await pipe.execute()
 
     async def stream_pop(self, automation_type: str, n: int = 1) -> list[StreamEntry]:
         if n <= 0:

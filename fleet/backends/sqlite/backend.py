@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from fleet.backends.base import STREAM_MAX_AGE, STREAM_MAX_LEN, log_expired
-from fleet.backends.sqlite import pools
+from fleet.backends.sqlite import pools, records
 from fleet.backends.sqlite import queue as q
 from fleet.backends.sqlite import queue_admin as qa
 from fleet.backends.sqlite import state as st
@@ -68,6 +68,7 @@ from fleet.core.records import (
     TaskInfo,
     now,
 )
+from fleet.core.results import output_record, progress_record, progress_topic
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +261,7 @@ class SQLiteBackend(SQLitePrimitives, SQLiteConfigs, SQLiteLimits, SQLiteProxies
     ) -> list[bool]:
         if not leases:
             return []
-        return await self._db.write(lambda c: q.mark_started(c, automation_type, leases))
+        return await self._db.write(lambda c: q.mark_started(c, automation_type, leases, now()))
 
     async def sweep(self, automation_type: str) -> int:
         requeued = await self._db.write(lambda c: q.sweep(c, automation_type, now()))
@@ -374,8 +375,8 @@ class SQLiteBackend(SQLitePrimitives, SQLiteConfigs, SQLiteLimits, SQLiteProxies
         task_id: str | None = None,
         attempt: int | None = None,
     ) -> StreamEntry:
-        entry = await self._db.write(
-            lambda c: st.stream_push(
+        def push(c: sqlite3.Connection) -> StreamEntry:
+            entry = st.stream_push(
                 c,
                 automation_type,
                 payload,
@@ -386,9 +387,32 @@ class SQLiteBackend(SQLitePrimitives, SQLiteConfigs, SQLiteLimits, SQLiteProxies
                 task_id=task_id,
                 attempt=attempt,
             )
-        )
+            if task_id is not None:
+                output = output_record(entry.id, entry.ts, attempt, entry.payload)
+                records.add_output(c, automation_type, task_id, output, entry.ts)
+            return entry
+
+        entry = await self._db.write(push)
         self._watcher.kick()
         return entry
+
+    async def task_progress(
+        self,
+        automation_type: str,
+        task_id: str,
+        *,
+        attempt: int,
+        fraction: float | None,
+        message: str | None,
+    ) -> None:
+        def report(c: sqlite3.Connection) -> None:
+            t = now()
+            progress = progress_record(fraction, message, attempt, t)
+            records.set_progress(c, automation_type, task_id, progress, t)
+            st.publish(c, progress_topic(automation_type), {"task_id": task_id, **progress}, t)
+
+        await self._db.write(report)
+        self._watcher.kick()
 
     async def stream_pop(self, automation_type: str, n: int = 1) -> list[StreamEntry]:
         return await self._db.write(lambda c: st.stream_pop(c, automation_type, n))

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fleet.backends.sqlite import records
 from fleet.backends.sqlite.groups import Book
 from fleet.core.flow import GroupLimits
 from fleet.core.records import (
-    FINISHED_RETENTION_SECONDS,
     TIERS,
     LeaseStatus,
     NackOutcome,
@@ -425,7 +425,7 @@ def ack(
         else:
             completed += 1
         out.append(True)
-    prune_finished(conn, now, 2 * len(leases))
+    records.prune_finished(conn, now, 2 * len(leases))
     count(conn, automation_type, "completed", completed)
     count(conn, automation_type, "cancelled", cancelled)
     if book.wake:
@@ -520,14 +520,17 @@ def extend(
 
 
 def mark_started(
-    conn: sqlite3.Connection, automation_type: str, leases: Sequence[tuple[str, str]]
+    conn: sqlite3.Connection,
+    automation_type: str,
+    leases: Sequence[tuple[str, str]],
+    now: float,
 ) -> list[bool]:
     """Mark owned reservations started (see :meth:`Backend.mark_started`)."""
     return [
         conn.execute(
-            "UPDATE tasks SET started = 1 WHERE type = ? AND id = ? AND state = 'processing' "
-            "AND token = ?",
-            (automation_type, task_id, token),
+            "UPDATE tasks SET started = 1, started_at = ? WHERE type = ? AND id = ? "
+            "AND state = 'processing' AND token = ?",
+            (now, automation_type, task_id, token),
         ).rowcount
         > 0
         for task_id, token in leases
@@ -567,26 +570,13 @@ def sweep(conn: sqlite3.Connection, automation_type: str, now: float) -> int:
     promoted = promote_due(conn, automation_type, now)
     if expired or promoted or book.wake:
         signal(conn, automation_type, len(expired) + promoted + book.wake)
-    prune_finished(conn, now, SWEEP_PRUNE_LIMIT)
+    records.prune(conn, automation_type, now, SWEEP_PRUNE_LIMIT)
     prune_idempotency(conn, now, SWEEP_PRUNE_LIMIT)
     return len(expired)
 
 
 #: Rows of expired state one sweep deletes at most (keeps its transaction short).
 SWEEP_PRUNE_LIMIT = 10_000
-
-
-def prune_finished(conn: sqlite3.Connection, now: float, limit: int) -> int:
-    """Forget up to ``limit`` done/cancelled states older than their retention.
-
-    Acks call this with a small multiple of the tasks they finish, so the table
-    sheds old states as fast as it gains new ones, with or without a sweeper.
-    """
-    return conn.execute(
-        "DELETE FROM tasks WHERE rowid IN (SELECT rowid FROM tasks "
-        "WHERE state IN ('done', 'cancelled') AND finished_at < ? LIMIT ?)",
-        (now - FINISHED_RETENTION_SECONDS, limit),
-    ).rowcount
 
 
 def prune_idempotency(conn: sqlite3.Connection, now: float, limit: int) -> int:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
+from fleet.backends.sqlite import records
 from fleet.backends.sqlite.groups import Book
 from fleet.backends.sqlite.queue import LIVE_STATES, count, merged, signal, tail_of, tier_num
 from fleet.core.records import (
-    FINISHED_RETENTION_SECONDS,
     TIERS,
     CancelOutcome,
     QueueCounters,
@@ -21,6 +21,7 @@ from fleet.core.records import (
     TaskBody,
     TaskInfo,
 )
+from fleet.core.results import result_ttl
 from fleet.core.stored import Unreadable, dead_body, read_body, unreadable_body
 
 
@@ -144,15 +145,22 @@ def depths(conn: sqlite3.Connection, automation_type: str, now: float) -> QueueD
 def task_state(
     conn: sqlite3.Connection, automation_type: str, task_id: str, now: float
 ) -> TaskInfo:
-    """Where one task is; two primary-key probes at most."""
+    """Where one task is, with its record; three primary-key probes at most."""
+    info, started_at = _bare_state(conn, automation_type, task_id, now)
+    return records.with_record(conn, automation_type, info, started_at)
+
+
+def _bare_state(
+    conn: sqlite3.Connection, automation_type: str, task_id: str, now: float
+) -> tuple[TaskInfo, float | None]:
     row = conn.execute(
-        "SELECT state, body, attempt, max_attempts, deadline, ready_at, finished_at FROM tasks "
-        "WHERE type = ? AND id = ?",
+        "SELECT state, body, attempt, max_attempts, deadline, ready_at, finished_at, started_at "
+        "FROM tasks WHERE type = ? AND id = ?",
         (automation_type, task_id),
     ).fetchone()
     if row is not None:
-        state, raw, attempt, limit, deadline, ready_at, finished_at = row
-        forgotten = finished_at is not None and finished_at < now - FINISHED_RETENTION_SECONDS
+        state, raw, attempt, limit, deadline, ready_at, finished_at, started_at = row
+        forgotten = finished_at is not None and finished_at < now - result_ttl()
         if not forgotten:
             try:
                 body = merged(raw, attempt, limit)
@@ -161,16 +169,17 @@ def task_state(
                 body = unreadable_body(task_id, raw, why).evolve(
                     attempt=attempt, max_attempts=limit
                 )
-            return TaskInfo.of(
+            info = TaskInfo.of(
                 body, state, deadline=deadline, ready_at=ready_at, finished_at=finished_at
             )
+            return info, started_at
     dead = conn.execute(
         "SELECT CAST(body AS BLOB) FROM dead WHERE type = ? AND id = ? ORDER BY pos DESC LIMIT 1",
         (automation_type, task_id),
     ).fetchone()
     if dead is None:
-        return TaskInfo(task_id=task_id, state="unknown")
-    return TaskInfo.of(dead_body(task_id, dead[0]), "dead")
+        return TaskInfo(task_id=task_id, state="unknown"), None
+    return TaskInfo.of(dead_body(task_id, dead[0]), "dead"), None
 
 
 def cancel(
@@ -201,7 +210,7 @@ def cancel(
 #: Tables keyed by ``type`` whose rows purge_type deletes outright.
 _PURGED = (
     "tasks", "dead", "task_counters", "idempotency", "stream", "stream_len", "catalog",
-    "task_groups", "group_turn", "group_defaults", "schedules",
+    "task_groups", "group_turn", "group_defaults", "schedules", "task_records",
 )  # fmt: skip
 
 

@@ -36,6 +36,9 @@ Layout (one row per thing; ``type`` is the automation type):
   (scores and cool-downs, places held, sticky choices), pruned by expiry.
 * ``group_defaults``: per type, the fleet-wide fields of its config as of a config
   generation: its group limits and its proxy policy.
+* ``task_records``: what a task reported beside its state (latest progress, the
+  newest outputs as a JSON array, how many it emitted), only for tasks that
+  reported any; pruned with their finished state (``records.py``).
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from collections.abc import Callable
 from fleet.core.errors import SchemaVersionError
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -286,6 +289,24 @@ ALTER TABLE config ADD COLUMN gen INTEGER NOT NULL DEFAULT 0;
 """
 
 
+#: Version 12: task records. ``tasks.started_at``: when the current (or last)
+#: attempt was marked started; ``task_records``: progress and outputs of the tasks
+#: that reported any (``records.py``).
+_V12 = """
+ALTER TABLE tasks ADD COLUMN started_at REAL;
+CREATE TABLE task_records (
+    type TEXT NOT NULL,
+    id TEXT NOT NULL,
+    progress TEXT,
+    outputs TEXT NOT NULL DEFAULT '[]',
+    total INTEGER NOT NULL DEFAULT 0,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (type, id)
+);
+CREATE INDEX task_records_updated ON task_records (updated_at);
+"""
+
+
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def apply(conn: sqlite3.Connection) -> None:
         # executescript would COMMIT our transaction; run statement by statement.
@@ -309,6 +330,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     9: _script(_V9),
     10: _script(_V10),
     11: _script(_V11),
+    12: _script(_V12),
 }
 
 

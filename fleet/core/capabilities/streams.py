@@ -30,7 +30,25 @@ class Streams(abc.ABC):
         """Append an entry (new :func:`stream_entry_id`, ts = now, and the emitting
         task's ``task_id`` and ``attempt``, None outside a task), then trim the
         stream to entries younger than ``max_age`` and to the newest ``max_len``.
-        Also publishes the entry on the event topic ``<type>.emit``."""
+        Also publishes the entry on the event topic ``<type>.emit``. With a
+        ``task_id``, the same atomic step keeps the entry (id, ts, attempt,
+        payload) in that task's record (the newest
+        :data:`~fleet.core.results.RECORD_MAX_OUTPUTS`)."""
+
+    @abc.abstractmethod
+    async def task_progress(
+        self,
+        automation_type: str,
+        task_id: str,
+        *,
+        attempt: int,
+        fraction: float | None,
+        message: str | None,
+    ) -> None:
+        """Keep a task's latest progress report in its record (see
+        :func:`fleet.core.results.progress_record`) and publish it on the event
+        topic ``<type>.progress`` as ``{task_id, attempt, fraction, message, at}``.
+        Validated by the caller (:func:`fleet.core.results.check_progress`)."""
 
     @abc.abstractmethod
     async def stream_pop(self, automation_type: str, n: int = 1) -> list[StreamEntry]:

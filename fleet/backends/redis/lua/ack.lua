@@ -45,6 +45,7 @@ if #gone > 0 then
   mcall('HDEL', K_TASKS, gone)
   mcall('HSET', K_DONE, done)
   touch_done()
+  retain(gone, now)
 end
 for _, name in ipairs(grouped) do ended(name, now) end
 if completed > 0 then count('completed', completed) end

@@ -35,6 +35,10 @@ local function replay_one(raw)
   if live and (live.s == 'q' or live.s == 's' or live.s == 'p') then
     return 0 -- the id was pushed again meanwhile; the live task wins
   end
+  -- A new life: the record of the dead one goes.
+  redis.call('ZREM', K_FINISHED, id)
+  redis.call('HDEL', K_STARTED_AT, id)
+  redis.call('DEL', K_REC .. id, K_REC .. id .. ':out')
   local rec
   if info then
     rec = dec(info)

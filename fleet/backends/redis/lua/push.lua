@@ -3,7 +3,7 @@
 -- A request is
 --   [id, priority, ready_at (0 = now), idempotency KEYS index (0 = none),
 --    idempotency ttl ms, attempt, max_attempts (null = none), expires_at (null = no ttl),
---    group (null = none)]
+--    group (null = none), submitted_at]
 -- (one JSON argument instead of eight per request: far cheaper to send and parse;
 -- bodies go as arguments of their own so neither side escapes them into a string).
 -- Returns per request: queued (1|0), task id (the original one for a duplicate).
@@ -27,6 +27,7 @@ for i, id in ipairs(ids) do
   end
 end
 local targs = {}
+local sargs = {}
 for n, r in ipairs(reqs) do
   local id, raw, prio, ready_at, ik = r[1], ARGV[2 + n], r[2], r[3], r[4]
   local dup = nil
@@ -59,12 +60,15 @@ for n, r in ipairs(reqs) do
     live[id] = true
     targs[#targs + 1] = id
     targs[#targs + 1] = enc(rec)
+    sargs[#sargs + 1] = id
+    sargs[#sargs + 1] = r[10]
     submitted = submitted + 1
     out[#out + 1] = 1
     out[#out + 1] = id
   end
 end
 mcall('HSET', K_TASKS, targs)
+mcall('HSET', K_SUBMITTED, sargs)
 for key, tail in pairs(tails) do
   for i = 1, #tail, 500 do
     redis.call('RPUSH', key, unpack(tail, i, math.min(i + 499, #tail)))

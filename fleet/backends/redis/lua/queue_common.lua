@@ -23,8 +23,22 @@ local K_STARTED = KEYS[14]
 -- KEYS 15-21, flow control (used by queue_groups.lua): 15 :groups hash,
 -- 16 :groups:ready zset, 17 :groups:delayed zset, 18 :groups:conf hash,
 -- 19 :groups:names zset, 20 :groups:meta hash, 21 the prefix of the group lists.
--- Finished records live in hourly hashes that expire as a whole (no per-task index).
-local DONE_TTL = 7200
+-- KEYS 22-24, task records: 22 :started_at hash (task_id -> when its latest attempt
+-- was marked started), 23 :finished zset (task_id -> when it finished or died: the
+-- retention index), 24 the prefix of the per-task record keys <prefix><id> (hash:
+-- p progress JSON, n outputs emitted) and <prefix><id>:out (list, newest outputs),
+-- 25 :submitted_at hash (task_id -> when it was first submitted).
+-- Finished records live in hourly hashes that expire as a whole; the :finished
+-- index drops each one RESULT_TTL after it ended, and the oldest first past
+-- RESULT_MAX per type. Both come from the process' settings at script load
+-- (FLEET_RESULT_TTL_SECONDS, FLEET_RESULT_MAX_PER_TYPE).
+local RESULT_TTL = tonumber('__RESULT_TTL__') or 86400
+local RESULT_MAX = tonumber('__RESULT_MAX__') or 100000
+local DONE_TTL = math.ceil(RESULT_TTL) + 3600
+local K_STARTED_AT, K_FINISHED, K_REC = KEYS[22], KEYS[23], KEYS[24]
+local K_SUBMITTED = KEYS[25]
+local DONE_PREFIX = string.match(K_DONE, '^(.*:done:)%d+$') or K_DONE
+local RETAIN_CHUNK = 1000
 local done_ttl_set = false
 local WAKE_CAP = 64
 local DRAIN_LIMIT = 1000
@@ -132,6 +146,56 @@ local function decode_body(raw)
   return body, tostring(id)
 end
 
+-- Forget the finished records of {id, end time, id, end time, ...} (from the
+-- :finished index): their done entry, started time and record keys.
+local function forget_finished(flat)
+  if #flat == 0 then return end
+  local ids, recs, by_hour = {}, {}, {}
+  for i = 1, #flat, 2 do
+    local id = flat[i]
+    ids[#ids + 1] = id
+    recs[#recs + 1] = K_REC .. id
+    recs[#recs + 1] = K_REC .. id .. ':out'
+    local hour = math.floor((tonumber(flat[i + 1]) or 0) / 3600)
+    local list = by_hour[hour]
+    if not list then
+      list = {}
+      by_hour[hour] = list
+    end
+    list[#list + 1] = id
+  end
+  for hour, list in pairs(by_hour) do mcall('HDEL', DONE_PREFIX .. hour, list) end
+  mcall('HDEL', K_STARTED_AT, ids)
+  mcall('HDEL', K_SUBMITTED, ids)
+  local i = 1
+  while i <= #recs do
+    local j = math.min(i + 999, #recs)
+    redis.call('DEL', unpack(recs, i, j))
+    i = j + 1
+  end
+  mcall('ZREM', K_FINISHED, ids)
+end
+
+-- Index tasks that just finished or died at ``now`` (a number) for retention,
+-- and drop what is past RESULT_TTL or beyond RESULT_MAX (the oldest first).
+local function retain(ids, now)
+  if #ids == 0 then return end
+  local at = fstr(now)
+  local args = {}
+  for _, id in ipairs(ids) do
+    args[#args + 1] = at
+    args[#args + 1] = id
+  end
+  mcall('ZADD', K_FINISHED, args)
+  forget_finished(redis.call('ZRANGEBYSCORE', K_FINISHED, '-inf', '(' .. fstr(now - RESULT_TTL),
+    'WITHSCORES', 'LIMIT', 0, RETAIN_CHUNK))
+  local over = redis.call('ZCARD', K_FINISHED) - RESULT_MAX
+  if over > 0 then
+    forget_finished(redis.call('ZRANGE', K_FINISHED, 0, math.min(over, RETAIN_CHUNK) - 1,
+      'WITHSCORES'))
+  end
+end
+
 local function finish(id, rec, state, now)
   rec.s = state
   rec.k = nil
@@ -141,6 +205,7 @@ local function finish(id, rec, state, now)
   redis.call('HDEL', K_TASKS, id)
   redis.call('HSET', K_DONE, id, enc(rec))
   touch_done()
+  retain({id}, now)
 end
 
 -- Bury a body in the DLQ with its record (the live record goes away).
@@ -152,6 +217,7 @@ local function bury(id, raw, rec)
   redis.call('HSET', K_DEADINFO, id, enc(rec))
   redis.call('RPUSH', K_DEAD, raw)
   count('dead')
+  retain({id}, tonumber(rec.f) or 0)
 end
 
 -- The owned record of a lease, or nil if the token does not hold the task.
