@@ -16,7 +16,9 @@ from fleet.core.errors import ContractTypeError
 from fleet.core.handles import KV, Counter, Events, Lock, PoolHandle, StreamHandle
 from fleet.core.limit import Limit
 from fleet.core.metrics import Metrics
+from fleet.core.progress import ProgressReporter
 from fleet.core.proxy import ProxyHandle
+from fleet.core.results import check_progress
 from fleet.core.submission import make_push_request
 
 ConfigT = TypeVar("ConfigT", bound=BaseConfig)
@@ -71,10 +73,34 @@ class Context(Generic[ConfigT]):
         #: The task attempt running in this slot now (None between tasks and in a
         #: continuous slot): what its emits carry.
         self._task: tuple[str, int] | None = None
+        self._progress = ProgressReporter(backend, automation_type)
 
     def bind_task(self, task_id: str | None, attempt: int = 0) -> None:
-        """The worker's: the task attempt ``run_one`` now runs (None once it ended)."""
+        """The worker's: the task attempt ``run_one`` now runs (None once it ended).
+        A progress report still pending for the previous attempt is sent."""
+        if self._task is not None:
+            self._progress.flush()
         self._task = None if task_id is None else (task_id, attempt)
+
+    async def progress(self, fraction: float | None = None, message: str | None = None) -> None:
+        """Report how far the running task is: a ``fraction`` in 0..1, a short
+        ``message`` (at most 200 characters), or both. Kept in the task's record
+        (``GET .../tasks/{id}``, ``fleet task``) and published as the event
+        ``<type>.progress``. Cheap to call often: the slot writes at most twice a
+        second (the latest report wins) and sends the last one when the task ends.
+
+        Raises:
+            ValueError: neither given, a fraction outside 0..1, or a longer message.
+            ContractTypeError: (a ``TypeError``) called outside a batch task.
+        """
+        fraction, message = check_progress(fraction, message)
+        running = self._task
+        if running is None:
+            raise ContractTypeError(
+                "ctx.progress reports on a batch task: call it inside run_one",
+                automation_type=self.automation_type,
+            )
+        await self._progress.report((running[0], running[1], fraction, message))
 
     @property
     def config(self) -> ConfigT:
