@@ -213,13 +213,14 @@ async def test_a_task_past_its_limit_is_dead_lettered_while_its_neighbours_run_o
 
 async def test_a_tasks_own_limit_wins_over_the_configs(backend: Backend, record: Record) -> None:
     async with running_worker(backend, [Limited]) as worker:
-        (short,) = await push(backend, TYPE, {"mode": "hang"}, timeout_seconds=0.1, max_attempts=1)
+        (short,) = await push(backend, TYPE, {"mode": "hang"}, timeout_seconds=0.1)
         (long,) = await push(backend, TYPE, {"n": 1, "sleep": 0.6}, timeout_seconds=5)
         (plain,) = await push(backend, TYPE, {"n": 2, "sleep": 5}, max_attempts=1)
         want = {short: "dead", long: "done", plain: "dead"}
         await _wait_states(backend, want, "the per-task limits applied")
-        assert _counters(worker).timed_out == 2
+        assert _counters(worker).timed_out == 3  # short twice, plain once
     short_info = await backend.task_state(TYPE, short)
+    assert short_info.attempt == 2  # the redelivered attempt kept the task's own limit
     assert short_info.last_error == "TaskTimeout: run_one exceeded timeout_seconds=0.1"
     # A task without a limit of its own has the config's.
     plain_info = await backend.task_state(TYPE, plain)
