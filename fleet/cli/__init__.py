@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "master": "fleet.cli.master:master",
     "submit": "fleet.cli.tasks:submit",
     "tasks": "fleet.cli.tasks:tasks",
+    "task": "fleet.cli.records:task",
     "dlq": "fleet.cli.tasks:dlq",
     "groups": "fleet.cli.groups:groups",
     "schedules": "fleet.cli.schedules:schedules",

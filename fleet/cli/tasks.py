@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -20,8 +21,14 @@ from fleet.cli.common import (
     table,
 )
 from fleet.cli.console import progress_console
+from fleet.cli.records import (
+    finish_wait,
+    finish_wait_all,
+    show_record,
+    unknown_message,
+    wait_all,
+)
 from fleet.client.http import FleetClient
-from fleet.core.records import FINISHED_RETENTION_SECONDS
 
 #: Tasks per batch request of ``submit --from-jsonl``.
 JSONL_CHUNK = 1_000
@@ -72,6 +79,17 @@ def queued_word(delay_seconds: float | None, submitted_at: float) -> str:
 )
 @click.option("--idempotency-key", default=None)
 @click.option("--group", default=None, help="Flow-control group (a domain, an API key...).")
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="Wait for the task(s) to end, print the outputs (JSON lines); exit 1 if one ended dead.",
+)
+@click.option(
+    "--wait-timeout",
+    type=float,
+    default=None,
+    help="With --wait: give up after N seconds (exit 2). Default: no limit.",
+)
 @client_options
 def submit(
     automation_type: str,
@@ -80,6 +98,8 @@ def submit(
     url: str | None,
     token: str | None,
     as_json: bool,
+    wait: bool,
+    wait_timeout: float | None,
     **options: Any,
 ) -> None:
     """Submit a task: PAYLOAD is JSON, @file or - (stdin); or --from-jsonl FILE."""
@@ -87,9 +107,14 @@ def submit(
         raise click.UsageError("give either a PAYLOAD or --from-jsonl FILE")
     submitted_at = time.time()
     queued = queued_word(options.get("delay_seconds"), submitted_at)
+    limit = math.inf if wait_timeout is None else wait_timeout
     with open_client(url, token) as client:
         if payload is not None:
             result = client.submit(automation_type, parse_json_arg(payload), **options)
+            if wait:
+                record = client.wait_task(automation_type, str(result["task_id"]), limit)
+                finish_wait(record, as_json)
+                return
             if as_json:
                 print_json(result)
             else:
@@ -110,6 +135,11 @@ def submit(
                 )
                 progress.advance(bar, len(chunk))
         errors = [(i + 1, r) for i, r in enumerate(results) if "error" in r]
+        if wait:
+            ids = [str(r["task_id"]) for r in results if "task_id" in r]
+            records = wait_all(client, automation_type, ids, limit, as_json)
+            finish_wait_all(records, len(errors), as_json)
+            return
         if as_json:
             print_json(results)
         else:
@@ -173,29 +203,13 @@ def tasks(
             print_json(result)
         if not cancel and result["state"] == "unknown":
             # Scripts test the exit status: a typo'd or long-forgotten id is an error.
-            raise click.ClickException(
-                f"no task {task_id!r} of {automation_type!r}: never submitted, or it "
-                f"finished more than {ago(FINISHED_RETENTION_SECONDS)} ago"
-            )
+            raise click.ClickException(unknown_message(automation_type, task_id))
         if as_json:
             return
         if cancel:
             click.echo(f"{task_id} {result['outcome']}")
         else:
-            table(
-                None,
-                ["task", "state", "attempt", "max", "priority", "last error"],
-                [
-                    [
-                        task_id,
-                        result["state"],
-                        result["attempt"],
-                        result["max_attempts"],
-                        result["priority"],
-                        result.get("last_error"),
-                    ]
-                ],
-            )
+            show_record(result)
 
 
 @click.command("dlq")

@@ -8,6 +8,7 @@ the master is not reachable, the token was refused (401) or lacks the scope
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -15,6 +16,10 @@ from urllib.parse import quote
 import httpx
 
 from fleet.client.tokenfile import token_path
+from fleet.core.results import FINAL_STATES, MAX_WAIT_SECONDS
+
+#: States after which a task's record no longer changes (or never will: unknown).
+ENDED_STATES = FINAL_STATES | {"unknown"}
 
 
 class ClientError(Exception):
@@ -133,15 +138,23 @@ class FleetClient:
         self.close()
 
     def request(
-        self, method: str, path: str, *, json_body: Any = None, params: dict[str, Any] | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: dict[str, Any] | None = None,
+        timeout: float | None = None,
     ) -> Any:
-        """One request; the decoded JSON answer.
+        """One request; the decoded JSON answer. ``timeout`` replaces the client's
+        for this request (a long poll needs longer).
 
         Raises:
             ClientError: Connection failure or a non-2xx answer.
         """
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         try:
-            response = self._http.request(method, path, json=json_body, params=params)
+            response = self._http.request(method, path, json=json_body, params=params, **extra)
         except httpx.ConnectError as exc:
             raise ClientError(
                 f"cannot reach the master at {self.base_url} ({exc}); is `fleet master` "
@@ -163,13 +176,34 @@ class FleetClient:
     def _type(self, automation_type: str) -> str:
         return f"/api/v1/automations/{_seg(automation_type)}"
 
-    def submit(self, automation_type: str, payload: Any, **options: Any) -> dict[str, Any]:
-        """Submit one task; options as the REST body (priority, task_id, ...)."""
+    def submit(
+        self, automation_type: str, payload: Any, *, wait: float | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """Submit one task; options as the REST body (priority, task_id, ...).
+
+        Without ``wait``, the submit's answer (``task_id``, ...). With ``wait``
+        seconds, the task's record once it ended or the time is up (its
+        ``state`` says which; ``outputs`` holds what it emitted).
+        """
         body = {"payload": payload, **{k: v for k, v in options.items() if v is not None}}
         result: dict[str, Any] = self.request(
             "POST", f"{self._type(automation_type)}/tasks", json_body=body
         )
-        return result
+        if wait is None:
+            return result
+        return self.wait_task(automation_type, str(result["task_id"]), wait)
+
+    def wait_task(self, automation_type: str, task_id: str, seconds: float) -> dict[str, Any]:
+        """The task's record once it ended (done, dead, cancelled or unknown) or
+        ``seconds`` passed, by long polls of at most 60 s each."""
+        deadline = time.monotonic() + max(seconds, 0.0)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return self.task_state(automation_type, task_id)
+            record = self.task_state(automation_type, task_id, wait=min(left, MAX_WAIT_SECONDS))
+            if record.get("state") in ENDED_STATES:
+                return record
 
     def submit_batch(
         self, automation_type: str, tasks: list[dict[str, Any]]
@@ -181,9 +215,18 @@ class FleetClient:
         results: list[dict[str, Any]] = result["results"]
         return results
 
-    def task_state(self, automation_type: str, task_id: str) -> dict[str, Any]:
+    def task_state(
+        self, automation_type: str, task_id: str, *, wait: float | None = None
+    ) -> dict[str, Any]:
+        """The task's record; with ``wait`` (0 < wait <= 60), held by the master
+        until the task ends or the time is up."""
+        params = None if wait is None else {"wait": wait}
+        timeout = None if wait is None else wait + (self._http.timeout.read or 30.0)
         result: dict[str, Any] = self.request(
-            "GET", f"{self._type(automation_type)}/tasks/{_seg(task_id)}"
+            "GET",
+            f"{self._type(automation_type)}/tasks/{_seg(task_id)}",
+            params=params,
+            timeout=timeout,
         )
         return result
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from fleet.backends.base import Backend
+from fleet.core.results import MAX_WAIT_SECONDS
 from fleet.master.http.auth import admin_access, submit_access, type_read_access
 from fleet.master.http.models import (
     BatchBody,
@@ -73,15 +74,20 @@ async def submit_batch(
     return JSONResponse({"results": results}, status_code=202)
 
 
-@router.get("/automations/{automation_type}/tasks/{task_id}", summary="Where one task is")
+@router.get("/automations/{automation_type}/tasks/{task_id}", summary="A task's record")
 async def task_state(
     automation_type: TypeName,
     task_id: str,
+    wait: float | None = Query(
+        None, gt=0, le=MAX_WAIT_SECONDS, description="Hold the answer until the task ends."
+    ),
     _: Any = Depends(type_read_access),
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
-    """``state`` is queued, scheduled, processing, dead, done, cancelled or unknown."""
-    return await tasks.state_of(backend, automation_type, task_id)
+    """``state`` (queued, scheduled, processing, dead, done, cancelled or unknown),
+    attempt, times, last error, progress and outputs. ``?wait=`` (at most 60 s)
+    answers when the task ends or the time is up."""
+    return await tasks.state_of(backend, automation_type, task_id, wait)
 
 
 @router.delete("/automations/{automation_type}/tasks/{task_id}", summary="Cancel a task")

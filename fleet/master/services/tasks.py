@@ -8,6 +8,8 @@ the task) is here.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 from fastapi import HTTPException
@@ -15,10 +17,11 @@ from pydantic import ValidationError
 
 from fleet.backends.base import Backend
 from fleet.core.records import PushRequest, PushResult
+from fleet.core.results import FINAL_STATES, MAX_WAIT_SECONDS
 from fleet.core.submission import make_push_request
 from fleet.master.http.models import SubmitBody
 from fleet.master.services.catalog import require_entry
-from fleet.master.services.secrets import mask_task
+from fleet.master.services.secrets import mask_credentials, mask_task
 from fleet.master.services.validation import (
     ErrorList,
     InvalidInput,
@@ -153,15 +156,39 @@ async def cancel(backend: Backend, automation_type: str, task_id: str) -> str:
     return outcome
 
 
-async def state_of(backend: Backend, automation_type: str, task_id: str) -> dict[str, Any]:
-    """Where one task is (``state`` and what the backend knows of it), secrets masked.
+#: How often ``?wait=`` reads the task's state again: quickly at first (short
+#: tasks answer fast), then every quarter second.
+WAIT_POLL_FIRST = 0.02
+WAIT_POLL_MAX = 0.25
+
+
+async def state_of(
+    backend: Backend, automation_type: str, task_id: str, wait: float | None = None
+) -> dict[str, Any]:
+    """A task's record (``state``, attempt, times, last error, progress, outputs),
+    secrets masked. With ``wait`` seconds, answers once the task ended (done,
+    dead, cancelled; or unknown) or when the time is up, whichever comes first.
 
     Raises:
         HTTPException: 404 for an unknown type.
     """
     await require_entry(backend, automation_type)
     info = await backend.task_state(automation_type, task_id)
-    return mask_task(info.to_dict())
+    if wait is not None:
+        deadline = time.monotonic() + min(wait, MAX_WAIT_SECONDS)
+        pause = WAIT_POLL_FIRST
+        while info.state not in FINAL_STATES and info.state != "unknown":
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, WAIT_POLL_MAX)
+            info = await backend.task_state(automation_type, task_id)
+    shown = mask_task(info.to_dict())
+    progress = shown.get("progress")
+    if isinstance(progress, dict) and isinstance(progress.get("message"), str):
+        shown["progress"] = {**progress, "message": mask_credentials(progress["message"])}
+    return shown
 
 
 async def depths_of(backend: Backend, automation_type: str) -> dict[str, Any]:

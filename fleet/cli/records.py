@@ -1,0 +1,179 @@
+"""Task records in the CLI: ``fleet task`` and the waiting of ``fleet submit --wait``."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import click
+from rich.progress import Progress
+
+from fleet.cli.common import ago, client_options, open_client, print_json, table
+from fleet.cli.console import progress_console
+from fleet.client.http import ENDED_STATES, FleetClient
+from fleet.core.results import result_ttl
+
+#: Seconds between two passes over the tasks ``submit --from-jsonl --wait`` waits for.
+WAIT_ALL_PAUSE = 0.5
+#: Exit status of a wait that ran out of time before the task ended.
+EXIT_STILL_RUNNING = 2
+
+
+def _when(t: float | None) -> str:
+    if t is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def _progress_text(progress: dict[str, Any] | None) -> str:
+    if not progress:
+        return "-"
+    parts = []
+    if progress.get("fraction") is not None:
+        parts.append(f"{progress['fraction'] * 100:.0f}%")
+    if progress.get("message"):
+        parts.append(str(progress["message"]))
+    return " ".join(parts) + f" (attempt {progress.get('attempt')}, {_when(progress.get('at'))})"
+
+
+def show_record(record: dict[str, Any]) -> None:
+    """A task's record for people: its state, times and progress, then its outputs."""
+    table(
+        None,
+        ["task", "state", "attempt", "max", "priority", "last error"],
+        [
+            [
+                record["task_id"],
+                record["state"],
+                record["attempt"],
+                record["max_attempts"],
+                record["priority"],
+                record.get("last_error"),
+            ]
+        ],
+    )
+    click.echo(
+        f"submitted {_when(record.get('submitted_at'))} · started "
+        f"{_when(record.get('started_at'))} · finished {_when(record.get('finished_at'))}"
+    )
+    click.echo(f"progress  {_progress_text(record.get('progress'))}")
+    outputs = record.get("outputs") or []
+    total = record.get("outputs_total", len(outputs))
+    if outputs:
+        shown = f"the newest {len(outputs)} of {total}" if total > len(outputs) else str(total)
+        table(
+            f"outputs ({shown})",
+            ["id", "attempt", "payload"],
+            [[o["id"], o["attempt"], json.dumps(o["payload"])[:100]] for o in outputs],
+        )
+
+
+def echo_outputs(record: dict[str, Any]) -> None:
+    """Each output payload of the record as a JSON line (stdout)."""
+    for output in record.get("outputs") or []:
+        click.echo(json.dumps(output["payload"], ensure_ascii=False))
+
+
+def unknown_message(automation_type: str, task_id: str) -> str:
+    return (
+        f"no task {task_id!r} of {automation_type!r}: never submitted, or it "
+        f"finished more than {ago(result_ttl())} ago"
+    )
+
+
+def finish_wait(record: dict[str, Any], as_json: bool) -> None:
+    """Print what one waited-for task left and exit as it ended: 0 done, 1 dead or
+    cancelled, 2 still running when the wait was over."""
+    if as_json:
+        print_json(record)
+    else:
+        echo_outputs(record)
+        click.echo(f"{record['task_id']} {record['state']} (attempt {record['attempt']})", err=True)
+        if record.get("last_error") and record["state"] == "dead":
+            click.echo(f"  last error: {record['last_error']}", err=True)
+    if record["state"] in ("dead", "cancelled", "unknown"):
+        raise SystemExit(1)
+    if record["state"] not in ENDED_STATES:
+        if not as_json:
+            click.echo("the wait ended before the task did", err=True)
+        raise SystemExit(EXIT_STILL_RUNNING)
+
+
+def wait_all(
+    client: FleetClient, automation_type: str, task_ids: list[str], seconds: float, quiet: bool
+) -> list[dict[str, Any]]:
+    """The records of ``task_ids`` once each ended or ``seconds`` passed, with a
+    progress bar; in the order given."""
+    deadline = time.monotonic() + seconds
+    records: dict[str, dict[str, Any]] = {}
+    pending = list(dict.fromkeys(task_ids))
+    with Progress(disable=quiet, console=progress_console()) as progress:
+        bar = progress.add_task(f"waiting for {automation_type}", total=len(pending))
+        while pending:
+            left: list[str] = []
+            for task_id in pending:
+                record = client.task_state(automation_type, task_id)
+                records[task_id] = record
+                if record["state"] in ENDED_STATES:
+                    progress.advance(bar)
+                else:
+                    left.append(task_id)
+            pending = left
+            if pending and time.monotonic() + WAIT_ALL_PAUSE > deadline:
+                break
+            if pending:
+                time.sleep(WAIT_ALL_PAUSE)
+    return [records[t] for t in dict.fromkeys(task_ids)]
+
+
+@click.command("task")
+@click.argument("automation_type")
+@click.argument("task_id")
+@click.option(
+    "--wait",
+    "wait_seconds",
+    type=float,
+    default=None,
+    help="Wait up to N seconds for the task to end.",
+)
+@client_options
+def task(
+    automation_type: str,
+    task_id: str,
+    wait_seconds: float | None,
+    url: str | None,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """A task's record: state, attempt, times, last error, progress and outputs."""
+    with open_client(url, token) as client:
+        if wait_seconds is None:
+            record = client.task_state(automation_type, task_id)
+        else:
+            record = client.wait_task(automation_type, task_id, wait_seconds)
+    if record["state"] == "unknown":
+        raise click.ClickException(unknown_message(automation_type, task_id))
+    if as_json:
+        print_json(record)
+    else:
+        show_record(record)
+
+
+def finish_wait_all(records: list[dict[str, Any]], refused: int, as_json: bool) -> None:
+    """Print what the waited-for tasks left (their outputs, then a summary) and
+    exit 1 if one ended dead or cancelled or was refused, 2 if one still runs."""
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record["state"]] = counts.get(record["state"], 0) + 1
+    if as_json:
+        print_json(records)
+    else:
+        for record in records:
+            echo_outputs(record)
+        summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+        click.echo(f"{summary or 'no tasks'}; {refused} refused", err=True)
+    if refused or any(counts.get(s) for s in ("dead", "cancelled", "unknown")):
+        raise SystemExit(1)
+    if any(r["state"] not in ENDED_STATES for r in records):
+        raise SystemExit(EXIT_STILL_RUNNING)
