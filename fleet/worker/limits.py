@@ -80,7 +80,11 @@ async def run_limited(slot: Slot, task: Task[Any], limit: float) -> Outcome:
         task.attempt,
         limit,
     )
+    # Its outcome is the timeout: no cancel through the API, lease loss or shutdown
+    # cuts the grace period short (a lost lease still shows, as held.lost).
+    slot.phase = "timeout"
     await stop_run(slot, run, task)
+    slot.phase = "run"
     return timed_out(limit, stack)
 
 

@@ -35,8 +35,10 @@ from fleet.worker.suspects import SUSPECT_PROBATION_SECONDS as SUSPECT_PROBATION
 
 log = logging.getLogger("fleet.worker.slots")
 
-#: Where a slot is; cancelling is only safe while waiting, running or cleaning up.
-Phase = Literal["idle", "wait", "run", "cleanup", "settle", "sleep"]
+#: Where a slot is; cancelling is only safe while waiting, running or cleaning up
+#: (``timeout``: the run past its time limit is cancelled already, see
+#: :mod:`fleet.worker.limits`).
+Phase = Literal["idle", "wait", "run", "timeout", "cleanup", "settle", "sleep"]
 _CANCELLABLE: frozenset[str] = frozenset({"wait", "run", "cleanup", "sleep"})
 
 

@@ -34,7 +34,7 @@ TYPE = "wt-time-limits"
 
 class Job(BaseModel):
     n: int = 0
-    mode: str = "sleep"  # sleep | hang | stubborn
+    mode: str = "sleep"  # sleep | hang | slow_stop | stubborn
     sleep: float = 0.0
 
 
@@ -87,6 +87,15 @@ class Limited(BatchAutomation[LimitConfig]):
                 await asyncio.sleep(60)
             except asyncio.CancelledError:
                 rec.add("cancelled", (task.id, task.attempt))
+                raise
+        elif job.mode == "slow_stop":  # takes its time to undo, within the grace period
+            rec.add("start", (task.id, task.attempt))
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                rec.add("cancelled", (task.id, task.attempt))
+                await asyncio.sleep(0.4)
+                rec.add("undone", (task.id, task.attempt))
                 raise
         elif job.mode == "stubborn":
             await _stubborn(rec)
@@ -295,6 +304,26 @@ async def _exported(backend: Backend, worker_id: str, *, timed_out: int, abandon
     labels = f'{{type="{TYPE}",worker="{worker_id}"}}'
     assert f"fleet_worker_tasks_timed_out_total{labels} {float(timed_out)}" in text
     assert f"fleet_worker_slots_abandoned_total{labels} {float(abandoned)}" in text
+
+
+async def test_a_run_that_stops_within_the_grace_period_keeps_its_slot(
+    mem: Backend, record: Record
+) -> None:
+    async with running_worker(mem, [Limited]) as worker:
+        runner = worker.runners[TYPE]
+        await wait_until(lambda: len(runner.slots) == 3, what="three slots")
+        before = dict(runner.slots)
+        (task_id,) = await push(mem, TYPE, {"mode": "slow_stop"}, max_attempts=1)
+        await wait_until(lambda: bool(record.times("cancelled")), what="the limit's cancel")
+        # Past its limit the outcome is the timeout: a cancel now is kept for later.
+        assert not runner.cancel_task(task_id)
+        await _wait_states(mem, {task_id: "dead"}, "the task dead")
+        assert record.times("undone")[0] < record.times("cancelled")[0] + 5
+        assert (_counters(worker).timed_out, _counters(worker).slots_abandoned) == (1, 0)
+        assert runner.slots == before  # no slot given up
+    info = await mem.task_state(TYPE, task_id)
+    assert info.last_error == "TaskTimeout: run_one exceeded timeout_seconds=0.3"
+    assert record.cleaned == [task_id]
 
 
 async def test_a_cancel_reaches_a_run_under_a_limit(mem: Backend, record: Record) -> None:
