@@ -50,7 +50,7 @@ def effective_limit(own: Any, configured: float | None) -> float | None:
 def timed_out(limit: float, stack: str | None) -> Outcome:
     """The failed outcome of a run cut off at ``limit`` seconds; its traceback is
     where ``run_one`` was when the limit struck."""
-    message = f"run_one exceeded timeout_seconds={limit:g}"
+    message = f"run_one exceeded timeout_seconds={limit:.15g}"  # 1234567, not 1.23457e+06
     return Outcome("failed", error=f"{TaskTimeout.__name__}: {message}", traceback=stack)
 
 
@@ -75,7 +75,7 @@ async def run_limited(slot: Slot, task: Task[Any], limit: float) -> Outcome:
     stack = _stack_of(run)
     slot.env.counters.timed_out += 1
     slot.ctx.logger.warning(
-        "task %s attempt %d: run_one exceeded timeout_seconds=%g: cancelling it",
+        "task %s attempt %d: run_one exceeded timeout_seconds=%.15g: cancelling it",
         task.id,
         task.attempt,
         limit,

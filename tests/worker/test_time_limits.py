@@ -355,6 +355,12 @@ def test_the_limit_is_validated_and_kept_with_the_task() -> None:
     assert str(TaskTimeout("run_one exceeded timeout_seconds=1")).startswith("run_one exceeded")
 
 
+def test_the_error_names_the_limit_as_given() -> None:
+    assert limits.timed_out(0.3, None).error == "TaskTimeout: run_one exceeded timeout_seconds=0.3"
+    assert str(limits.timed_out(1234567.0, None).error).endswith("timeout_seconds=1234567")
+    assert limits.timed_out(2.5, "stack").traceback == "stack"
+
+
 def test_which_limit_applies_and_the_grace_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert effective_limit(None, None) is None
     assert effective_limit(None, 3.0) == 3.0
