@@ -74,12 +74,7 @@ def limit_acquire_rule(
     return LimitGrant(0.0, None if interval is None else next_tat(view.tat, now, interval))
 
 
-def limit_renew_rule(hold_end: float | None, now: float) -> bool:
-    """A hold can be renewed while it is live (an expired one was given up)."""
-    return hold_end is not None and hold_end > now
-
-
-def limit_release_rule(hold_end: float | None, now: float) -> bool:
-    """What ``release`` answers: True if it gave up a live hold (the hold is
-    dropped either way)."""
+def hold_live(hold_end: float | None, now: float) -> bool:
+    """A hold (a limiter's place, a proxy's place) is live until its end: it can be
+    renewed, and a release of it answers True (the hold is dropped either way)."""
     return hold_end is not None and hold_end > now

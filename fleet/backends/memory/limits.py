@@ -10,12 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fleet.core.limiter import (
-    LimiterView,
-    limit_acquire_rule,
-    limit_release_rule,
-    limit_renew_rule,
-)
+from fleet.core.limiter import LimiterView, hold_live, limit_acquire_rule
 from fleet.core.records import now
 
 #: Seconds between two scans for unused limiters.
@@ -100,7 +95,7 @@ def acquire(
 def renew(table: LimitTable, key: str, token: str, hold: float, t: float) -> bool:
     """:meth:`Limiters.limit_renew` at time ``t``."""
     lim = table.limiters.get(key)
-    if lim is None or not limit_renew_rule(lim.holders.get(token), t):
+    if lim is None or not hold_live(lim.holders.get(token), t):
         return False
     lim.holders[token] = t + hold
     return True
@@ -113,7 +108,7 @@ def release(table: LimitTable, key: str, token: str, t: float) -> bool:
         return False
     until = lim.holders.pop(token, None)
     table.tidy(key, lim, t)
-    return limit_release_rule(until, t)
+    return hold_live(until, t)
 
 
 class MemoryLimitsMixin:

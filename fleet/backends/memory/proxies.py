@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 from fleet.core.capabilities.proxies import (
     FORGET_SECONDS,
     MAX_REASON_LEN,
-    PLACE_RETRY_SECONDS,
     ProxyInfo,
     ProxyPolicy,
     ProxyTake,
-    spread_choice,
 )
+from fleet.core.proxy_health import ProxyView, hold_live, proxy_pick, proxy_report_rule
 from fleet.core.records import now
 
 #: Seconds between two scans for forgotten proxies and expired sticky choices.
@@ -98,8 +97,98 @@ class ProxyTable:
             del self.sticky[name]
 
 
-def _free(rec: ProxyRecord, token: str, cap: int | None) -> bool:
-    return cap is None or token in rec.places or len(rec.places) < cap
+def take(
+    table: ProxyTable,
+    candidates: Sequence[str],
+    token: str,
+    *,
+    held: str | None,
+    cap: int | None,
+    hold: float,
+    sticky: str | None,
+    sticky_seconds: float,
+    spread: bool,
+    t: float,
+) -> ProxyTake:
+    """:meth:`ProxyHealth.proxy_take` at time ``t`` (one synchronous step)."""
+    table.scan(t)
+    keys = list(dict.fromkeys(candidates))
+    # Only the proxy taken gets a record: looking at a candidate stores nothing.
+    records = {k: table.peek(k, t) or ProxyRecord() for k in keys}
+    for rec in records.values():
+        rec.drop_expired(t)
+    views = [
+        ProxyView(
+            k,
+            rec.cooling_until,
+            len(rec.places),
+            token in rec.places,
+            min(rec.places.values(), default=None),
+        )
+        for k, rec in records.items()
+    ]
+    got = proxy_pick(
+        views,
+        now=t,
+        cap=cap,
+        sticky=sticky is not None,
+        sticky_choice=None if sticky is None else table.sticky_get(sticky, t),
+        spread=spread,
+    )
+    if got.key is None:
+        return got
+    rec = table.records[got.key] = records[got.key]
+    rec.places[token] = t + hold
+    rec.uses += 1
+    rec.touch(t)
+    if held is not None and held != got.key:
+        old = table.peek(held, t)
+        if old is not None:
+            old.places.pop(token, None)
+    if sticky is not None:
+        table.sticky[sticky] = (got.key, t + sticky_seconds)
+    return got
+
+
+def renew(table: ProxyTable, key: str, token: str, hold: float, t: float) -> bool:
+    """:meth:`ProxyHealth.proxy_renew` at time ``t``."""
+    rec = table.peek(key, t)
+    if rec is None or not hold_live(rec.places.get(token), t):
+        return False
+    rec.places[token] = t + hold
+    rec.touch(t)
+    return True
+
+
+def release(table: ProxyTable, key: str, token: str, t: float) -> bool:
+    """:meth:`ProxyHealth.proxy_release` at time ``t``."""
+    rec = table.peek(key, t)
+    return rec is not None and hold_live(rec.places.pop(token, None), t)
+
+
+def report(
+    table: ProxyTable,
+    key: str,
+    *,
+    ok: bool,
+    threshold: int,
+    cooldown: float,
+    reason: str,
+    t: float,
+) -> float | None:
+    """:meth:`ProxyHealth.proxy_report` at time ``t``."""
+    rec = table.get(key, t)
+    if ok:
+        rec.oks += 1
+    else:
+        rec.failures += 1
+        rec.reason = reason[:MAX_REASON_LEN] or None
+        rec.bad_at = t
+    rec.score, rec.cooling_until = proxy_report_rule(
+        rec.score, rec.cooling_until, ok=ok, threshold=threshold, cooldown=cooldown, now=t
+    )
+    rec.touch(t)
+    return rec.cooling_until if rec.cooling_until > t else None
 
 
 class MemoryProxiesMixin:
@@ -127,67 +216,25 @@ class MemoryProxiesMixin:
         spread: bool = False,
         automation_type: str | None = None,
     ) -> ProxyTake:
-        t = now()
         stored = self._stored_policy(automation_type)
-        if stored is not None:
-            max_concurrency = stored.max_concurrency
-        table = self._proxy_table
-        table.scan(t)
-        keys = list(dict.fromkeys(candidates))
-        # Only the proxy taken gets a record: looking at a candidate stores nothing.
-        records = {k: table.peek(k, t) or ProxyRecord() for k in keys}
-        for rec in records.values():
-            rec.drop_expired(t)
-        if sticky is not None:
-            chosen = table.sticky_get(sticky, t)
-            if chosen in records and records[chosen].cooling_until <= t:
-                keys = [chosen]
-        picked: str | None = None
-        cooling = False
-        healthy = [k for k in keys if records[k].cooling_until <= t]
-        if spread and sticky is None:
-            loads = [(k, len(records[k].places) - (token in records[k].places)) for k in healthy]
-            full = {k for k in healthy if not _free(records[k], token, max_concurrency)}
-            picked = spread_choice(loads, keys[0], full)
-        else:
-            picked = next((k for k in healthy if _free(records[k], token, max_concurrency)), None)
-        if picked is None and not healthy:
-            free = [k for k in keys if _free(records[k], token, max_concurrency)]
-            if free:
-                picked = min(free, key=lambda k: records[k].cooling_until)
-                cooling = True
-        if picked is None:
-            ends = [min(records[k].places.values()) for k in keys if records[k].places]
-            first = min(ends, default=t + PLACE_RETRY_SECONDS)
-            return ProxyTake(None, wait=max(min(first - t, PLACE_RETRY_SECONDS), 1e-3))
-        rec = table.records[picked] = records[picked]
-        rec.places[token] = t + hold_seconds
-        rec.uses += 1
-        rec.touch(t)
-        if held is not None and held != picked:
-            old = table.peek(held, t)
-            if old is not None:
-                old.places.pop(token, None)
-        if sticky is not None:
-            table.sticky[sticky] = (picked, t + sticky_seconds)
-        return ProxyTake(picked, cooling=cooling)
+        return take(
+            self._proxy_table,
+            candidates,
+            token,
+            held=held,
+            cap=max_concurrency if stored is None else stored.max_concurrency,
+            hold=hold_seconds,
+            sticky=sticky,
+            sticky_seconds=sticky_seconds,
+            spread=spread,
+            t=now(),
+        )
 
     async def proxy_renew(self, key: str, token: str, hold_seconds: float) -> bool:
-        t = now()
-        rec = self._proxy_table.peek(key, t)
-        if rec is None or rec.places.get(token, t) <= t:
-            return False
-        rec.places[token] = t + hold_seconds
-        rec.touch(t)
-        return True
+        return renew(self._proxy_table, key, token, hold_seconds, now())
 
     async def proxy_release(self, key: str, token: str) -> bool:
-        t = now()
-        rec = self._proxy_table.peek(key, t)
-        if rec is None:
-            return False
-        until = rec.places.pop(token, None)
-        return until is not None and until > t
+        return release(self._proxy_table, key, token, now())
 
     async def proxy_report(
         self,
@@ -199,24 +246,18 @@ class MemoryProxiesMixin:
         reason: str = "",
         automation_type: str | None = None,
     ) -> float | None:
-        t = now()
         stored = self._stored_policy(automation_type)
         if stored is not None:
             threshold, cooldown_seconds = stored.bad_threshold, stored.cooldown_seconds
-        rec = self._proxy_table.get(key, t)
-        if ok:
-            rec.oks += 1
-            rec.score = 0
-        else:
-            rec.failures += 1
-            rec.reason = reason[:MAX_REASON_LEN] or None
-            rec.bad_at = t
-            if rec.cooling_until <= t:
-                rec.score += 1
-                if rec.score >= threshold:
-                    rec.cooling_until = t + cooldown_seconds
-        rec.touch(t)
-        return rec.cooling_until if rec.cooling_until > t else None
+        return report(
+            self._proxy_table,
+            key,
+            ok=ok,
+            threshold=threshold,
+            cooldown=cooldown_seconds,
+            reason=reason,
+            t=now(),
+        )
 
     async def proxy_list(self, *, limit: int = 1000) -> list[ProxyInfo]:
         t = now()

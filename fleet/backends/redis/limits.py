@@ -3,10 +3,37 @@ per operation, over the script lane (keys: ``keys.limit_keys``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fleet.backends.redis import keys
 from fleet.backends.redis.core import RedisCore
 from fleet.core.capabilities.limits import CONCURRENCY_RETRY_SECONDS
 from fleet.core.records import now
+
+
+def acquire_argv(
+    token: str, *, interval: float | None, concurrency: int | None, hold: float, t: float
+) -> list[Any]:
+    """The arguments of an ``acquire`` of ``lua/limits.lua`` at time ``t``."""
+    return [
+        "acquire",
+        repr(t),
+        token,
+        repr(float(hold)),
+        "" if interval is None else repr(float(interval)),
+        "" if concurrency is None else str(int(concurrency)),
+        repr(CONCURRENCY_RETRY_SECONDS),
+    ]
+
+
+def renew_argv(token: str, hold: float, t: float) -> list[Any]:
+    """The arguments of a ``renew`` at time ``t`` (answers 1|0)."""
+    return ["renew", repr(t), token, repr(float(hold))]
+
+
+def release_argv(token: str, t: float) -> list[Any]:
+    """The arguments of a ``release`` at time ``t`` (answers 1|0)."""
+    return ["release", repr(t), token]
 
 
 class LimitOps(RedisCore):
@@ -21,28 +48,21 @@ class LimitOps(RedisCore):
         concurrency: int | None,
         hold_seconds: float,
     ) -> float:
-        argv = [
-            "acquire",
-            repr(now()),
-            token,
-            repr(float(hold_seconds)),
-            "" if interval is None else repr(float(interval)),
-            "" if concurrency is None else str(int(concurrency)),
-            repr(CONCURRENCY_RETRY_SECONDS),
-        ]
+        argv = acquire_argv(
+            token, interval=interval, concurrency=concurrency, hold=hold_seconds, t=now()
+        )
         with self._guard():
             raw = await self._scripts.limits(self._lane, keys.limit_keys(key), argv)
         return float(raw)
 
     async def limit_renew(self, key: str, token: str, hold_seconds: float) -> bool:
-        argv = ["renew", repr(now()), token, repr(float(hold_seconds))]
+        argv = renew_argv(token, hold_seconds, now())
         with self._guard():
             raw = await self._scripts.limits(self._lane, keys.limit_keys(key), argv)
         return bool(int(raw))
 
     async def limit_release(self, key: str, token: str) -> bool:
+        argv = release_argv(token, now())
         with self._guard():
-            raw = await self._scripts.limits(
-                self._lane, keys.limit_keys(key), ["release", repr(now()), token]
-            )
+            raw = await self._scripts.limits(self._lane, keys.limit_keys(key), argv)
         return bool(int(raw))

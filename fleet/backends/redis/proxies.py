@@ -36,6 +36,93 @@ def _float(value: Any) -> float | None:
     return float(text) if text else None
 
 
+#: One script call: its keys and its arguments.
+Call = tuple[list[str], list[Any]]
+
+
+def take_call(
+    candidates: Sequence[str],
+    token: str,
+    *,
+    held: str | None,
+    cap: int | None,
+    hold: float,
+    sticky: str | None,
+    sticky_seconds: float,
+    spread: bool,
+    automation_type: str | None,
+    t: float,
+) -> Call:
+    """The ``take`` call of ``lua/proxies.lua`` at time ``t``."""
+    names = list(candidates)
+    k = [
+        keys.PROXIES,
+        "" if sticky is None else keys.proxy_sticky(sticky),
+        "" if held is None else keys.proxy_keys(held)[1],
+        _meta(automation_type),
+    ]
+    for name in names:
+        k += keys.proxy_keys(name)
+    argv: list[Any] = [
+        "take",
+        repr(t),
+        token,
+        repr(float(hold)),
+        "" if cap is None else str(int(cap)),
+        "" if sticky is None else "1",
+        repr(float(sticky_seconds)),
+        repr(PLACE_RETRY_SECONDS),
+        repr(FORGET_SECONDS),
+        "1" if spread else "0",
+        *names,
+    ]
+    return k, argv
+
+
+def take_answer(raw: Any) -> ProxyTake:
+    """What a ``take`` call answered."""
+    picked, cooling, wait = raw
+    name = _text(picked)
+    if not name:
+        return ProxyTake(None, wait=float(_text(wait)))
+    return ProxyTake(name, cooling=bool(int(cooling)))
+
+
+def renew_call(key: str, token: str, hold: float, t: float) -> Call:
+    """The ``renew`` call at time ``t`` (answers 1|0)."""
+    argv = ["renew", repr(t), token, repr(float(hold)), repr(FORGET_SECONDS), key]
+    return [keys.PROXIES, *keys.proxy_keys(key)], argv
+
+
+def release_call(key: str, token: str, t: float) -> Call:
+    """The ``release`` call at time ``t`` (answers 1|0)."""
+    return [keys.proxy_keys(key)[1]], ["release", repr(t), token]
+
+
+def report_call(
+    key: str,
+    *,
+    ok: bool,
+    threshold: int,
+    cooldown: float,
+    reason: str,
+    automation_type: str | None,
+    t: float,
+) -> Call:
+    """The ``report`` call at time ``t`` (answers the cool-down end or nil)."""
+    argv = [
+        "report",
+        repr(t),
+        "1" if ok else "0",
+        str(int(threshold)),
+        repr(float(cooldown)),
+        reason[:MAX_REASON_LEN],
+        repr(FORGET_SECONDS),
+        key,
+    ]
+    return [keys.PROXIES, *keys.proxy_keys(key), _meta(automation_type)], argv
+
+
 class ProxyOps(RedisCore, ProxyHealth):
     """The :class:`~fleet.core.capabilities.ProxyHealth` methods."""
 
@@ -56,41 +143,25 @@ class ProxyOps(RedisCore, ProxyHealth):
         spread: bool = False,
         automation_type: str | None = None,
     ) -> ProxyTake:
-        names = list(candidates)
-        k = [
-            keys.PROXIES,
-            "" if sticky is None else keys.proxy_sticky(sticky),
-            "" if held is None else keys.proxy_keys(held)[1],
-            _meta(automation_type),
-        ]
-        for name in names:
-            k += keys.proxy_keys(name)
-        argv: list[Any] = [
-            "take",
-            repr(now()),
+        k, argv = take_call(
+            candidates,
             token,
-            repr(float(hold_seconds)),
-            "" if max_concurrency is None else str(int(max_concurrency)),
-            "" if sticky is None else "1",
-            repr(float(sticky_seconds)),
-            repr(PLACE_RETRY_SECONDS),
-            repr(FORGET_SECONDS),
-            "1" if spread else "0",
-            *names,
-        ]
-        picked, cooling, wait = await self._proxies(k, argv)
-        name = _text(picked)
-        if not name:
-            return ProxyTake(None, wait=float(_text(wait)))
-        return ProxyTake(name, cooling=bool(int(cooling)))
+            held=held,
+            cap=max_concurrency,
+            hold=hold_seconds,
+            sticky=sticky,
+            sticky_seconds=sticky_seconds,
+            spread=spread,
+            automation_type=automation_type,
+            t=now(),
+        )
+        return take_answer(await self._proxies(k, argv))
 
     async def proxy_renew(self, key: str, token: str, hold_seconds: float) -> bool:
-        argv = ["renew", repr(now()), token, repr(float(hold_seconds)), repr(FORGET_SECONDS), key]
-        return bool(int(await self._proxies([keys.PROXIES, *keys.proxy_keys(key)], argv)))
+        return bool(int(await self._proxies(*renew_call(key, token, hold_seconds, now()))))
 
     async def proxy_release(self, key: str, token: str) -> bool:
-        argv = ["release", repr(now()), token]
-        return bool(int(await self._proxies([keys.proxy_keys(key)[1]], argv)))
+        return bool(int(await self._proxies(*release_call(key, token, now()))))
 
     async def proxy_report(
         self,
@@ -102,17 +173,15 @@ class ProxyOps(RedisCore, ProxyHealth):
         reason: str = "",
         automation_type: str | None = None,
     ) -> float | None:
-        argv = [
-            "report",
-            repr(now()),
-            "1" if ok else "0",
-            str(int(threshold)),
-            repr(float(cooldown_seconds)),
-            reason[:MAX_REASON_LEN],
-            repr(FORGET_SECONDS),
+        k, argv = report_call(
             key,
-        ]
-        k = [keys.PROXIES, *keys.proxy_keys(key), _meta(automation_type)]
+            ok=ok,
+            threshold=threshold,
+            cooldown=cooldown_seconds,
+            reason=reason,
+            automation_type=automation_type,
+            t=now(),
+        )
         return _float(await self._proxies(k, argv))
 
     async def proxy_policy(self, automation_type: str) -> tuple[ProxyPolicy | None, int]:

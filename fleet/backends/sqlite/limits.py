@@ -14,12 +14,7 @@ import sqlite3
 
 from fleet.backends.base import Backend
 from fleet.backends.sqlite.conn import SQLiteDB
-from fleet.core.limiter import (
-    LimiterView,
-    limit_acquire_rule,
-    limit_release_rule,
-    limit_renew_rule,
-)
+from fleet.core.limiter import LimiterView, hold_live, limit_acquire_rule
 from fleet.core.records import now
 
 
@@ -80,7 +75,7 @@ def renew(conn: sqlite3.Connection, key: str, token: str, hold: float, t: float)
     row = conn.execute(
         "SELECT until FROM limit_holders WHERE key = ? AND token = ?", (key, token)
     ).fetchone()
-    if not limit_renew_rule(None if row is None else float(row[0]), t):
+    if not hold_live(None if row is None else float(row[0]), t):
         return False
     conn.execute(
         "UPDATE limit_holders SET until = ? WHERE key = ? AND token = ?", (t + hold, key, token)
@@ -93,7 +88,7 @@ def release(conn: sqlite3.Connection, key: str, token: str, t: float) -> bool:
     row = conn.execute(
         "DELETE FROM limit_holders WHERE key = ? AND token = ? RETURNING until", (key, token)
     ).fetchone()
-    return limit_release_rule(None if row is None else float(row[0]), t)
+    return hold_live(None if row is None else float(row[0]), t)
 
 
 class SQLiteLimits(Backend):

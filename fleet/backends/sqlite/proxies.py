@@ -23,12 +23,11 @@ from fleet.backends.sqlite.conn import SQLiteDB
 from fleet.core.capabilities.proxies import (
     FORGET_SECONDS,
     MAX_REASON_LEN,
-    PLACE_RETRY_SECONDS,
     ProxyInfo,
     ProxyPolicy,
     ProxyTake,
-    spread_choice,
 )
+from fleet.core.proxy_health import ProxyView, hold_live, proxy_pick, proxy_report_rule
 from fleet.core.records import now
 
 
@@ -111,45 +110,28 @@ def take(
     if stored is not None:
         cap = stored.max_concurrency
     _prune(conn, t)
-    keys = list(dict.fromkeys(candidates))
-    cooling: dict[str, float] = {}
-    places: dict[str, tuple[int, bool, float | None]] = {}  # count, token holds, first end
-    for k in keys:
+    views = []
+    for k in dict.fromkeys(candidates):
         conn.execute("DELETE FROM proxy_places WHERE key = ? AND until <= ?", (k, t))
-        cooling[k] = _cooling_until(conn, k, t)
         count, mine, first = conn.execute(
             "SELECT COUNT(*), COALESCE(SUM(token = ?), 0), MIN(until) "
             "FROM proxy_places WHERE key = ?",
             (token, k),
         ).fetchone()
-        places[k] = (int(count), bool(mine), None if first is None else float(first))
+        first_end = None if first is None else float(first)
+        views.append(ProxyView(k, _cooling_until(conn, k, t), int(count), bool(mine), first_end))
+    choice = None
     if sticky is not None:
         row = conn.execute(
             "SELECT key FROM proxy_sticky WHERE name = ? AND expires_at > ?", (sticky, t)
         ).fetchone()
-        if row is not None and row[0] in cooling and cooling[row[0]] <= t:
-            keys = [row[0]]
-
-    def free(k: str) -> bool:
-        count, mine, _ = places[k]
-        return cap is None or mine or count < cap
-
-    healthy = [k for k in keys if cooling[k] <= t]
-    if spread and sticky is None:
-        loads = [(k, places[k][0] - places[k][1]) for k in healthy]
-        picked = spread_choice(loads, keys[0], {k for k in healthy if not free(k)})
-    else:
-        picked = next((k for k in healthy if free(k)), None)
-    fell_back = False
-    if picked is None and not healthy:
-        usable = [k for k in keys if free(k)]
-        if usable:
-            picked = min(usable, key=lambda k: cooling[k])
-            fell_back = True
+        choice = None if row is None else str(row[0])
+    got = proxy_pick(
+        views, now=t, cap=cap, sticky=sticky is not None, sticky_choice=choice, spread=spread
+    )
+    picked = got.key
     if picked is None:
-        ends = [e for k in keys if (e := places[k][2]) is not None]
-        first = min(ends, default=t + PLACE_RETRY_SECONDS)
-        return ProxyTake(None, wait=max(min(first - t, PLACE_RETRY_SECONDS), 1e-3))
+        return got
     _ensure_row(conn, picked, t)
     conn.execute(
         "INSERT INTO proxy_places (key, token, until) VALUES (?, ?, ?) "
@@ -166,18 +148,21 @@ def take(
             "ON CONFLICT (name) DO UPDATE SET key = excluded.key, expires_at = excluded.expires_at",
             (sticky, picked, t + sticky_seconds),
         )
-    return ProxyTake(picked, cooling=fell_back)
+    return got
 
 
 def renew(conn: sqlite3.Connection, key: str, token: str, hold: float, t: float) -> bool:
     """:meth:`ProxyHealth.proxy_renew` inside the caller's transaction."""
-    changed = conn.execute(
-        "UPDATE proxy_places SET until = ? WHERE key = ? AND token = ? AND until > ?",
-        (t + hold, key, token, t),
-    ).rowcount
-    if changed:
-        _touch(conn, key, t)
-    return changed == 1
+    row = conn.execute(
+        "SELECT until FROM proxy_places WHERE key = ? AND token = ?", (key, token)
+    ).fetchone()
+    if not hold_live(None if row is None else float(row[0]), t):
+        return False
+    conn.execute(
+        "UPDATE proxy_places SET until = ? WHERE key = ? AND token = ?", (t + hold, key, token)
+    )
+    _touch(conn, key, t)
+    return True
 
 
 def release(conn: sqlite3.Connection, key: str, token: str, t: float) -> bool:
@@ -185,7 +170,7 @@ def release(conn: sqlite3.Connection, key: str, token: str, t: float) -> bool:
     row = conn.execute(
         "DELETE FROM proxy_places WHERE key = ? AND token = ? RETURNING until", (key, token)
     ).fetchone()
-    return row is not None and float(row[0]) > t
+    return hold_live(None if row is None else float(row[0]), t)
 
 
 def report(
@@ -203,23 +188,24 @@ def report(
     if stored is not None:
         threshold, cooldown = stored.bad_threshold, stored.cooldown_seconds
     _ensure_row(conn, key, t)
+    score, until = conn.execute(
+        "SELECT score, cooling_until FROM proxies WHERE key = ?", (key,)
+    ).fetchone()
+    score, until = proxy_report_rule(
+        int(score), float(until), ok=ok, threshold=threshold, cooldown=cooldown, now=t
+    )
     if ok:
-        conn.execute("UPDATE proxies SET oks = oks + 1, score = 0 WHERE key = ?", (key,))
+        conn.execute(
+            "UPDATE proxies SET oks = oks + 1, score = ?, cooling_until = ? WHERE key = ?",
+            (score, until, key),
+        )
     else:
         conn.execute(
-            "UPDATE proxies SET failures = failures + 1, reason = ?, bad_at = ?, "
-            "score = score + (cooling_until <= ?) WHERE key = ?",
-            (reason[:MAX_REASON_LEN] or None, t, t, key),
-        )
-        conn.execute(
-            "UPDATE proxies SET cooling_until = ? "
-            "WHERE key = ? AND cooling_until <= ? AND score >= ?",
-            (t + cooldown, key, t, threshold),
+            "UPDATE proxies SET failures = failures + 1, reason = ?, bad_at = ?, score = ?, "
+            "cooling_until = ? WHERE key = ?",
+            (reason[:MAX_REASON_LEN] or None, t, score, until, key),
         )
     _touch(conn, key, t)
-    until = float(
-        conn.execute("SELECT cooling_until FROM proxies WHERE key = ?", (key,)).fetchone()[0]
-    )
     return until if until > t else None
 
 
