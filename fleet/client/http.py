@@ -16,6 +16,7 @@ from urllib.parse import quote
 import httpx
 
 from fleet.client.tokenfile import token_path
+from fleet.core import tracing
 from fleet.core.results import FINAL_STATES, MAX_WAIT_SECONDS
 
 #: States after which a task's record no longer changes (or never will: unknown).
@@ -127,6 +128,7 @@ class FleetClient:
         self.token_from = token_from
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+        tracing.enable()  # the application's tracer provider, if it set one
 
     def close(self) -> None:
         self._http.close()
@@ -145,14 +147,17 @@ class FleetClient:
         json_body: Any = None,
         params: dict[str, Any] | None = None,
         timeout: float | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Any:
         """One request; the decoded JSON answer. ``timeout`` replaces the client's
-        for this request (a long poll needs longer).
+        for this request (a long poll needs longer); ``headers`` are added to it.
 
         Raises:
             ClientError: Connection failure or a non-2xx answer.
         """
         extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        if headers:
+            extra["headers"] = headers
         try:
             response = self._http.request(method, path, json=json_body, params=params, **extra)
         except httpx.ConnectError as exc:
@@ -186,9 +191,7 @@ class FleetClient:
         ``state`` says which; ``outputs`` holds what it emitted).
         """
         body = {"payload": payload, **{k: v for k, v in options.items() if v is not None}}
-        result: dict[str, Any] = self.request(
-            "POST", f"{self._type(automation_type)}/tasks", json_body=body
-        )
+        result: dict[str, Any] = self._submit(automation_type, "/tasks", body)
         if wait is None:
             return result
         return self.wait_task(automation_type, str(result["task_id"]), wait)
@@ -209,11 +212,19 @@ class FleetClient:
         self, automation_type: str, tasks: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
         """Submit up to 10,000 task bodies; one result (or ``{error}``) per task."""
-        result = self.request(
-            "POST", f"{self._type(automation_type)}/tasks/batch", json_body={"tasks": tasks}
-        )
+        result = self._submit(automation_type, "/tasks/batch", {"tasks": tasks})
         results: list[dict[str, Any]] = result["results"]
         return results
+
+    def _submit(self, automation_type: str, tail: str, body: dict[str, Any]) -> Any:
+        """POST a submit; with tracing on (``fleet.core.tracing``), inside a submit
+        span whose ``traceparent`` header the tasks keep."""
+        path = self._type(automation_type) + tail
+        if not tracing.ACTIVE:
+            return self.request("POST", path, json_body=body)
+        with tracing.submit_span(automation_type) as traceparent:
+            headers = {"traceparent": traceparent} if traceparent else None
+            return self.request("POST", path, json_body=body, headers=headers)
 
     def task_state(
         self, automation_type: str, task_id: str, *, wait: float | None = None

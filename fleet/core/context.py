@@ -9,6 +9,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from fleet.core import tracing
 from fleet.core.capabilities import TaskCapabilities
 from fleet.core.config import BaseConfig
 from fleet.core.contracts import Pool, Queue, Stream, ensure_instance
@@ -18,6 +19,7 @@ from fleet.core.limit import Limit
 from fleet.core.metrics import Metrics
 from fleet.core.progress import ProgressReporter
 from fleet.core.proxy import ProxyHandle
+from fleet.core.records import PushRequest
 from fleet.core.results import check_progress
 from fleet.core.submission import make_push_request
 
@@ -126,6 +128,12 @@ class Context(Generic[ConfigT]):
                 automation_type=self.automation_type,
             )
         ensure_instance(payload, self._output, f"{self.automation_type} emit payload")
+        if tracing.ACTIVE:
+            with tracing.emit_span(self.automation_type):
+                return await self._push_output(payload)
+        return await self._push_output(payload)
+
+    async def _push_output(self, payload: BaseModel) -> str:
         running = self._task
         entry = await self._backend.stream_push(
             self.automation_type,
@@ -178,18 +186,25 @@ class Context(Generic[ConfigT]):
         if not isinstance(ref, Queue):
             raise ContractTypeError(f"ctx.submit needs a Queue reference, got {ref!r}")
         ensure_instance(payload, ref.payload, f"submit payload for {ref.name!r}")
-        request = make_push_request(
-            payload.model_dump(mode="json"),
-            task_id=task_id,
-            priority=priority,
-            max_attempts=max_attempts,
-            ttl_seconds=ttl_seconds,
-            delay_seconds=delay_seconds,
-            idempotency_key=idempotency_key,
-            group=group,
-            timeout_seconds=timeout_seconds,
-        )
-        return (await self._backend.push_one(ref.name, request)).task_id
+
+        def request(traceparent: str | None) -> PushRequest:
+            return make_push_request(
+                payload.model_dump(mode="json"),
+                task_id=task_id,
+                priority=priority,
+                max_attempts=max_attempts,
+                ttl_seconds=ttl_seconds,
+                delay_seconds=delay_seconds,
+                idempotency_key=idempotency_key,
+                group=group,
+                timeout_seconds=timeout_seconds,
+                traceparent=traceparent,
+            )
+
+        if not tracing.ACTIVE:
+            return (await self._backend.push_one(ref.name, request(None))).task_id
+        with tracing.submit_span(ref.name) as traceparent:  # a child of this run's span
+            return (await self._backend.push_one(ref.name, request(traceparent))).task_id
 
     def kv(self, namespace: str) -> KV:
         """A namespaced key/value store."""

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal
 
+from fleet.core.tracing import trace_id_of
+
 Tier = Literal["high", "normal", "low"]
 #: Reserve order: every high task before any normal one, every normal before any low.
 TIERS: tuple[Tier, ...] = ("high", "normal", "low")
@@ -106,6 +108,8 @@ class TaskBody:
             group, no limits (docs/flow-control.md).
         timeout_seconds: Time limit of one ``run_one`` of this task; wins over the
             receiver's ``Config.timeout_seconds``. None: the config's.
+        traceparent: The W3C ``traceparent`` of the submit (``fleet.core.tracing``):
+            each ``run_one`` of the task is traced as its child. None: not traced.
     """
 
     id: str
@@ -121,6 +125,7 @@ class TaskBody:
     refunds: int = 0
     group: str | None = None
     timeout_seconds: float | None = None
+    traceparent: str | None = None
 
     @property
     def tier(self) -> Tier:
@@ -153,6 +158,8 @@ class TaskBody:
             out["group"] = self.group
         if self.timeout_seconds is not None:
             out["timeout_seconds"] = self.timeout_seconds
+        if self.traceparent is not None:
+            out["traceparent"] = self.traceparent
         return out
 
     def to_json(self) -> str:
@@ -174,6 +181,7 @@ class TaskBody:
             refunds=int(d.get("refunds") or 0),
             group=None if d.get("group") is None else str(d["group"]),
             timeout_seconds=d.get("timeout_seconds"),
+            traceparent=_opt_str(d.get("traceparent")),
         )
 
     @classmethod
@@ -267,6 +275,7 @@ class TaskInfo:
     progress: dict[str, Any] | None = None  #: {fraction, message, attempt, at}
     outputs: tuple[dict[str, Any], ...] = ()  #: {id, ts, attempt, payload}, oldest first
     outputs_total: int = 0
+    trace_id: str | None = None  #: the trace its runs belong to (``[otel]``)
 
     def with_extras(
         self,
@@ -311,6 +320,7 @@ class TaskInfo:
             ready_at=ready_at,
             finished_at=body.failed_at if state == "dead" and finished_at is None else finished_at,
             submitted_at=body.enqueued_at or None,
+            trace_id=trace_id_of(body.traceparent),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -329,6 +339,7 @@ class TaskInfo:
             "progress": self.progress,
             "outputs": list(self.outputs),
             "outputs_total": self.outputs_total,
+            "trace_id": self.trace_id,
         }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from fleet.core.errors import ContractValueError
 from fleet.core.flow import check_group, check_plain
 from fleet.core.records import PushRequest, TaskBody, new_id, now
+from fleet.core.tracing import valid_traceparent
 
 #: Default lifetime of idempotency keys (seconds); ``FLEET_IDEMPOTENCY_TTL_SECONDS``.
 DEFAULT_IDEMPOTENCY_TTL = 86_400.0
@@ -75,6 +76,7 @@ def make_push_request(
     group: str | None = None,
     tick: bool = False,
     timeout_seconds: float | None = None,
+    traceparent: str | None = None,
 ) -> PushRequest:
     """Validate submit options and build the request to push.
 
@@ -90,6 +92,8 @@ def make_push_request(
         group: Flow-control group (at most 200 characters, no control characters).
         timeout_seconds: Time limit of one ``run_one`` of the task (> 0, finite);
             wins over the receiver's ``Config.timeout_seconds``.
+        traceparent: The W3C ``traceparent`` of the submit, kept with the task (one
+            that is not valid is dropped, as W3C asks, not refused).
         tick: The schedule firer's own push: may use the reserved ``schedule:``
             space (:data:`RESERVED_PREFIX`); every other caller may not.
 
@@ -125,6 +129,7 @@ def make_push_request(
         ttl_seconds=ttl_seconds,
         group=group,
         timeout_seconds=None if timeout_seconds is None else float(timeout_seconds),
+        traceparent=None if traceparent is None else valid_traceparent(traceparent),
     )
     return PushRequest(
         body=body,

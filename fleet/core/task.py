@@ -25,6 +25,8 @@ class Task(Generic[P]):
         group: Its flow-control group (``submit(..., group=...)``), or None.
         timeout_seconds: The time limit of this run (the task's own
             ``timeout_seconds``, else the config's), or None: no limit.
+        traceparent: The W3C ``traceparent`` its submit stored (the run is traced
+            as its child with the ``[otel]`` extra), or None.
     """
 
     id: str
@@ -36,6 +38,7 @@ class Task(Generic[P]):
     enqueued_at: float = 0.0
     group: str | None = None
     timeout_seconds: float | None = None
+    traceparent: str | None = None
 
     @property
     def is_last_attempt(self) -> bool:

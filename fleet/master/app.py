@@ -26,6 +26,7 @@ from fastapi.staticfiles import StaticFiles
 import fleet
 from fleet.backends import open_backend, redact_url
 from fleet.backends.base import Backend
+from fleet.core import tracing
 from fleet.core.automation import registered
 from fleet.core.errors import BackendError, BackendUnavailable, ConfigError, FleetError
 from fleet.master.http.auth import TokenTable
@@ -140,6 +141,7 @@ def create_app(
     weak = weak_tokens(settings)
     if weak is not None:
         raise ConfigError(weak)
+    tracing.enable()  # with the [otel] extra and somewhere to send spans
     state = MasterState(settings=settings, tokens=TokenTable.from_settings(settings))
     state.metrics = MasterMetrics()
     outage = ApiOutage(log)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import fleet
 from fleet.backends.base import Backend, Subscription
+from fleet.core import tracing
 from fleet.core.automation import Automation
 from fleet.core.backoff import RetryPolicy, backoff_delay
 from fleet.core.browser import BrowserNeeds
@@ -135,6 +136,7 @@ class Worker:
         # Every line of this worker's loops and slots (tasks made from here inherit
         # the context) names it in structured logs.
         token = bind_fields(worker_id=self.worker_id)
+        tracing.enable()  # with the [otel] extra and somewhere to send spans
         try:
             await self.start()
             try:
@@ -143,6 +145,7 @@ class Worker:
                 await self.shutdown()
         finally:
             reset_fields(token)
+            tracing.shutdown()  # the spans still buffered
 
     @property
     def stop_requested(self) -> asyncio.Event:

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from fleet.core import tracing
 from fleet.core.automation import BatchAutomation
 from fleet.core.errors import Throttled
 from fleet.core.records import Reservation
@@ -39,6 +40,7 @@ from fleet.worker.outcomes import (
 )
 from fleet.worker.slots import Slot
 from fleet.worker.suspects import pass_gate
+from fleet.worker.traced import traced
 
 
 def admit(slot: Slot, res: Reservation) -> Task[Any] | Outcome:
@@ -68,6 +70,7 @@ def admit(slot: Slot, res: Reservation) -> Task[Any] | Outcome:
         timeout_seconds=config.timeout_seconds
         if body.timeout_seconds is None
         else effective_limit(body.timeout_seconds, config.timeout_seconds),
+        traceparent=body.traceparent,
     )
 
 
@@ -131,7 +134,14 @@ async def gate(slot: Slot, held: Lease, task: Task[Any]) -> Outcome:
 async def attempt(slot: Slot, task: Task[Any]) -> Outcome:
     """Run the task: a proxy taken for it, ``run_one`` (within its time limit, if
     it has one), then cleanup, with the slot marked busy. An exception, a cancel or
-    the time limit becomes the outcome."""
+    the time limit becomes the outcome. With tracing on, all of it is the run's span."""
+    if tracing.ACTIVE:
+        return await traced(slot, task, run_attempt)
+    return await run_attempt(slot, task)
+
+
+async def run_attempt(slot: Slot, task: Task[Any]) -> Outcome:
+    """:func:`attempt` without its span."""
     automation = slot.env.automation
     assert isinstance(automation, BatchAutomation)
     slot.stats.busy = True

@@ -48,7 +48,8 @@ async def submit(
     backend = get_backend(request)
     checker = await state.entries.checker(backend, automation_type)
     ttl = state.settings.idempotency_ttl_seconds
-    result = await tasks.submit_one(backend, checker, automation_type, body, ttl)
+    parent = request.headers.get("traceparent")
+    result = await tasks.submit_one(backend, checker, automation_type, body, ttl, parent)
     return JSONResponse(result, status_code=202)
 
 
@@ -70,7 +71,8 @@ async def submit_batch(
     backend = get_backend(request)
     checker = await state.entries.checker(backend, automation_type)
     ttl = state.settings.idempotency_ttl_seconds
-    results = await tasks.submit_batch(backend, checker, automation_type, body.tasks, ttl)
+    parent = request.headers.get("traceparent")
+    results = await tasks.submit_batch(backend, checker, automation_type, body.tasks, ttl, parent)
     return JSONResponse({"results": results}, status_code=202)
 
 

@@ -16,6 +16,7 @@ from fastapi import HTTPException
 from pydantic import ValidationError
 
 from fleet.backends.base import Backend
+from fleet.core import tracing
 from fleet.core.records import PushRequest, PushResult
 from fleet.core.results import FINAL_STATES, MAX_WAIT_SECONDS
 from fleet.core.submission import make_push_request
@@ -37,7 +38,9 @@ PUSH_CHUNK = 500
 Loc = tuple[str | int, ...]
 
 
-def push_request(body: SubmitBody, idempotency_ttl: float) -> PushRequest:
+def push_request(
+    body: SubmitBody, idempotency_ttl: float, traceparent: str | None = None
+) -> PushRequest:
     """The backend's push request of one submitted task."""
     return make_push_request(
         body.payload,
@@ -50,6 +53,7 @@ def push_request(body: SubmitBody, idempotency_ttl: float) -> PushRequest:
         idempotency_ttl_seconds=idempotency_ttl,
         group=body.group,
         timeout_seconds=body.timeout_seconds,
+        traceparent=traceparent,
     )
 
 
@@ -77,8 +81,11 @@ async def submit_one(
     automation_type: str,
     body: SubmitBody,
     idempotency_ttl: float,
+    traceparent: str | None = None,
 ) -> dict[str, Any]:
-    """Validate one task and push it; its ``SubmitResult``.
+    """Validate one task and push it; its ``SubmitResult``. ``traceparent`` (the
+    request's W3C header) is kept with the task; with tracing on, the submit is a
+    span of its own under it.
 
     Raises:
         InvalidInput: The payload does not fit the type's ``TaskPayload`` (422).
@@ -86,8 +93,12 @@ async def submit_one(
     errors = task_errors(checker, body, ("body",))
     if errors:
         raise InvalidInput(errors)
-    result = await backend.push_one(automation_type, push_request(body, idempotency_ttl))
-    return submit_result(result)
+    if traceparent is None and not tracing.ACTIVE:
+        result = await backend.push_one(automation_type, push_request(body, idempotency_ttl))
+        return submit_result(result)
+    with tracing.submit_span(automation_type, traceparent) as parent:
+        request = push_request(body, idempotency_ttl, parent)
+        return submit_result(await backend.push_one(automation_type, request))
 
 
 def _parse_error(exc: ValidationError, loc: Loc) -> dict[str, Any]:
@@ -110,13 +121,31 @@ async def submit_batch(
     automation_type: str,
     tasks: list[Any],
     idempotency_ttl: float,
+    traceparent: str | None = None,
 ) -> list[dict[str, Any] | None]:
-    """Validate each task on its own and push the valid ones, ``PUSH_CHUNK`` a call.
+    """Validate each task on its own and push the valid ones, ``PUSH_CHUNK`` a call
+    (with ``traceparent``, all in one submit span: see :func:`submit_one`).
 
     Returns:
         One result per task, in order: its ``SubmitResult``, or ``{"error", "detail"}``
         (a ``BatchItemError``) for a task that was refused.
     """
+    if traceparent is not None or tracing.ACTIVE:
+        with tracing.submit_span(automation_type, traceparent) as parent:
+            return await _submit_all(
+                backend, checker, automation_type, tasks, idempotency_ttl, parent
+            )
+    return await _submit_all(backend, checker, automation_type, tasks, idempotency_ttl, None)
+
+
+async def _submit_all(
+    backend: Backend,
+    checker: PayloadChecker,
+    automation_type: str,
+    tasks: list[Any],
+    idempotency_ttl: float,
+    traceparent: str | None,
+) -> list[dict[str, Any] | None]:
     results: list[dict[str, Any] | None] = [None] * len(tasks)
     pending: list[tuple[int, PushRequest]] = []
     for i, raw in enumerate(tasks):
@@ -130,7 +159,7 @@ async def submit_batch(
         if errors:
             results[i] = _payload_error(errors)
             continue
-        pending.append((i, push_request(task, idempotency_ttl)))
+        pending.append((i, push_request(task, idempotency_ttl, traceparent)))
     for start in range(0, len(pending), PUSH_CHUNK):
         chunk = pending[start : start + PUSH_CHUNK]
         pushed = await backend.push(automation_type, [req for _, req in chunk])
