@@ -38,6 +38,11 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
         r"bytes per queued task(.|\n)*idle worker .* commands/s",
     ),
     "redis_micro.py": (["--smoke", "--url", "{url}"], r"idle worker \(one feeder.*commands/s"),
+    "progress.py": (["--smoke", "--url", "{url}"], r"20 slots x 1 calls/s(.|\n)*redis CPU"),
+    "task_records.py": (
+        ["--smoke", "--url", "{url}"],
+        r"redis: +[\d,]+ \| [\d,]+(.|\n)*sqlite: (.|\n)*memory: ",
+    ),
     "rest_submit.py": (
         ["--smoke", "--url", "{url}"],
         r"REST submit single: [\d,]+ req/s(.|\n)*REST submit batch of 10: ",

@@ -88,7 +88,7 @@ QUEUE_KEY_PARTS = (
     ":wake",  # list of wake-up tokens blocked reservers BLPOP on
     ":dead:info",  # hash task_id -> JSON state record at death
     ":done:",  # the previous hour's finished records
-    ":processing:started",  # hash task_id -> token of the reservation marked started
+    ":processing:started",  # hash task_id -> "<token>/<time>" of the reservation marked started
     ":groups",  # hash group -> "running|tat|until|place|key tier" (flow control)
     ":groups:ready",  # zset group -> key tier * 2^50 + turn: the rotation
     ":groups:delayed",  # zset group -> time its rate or throttle lets it go
@@ -96,10 +96,8 @@ QUEUE_KEY_PARTS = (
     ":groups:names",  # zset group -> 0: every group, for listing by name
     ":groups:meta",  # hash seq (turns), turn (plain|group), high|normal|low (grouped pending)
     ":g:",  # not a key: the prefix of the group lists <prefix><group>:<tier>
-    ":started_at",  # hash task_id -> when its latest attempt was marked started
     ":finished",  # zset task_id -> when it finished or died (task record retention)
     ":rec:",  # not a key: the prefix of the task record keys <prefix><id>[:out]
-    ":submitted_at",  # hash task_id -> when it was first submitted
 )
 
 #: Index in ``QUEUE_KEY_PARTS`` of ``:groups:meta`` (depths read it directly).

@@ -17,6 +17,7 @@ from fleet.backends.base import log_expired
 from fleet.backends.redis import keys
 from fleet.backends.redis.core import BLOCKING_GRACE, RAW, RedisCore, log
 from fleet.backends.redis.records import (
+    TaskRecord,
     body_with_record,
     delivered_body,
     parse_record,
@@ -445,7 +446,11 @@ class QueueOps(RedisCore):
                 self._lane, self._qkeys(automation_type), [task_id]
             )
         info = self._bare_state(task_id, where, raw, score)
-        return info.with_extras(**task_extras(*extras))
+        try:
+            rec: TaskRecord | None = parse_record(raw) if raw else None
+        except (TypeError, ValueError):
+            rec = None
+        return info.with_extras(**task_extras(rec, *extras))
 
     def _bare_state(self, task_id: str, where: str, raw: str, score: str) -> TaskInfo:
         if where == "none":

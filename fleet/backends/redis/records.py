@@ -6,6 +6,9 @@ body (see ``lua/queue_common.lua``)::
     s|a|m|p|k|c|x|d[|{"e": last_error, "t": traceback, "f": failed_at, "b": body,
                       "r": refunds}]
 
+``d`` holds the task's times, ``finished_at/submitted_at/started_at`` (a record
+written before task records has only ``finished_at``).
+
 The eight hot fields are plain text so reserve and ack never run a JSON codec
 on them; the JSON tail exists only after a failure, while scheduled, or once a
 sweep refunded an attempt (``r``, see ``TaskBody.refunds``).
@@ -33,6 +36,8 @@ class TaskRecord:
     cancel: bool = False
     expires_at: float | None = None
     finished_at: float | None = None
+    submitted_at: float | None = None
+    started_at: float | None = None
     last_error: str | None = None
     traceback: str | None = None
     failed_at: float | None = None
@@ -63,6 +68,8 @@ def parse_record(raw: str) -> TaskRecord:
     if len(parts) < 8:
         raise ValueError(f"not a task record: {raw[:80]!r}")
     s, a, m, p, k, c, x, d = parts[:8]
+    finished, _, rest = d.partition("/")
+    submitted, _, started = rest.partition("/")
     extra: dict[str, Any] = json.loads(parts[8]) if len(parts) > 8 and parts[8] else {}
     f = extra.get("f")
     return TaskRecord(
@@ -73,7 +80,9 @@ def parse_record(raw: str) -> TaskRecord:
         token=k or None,
         cancel=bool(c),
         expires_at=_float(x),
-        finished_at=_float(d),
+        finished_at=_float(finished),
+        submitted_at=_float(submitted),
+        started_at=_float(started),
         last_error=extra.get("e"),
         traceback=extra.get("t"),
         failed_at=None if f is None else float(f),
@@ -126,14 +135,16 @@ def delivered_body(raw_body: str, raw_record: str) -> TaskBody:
         refunds=int(extra.get("r") or 0),
         group=None if d.get("group") is None else str(d["group"]),
         timeout_seconds=d.get("timeout_seconds"),
+        traceparent=d.get("traceparent"),
     )
 
 
 def task_extras(
-    submitted_at: str, started_at: str, progress: str, total: str, envelopes: list[str]
+    rec: TaskRecord | None, mark: str, progress: str, total: str, envelopes: list[str]
 ) -> dict[str, Any]:
-    """The keyword arguments of :meth:`TaskInfo.with_extras` from what
-    ``task_state.lua`` read beside the state (``submitted_at`` included)."""
+    """The keyword arguments of :meth:`TaskInfo.with_extras` from the state record
+    and what ``task_state.lua`` read beside it (``mark``: a processing task's
+    start mark ``<token>/<time>``)."""
     outputs: list[dict[str, Any]] = []
     for raw in envelopes:
         try:
@@ -145,9 +156,11 @@ def task_extras(
         decoded = json.loads(progress) if progress else None
     except ValueError:
         decoded = None
+    _, _, mark_time = mark.partition("/")
+    started = _float(mark_time) if mark else None
     return {
-        "submitted_at": _float(submitted_at),
-        "started_at": _float(started_at),
+        "submitted_at": None if rec is None else rec.submitted_at,
+        "started_at": started if started is not None or rec is None else rec.started_at,
         "progress": decoded if isinstance(decoded, dict) else None,
         "outputs": tuple(outputs),
         "outputs_total": _int(total) or 0,

@@ -98,6 +98,7 @@ SCRIPT_NAMES = (
     "worker_config_put",
     "config_publish",
     "stream_push",
+    "task_progress",
     "stream_read",
     "throttle",
     "groups",
@@ -132,6 +133,7 @@ class Scripts:
         self.worker_config_put = self.all["worker_config_put"]
         self.config_publish = self.all["config_publish"]
         self.stream_push = self.all["stream_push"]
+        self.task_progress = self.all["task_progress"]
         self.stream_read = self.all["stream_read"]
         self.throttle = self.all["throttle"]
         self.groups = self.all["groups"]

@@ -185,12 +185,10 @@ class StreamOps(RedisCore):
         progress = progress_record(fraction, message, attempt, now())
         record = keys.task_record(automation_type, task_id)
         event = dumps({"task_id": task_id, **progress})
+        channel = self._channel(progress_topic(automation_type))
+        argv = [dumps(progress), record_lifetime(), channel, event]
         with self._guard():
-            async with self._r.pipeline(transaction=True) as pipe:
-                pipe.hset(record, "p", dumps(progress))
-                pipe.expire(record, record_lifetime())
-                pipe.publish(self._channel(progress_topic(automation_type)), event)
-                await pipe.execute()
+            await self._scripts.task_progress(self._lane, [record], argv)
 
     async def stream_pop(self, automation_type: str, n: int = 1) -> list[StreamEntry]:
         if n <= 0:

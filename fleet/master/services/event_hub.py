@@ -33,6 +33,7 @@ from fleet.backends.base import Backend, Subscription
 from fleet.core.catalog import CatalogEntry
 from fleet.core.errors import BackendError
 from fleet.core.outage import OutageLog, is_outage
+from fleet.core.results import progress_topic
 from fleet.master.services.catalog import all_entries, summary
 from fleet.master.services.workers_view import load_views
 from fleet.protocol import cancel_topic, config_topic, control_topic, emit_topic, worker_topic
@@ -46,6 +47,7 @@ TOPICS: tuple[tuple[Callable[[str], str], str], ...] = (
     (control_topic, "control"),
     (cancel_topic, "cancel"),
     (worker_topic, "worker"),
+    (progress_topic, "progress"),
 )
 #: Always subscribed, so that a fleet with no types yet still has a subscription.
 IDLE_TOPIC = "master.events"

@@ -9,6 +9,7 @@ for i = 1, #flat, 2 do ids[#ids + 1] = flat[i] end
 local out = {}
 if #ids == 0 then return out end
 local recs = redis.call('HMGET', K_TASKS, unpack(ids))
+local marks = redis.call('HMGET', K_STARTED, unpack(ids))
 local now = tonumber(now_s)
 local gone, done, grouped = {}, {}, {}
 local seen = {}
@@ -30,7 +31,7 @@ for j, id in ipairs(ids) do
     rec.k = nil
     rec.c = nil
     rec.b = nil
-    rec.d = now_s
+    rec.d = finished_times(rec, now_s, marks[j] or nil)
     done[#done + 1] = id
     done[#done + 1] = enc(rec)
     out[#out + 1] = 1

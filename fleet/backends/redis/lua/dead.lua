@@ -37,7 +37,6 @@ local function replay_one(raw)
   end
   -- A new life: the record of the dead one goes.
   redis.call('ZREM', K_FINISHED, id)
-  redis.call('HDEL', K_STARTED_AT, id)
   redis.call('DEL', K_REC .. id, K_REC .. id .. ':out')
   local rec
   if info then

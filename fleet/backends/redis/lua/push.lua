@@ -27,7 +27,6 @@ for i, id in ipairs(ids) do
   end
 end
 local targs = {}
-local sargs = {}
 for n, r in ipairs(reqs) do
   local id, raw, prio, ready_at, ik = r[1], ARGV[2 + n], r[2], r[3], r[4]
   local dup = nil
@@ -41,7 +40,8 @@ for n, r in ipairs(reqs) do
   else
     if ik > 0 then redis.call('SET', KEYS[ik], id, 'PX', r[5]) end
     local group = jnull(r[9])
-    local rec = {p = prio, a = r[6], m = jnull(r[7]), x = jnull(r[8]), g = group}
+    local rec = {p = prio, a = r[6], m = jnull(r[7]), x = jnull(r[8]), g = group,
+                 d = '/' .. r[10]}
     if ready_at > 0 then
       redis.call('ZADD', K_SCHED, ready_at, raw)
       rec.s = 's'
@@ -60,15 +60,12 @@ for n, r in ipairs(reqs) do
     live[id] = true
     targs[#targs + 1] = id
     targs[#targs + 1] = enc(rec)
-    sargs[#sargs + 1] = id
-    sargs[#sargs + 1] = r[10]
     submitted = submitted + 1
     out[#out + 1] = 1
     out[#out + 1] = id
   end
 end
 mcall('HSET', K_TASKS, targs)
-mcall('HSET', K_SUBMITTED, sargs)
 for key, tail in pairs(tails) do
   for i = 1, #tail, 500 do
     redis.call('RPUSH', key, unpack(tail, i, math.min(i + 499, #tail)))

@@ -3,12 +3,15 @@
 --  4 :processing zset   5 :processing:body hash   6 :scheduled zset
 --  7 :dead list   8 :tasks hash   9 :counters hash   10 :done:<hour> hash
 --  11 :wake list   12 :dead:info hash   13 previous :done:<hour> hash
---  14 :processing:started hash (task_id -> token of the reservation marked started)
+--  14 :processing:started hash (task_id -> "<token>/<time>" of the reservation
+--     marked started)
 -- KEYS 10 is :done:<hour>, the hash of this hour's finished (done/cancelled) records.
 -- Task state records (:tasks, :dead:info and :done:<hour> values) are
 --   s|a|m|p|k|c|x|d[|{"e":..,"t":..,"f":..,"b":..,"r":..}]
 -- s state (q|s|p|D|C), a attempt, m max_attempts, p priority, k lease token,
--- c "1" if a cancel was requested, x expires_at (ttl), d finished_at, and only
+-- c "1" if a cancel was requested, x expires_at (ttl), d the task's times
+-- "finished_at/submitted_at/started_at" (each may be empty: a live task has
+-- "/<submitted_at>"; started_at is that of the attempt that finished), and only
 -- when set a JSON tail: e last_error, t traceback, f failed_at, b the scheduled
 -- member (body) while scheduled, r refunds (attempts sweep gave back because the
 -- reservation expired without a start mark), g the flow-control group. The hot
@@ -23,11 +26,10 @@ local K_STARTED = KEYS[14]
 -- KEYS 15-21, flow control (used by queue_groups.lua): 15 :groups hash,
 -- 16 :groups:ready zset, 17 :groups:delayed zset, 18 :groups:conf hash,
 -- 19 :groups:names zset, 20 :groups:meta hash, 21 the prefix of the group lists.
--- KEYS 22-24, task records: 22 :started_at hash (task_id -> when its latest attempt
--- was marked started), 23 :finished zset (task_id -> when it finished or died: the
--- retention index), 24 the prefix of the per-task record keys <prefix><id> (hash:
--- p progress JSON, n outputs emitted) and <prefix><id>:out (list, newest outputs),
--- 25 :submitted_at hash (task_id -> when it was first submitted).
+-- KEYS 22-23, task records: 22 :finished zset (task_id -> when it finished or died:
+-- the retention index), 23 the prefix of the per-task record keys <prefix><id>
+-- (hash: p progress JSON, n outputs emitted) and <prefix><id>:out (list, newest
+-- outputs); only tasks that reported progress or emitted have them.
 -- Finished records live in hourly hashes that expire as a whole; the :finished
 -- index drops each one RESULT_TTL after it ended, and the oldest first past
 -- RESULT_MAX per type. Both come from the process' settings at script load
@@ -35,8 +37,7 @@ local K_STARTED = KEYS[14]
 local RESULT_TTL = tonumber('__RESULT_TTL__') or 86400
 local RESULT_MAX = tonumber('__RESULT_MAX__') or 100000
 local DONE_TTL = math.ceil(RESULT_TTL) + 3600
-local K_STARTED_AT, K_FINISHED, K_REC = KEYS[22], KEYS[23], KEYS[24]
-local K_SUBMITTED = KEYS[25]
+local K_FINISHED, K_REC = KEYS[22], KEYS[23]
 local DONE_PREFIX = string.match(K_DONE, '^(.*:done:)%d+$') or K_DONE
 local RETAIN_CHUNK = 1000
 local done_ttl_set = false
@@ -165,8 +166,6 @@ local function forget_finished(flat)
     list[#list + 1] = id
   end
   for hour, list in pairs(by_hour) do mcall('HDEL', DONE_PREFIX .. hour, list) end
-  mcall('HDEL', K_STARTED_AT, ids)
-  mcall('HDEL', K_SUBMITTED, ids)
   local i = 1
   while i <= #recs do
     local j = math.min(i + 999, #recs)
@@ -196,12 +195,20 @@ local function retain(ids, now)
   end
 end
 
+-- The times field of a record that finished at now_s (a string), keeping when it
+-- was submitted; started: the finishing attempt's start mark ("<token>/<time>").
+local function finished_times(rec, now_s, started)
+  local sub = string.match(rec.d or '', '^[^/]*/([^/]*)') or ''
+  local st = started and string.match(started, '/(.*)$') or ''
+  return now_s .. '/' .. sub .. '/' .. st
+end
+
 local function finish(id, rec, state, now)
   rec.s = state
   rec.k = nil
   rec.c = nil
   rec.b = nil
-  rec.d = fstr(now)
+  rec.d = finished_times(rec, fstr(now), nil)
   redis.call('HDEL', K_TASKS, id)
   redis.call('HSET', K_DONE, id, enc(rec))
   touch_done()

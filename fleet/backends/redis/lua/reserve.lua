@@ -48,7 +48,6 @@ local function take_one(id, raw, rec)
     count('cancelled')
   elseif rec.x and now > tonumber(rec.x) then
     redis.call('HDEL', K_TASKS, id)
-    redis.call('HDEL', K_SUBMITTED, id)
     count('expired')
     -- The rare path: decoding the body here costs nothing on the hot one.
     local body = decode_body(raw)

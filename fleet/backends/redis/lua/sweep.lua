@@ -1,7 +1,7 @@
 -- @include queue_common queue_groups
 -- ARGV: now, limit. Re-queues up to limit leases past their deadline at the head
 -- of their tier (or group) and drains due scheduled tasks. The attempt stays charged if the
--- reservation was marked started (:processing:started holds its token); else it
+-- reservation was marked started (:processing:started holds its token/time); else it
 -- is refunded (a -= 1, r += 1) unless r already reached max(max_attempts, 2)
 -- (fleet.core.records.refund_cap).
 -- Returns {re-queued, examined} so the caller loops while examined == limit.
@@ -12,6 +12,7 @@ local n = 0
 for i = #ids, 1, -1 do
   local id = ids[i]
   local mark = redis.call('HGET', K_STARTED, id)
+  if mark then mark = string.match(mark, '^[^/]*') end
   local raw = unregister(id)
   local rec = get_rec(id)
   if raw then

@@ -1,12 +1,12 @@
 -- @include queue_common
--- ARGV: task_id. Returns {where, record JSON, score, submitted_at, started_at,
--- progress JSON, outputs emitted, {newest output envelopes}} with where in
--- live|dead|none; score is the lease deadline or ready_at as a string, or ''.
+-- ARGV: task_id. Returns {where, record, score, start mark, progress JSON,
+-- outputs emitted, {newest output envelopes}} with where in live|dead|none; score
+-- is the lease deadline or ready_at as a string, or ''; the start mark
+-- ("<token>/<time>") of a processing task's reservation, or ''.
 local id = ARGV[1]
-local function with_record(where, raw, score)
+local function with_record(where, raw, score, mark)
   local rec = redis.call('HMGET', K_REC .. id, 'p', 'n')
-  return {where, raw, score, redis.call('HGET', K_SUBMITTED, id) or '',
-    redis.call('HGET', K_STARTED_AT, id) or '', rec[1] or '', rec[2] or '0',
+  return {where, raw, score, mark or '', rec[1] or '', rec[2] or '0',
     redis.call('LRANGE', K_REC .. id .. ':out', 0, -1)}
 end
 local raw = redis.call('HGET', K_TASKS, id)
@@ -15,7 +15,9 @@ if raw then
   local score = false
   if rec.s == 'p' then score = redis.call('ZSCORE', K_PROC, id) end
   if rec.s == 's' and rec.b then score = redis.call('ZSCORE', K_SCHED, rec.b) end
-  return with_record('live', raw, score or '')
+  local mark = false
+  if rec.s == 'p' then mark = redis.call('HGET', K_STARTED, id) end
+  return with_record('live', raw, score or '', mark)
 end
 local info = redis.call('HGET', K_DEADINFO, id)
 if info then return with_record('dead', info, '') end
@@ -26,4 +28,4 @@ if ended then
 end
 done = done or redis.call('HGET', K_DONE, id) or redis.call('HGET', K_DONE_PREV, id)
 if done then return with_record('live', done, '') end
-return {'none', '', '', '', '', '', '0', {}}
+return {'none', '', '', '', '', '0', {}}
