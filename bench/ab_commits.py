@@ -6,6 +6,7 @@ Usage (from the repository root)::
     git worktree add /tmp/fleet-before <commit>
     .venv/bin/python bench/ab_commits.py /tmp/fleet-before .          # 3 rounds, N = 30,000
     .venv/bin/python bench/ab_commits.py /tmp/fleet-before . --tasks 10000 --rounds 5
+    .venv/bin/python bench/ab_commits.py . . --trace-after     # the cost of tracing
 
 Each checkout runs from its own source tree (the working directory of its
 processes, so first on ``sys.path``) with this venv's packages. The job is
@@ -18,10 +19,12 @@ server's CPU per push and per drained task (``INFO cpu``).
 from __future__ import annotations
 
 import argparse
+import http.server
 import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -59,11 +62,37 @@ def redis_cpu(client: redis.Redis) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
-def one_round(tree: Path, url: str, n: int, slots: int) -> dict[str, float]:
+class _Sink(http.server.BaseHTTPRequestHandler):
+    """An OTLP/HTTP endpoint that takes every export and keeps nothing."""
+
+    spans_bytes = 0
+
+    def do_POST(self) -> None:
+        size = int(self.headers.get("content-length") or 0)
+        _Sink.spans_bytes += len(self.rfile.read(size))
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def otlp_sink() -> str:
+    """Start the sink in a thread; its URL (an ``OTEL_EXPORTER_OTLP_ENDPOINT``)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def one_round(
+    tree: Path, url: str, n: int, slots: int, extra_env: dict[str, str] | None = None
+) -> dict[str, float]:
     client = redis.Redis.from_url(url)
     client.flushdb()
     redis0 = redis_cpu(client)
     env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{HERE}", "REDIS_URL": url}
+    env.update(extra_env or {})
     out = subprocess.run(
         [PYTHON, "-c", PRODUCER, url, str(n), str(slots)],
         env=env,
@@ -121,8 +150,24 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--slots", type=int, default=10)
     parser.add_argument("--url", default=None, help="use this Redis (it is flushed!)")
+    parser.add_argument(
+        "--env-after",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set this in the environment of the second checkout's processes only",
+    )
+    parser.add_argument(
+        "--trace-after",
+        action="store_true",
+        help="the second checkout's processes trace every task (the [otel] extra) and "
+        "export over OTLP/HTTP to a sink in this process: the cost of tracing",
+    )
     parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args()
+    after_env = dict(item.split("=", 1) for item in args.env_after)
+    if args.trace_after:
+        after_env["OTEL_EXPORTER_OTLP_ENDPOINT"] = otlp_sink()
     if args.smoke:
         args.tasks, args.rounds = 200, 1
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
@@ -134,13 +179,16 @@ def main() -> None:
     with redis_server(args.url) as url:
         for rnd in range(args.rounds):
             for name, tree in trees.items():
-                row = one_round(tree, url, args.tasks, args.slots)
+                extra = after_env if name == "after" else None
+                row = one_round(tree, url, args.tasks, args.slots, extra)
                 results[name].append(row)
                 shown = ", ".join(f"{k} {v:,.3f}" for k, v in row.items())
                 print(f"round {rnd + 1} {name}: {shown}", flush=True)
     for name, rows in results.items():
         medians = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
         print(f"median {name}: " + ", ".join(f"{k} {v:,.3f}" for k, v in medians.items()))
+    if args.trace_after:
+        print(f"OTLP bytes received from the second checkout: {_Sink.spans_bytes:,}")
     print("load average at end:", loadavg())
 
 
