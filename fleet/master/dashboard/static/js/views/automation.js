@@ -18,6 +18,15 @@ const TAIL = 100;
 /** How long the submit form follows a submitted task's state. */
 const TRACK_MS = 60_000;
 
+/** A task's latest progress report as " · 40% step 3/7" ("" without one). */
+function progressText(progress) {
+  if (!progress) return "";
+  const parts = [];
+  if (typeof progress.fraction === "number") parts.push(`${Math.round(progress.fraction * 100)}%`);
+  if (progress.message) parts.push(progress.message);
+  return parts.length ? ` · ${parts.join(" ")}` : "";
+}
+
 function submitPanel(type, entry) {
   const msg = h("div", { class: "messages", "aria-live": "polite" });
   const payload = buildForm(entry.queue.payload, { idPrefix: "task" });
@@ -43,7 +52,7 @@ function submitPanel(type, entry) {
     while (mine === tracking && Date.now() < deadline) {
       try {
         const st = await api(`/automations/${seg(type)}/tasks/${seg(taskId)}`);
-        tracker.textContent = `Task ${taskId}: ${st.state}${st.attempt ? ` (attempt ${st.attempt})` : ""}${st.last_error ? ` — ${st.last_error}` : ""}`;
+        tracker.textContent = `Task ${taskId}: ${st.state}${st.attempt ? ` (attempt ${st.attempt})` : ""}${progressText(st.progress)}${st.outputs_total ? ` · ${st.outputs_total} output${st.outputs_total === 1 ? "" : "s"}` : ""}${st.last_error ? ` — ${st.last_error}` : ""}`;
         if (["done", "dead", "cancelled", "unknown"].includes(st.state)) return;
       } catch {
         return;
