@@ -42,6 +42,7 @@ from fleet.core.records import (
 )
 from fleet.core.results import result_ttl
 from fleet.core.stored import UnreadableBody, dead_body
+from fleet.core.tracing import trace_id_of
 
 #: Requests per push script call (bounds one script's run time).
 PUSH_CHUNK = 500
@@ -108,20 +109,21 @@ class QueueOps(RedisCore):
                 if body.ttl_seconds is not None:
                     expires = repr(body.enqueued_at + body.ttl_seconds)
                 bodies.append(body.to_json())
-                rows.append(
-                    [
-                        body.id,
-                        body.priority,
-                        ready_at,
-                        idem_index,
-                        max(1, int(req.idempotency_ttl * 1000)),
-                        body.attempt,
-                        body.max_attempts,
-                        expires,
-                        body.group,
-                        repr(body.enqueued_at),
-                    ]
-                )
+                row = [
+                    body.id,
+                    body.priority,
+                    ready_at,
+                    idem_index,
+                    max(1, int(req.idempotency_ttl * 1000)),
+                    body.attempt,
+                    body.max_attempts,
+                    expires,
+                    body.group,
+                    repr(body.enqueued_at),
+                ]
+                if body.traceparent is not None:  # kept in the record, for task_state
+                    row.append(trace_id_of(body.traceparent))
+                rows.append(row)
             argv = [repr(t), dumps(rows), *bodies]
             with self._guard():
                 raw = await self._scripts.push(self._lane, base + extra, argv)
@@ -477,6 +479,7 @@ class QueueOps(RedisCore):
             deadline=float(score) if state == "processing" and score else None,
             ready_at=float(score) if state == "scheduled" and score else None,
             finished_at=rec.finished_at if state in ("done", "cancelled") else rec.failed_at,
+            trace_id=rec.trace_id,
         )
 
     async def cancel(self, automation_type: str, task_id: str) -> CancelOutcome:

@@ -4,7 +4,7 @@ Scripts keep what changes during a task's life in a record beside the immutable
 body (see ``lua/queue_common.lua``)::
 
     s|a|m|p|k|c|x|d[|{"e": last_error, "t": traceback, "f": failed_at, "b": body,
-                      "r": refunds}]
+                      "r": refunds, "g": group, "tr": trace id}]
 
 ``d`` holds the task's times, ``finished_at/submitted_at/started_at`` (a record
 written before task records has only ``finished_at``).
@@ -43,6 +43,7 @@ class TaskRecord:
     failed_at: float | None = None
     scheduled_body: str | None = None
     refunds: int = 0
+    trace_id: str | None = None
 
 
 def _int(text: str) -> int | None:
@@ -88,6 +89,7 @@ def parse_record(raw: str) -> TaskRecord:
         failed_at=None if f is None else float(f),
         scheduled_body=extra.get("b"),
         refunds=int(extra.get("r") or 0),
+        trace_id=extra.get("tr") if isinstance(extra.get("tr"), str) else None,
     )
 
 

@@ -3,7 +3,7 @@
 -- A request is
 --   [id, priority, ready_at (0 = now), idempotency KEYS index (0 = none),
 --    idempotency ttl ms, attempt, max_attempts (null = none), expires_at (null = no ttl),
---    group (null = none), submitted_at]
+--    group (null = none), submitted_at[, trace id (only for a traced task)]]
 -- (one JSON argument instead of eight per request: far cheaper to send and parse;
 -- bodies go as arguments of their own so neither side escapes them into a string).
 -- Returns per request: queued (1|0), task id (the original one for a duplicate).
@@ -41,7 +41,7 @@ for n, r in ipairs(reqs) do
     if ik > 0 then redis.call('SET', KEYS[ik], id, 'PX', r[5]) end
     local group = jnull(r[9])
     local rec = {p = prio, a = r[6], m = jnull(r[7]), x = jnull(r[8]), g = group,
-                 d = '/' .. r[10]}
+                 d = '/' .. r[10], tr = r[11]}
     if ready_at > 0 then
       redis.call('ZADD', K_SCHED, ready_at, raw)
       rec.s = 's'

@@ -78,6 +78,7 @@ local function dec(raw)
     rec.b = jnull(extra.b)
     rec.r = tonumber(jnull(extra.r))
     rec.g = jnull(extra.g)
+    rec.tr = jnull(extra.tr)
   end
   return rec
 end
@@ -86,9 +87,9 @@ local function enc(rec)
   local head = (rec.s or '') .. '|' .. (rec.a or '') .. '|' .. (rec.m or '') .. '|' ..
     (rec.p or 0) .. '|' .. (rec.k or '') .. '|' .. (rec.c and '1' or '') .. '|' ..
     (rec.x or '') .. '|' .. (rec.d or '')
-  if rec.e or rec.t or rec.f or rec.b or rec.r or rec.g then
+  if rec.e or rec.t or rec.f or rec.b or rec.r or rec.g or rec.tr then
     return head .. '|' .. cjson.encode({e = rec.e, t = rec.t, f = rec.f, b = rec.b, r = rec.r,
-                                        g = rec.g})
+                                        g = rec.g, tr = rec.tr})
   end
   return head
 end
