@@ -75,14 +75,22 @@ class Context(Generic[ConfigT]):
         #: The task attempt running in this slot now (None between tasks and in a
         #: continuous slot): what its emits carry.
         self._task: tuple[str, int] | None = None
+        self._run: str | None = None
         self._progress = ProgressReporter(backend, automation_type)
 
-    def bind_task(self, task_id: str | None, attempt: int = 0) -> None:
-        """The worker's: the task attempt ``run_one`` now runs (None once it ended).
-        A progress report still pending for the previous attempt is sent."""
+    def bind_task(self, task_id: str | None, attempt: int = 0, *, run: str | None = None) -> None:
+        """The worker's: the task attempt ``run_one`` now runs (None once it ended)
+        and its run. A progress report still pending for the previous attempt is sent."""
         if self._task is not None:
             self._progress.flush()
         self._task = None if task_id is None else (task_id, attempt)
+        self._run = None if task_id is None else run
+
+    @property
+    def run_id(self) -> str | None:
+        """The run of the task running in this slot now (None: no run, or no task).
+        Tasks ``ctx.submit`` submits while it runs join this run."""
+        return self._run
 
     async def progress(self, fraction: float | None = None, message: str | None = None) -> None:
         """Report how far the running task is: a ``fraction`` in 0..1, a short
@@ -169,6 +177,7 @@ class Context(Generic[ConfigT]):
         idempotency_key: str | None = None,
         group: str | None = None,
         timeout_seconds: float | None = None,
+        unique_key: str | None = None,
     ) -> str:
         """Enqueue a task for another batch automation; returns the task id (the
         original one if ``idempotency_key`` matched an earlier submit).
@@ -178,6 +187,10 @@ class Context(Generic[ConfigT]):
         settings) and into the fair round robin across groups.
         ``timeout_seconds`` limits each ``run_one`` of the task (it wins over the
         receiver's ``Config.timeout_seconds``).
+        A task submitted while a task of a run runs joins that run (``ctx.run_id``);
+        ``unique_key`` (a URL) then makes a second submit of the same key within
+        the run a duplicate that is not queued (counted in the run's
+        ``duplicates``); without a run it is refused.
 
         Raises:
             ContractTypeError: (a ``TypeError``) if ``payload`` is not the queue's model.
@@ -199,6 +212,8 @@ class Context(Generic[ConfigT]):
                 group=group,
                 timeout_seconds=timeout_seconds,
                 traceparent=traceparent,
+                run=self._run,
+                unique_key=unique_key,
             )
 
         if not tracing.ACTIVE:

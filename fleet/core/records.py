@@ -110,6 +110,8 @@ class TaskBody:
             receiver's ``Config.timeout_seconds``. None: the config's.
         traceparent: The W3C ``traceparent`` of the submit (``fleet.core.tracing``):
             each ``run_one`` of the task is traced as its child. None: not traced.
+        run: The run the task belongs to (``fleet.core.runs``): its counters move
+            with the task's. None: no run, no bookkeeping.
     """
 
     id: str
@@ -126,6 +128,7 @@ class TaskBody:
     group: str | None = None
     timeout_seconds: float | None = None
     traceparent: str | None = None
+    run: str | None = None
 
     @property
     def tier(self) -> Tier:
@@ -160,6 +163,8 @@ class TaskBody:
             out["timeout_seconds"] = self.timeout_seconds
         if self.traceparent is not None:
             out["traceparent"] = self.traceparent
+        if self.run is not None:
+            out["run"] = self.run
         return out
 
     def to_json(self) -> str:
@@ -182,6 +187,7 @@ class TaskBody:
             group=None if d.get("group") is None else str(d["group"]),
             timeout_seconds=d.get("timeout_seconds"),
             traceparent=_opt_str(d.get("traceparent")),
+            run=_opt_str(d.get("run")),
         )
 
     @classmethod
@@ -204,12 +210,16 @@ class PushRequest:
             key lives returns the first task's id with ``duplicate=True`` and
             enqueues nothing.
         idempotency_ttl: How long the key lives (seconds).
+        unique_key: With ``body.run``: a second push of the same key into the same
+            run, for the run's lifetime, enqueues nothing and answers
+            ``duplicate=True`` (counted in the run's ``duplicates``).
     """
 
     body: TaskBody
     delay_seconds: float = 0.0
     idempotency_key: str | None = None
     idempotency_ttl: float = 86_400.0
+    unique_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

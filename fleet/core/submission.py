@@ -9,6 +9,7 @@ from typing import Any
 from fleet.core.errors import ContractValueError
 from fleet.core.flow import check_group, check_plain
 from fleet.core.records import PushRequest, TaskBody, new_id, now
+from fleet.core.runs import check_unique_key
 from fleet.core.tracing import valid_traceparent
 
 #: Default lifetime of idempotency keys (seconds); ``FLEET_IDEMPOTENCY_TTL_SECONDS``.
@@ -77,6 +78,8 @@ def make_push_request(
     tick: bool = False,
     timeout_seconds: float | None = None,
     traceparent: str | None = None,
+    run: str | None = None,
+    unique_key: str | None = None,
 ) -> PushRequest:
     """Validate submit options and build the request to push.
 
@@ -94,6 +97,9 @@ def make_push_request(
             wins over the receiver's ``Config.timeout_seconds``.
         traceparent: The W3C ``traceparent`` of the submit, kept with the task (one
             that is not valid is dropped, as W3C asks, not refused).
+        run: The run the task joins (``fleet.core.runs``).
+        unique_key: Within ``run``, a key pushed before makes this a duplicate
+            (needs ``run``).
         tick: The schedule firer's own push: may use the reserved ``schedule:``
             space (:data:`RESERVED_PREFIX`); every other caller may not.
 
@@ -119,6 +125,12 @@ def make_push_request(
         check_id(idempotency_key, field="idempotency_key", max_len=MAX_IDEMPOTENCY_KEY_LEN)
     if group is not None:
         check_group(group)
+    if run is not None:
+        check_plain(run, field="run", max_len=MAX_TASK_ID_LEN)
+    if unique_key is not None:
+        check_unique_key(unique_key)
+        if run is None:
+            raise ContractValueError("unique_key needs a run", field="unique_key")
     body = TaskBody(
         id=task_id or new_id(),
         payload=payload,
@@ -130,6 +142,7 @@ def make_push_request(
         group=group,
         timeout_seconds=None if timeout_seconds is None else float(timeout_seconds),
         traceparent=None if traceparent is None else valid_traceparent(traceparent),
+        run=run,
     )
     return PushRequest(
         body=body,
@@ -139,4 +152,5 @@ def make_push_request(
         # more than the rest of a bulk submit's request building).
         idempotency_ttl=idempotency_ttl_seconds
         or (idempotency_ttl() if idempotency_key is not None else DEFAULT_IDEMPOTENCY_TTL),
+        unique_key=unique_key,
     )

@@ -27,6 +27,7 @@ class Task(Generic[P]):
             ``timeout_seconds``, else the config's), or None: no limit.
         traceparent: The W3C ``traceparent`` its submit stored (the run is traced
             as its child with the ``[otel]`` extra), or None.
+        run: The run it belongs to (``ctx.run_id``; its submits join it), or None.
     """
 
     id: str
@@ -39,6 +40,7 @@ class Task(Generic[P]):
     group: str | None = None
     timeout_seconds: float | None = None
     traceparent: str | None = None
+    run: str | None = None
 
     @property
     def is_last_attempt(self) -> bool:

@@ -42,6 +42,7 @@ from fleet.master.routes import health as health_routes
 from fleet.master.routes import pools as pool_routes
 from fleet.master.routes import proxies as proxy_routes
 from fleet.master.routes import queue as queue_routes
+from fleet.master.routes import runs as run_routes
 from fleet.master.routes import schedules as schedule_routes
 from fleet.master.routes import tasks as task_routes
 from fleet.master.routes import workers as worker_routes
@@ -220,6 +221,7 @@ def create_app(
     for module in (
         catalog_routes,
         task_routes,
+        run_routes,
         queue_routes,
         group_routes,
         schedule_routes,

@@ -71,6 +71,7 @@ def admit(slot: Slot, res: Reservation) -> Task[Any] | Outcome:
         if body.timeout_seconds is None
         else effective_limit(body.timeout_seconds, config.timeout_seconds),
         traceparent=body.traceparent,
+        run=body.run,
     )
 
 
@@ -146,7 +147,7 @@ async def run_attempt(slot: Slot, task: Task[Any]) -> Outcome:
     assert isinstance(automation, BatchAutomation)
     slot.stats.busy = True
     slot.running_task_id = task.id
-    slot.ctx.bind_task(task.id, task.attempt)
+    slot.ctx.bind_task(task.id, task.attempt, run=task.run)
     slot.phase = "run"
     started = time.perf_counter()
     try:

@@ -30,6 +30,7 @@ from fleet.backends.memory.events import MemorySubscription
 from fleet.backends.memory.limits import MemoryLimitsMixin
 from fleet.backends.memory.proxies import MemoryProxiesMixin
 from fleet.backends.memory.records import MemoryRecordsMixin
+from fleet.backends.memory.runs import MemoryRunsMixin
 from fleet.backends.memory.schedules import MemorySchedulesMixin
 from fleet.backends.memory.store import get_store, store_name
 from fleet.backends.memory.wait import resolve
@@ -73,6 +74,7 @@ class MemoryBackend(
     MemoryLimitsMixin,
     MemoryProxiesMixin,
     MemorySchedulesMixin,
+    MemoryRunsMixin,
     Backend,
 ):
     """In-process backend over the store named by ``memory://<name>``.
@@ -87,6 +89,7 @@ class MemoryBackend(
         self._limit_table = self._store.limits
         self._proxy_table = self._store.proxies
         self._schedule_table = self._store.schedules
+        self._run_book = self._store.runs
         self._closed = False
         self._waiting: set[asyncio.Future[None]] = set()
         # Weak: a subscription closed by its user must not be kept alive here.
@@ -459,7 +462,9 @@ def _plain(body: TaskBody) -> bool:
 
 def _copied(req: PushRequest) -> PushRequest:
     body = req.body.evolve(payload=_json(req.body.payload))
-    return PushRequest(body, req.delay_seconds, req.idempotency_key, req.idempotency_ttl)
+    return PushRequest(
+        body, req.delay_seconds, req.idempotency_key, req.idempotency_ttl, req.unique_key
+    )
 
 
 def _delivered_body(body: TaskBody) -> TaskBody:

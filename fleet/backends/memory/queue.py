@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from fleet.backends.memory.groups import Group, GroupBook
+from fleet.backends.memory.queue_view import QueueView
+from fleet.backends.memory.runs import RunBook
 from fleet.backends.memory.task_records import Extras, TaskRecordKeeping
 from fleet.core.flow import GroupLimits
 from fleet.core.records import (
@@ -37,8 +39,6 @@ from fleet.core.records import (
     NackOutcome,
     PushRequest,
     PushResult,
-    QueueCounters,
-    QueueDepths,
     Reservation,
     TaskBody,
     TaskInfo,
@@ -47,6 +47,7 @@ from fleet.core.records import (
     refund_cap,
 )
 from fleet.core.results import result_max_per_type, result_ttl
+from fleet.core.runs import RunEvent
 
 LiveState = Literal["queued", "scheduled", "processing"]
 COUNTER_NAMES = ("submitted", "completed", "failed", "dead", "expired", "cancelled", "throttled")
@@ -77,7 +78,7 @@ def _noop(*_: object) -> None:
     return None
 
 
-class QueueState(TaskRecordKeeping):
+class QueueState(QueueView, TaskRecordKeeping):
     """All queue state of one type.
 
     Args:
@@ -90,9 +91,14 @@ class QueueState(TaskRecordKeeping):
         self,
         on_ready: Callable[[int], None] = _noop,
         on_reschedule: Callable[[], None] = _noop,
+        *,
+        automation_type: str = "",
+        runs: RunBook | None = None,
     ) -> None:
         self.on_ready = on_ready
         self.on_reschedule = on_reschedule
+        self.automation_type = automation_type
+        self.runs = runs
         self._seq = itertools.count()
         self.result_ttl = result_ttl()
         self.result_max = result_max_per_type()
@@ -115,6 +121,11 @@ class QueueState(TaskRecordKeeping):
         self.idem_heap: list[tuple[float, str]] = []
         self.counters: dict[str, int] = dict.fromkeys(COUNTER_NAMES, 0)
         self.groups = GroupBook(self.on_reschedule)
+
+    def _run(self, body: TaskBody, event: RunEvent, now: float, from_running: bool = False) -> None:
+        """Move the counters of ``body``'s run, if it has one (same step)."""
+        if body.run is not None and self.runs is not None:
+            self.runs.event(body, self.automation_type, event, now, from_running=from_running)
 
     # ------------------------------------------------------------ moves
     def _enqueue(self, task: _Task, *, head: bool) -> None:
@@ -211,6 +222,11 @@ class QueueState(TaskRecordKeeping):
             if body.id in self.tasks:
                 results.append(PushResult(body.id, queued=False, duplicate=True))
                 continue
+            if body.run is not None and self.runs is not None:
+                verdict = self.runs.admit(body, req.unique_key, self.automation_type, now)
+                if verdict != "ok":
+                    results.append(PushResult(body.id, False, verdict == "duplicate"))
+                    continue
             if body.enqueued_at <= 0:
                 body = body.evolve(enqueued_at=now)
             if key is not None:
@@ -227,6 +243,7 @@ class QueueState(TaskRecordKeeping):
                 self._enqueue(task, head=False)
                 ready += 1
             self.counters["submitted"] += 1
+            self._run(body, "queued", now)
             results.append(PushResult(body.id, queued=True, duplicate=False))
         if ready:
             self.on_ready(ready)
@@ -363,10 +380,12 @@ class QueueState(TaskRecordKeeping):
         if task.cancel:
             self._finish(task, "cancelled", now)
             self.counters["cancelled"] += 1
+            self._run(body, "cancelled", now)
             return None
         if body.is_expired(now):
             del self.tasks[body.id]
             self.counters["expired"] += 1
+            self._run(body, "expired", now)
             if expired is not None:
                 expired.append(body)
             return None
@@ -384,6 +403,7 @@ class QueueState(TaskRecordKeeping):
                     failed_at=now,
                 )
             )
+            self._run(body, "dead", now)
             return None
         body = body.evolve(attempt=body.attempt + 1)
         task.body = body
@@ -394,6 +414,7 @@ class QueueState(TaskRecordKeeping):
         task.deadline = now + visibility_seconds
         heapq.heappush(self.leases, (task.deadline, task.seq, body.id))
         self.n_processing += 1
+        self._run(body, "started", now)
         return Reservation(body, task.token, task.deadline)
 
     # ------------------------------------------------------------ lease ends
@@ -408,9 +429,11 @@ class QueueState(TaskRecordKeeping):
             if task.cancel:
                 self._finish(task, "cancelled", now)
                 self.counters["cancelled"] += 1
+                self._run(task.body, "cancelled", now, True)
             else:
                 self._finish(task, "done", now)
                 self.counters["completed"] += 1
+                self._run(task.body, "done", now)
             out.append(True)
         return out
 
@@ -434,10 +457,12 @@ class QueueState(TaskRecordKeeping):
         if dead or body.attempt >= max_attempts:
             del self.tasks[tid]
             self._bury(body)
+            self._run(body, "dead", now, True)
             return "dead"
         task.body = body
         self._schedule(task, now + max(delay_seconds, 0.0))
         self.counters["failed"] += 1
+        self._run(body, "requeued", now)
         return "retry"
 
     def release(self, tid: str, token: str) -> bool:
@@ -447,6 +472,7 @@ class QueueState(TaskRecordKeeping):
         self._unlink(task)
         task.body = task.body.evolve(attempt=max(task.body.attempt - 1, 0))
         self._enqueue(task, head=True)
+        self._run(task.body, "requeued", 0.0)
         self.on_ready(1)
         return True
 
@@ -458,6 +484,7 @@ class QueueState(TaskRecordKeeping):
         self._unlink(task)
         task.body = task.body.evolve(attempt=max(task.body.attempt - 1, 0))
         self.counters["throttled"] += 1
+        self._run(task.body, "requeued", now)
         if task.body.group is None:
             self._schedule(task, now + retry_after)
             return True
@@ -504,6 +531,7 @@ class QueueState(TaskRecordKeeping):
                 task.body = body.evolve(attempt=body.attempt - 1, refunds=body.refunds + 1)
             task.started = False
             self._enqueue(task, head=True)
+            self._run(task.body, "requeued", now)
         if expired:
             self.on_ready(len(expired))
         self.promote_due(now)
@@ -528,6 +556,7 @@ class QueueState(TaskRecordKeeping):
             task = _Task(body.evolve(attempt=0, refunds=0), "queued", 0)
             self.tasks[tid] = task
             self._enqueue(task, head=False)
+            self._run(body, "replayed", 0.0)
             replayed += 1
         if replayed:
             self.on_ready(replayed)
@@ -539,35 +568,6 @@ class QueueState(TaskRecordKeeping):
         return n
 
     # ------------------------------------------------------------ inspection
-    def _oldest_enqueued(self) -> float | None:
-        # Heads of the tiers: exact for FIFO traffic; a retried task re-enters at
-        # the tail with its old submit time, as on every backend.
-        oldest: float | None = None
-        for tier in TIERS:
-            entries = self.tiers[tier]
-            while entries:
-                tid, seq = entries[0]
-                task = self._valid(tid, seq, "queued")
-                if task is not None:
-                    at = task.body.enqueued_at
-                    oldest = at if oldest is None else min(oldest, at)
-                    break
-                entries.popleft()
-        return oldest
-
-    def depths(self, now: float) -> QueueDepths:
-        oldest = self._oldest_enqueued()
-        return QueueDepths(
-            high=self.tier_len["high"],
-            normal=self.tier_len["normal"],
-            low=self.tier_len["low"],
-            processing=self.n_processing,
-            scheduled=self.n_scheduled,
-            dead=len(self.dead),
-            oldest_pending_age=None if oldest is None else max(now - oldest, 0.0),
-            counters=QueueCounters(**self.counters),
-        )
-
     def _bare_state(self, tid: str, now: float) -> tuple[TaskInfo, float | None]:
         task = self.tasks.get(tid)
         if task is not None:
@@ -596,4 +596,5 @@ class QueueState(TaskRecordKeeping):
         self._unlink(task)
         self._finish(task, "cancelled", now)
         self.counters["cancelled"] += 1
+        self._run(task.body, "cancelled", now)
         return "cancelled"

@@ -17,17 +17,24 @@ from fleet.backends.memory.limits import LimitTable
 from fleet.backends.memory.pool import PoolState
 from fleet.backends.memory.proxies import ProxyTable
 from fleet.backends.memory.queue import QueueState
+from fleet.backends.memory.runs import RunBook
 from fleet.backends.memory.schedules import ScheduleTable
 from fleet.backends.memory.stream import StreamState
 from fleet.backends.memory.wait import Waiters
+from fleet.core.records import PushRequest, now
 
 
 class TypeQueue:
     """A type's queue state plus the reservers blocked on it."""
 
-    def __init__(self) -> None:
+    def __init__(self, automation_type: str = "", runs: RunBook | None = None) -> None:
         self.waiters = Waiters()
-        self.state = QueueState(on_ready=self.waiters.wake, on_reschedule=self.waiters.wake_all)
+        self.state = QueueState(
+            on_ready=self.waiters.wake,
+            on_reschedule=self.waiters.wake_all,
+            automation_type=automation_type,
+            runs=runs,
+        )
 
 
 @dataclass(slots=True)
@@ -102,11 +109,18 @@ class MemoryStore:
         self.generations: dict[str, int] = {}
         #: (type, worker id or "" for the type-wide config) -> its generation
         self.config_gens: dict[tuple[str, str], int] = {}
+        self.runs = RunBook(self._push_callback, self._cancel_task, self.hub.publish)
+
+    def _push_callback(self, automation_type: str, request: PushRequest) -> None:
+        self.queue(automation_type).state.push([request], now())
+
+    def _cancel_task(self, automation_type: str, task_id: str) -> str:
+        return self.queue(automation_type).state.cancel(task_id, now())
 
     def queue(self, automation_type: str) -> TypeQueue:
         q = self.queues.get(automation_type)
         if q is None:
-            q = self.queues[automation_type] = TypeQueue()
+            q = self.queues[automation_type] = TypeQueue(automation_type, self.runs)
         return q
 
     def stream(self, automation_type: str) -> StreamState:

@@ -25,6 +25,7 @@ from fleet.backends.redis.limits import LimitOps
 from fleet.backends.redis.pools import PoolOps
 from fleet.backends.redis.proxies import ProxyOps
 from fleet.backends.redis.queue import QueueOps
+from fleet.backends.redis.runs import RunOps
 from fleet.backends.redis.schedules import ScheduleOps
 from fleet.backends.redis.state import StateOps
 from fleet.backends.redis.streams import StreamOps
@@ -44,6 +45,7 @@ class RedisBackend(
     LimitOps,
     ProxyOps,
     ScheduleOps,
+    RunOps,
     Backend,
 ):
     """Backend over one Redis database.

@@ -47,6 +47,7 @@ from fleet.backends.sqlite.groups import Book
 from fleet.backends.sqlite.limits import SQLiteLimits
 from fleet.backends.sqlite.primitives import SQLitePrimitives
 from fleet.backends.sqlite.proxies import SQLiteProxies
+from fleet.backends.sqlite.runs import SQLiteRuns
 from fleet.backends.sqlite.schedules import SQLiteSchedules
 from fleet.backends.sqlite.watch import SQLiteSubscription, Watcher
 from fleet.core.capabilities.proxies import ProxyPolicy
@@ -69,13 +70,16 @@ from fleet.core.records import (
     now,
 )
 from fleet.core.results import output_record, progress_record, progress_topic
+from fleet.core.runs import RunCancel
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 
-class SQLiteBackend(SQLitePrimitives, SQLiteConfigs, SQLiteLimits, SQLiteProxies, SQLiteSchedules):
+class SQLiteBackend(
+    SQLitePrimitives, SQLiteConfigs, SQLiteLimits, SQLiteProxies, SQLiteSchedules, SQLiteRuns
+):
     """The SQLite backend (see the module docstring).
 
     Args:
@@ -297,6 +301,11 @@ class SQLiteBackend(SQLitePrimitives, SQLiteConfigs, SQLiteLimits, SQLiteProxies
     async def purge_type(self, automation_type: str) -> None:
         await self._db.write(lambda c: qa.purge_type(c, automation_type))
 
+    async def run_cancel(self, run_id: str) -> RunCancel | None:
+        found = await self._db.write(lambda c: qa.run_cancel(c, run_id, now()))
+        self._watcher.kick()
+        return found
+
     async def _write_waking(self, automation_type: str, op: Callable[[sqlite3.Connection], T]) -> T:
         """Run a write that may make tasks deliverable, and wake as many local
         reservers as it moved the type's signal (other processes' pollers see it)."""
@@ -320,6 +329,11 @@ class SQLiteBackend(SQLitePrimitives, SQLiteConfigs, SQLiteLimits, SQLiteProxies
             )
             if done:
                 q.count(conn, automation_type, "throttled")
+                row = conn.execute(
+                    "SELECT run FROM tasks WHERE type = ? AND id = ?", (automation_type, task_id)
+                ).fetchone()
+                if row is not None and row[0] is not None:
+                    q.run_event(conn, row[0], automation_type, "requeued", now())
             return done
 
         return await self._write_waking(automation_type, op)

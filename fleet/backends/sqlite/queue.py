@@ -10,18 +10,23 @@ group's line of its tier instead (:mod:`fleet.backends.sqlite.groups`).
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.backends.sqlite import records
+from fleet.backends.sqlite import records, runs
 from fleet.backends.sqlite.groups import Book
+from fleet.backends.sqlite.tallies import SWEEP_PRUNE_LIMIT as SWEEP_PRUNE_LIMIT
+from fleet.backends.sqlite.tallies import count as count
+from fleet.backends.sqlite.tallies import merged as merged
+from fleet.backends.sqlite.tallies import prune_idempotency as prune_idempotency
+from fleet.backends.sqlite.tallies import read_signal as read_signal
+from fleet.backends.sqlite.tallies import signal as signal
+from fleet.backends.sqlite.tallies import tier_num as tier_num
 from fleet.core.flow import GroupLimits
 from fleet.core.records import (
-    TIERS,
     LeaseStatus,
     NackOutcome,
     PushRequest,
@@ -30,51 +35,30 @@ from fleet.core.records import (
     TaskBody,
     refund_cap,
 )
+from fleet.core.runs import RunEvent
 
 log = logging.getLogger("fleet.backends.sqlite")
 
 LIVE_STATES = ("queued", "scheduled", "processing")
 NO_LIMITS = GroupLimits()
-_TIER_NUM = {name: i for i, name in enumerate(TIERS)}
 
 
-def tier_num(body: TaskBody) -> int:
-    """The ``tasks.tier`` value of a body: 0 high, 1 normal, 2 low."""
-    return _TIER_NUM[body.tier]
-
-
-def merged(raw: str, attempt: int, max_attempts: int | None) -> TaskBody:
-    """The task body of a row: its JSON with the ``attempt`` columns applied."""
-    d = json.loads(raw)
-    d["attempt"] = attempt
-    d["max_attempts"] = max_attempts
-    return TaskBody.from_dict(d)
-
-
-def count(conn: sqlite3.Connection, automation_type: str, name: str, n: int = 1) -> None:
-    """Add ``n`` to the type's counter ``name``."""
-    if n:
-        conn.execute(
-            "INSERT INTO task_counters (type, name, value) VALUES (?, ?, ?) "
-            "ON CONFLICT (type, name) DO UPDATE SET value = value + excluded.value",
-            (automation_type, name, n),
-        )
-
-
-def signal(conn: sqlite3.Connection, automation_type: str, n: int) -> int:
-    """Bump the type's change counter by ``n`` (tasks became deliverable); its new value."""
-    row = conn.execute(
-        "INSERT INTO signals (type, n) VALUES (?, ?) "
-        "ON CONFLICT (type) DO UPDATE SET n = n + excluded.n RETURNING n",
-        (automation_type, n),
-    ).fetchone()
-    return int(row[0])
-
-
-def read_signal(conn: sqlite3.Connection, automation_type: str) -> int:
-    """The type's change counter (0 if never bumped)."""
-    row = conn.execute("SELECT n FROM signals WHERE type = ?", (automation_type,)).fetchone()
-    return int(row[0]) if row else 0
+def run_event(
+    conn: sqlite3.Connection,
+    run_id: str | None,
+    automation_type: str,
+    what: RunEvent,
+    now: float,
+    *,
+    from_running: bool = False,
+) -> None:
+    """Move the counters of ``run_id`` (a task's run; nothing if None) by one event,
+    in this transaction; if that ends the run, push its callback here too."""
+    if run_id is None:
+        return
+    callback = runs.event(conn, run_id, automation_type, what, now, from_running=from_running)
+    if callback is not None:
+        push(conn, callback[0], [callback[1]], now)
 
 
 class _Ends:
@@ -113,11 +97,12 @@ def tail_of(conn: sqlite3.Connection, automation_type: str, tier: int, grp: str 
 
 _UPSERT_TASK = (
     "INSERT INTO tasks (type, id, state, tier, seq, body, attempt, max_attempts, enqueued_at, "
-    "ready_at, grp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ready_at, grp, run) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (type, id) DO UPDATE SET state = excluded.state, tier = excluded.tier, "
     "seq = excluded.seq, body = excluded.body, attempt = excluded.attempt, grp = excluded.grp, "
     "max_attempts = excluded.max_attempts, enqueued_at = excluded.enqueued_at, "
-    "ready_at = excluded.ready_at, deadline = NULL, token = NULL, cancel = 0, "
+    "ready_at = excluded.ready_at, run = excluded.run, deadline = NULL, token = NULL, "
+    "cancel = 0, "
     "finished_at = NULL WHERE tasks.state IN ('done', 'cancelled')"
 )
 
@@ -150,6 +135,11 @@ def push(
             if row is not None:
                 results.append(PushResult(str(row[0]), queued=False, duplicate=True))
                 continue
+        if body.run is not None:
+            verdict = runs.admit(conn, body, req.unique_key, automation_type, now)
+            if verdict != "ok":
+                results.append(PushResult(body.id, queued=False, duplicate=verdict == "duplicate"))
+                continue
         if not body.enqueued_at:
             body = body.evolve(enqueued_at=now)
         tier = tier_num(body)
@@ -170,11 +160,14 @@ def push(
                 body.enqueued_at,
                 now + req.delay_seconds if delayed else None,
                 body.group,
+                body.run,
             ),
         ).rowcount
         if not inserted:
             results.append(PushResult(body.id, queued=False, duplicate=True))
             continue
+        if body.run is not None:
+            run_event(conn, body.run, automation_type, "queued", now)
         if not delayed:
             book.joined(body.group, tier)
         if key is not None:
@@ -212,14 +205,22 @@ def promote_due(conn: sqlite3.Connection, automation_type: str, now: float) -> i
     return len(due)
 
 
-def bury(conn: sqlite3.Connection, automation_type: str, body: TaskBody, now: float) -> None:
-    """Move a task to the DLQ (``counters.dead`` += 1)."""
+def bury(
+    conn: sqlite3.Connection,
+    automation_type: str,
+    body: TaskBody,
+    now: float,
+    *,
+    from_running: bool = False,
+) -> None:
+    """Move a task to the DLQ (``counters.dead`` += 1; its run's ``dead`` too)."""
     conn.execute("DELETE FROM tasks WHERE type = ? AND id = ?", (automation_type, body.id))
     conn.execute(
         "INSERT INTO dead (type, id, body, dead_at) VALUES (?, ?, ?, ?)",
         (automation_type, body.id, body.to_json(), now),
     )
     count(conn, automation_type, "dead")
+    run_event(conn, body.run, automation_type, "dead", now, from_running=from_running)
 
 
 def bury_unreadable(
@@ -371,9 +372,11 @@ def _deliver(
         )
         _finish(conn, automation_type, task_id, "cancelled", now)
         count(conn, automation_type, "cancelled")
+        run_event(conn, body.run, automation_type, "cancelled", now)
     elif body.is_expired(now):
         conn.execute("DELETE FROM tasks WHERE type = ? AND id = ?", (automation_type, task_id))
         count(conn, automation_type, "expired")
+        run_event(conn, body.run, automation_type, "expired", now)
         expired.append((task_id, now - body.enqueued_at, body.ttl_seconds))
     elif attempt > limit:
         error = (
@@ -384,6 +387,8 @@ def _deliver(
         lost = body.evolve(attempt=attempt - 1, last_error=error, failed_at=now)
         bury(conn, automation_type, lost, now)
     else:
+        if body.run is not None:
+            run_event(conn, body.run, automation_type, "started", now)
         return Reservation(body=body, token=token, deadline=deadline)
     return None
 
@@ -413,7 +418,7 @@ def ack(
             "finished_at = ?, token = NULL, deadline = NULL, "
             "body = json_remove(body, '$.payload', '$.traceback') "
             "WHERE type = ? AND id = ? AND state = 'processing' AND token = ? "
-            "RETURNING cancel, grp",
+            "RETURNING cancel, grp, run",
             (now, automation_type, task_id, token),
         ).fetchone()
         if row is None:
@@ -424,6 +429,15 @@ def ack(
             cancelled += 1
         else:
             completed += 1
+        if row[2] is not None:
+            run_event(
+                conn,
+                row[2],
+                automation_type,
+                "cancelled" if row[0] else "done",
+                now,
+                from_running=True,
+            )
         out.append(True)
     records.prune_finished(conn, now, 2 * len(leases))
     count(conn, automation_type, "completed", completed)
@@ -465,7 +479,7 @@ def nack(
     book.ended(body.group)
     limit = body.max_attempts if body.max_attempts is not None else 0
     if dead or body.attempt >= limit:
-        bury(conn, automation_type, body, now)
+        bury(conn, automation_type, body, now, from_running=True)
         if book.wake:
             signal(conn, automation_type, book.wake)
         return "dead"
@@ -476,6 +490,7 @@ def nack(
         (now + max(delay_seconds, 0.0), body.to_json(), automation_type, task_id),
     )
     count(conn, automation_type, "failed")
+    run_event(conn, body.run, automation_type, "requeued", now)
     signal(conn, automation_type, 1 + book.wake)
     return "retry"
 
@@ -496,6 +511,7 @@ def release(
     book = Book(conn, automation_type, now)
     book.ended(group)
     book.joined(group, tier)
+    run_event(conn, owned[0].run, automation_type, "requeued", now)
     signal(conn, automation_type, 1 + book.wake)
     return True
 
@@ -543,14 +559,14 @@ def sweep(conn: sqlite3.Connection, automation_type: str, now: float) -> int:
     retries, and forget finished states and idempotency keys past their retention."""
     expired = conn.execute(
         "SELECT id, tier, grp, started, attempt, COALESCE(max_attempts, 0), "
-        "COALESCE(json_extract(body, '$.refunds'), 0) FROM tasks "
+        "COALESCE(json_extract(body, '$.refunds'), 0), run FROM tasks "
         "WHERE type = ? AND state = 'processing' AND deadline < ? ORDER BY deadline DESC",
         (automation_type, now),
     ).fetchall()
     ends = _Ends(conn, automation_type)
     book = Book(conn, automation_type, now)
     # Latest deadline first, each at the head: the longest-lost task ends up first.
-    for task_id, tier, grp, started, attempt, limit, refunds in expired:
+    for task_id, tier, grp, started, attempt, limit, refunds, run in expired:
         if not started and attempt > 0 and int(refunds) < refund_cap(limit):
             # Lost unstarted with its worker: the attempt was never made.
             conn.execute(
@@ -567,22 +583,10 @@ def sweep(conn: sqlite3.Connection, automation_type: str, now: float) -> int:
             )
         book.ended(grp)
         book.joined(grp, tier)
+        run_event(conn, run, automation_type, "requeued", now)
     promoted = promote_due(conn, automation_type, now)
     if expired or promoted or book.wake:
         signal(conn, automation_type, len(expired) + promoted + book.wake)
     records.prune(conn, automation_type, now, SWEEP_PRUNE_LIMIT)
     prune_idempotency(conn, now, SWEEP_PRUNE_LIMIT)
     return len(expired)
-
-
-#: Rows of expired state one sweep deletes at most (keeps its transaction short).
-SWEEP_PRUNE_LIMIT = 10_000
-
-
-def prune_idempotency(conn: sqlite3.Connection, now: float, limit: int) -> int:
-    """Delete up to ``limit`` expired idempotency keys."""
-    return conn.execute(
-        "DELETE FROM idempotency WHERE (type, key) IN "
-        "(SELECT type, key FROM idempotency WHERE expires_at <= ? LIMIT ?)",
-        (now, limit),
-    ).rowcount

@@ -10,9 +10,17 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from fleet.backends.sqlite import records
+from fleet.backends.sqlite import records, runs
 from fleet.backends.sqlite.groups import Book
-from fleet.backends.sqlite.queue import LIVE_STATES, count, merged, signal, tail_of, tier_num
+from fleet.backends.sqlite.queue import (
+    LIVE_STATES,
+    count,
+    merged,
+    run_event,
+    signal,
+    tail_of,
+    tier_num,
+)
 from fleet.core.records import (
     TIERS,
     CancelOutcome,
@@ -22,6 +30,7 @@ from fleet.core.records import (
     TaskInfo,
 )
 from fleet.core.results import result_ttl
+from fleet.core.runs import RunCancel
 from fleet.core.stored import Unreadable, dead_body, read_body, unreadable_body
 
 
@@ -77,7 +86,7 @@ def dead_replay(
         tier = tier_num(body)
         conn.execute(
             "INSERT OR REPLACE INTO tasks (type, id, state, tier, seq, body, attempt, "
-            "max_attempts, enqueued_at, grp) VALUES (?, ?, 'queued', ?, ?, ?, 0, ?, ?, ?)",
+            "max_attempts, enqueued_at, grp, run) VALUES (?, ?, 'queued', ?, ?, ?, 0, ?, ?, ?, ?)",
             (
                 automation_type,
                 task_id,
@@ -87,9 +96,11 @@ def dead_replay(
                 body.max_attempts,
                 body.enqueued_at,
                 body.group,
+                body.run,
             ),
         )
         book.joined(body.group, tier)
+        run_event(conn, body.run, automation_type, "replayed", now)
         replayed += 1
     if replayed:
         signal(conn, automation_type, replayed)
@@ -187,7 +198,7 @@ def cancel(
 ) -> CancelOutcome:
     """Remove a queued/scheduled task, or flag a processing one."""
     row = conn.execute(
-        "SELECT state FROM tasks WHERE type = ? AND id = ?", (automation_type, task_id)
+        "SELECT state, run FROM tasks WHERE type = ? AND id = ?", (automation_type, task_id)
     ).fetchone()
     if row is None or row[0] not in LIVE_STATES:
         return "not_found"
@@ -204,6 +215,7 @@ def cancel(
         (now, automation_type, task_id),
     )
     count(conn, automation_type, "cancelled")
+    run_event(conn, row[1], automation_type, "cancelled", now)
     return "cancelled"
 
 
@@ -222,3 +234,18 @@ def purge_type(conn: sqlite3.Connection, automation_type: str) -> None:
     conn.execute("DELETE FROM config WHERE type = ?", (automation_type,))
     conn.execute("DELETE FROM workers WHERE type = ?", (automation_type,))
     conn.execute("DELETE FROM generations WHERE type = ?", (automation_type,))
+
+
+def run_cancel(conn: sqlite3.Connection, run_id: str, now: float) -> RunCancel | None:
+    """Cancel a run (see :meth:`Runs.run_cancel`): it ends ``cancelled``, then each
+    of its live tasks is cancelled as :func:`cancel` does, in this transaction."""
+    record = runs.get(conn, run_id, now)
+    if record is None or record.state != "running":
+        return None if record is None else RunCancel(record)
+    stopping = [
+        (automation_type, task_id)
+        for automation_type, task_id in runs.mark_cancelled(conn, run_id, now)
+        if cancel(conn, automation_type, task_id, now) == "cancelling"
+    ]
+    after = runs.get(conn, run_id, now)
+    return None if after is None else RunCancel(after, tuple(stopping))

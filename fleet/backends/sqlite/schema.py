@@ -39,6 +39,8 @@ Layout (one row per thing; ``type`` is the automation type):
 * ``task_records``: what a task reported beside its state (latest progress, the
   newest outputs as a JSON array, how many it emitted), only for tasks that
   reported any; pruned with their finished state (``records.py``).
+* ``runs`` + ``run_keys``: runs, their counters and ``unique_key`` sets; a task's
+  run is ``tasks.run`` (``runs.py``).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from collections.abc import Callable
 from fleet.core.errors import SchemaVersionError
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -307,6 +309,29 @@ CREATE INDEX task_records_updated ON task_records (updated_at);
 """
 
 
+#: Version 13: runs (``runs.py``). ``tasks.run``: the run of a task (NULL for most,
+#: so the partial index costs tasks without a run nothing); ``runs``: one row per
+#: run, its counters as JSON; ``run_keys``: the ``unique_key`` set of each live run.
+_V13 = """
+ALTER TABLE tasks ADD COLUMN run TEXT;
+CREATE INDEX tasks_run ON tasks (run) WHERE run IS NOT NULL;
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    name TEXT,
+    on_complete TEXT,
+    state TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    finished_at REAL,
+    counters TEXT NOT NULL
+);
+CREATE INDEX runs_seq ON runs (seq);
+CREATE INDEX runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL;
+CREATE TABLE run_keys (run TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (run, key))
+    WITHOUT ROWID;
+"""
+
+
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def apply(conn: sqlite3.Connection) -> None:
         # executescript would COMMIT our transaction; run statement by statement.
@@ -331,6 +356,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     10: _script(_V10),
     11: _script(_V11),
     12: _script(_V12),
+    13: _script(_V13),
 }
 
 

@@ -16,6 +16,7 @@ from fleet.core.capabilities.pools import Pools
 from fleet.core.capabilities.primitives import Primitives
 from fleet.core.capabilities.proxies import ProxyHealth
 from fleet.core.capabilities.queues import TaskQueues
+from fleet.core.capabilities.runs import Runs
 from fleet.core.capabilities.schedules import ScheduleStore
 from fleet.core.capabilities.state import FleetState
 from fleet.core.capabilities.streams import Streams
@@ -34,6 +35,7 @@ __all__ = [
     "Pools",
     "Primitives",
     "ProxyHealth",
+    "Runs",
     "ScheduleStore",
     "Streams",
     "Subscription",

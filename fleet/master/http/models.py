@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fleet.core.flow import MAX_GROUP_LEN, check_group
+from fleet.core.runs import MAX_UNIQUE_KEY_LEN
 from fleet.core.submission import check_submitted_id
 
 #: Wire names (types, pools) as ``fleet.core.contracts.check_name`` accepts them.
@@ -48,6 +49,25 @@ class SubmitBody(BaseModel):
         max_length=MAX_GROUP_LEN,
         description="Flow-control group (a domain, an API key, a tenant): its limits apply.",
     )
+    run: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="The run the task joins (POST /api/v1/runs); it must be running.",
+    )
+    unique_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_UNIQUE_KEY_LEN,
+        description="Within the run, a key submitted before makes this a duplicate that "
+        "is not queued (duplicate: true). Needs run.",
+    )
+
+    @model_validator(mode="after")
+    def _unique_needs_run(self) -> SubmitBody:
+        if self.unique_key is not None and self.run is None:
+            raise ValueError("unique_key needs a run")
+        return self
 
     @field_validator("group")
     @classmethod
@@ -80,6 +100,19 @@ class SubmitResult(BaseModel):
     task_id: str
     queued: bool
     duplicate: bool
+
+
+class RunBody(BaseModel):
+    """A run to create: an optional name, and the task submitted once when it ends done."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    on_complete: dict[str, Any] | None = Field(
+        default=None,
+        description="{'type': <automation type>, 'payload': {...}}: submitted once when the "
+        "run ends done, with payload.run = {run_id, state, counters}.",
+    )
 
 
 class BatchBody(BaseModel):

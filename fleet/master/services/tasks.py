@@ -21,6 +21,7 @@ from fleet.core.records import PushRequest, PushResult
 from fleet.core.results import FINAL_STATES, MAX_WAIT_SECONDS
 from fleet.core.submission import make_push_request
 from fleet.master.http.models import SubmitBody
+from fleet.master.services import runs
 from fleet.master.services.catalog import require_entry
 from fleet.master.services.secrets import mask_credentials, mask_task
 from fleet.master.services.validation import (
@@ -54,6 +55,8 @@ def push_request(
         group=body.group,
         timeout_seconds=body.timeout_seconds,
         traceparent=traceparent,
+        run=body.run,
+        unique_key=body.unique_key,
     )
 
 
@@ -93,6 +96,8 @@ async def submit_one(
     errors = task_errors(checker, body, ("body",))
     if errors:
         raise InvalidInput(errors)
+    if body.run is not None:
+        await runs.check_open(backend, body.run)
     if traceparent is None and not tracing.ACTIVE:
         result = await backend.push_one(automation_type, push_request(body, idempotency_ttl))
         return submit_result(result)
@@ -148,6 +153,7 @@ async def _submit_all(
 ) -> list[dict[str, Any] | None]:
     results: list[dict[str, Any] | None] = [None] * len(tasks)
     pending: list[tuple[int, PushRequest]] = []
+    open_runs: dict[str, str | None] = {}
     for i, raw in enumerate(tasks):
         loc: Loc = ("body", "tasks", i)
         try:
@@ -159,6 +165,11 @@ async def _submit_all(
         if errors:
             results[i] = _payload_error(errors)
             continue
+        if task.run is not None:
+            refused = await _run_refusal(backend, task.run, open_runs)
+            if refused is not None:
+                results[i] = refused
+                continue
         pending.append((i, push_request(task, idempotency_ttl, traceparent)))
     for start in range(0, len(pending), PUSH_CHUNK):
         chunk = pending[start : start + PUSH_CHUNK]
@@ -166,6 +177,20 @@ async def _submit_all(
         for (i, _req), res in zip(chunk, pushed, strict=True):
             results[i] = submit_result(res)
     return results
+
+
+async def _run_refusal(
+    backend: Backend, run_id: str, seen: dict[str, str | None]
+) -> dict[str, Any] | None:
+    """A batch item's error if its run is unknown or ended (each run checked once)."""
+    if run_id not in seen:
+        try:
+            await runs.check_open(backend, run_id)
+            seen[run_id] = None
+        except HTTPException as exc:
+            seen[run_id] = str(exc.detail)
+    why = seen[run_id]
+    return None if why is None else {"error": why, "detail": []}
 
 
 async def cancel(backend: Backend, automation_type: str, task_id: str) -> str:

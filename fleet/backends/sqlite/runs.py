@@ -1,0 +1,217 @@
+"""Runs on the SQLite backend (``runs``, ``run_keys``; ``tasks.run``).
+
+Every function takes a connection already inside the write transaction of the
+task operation that moves the run, so a run's counters, its end and its
+callback push commit together with that operation or not at all. The rule is the
+pure one of :mod:`fleet.core.runs`. A run's counters live as JSON in its row
+(``{"*": totals, "<type>": per type}``): one read and one write per event, and
+nothing at all for a task without a run. ``unique_key`` sets are exact
+(``run_keys``), deleted when the run ends.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from fleet.backends.sqlite import state as st
+from fleet.backends.sqlite.conn import SQLiteDB
+from fleet.backends.sqlite.watch import Watcher
+from fleet.core.capabilities.runs import Runs
+from fleet.core.records import PushRequest, TaskBody, dumps, new_id, now
+from fleet.core.runs import (
+    COUNTERS,
+    RunEvent,
+    RunPage,
+    RunRecord,
+    callback_payload,
+    callback_task_id,
+    deltas,
+    ends_now,
+    run_ttl,
+    zero_counters,
+)
+
+_COLUMNS = "id, name, on_complete, state, created_at, finished_at, counters"
+_LEAVES = frozenset(("done", "dead", "cancelled", "expired"))
+
+
+def _record(row: tuple[Any, ...]) -> RunRecord:
+    run_id, name, on_complete, state, created_at, finished_at, counters = row
+    data: dict[str, dict[str, int]] = json.loads(counters)
+    total = zero_counters()
+    total.update(data.pop("*", {}))
+    by_type = {t: {n: int(c.get(n, 0)) for n in COUNTERS} for t, c in data.items()}
+    return RunRecord(
+        id=run_id,
+        name=name,
+        on_complete=None if on_complete is None else json.loads(on_complete),
+        state=state,
+        created_at=float(created_at),
+        finished_at=None if finished_at is None else float(finished_at),
+        counters=total,
+        by_type=by_type,
+    )
+
+
+def prune(conn: sqlite3.Connection, now: float, limit: int = 100) -> None:
+    """Forget up to ``limit`` runs that ended more than ``FLEET_RUN_TTL_SECONDS`` ago."""
+    conn.execute(
+        "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE finished_at IS NOT NULL "
+        "AND finished_at <= ? LIMIT ?)",
+        (now - run_ttl(), limit),
+    )
+
+
+def create(
+    conn: sqlite3.Connection, name: str | None, on_complete: dict[str, Any] | None, now: float
+) -> str:
+    prune(conn, now)
+    run_id = new_id()
+    conn.execute(
+        "INSERT INTO runs (id, seq, name, on_complete, state, created_at, counters) "
+        "VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM runs), ?, ?, 'running', ?, '{}')",
+        (run_id, name, None if on_complete is None else dumps(on_complete), now),
+    )
+    return run_id
+
+
+def get(conn: sqlite3.Connection, run_id: str, now: float) -> RunRecord | None:
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM runs WHERE id = ? AND (finished_at IS NULL OR finished_at > ?)",
+        (run_id, now - run_ttl()),
+    ).fetchone()
+    return None if row is None else _record(row)
+
+
+def page(conn: sqlite3.Connection, after: str | None, limit: int, now: float) -> RunPage:
+    limit = max(limit, 1)
+    cut = None
+    if after is not None:
+        found = conn.execute("SELECT seq FROM runs WHERE id = ?", (after,)).fetchone()
+        cut = None if found is None else int(found[0])
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM runs WHERE seq < ? AND "
+        "(finished_at IS NULL OR finished_at > ?) ORDER BY seq DESC LIMIT ?",
+        (cut if cut is not None else 2**62, now - run_ttl(), limit + 1),
+    ).fetchall()
+    runs = [_record(r) for r in rows[:limit]]
+    return RunPage(runs, runs[-1].id if len(rows) > limit else None)
+
+
+def admit(
+    conn: sqlite3.Connection,
+    body: TaskBody,
+    unique_key: str | None,
+    automation_type: str,
+    now: float,
+) -> str:
+    """``ok``, ``duplicate`` (counted) or ``refused`` (the run is not running)."""
+    row = conn.execute("SELECT state FROM runs WHERE id = ?", (body.run,)).fetchone()
+    if row is None or row[0] != "running":
+        return "refused"
+    if unique_key is not None:
+        added = conn.execute(
+            "INSERT OR IGNORE INTO run_keys (run, key) VALUES (?, ?)", (body.run, unique_key)
+        ).rowcount
+        if not added:
+            event(conn, str(body.run), automation_type, "duplicate", now)
+            return "duplicate"
+    return "ok"
+
+
+#: The callback a finishing event asks the caller to push: ``(type, request)``.
+Callback = tuple[str, PushRequest]
+
+
+def event(
+    conn: sqlite3.Connection,
+    run_id: str | None,
+    automation_type: str,
+    what: RunEvent,
+    now: float,
+    *,
+    from_running: bool = False,
+) -> Callback | None:
+    """One task event of the run ``run_id`` (nothing if None or gone). When the rule
+    ends the run, it is ended here and its callback returned, for the caller to push
+    in this same transaction (``queue.run_event`` does)."""
+    if run_id is None:
+        return None
+    row = conn.execute(
+        "SELECT state, counters, on_complete FROM runs WHERE id = ?", (run_id,)
+    ).fetchone()
+    if row is None:
+        return None
+    state, raw, on_complete = row
+    data: dict[str, dict[str, int]] = json.loads(raw)
+    total = data.setdefault("*", {})
+    per_type = data.setdefault(automation_type, {})
+    for name, delta in deltas(what, from_running=from_running):
+        total[name] = total.get(name, 0) + delta
+        per_type[name] = per_type.get(name, 0) + delta
+    if not ends_now(state, total):
+        conn.execute("UPDATE runs SET counters = ? WHERE id = ?", (dumps(data), run_id))
+        return None
+    conn.execute(
+        "UPDATE runs SET counters = ?, state = 'done', finished_at = ? WHERE id = ?",
+        (dumps(data), now, run_id),
+    )
+    return ended(conn, run_id, now, None if on_complete is None else json.loads(on_complete))
+
+
+def ended(
+    conn: sqlite3.Connection, run_id: str, now: float, on_complete: dict[str, Any] | None
+) -> Callback | None:
+    """What follows a run's end: its keys go, the ``runs`` event is published, and
+    its callback (if it ended done with one) is returned."""
+    conn.execute("DELETE FROM run_keys WHERE run = ?", (run_id,))
+    record = get(conn, run_id, now)
+    if record is None:
+        return None
+    st.publish(conn, "runs", {"event": "ended", **record.to_dict()}, now)
+    if record.state != "done" or on_complete is None:
+        return None
+    body = TaskBody(
+        id=callback_task_id(run_id),
+        payload=callback_payload(on_complete, record),
+        enqueued_at=now,
+    )
+    return str(on_complete["type"]), PushRequest(body)
+
+
+def mark_cancelled(conn: sqlite3.Connection, run_id: str, now: float) -> list[tuple[str, str]]:
+    """End a running run ``cancelled``; its live tasks as ``(type, id)`` (the caller,
+    ``queue_admin.run_cancel``, cancels them in this transaction)."""
+    conn.execute("UPDATE runs SET state = 'cancelled', finished_at = ? WHERE id = ?", (now, run_id))
+    ended(conn, run_id, now, None)
+    rows = conn.execute(
+        "SELECT type, id FROM tasks WHERE run = ? AND state IN ('queued', 'scheduled', "
+        "'processing')",
+        (run_id,),
+    ).fetchall()
+    return [(str(t), str(i)) for t, i in rows]
+
+
+class SQLiteRuns(Runs):
+    """The :class:`Runs` capability on SQLite, over ``self._db``."""
+
+    _db: SQLiteDB
+    _watcher: Watcher
+
+    async def run_create(
+        self, *, name: str | None = None, on_complete: dict[str, Any] | None = None
+    ) -> str:
+        return await self._db.write(lambda c: create(c, name, on_complete, now()))
+
+    async def run_get(self, run_id: str) -> RunRecord | None:
+        return await self._db.read(lambda c: get(c, run_id, now()))
+
+    async def run_list(self, *, after: str | None = None, limit: int = 50) -> RunPage:
+        return await self._db.read(lambda c: page(c, after, limit, now()))
+
+    # run_cancel: SQLiteBackend's (it cancels tasks: queue_admin.run_cancel).
+
+
+__all__ = ["SQLiteRuns", "admit", "event", "mark_cancelled"]

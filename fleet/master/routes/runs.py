@@ -1,0 +1,63 @@
+"""Routes over runs: create, read (``?wait``), list, cancel (services/runs.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query
+
+from fleet.backends.base import Backend
+from fleet.core.results import MAX_WAIT_SECONDS
+from fleet.master.http.auth import admin_access, read_access
+from fleet.master.http.models import RunBody, error_responses
+from fleet.master.services import runs
+from fleet.master.state import backend_dependency
+
+router = APIRouter(tags=["runs"], responses=error_responses(401, 403, 404, 413, 503))
+
+
+@router.post("/runs", status_code=201, summary="Create a run")
+async def create_run(
+    body: RunBody,
+    _: Any = Depends(admin_access),
+    backend: Backend = Depends(backend_dependency),
+) -> dict[str, Any]:
+    """A new run (``running``); submit tasks into it with ``"run": run_id``.
+    Its ``on_complete`` task is submitted once when it ends done."""
+    return await runs.create(backend, body.name, body.on_complete)
+
+
+@router.get("/runs", summary="List runs")
+async def list_runs(
+    after: str | None = Query(None, max_length=200, description="The previous page's `next`."),
+    limit: int = Query(50, ge=1, le=runs.MAX_PAGE),
+    _: Any = Depends(read_access),
+    backend: Backend = Depends(backend_dependency),
+) -> dict[str, Any]:
+    """Runs, newest first, ``limit`` a page: ``{"runs": [...], "next": cursor}``."""
+    return await runs.page(backend, after, limit)
+
+
+@router.get("/runs/{run_id}", summary="A run's state and counters")
+async def get_run(
+    run_id: str,
+    wait: float | None = Query(
+        None, gt=0, le=MAX_WAIT_SECONDS, description="Hold the answer until the run ends."
+    ),
+    _: Any = Depends(read_access),
+    backend: Backend = Depends(backend_dependency),
+) -> dict[str, Any]:
+    """``state`` (running, done, cancelled), times and counters (total and per type).
+    ``?wait=`` (at most 60 s) answers when the run ends or the time is up."""
+    return await runs.get(backend, run_id, wait)
+
+
+@router.delete("/runs/{run_id}", summary="Cancel a run")
+async def cancel_run(
+    run_id: str,
+    _: Any = Depends(admin_access),
+    backend: Backend = Depends(backend_dependency),
+) -> dict[str, Any]:
+    """Cancel its queued and scheduled tasks, stop its running ones; it ends
+    ``cancelled`` without its ``on_complete``."""
+    return await runs.cancel(backend, run_id)
