@@ -24,7 +24,6 @@ Conventions shared by every method:
 from __future__ import annotations
 
 import abc
-import logging
 
 from fleet.core.capabilities import (
     Configs,
@@ -42,36 +41,10 @@ from fleet.core.capabilities import (
     TaskGroups,
     TaskQueues,
 )
+from fleet.core.capabilities.queues import log_expired
 from fleet.core.capabilities.streams import STREAM_MAX_AGE, STREAM_MAX_LEN
 
 __all__ = ["STREAM_MAX_AGE", "STREAM_MAX_LEN", "Backend", "Subscription", "log_expired"]
-
-#: The one logger of what every backend reports on its own (TTL drops at reserve).
-log = logging.getLogger("fleet.backends")
-
-
-def log_expired(automation_type: str, task_id: str, age: float | None, ttl: float | None) -> None:
-    """Log (INFO) a task that ``reserve`` dropped because it outlived its ``ttl_seconds``.
-
-    Every backend calls this from its Python side, after the reserve that dropped
-    the task (a Redis script cannot log), so the line is the same everywhere.
-
-    Args:
-        automation_type: The task's type.
-        task_id: The task.
-        age: Seconds from its submission to the reserve that dropped it.
-        ttl: Its ``ttl_seconds``.
-
-    Either is None when the backend could not read it back (a body pushed by
-    hand into a Redis list); the line then shows ``?``.
-    """
-    log.info(
-        "task %s of %s expired unstarted after %ss in the queue (ttl %ss)",
-        task_id,
-        automation_type,
-        "?" if age is None else f"{age:.1f}",
-        "?" if ttl is None else f"{ttl:g}",
-    )
 
 
 class Backend(

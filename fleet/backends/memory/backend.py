@@ -23,7 +23,6 @@ from fleet.backends.base import (
     STREAM_MAX_LEN,
     Backend,
     Subscription,
-    log_expired,
 )
 from fleet.backends.memory.configs import MemoryConfigsMixin
 from fleet.backends.memory.events import MemorySubscription
@@ -35,6 +34,7 @@ from fleet.backends.memory.schedules import MemorySchedulesMixin
 from fleet.backends.memory.store import get_store, store_name
 from fleet.backends.memory.wait import resolve
 from fleet.core.capabilities.proxies import ProxyPolicy
+from fleet.core.capabilities.queues import Taken
 from fleet.core.errors import ContractValueError
 from fleet.core.flow import GroupInfo, GroupLimits, GroupPage, GroupSettings
 from fleet.core.records import (
@@ -59,10 +59,6 @@ from fleet.core.records import (
 from fleet.core.results import output_record, progress_record, progress_topic
 from fleet.protocol import emit_topic
 
-# A reserver waiting for a scheduled task wakes this much after its due time so
-# that the task is surely due by the wall clock when it looks again.
-_DUE_SLACK = 0.002
-
 
 def _json(value: Any) -> Any:
     return json.loads(dumps(value))
@@ -82,6 +78,9 @@ class MemoryBackend(
     Args:
         url: ``memory://`` (the store ``default``) or ``memory://<name>``.
     """
+
+    #: A take is one synchronous step: a cancel cannot cut it after it took tasks.
+    take_outlives_cancel = False
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -116,46 +115,37 @@ class MemoryBackend(
         reqs = [r if _plain(r.body) else _copied(r) for r in requests]
         return self._store.queue(automation_type).state.push(reqs, now())
 
-    async def reserve(
+    async def _take(
         self,
         automation_type: str,
-        *,
-        k: int = 1,
-        visibility_seconds: float = 300.0,
-        timeout: float = 0.0,
-        default_max_attempts: int = 3,
-    ) -> list[Reservation]:
+        k: int,
+        visibility_seconds: float,
+        default_max_attempts: int,
+    ) -> Taken:
         await asyncio.sleep(0)
         queue = self._store.queue(automation_type)
-        loop = asyncio.get_running_loop()
-        end = loop.time() + max(timeout, 0.0)
-        while True:
-            t = now()
-            expired: list[TaskBody] = []
-            taken = queue.state.take(k, visibility_seconds, default_max_attempts, t, expired)
-            for body in expired:
-                log_expired(automation_type, body.id, t - body.enqueued_at, body.ttl_seconds)
-            if taken or timeout <= 0 or self._closed:
-                return [_delivered(r) for r in taken]
-            left = end - loop.time()
-            if left <= 0:
-                return []
-            due = queue.state.next_due()
-            if due is not None:
-                left = min(left, max(due - now(), 0.0) + _DUE_SLACK)
-            fut = queue.waiters.add()
-            self._waiting.add(fut)
-            try:
-                await asyncio.wait((fut,), timeout=left)
-            except asyncio.CancelledError:
-                if fut.done() and not fut.cancelled():
-                    queue.waiters.wake(1)  # hand the wake-up we consumed to another reserver
-                raise
-            finally:
-                self._waiting.discard(fut)
-                queue.waiters.discard(fut)
-                if not fut.done():
-                    fut.cancel()
+        t = now()
+        expired: list[TaskBody] = []
+        taken = queue.state.take(k, visibility_seconds, default_max_attempts, t, expired)
+        dropped = tuple((b.id, t - b.enqueued_at, b.ttl_seconds) for b in expired)
+        return Taken([_delivered(r) for r in taken], queue.state.next_due(), expired=dropped)
+
+    async def _wait_for_work(self, automation_type: str, signal: int, seconds: float) -> bool:
+        queue = self._store.queue(automation_type)
+        fut = queue.waiters.add()
+        self._waiting.add(fut)
+        try:
+            done, _ = await asyncio.wait((fut,), timeout=seconds)
+            return bool(done)
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                queue.waiters.wake(1)  # hand the wake-up we consumed to another reserver
+            raise
+        finally:
+            self._waiting.discard(fut)
+            queue.waiters.discard(fut)
+            if not fut.done():
+                fut.cancel()
 
     async def ack(self, automation_type: str, leases: Sequence[tuple[str, str]]) -> list[bool]:
         await asyncio.sleep(0)

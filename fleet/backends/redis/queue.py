@@ -13,7 +13,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from fleet.backends.base import log_expired
 from fleet.backends.redis import keys
 from fleet.backends.redis.core import BLOCKING_GRACE, RAW, RedisCore, log
 from fleet.backends.redis.records import (
@@ -23,6 +22,7 @@ from fleet.backends.redis.records import (
     parse_record,
     task_extras,
 )
+from fleet.core.capabilities.queues import Taken
 from fleet.core.errors import BackendUnavailable
 from fleet.core.records import (
     CancelOutcome,
@@ -71,13 +71,13 @@ def _opt_text(value: str | None) -> str:
     return "-" if value is None else "+" + value
 
 
-def _log_expired(automation_type: str, flat: Sequence[str]) -> None:
-    """Log the ttl drops reserve.lua reports as ``[id, age, ttl, ...]``."""
+def _expired(flat: Sequence[str]) -> tuple[tuple[str, float | None, float | None], ...]:
+    """The ttl drops reserve.lua reports as ``[id, age, ttl, ...]``."""
+    out = []
     for i in range(0, len(flat) - 2, 3):
         age, ttl = flat[i + 1], flat[i + 2]
-        log_expired(
-            automation_type, flat[i], float(age) if age else None, float(ttl) if ttl else None
-        )
+        out.append((flat[i], float(age) if age else None, float(ttl) if ttl else None))
+    return tuple(out)
 
 
 class QueueOps(RedisCore):
@@ -133,22 +133,24 @@ class QueueOps(RedisCore):
         return results
 
     # ------------------------------------------------------------ reserve
-    async def _reserve_once(
+    async def _take(
         self,
         automation_type: str,
         k: int,
         visibility_seconds: float,
-        default_max: int,
-    ) -> tuple[list[Reservation], float | None]:
+        default_max_attempts: int,
+    ) -> Taken:
+        k = max(1, min(int(k), RESERVE_CHUNK))
         t = now()
         deadline = t + visibility_seconds
-        argv: list[Any] = [repr(t), k, repr(deadline), default_max, new_token()]
+        argv: list[Any] = [repr(t), k, repr(deadline), default_max_attempts, new_token()]
         with self._guard():
             raw = await self._scripts.reserve(self._lane, self._qkeys(automation_type, t), argv)
         n = len(raw)
+        expired: tuple[tuple[str, float | None, float | None], ...] = ()
         if n % 3 == 2:
             # A trailing element: the tasks dropped for their ttl (see reserve.lua).
-            _log_expired(automation_type, raw[-1])
+            expired = _expired(raw[-1])
             n -= 1
         out: list[Reservation] = []
         for i in range(1, n, 3):
@@ -157,69 +159,11 @@ class QueueOps(RedisCore):
             except (KeyError, TypeError, ValueError) as exc:  # JSON, but not a task body
                 await self._bury_unreadable(automation_type, raw[i], raw[i + 2], exc)
         next_due = float(raw[0]) if raw[0] else None
-        return out, next_due
+        return Taken(out, next_due, expired=expired)
 
-    async def _reserve_shielded(
-        self,
-        automation_type: str,
-        k: int,
-        visibility_seconds: float,
-        default_max: int,
-    ) -> tuple[list[Reservation], float | None]:
-        """One reserve script call that survives the caller's cancellation: if the
-        caller is cancelled while the script runs, whatever it took is released
-        (back to the head of its tier, attempt refunded), so no task waits for
-        its lease to run out."""
-        job = asyncio.ensure_future(
-            self._reserve_once(automation_type, k, visibility_seconds, default_max)
-        )
-        try:
-            return await asyncio.shield(job)
-        except asyncio.CancelledError:
-            job.add_done_callback(lambda j: self._release_orphans(automation_type, j))
-            raise
-
-    def _release_orphans(self, automation_type: str, job: asyncio.Future[Any]) -> None:
-        if job.cancelled() or job.exception() is not None:
-            return
-        taken: list[Reservation] = job.result()[0]
-        for res in taken:
-            self._spawn(self.release(automation_type, res.body.id, res.token))
-
-    async def reserve(
-        self,
-        automation_type: str,
-        *,
-        k: int = 1,
-        visibility_seconds: float = 300.0,
-        timeout: float = 0.0,
-        default_max_attempts: int = 3,
-    ) -> list[Reservation]:
-        k = max(1, min(int(k), RESERVE_CHUNK))
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + max(timeout, 0.0)
-        while True:
-            got, next_due = await self._reserve_shielded(
-                automation_type, k, visibility_seconds, default_max_attempts
-            )
-            if got or timeout <= 0 or self._closed:
-                return got
-            wait = give_up - loop.time()
-            if wait <= 0:
-                return []
-            bounded = False
-            if next_due is not None and next_due - now() < wait:
-                wait = next_due - now()
-                bounded = True
-            if wait > 0:
-                woken = await self._wait_wake(automation_type, max(wait, MIN_BLOCK))
-                if self._closed:
-                    return []
-                if not woken and not bounded:
-                    # The wait used up the caller's timeout with no wake-up and
-                    # nothing came due: an idle reserver costs one script call
-                    # and one BLPOP per timeout.
-                    return []
+    async def _wait_for_work(self, automation_type: str, signal: int, seconds: float) -> bool:
+        # BLPOP's timeout has a resolution: a shorter block would return at once.
+        return await self._wait_wake(automation_type, max(seconds, MIN_BLOCK))
 
     async def _wait_wake(self, automation_type: str, seconds: float) -> bool:
         """Block on the type's wake-up list for at most ``seconds`` (one BLPOP on

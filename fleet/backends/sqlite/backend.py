@@ -28,15 +28,12 @@ Operations notes:
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import logging
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from fleet.backends.base import STREAM_MAX_AGE, STREAM_MAX_LEN, log_expired
+from fleet.backends.base import STREAM_MAX_AGE, STREAM_MAX_LEN
 from fleet.backends.sqlite import pools, records
 from fleet.backends.sqlite import queue as q
 from fleet.backends.sqlite import queue_admin as qa
@@ -51,6 +48,7 @@ from fleet.backends.sqlite.runs import SQLiteRuns
 from fleet.backends.sqlite.schedules import SQLiteSchedules
 from fleet.backends.sqlite.watch import SQLiteSubscription, Watcher
 from fleet.core.capabilities.proxies import ProxyPolicy
+from fleet.core.capabilities.queues import Taken
 from fleet.core.flow import GroupInfo, GroupLimits, GroupPage, GroupSettings
 from fleet.core.records import (
     CancelOutcome,
@@ -63,7 +61,6 @@ from fleet.core.records import (
     PushRequest,
     PushResult,
     QueueDepths,
-    Reservation,
     StreamEntry,
     TaskBody,
     TaskInfo,
@@ -137,81 +134,29 @@ class SQLiteBackend(
             )
         return pushed.results
 
-    async def reserve(
-        self,
-        automation_type: str,
-        *,
-        k: int = 1,
-        visibility_seconds: float = 300.0,
-        timeout: float = 0.0,
-        default_max_attempts: int = 3,
-    ) -> list[Reservation]:
-        give_up = time.monotonic() + max(timeout, 0.0)
-        while True:
-            got = await self._reserve_once(
-                automation_type, k, visibility_seconds, default_max_attempts
-            )
-            if got.reservations:
-                if len(got.reservations) >= k:
-                    # There may be more: let one more local waiter look.
-                    self._watcher.wake(automation_type, 1)
-                return got.reservations
-            remaining = give_up - time.monotonic()
-            if remaining <= 0 or self._closed:
-                return []
-            if got.next_due is not None:
-                remaining = min(remaining, max(got.next_due - now(), 0.0) + 0.001)
-            await self._watcher.wait(automation_type, got.signal, remaining)
-            if self._closed:
-                return []
-
-    async def _reserve_once(
+    async def _take(
         self,
         automation_type: str,
         k: int,
-        visibility: float,
+        visibility_seconds: float,
         default_max_attempts: int,
-    ) -> q.Reserved:
-        future = self._db.submit_write(
+    ) -> Taken:
+        reserved: q.Reserved = await self._db.write(
             lambda c: q.reserve(
                 c,
                 automation_type,
                 k=k,
-                visibility_seconds=visibility,
+                visibility_seconds=visibility_seconds,
                 default_max_attempts=default_max_attempts,
                 now=now(),
             )
         )
-        try:
-            reserved: q.Reserved = await self._db.wait_future(future)
-        except asyncio.CancelledError:
-            # The transaction may already run in its thread: whatever it took
-            # goes straight back to the head of its tier, attempt refunded.
-            future.add_done_callback(lambda f: self._give_back(automation_type, f))
-            raise
-        # Logged here, not in the transaction: the write lock is held no longer.
-        for task_id, age, ttl in reserved.expired:
-            log_expired(automation_type, task_id, age, ttl)
-        return reserved
+        if len(reserved.reservations) >= k:
+            self._watcher.wake(automation_type, 1)  # there may be more: one more looks
+        return Taken(reserved.reservations, reserved.next_due, reserved.signal, reserved.expired)
 
-    def _give_back(self, automation_type: str, future: concurrent.futures.Future[Any]) -> None:
-        if future.cancelled() or future.exception() is not None:
-            return
-        reserved: q.Reserved = future.result()
-        for task_id, age, ttl in reserved.expired:
-            log_expired(automation_type, task_id, age, ttl)
-        leases = [(r.body.id, r.token) for r in reserved.reservations]
-        if not leases:
-            return
-
-        def undo(conn: sqlite3.Connection) -> None:
-            for task_id, token in leases:
-                q.release(conn, automation_type, task_id, token, now())
-
-        try:
-            self._db.submit_write(undo)
-        except Exception:
-            log.warning("could not give back %d reserved task(s); sweep will", len(leases))
+    async def _wait_for_work(self, automation_type: str, signal: int, seconds: float) -> bool:
+        return await self._watcher.wait(automation_type, signal, seconds)
 
     async def ack(self, automation_type: str, leases: Sequence[tuple[str, str]]) -> list[bool]:
         if not leases:

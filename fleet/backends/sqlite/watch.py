@@ -79,10 +79,11 @@ class Watcher:
         return 0 if self._poller is None else self._poller.polls
 
     # ------------------------------------------------------------ reservers
-    async def wait(self, automation_type: str, seen: int, timeout: float) -> None:
-        """Sleep until the type's signal moves past ``seen`` or ``timeout`` passes."""
+    async def wait(self, automation_type: str, seen: int, timeout: float) -> bool:
+        """Sleep until the type's signal moves past ``seen`` (True) or ``timeout``
+        passes (False)."""
         if self._closed or timeout <= 0:
-            return
+            return False
         waiter = _Waiter(automation_type, seen, asyncio.get_running_loop().create_future())
         self._waiters.setdefault(automation_type, []).append(waiter)
         # A push may have landed between the caller's reserve and now: read the
@@ -91,8 +92,9 @@ class Watcher:
         try:
             async with asyncio.timeout(timeout):
                 await waiter.future
+            return True
         except TimeoutError:
-            pass
+            return False
         except asyncio.CancelledError:
             if waiter.future.done() and not waiter.future.cancelled():
                 # We were woken for a task we will not take: pass the wake on.

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import abc
+import asyncio
+import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from fleet.core.records import (
     CancelOutcome,
@@ -15,11 +19,68 @@ from fleet.core.records import (
     Reservation,
     TaskBody,
     TaskInfo,
+    now,
 )
+
+#: The one logger of what every backend reports on its own (TTL drops at reserve).
+log = logging.getLogger("fleet.backends")
+
+#: A reserver waiting for a scheduled task (or a held group) wakes this long after
+#: its due time, so the step it then runs sees it due whatever the clocks' rounding.
+DUE_SLACK = 0.002
+
+
+def log_expired(automation_type: str, task_id: str, age: float | None, ttl: float | None) -> None:
+    """Log (INFO) a task that ``reserve`` dropped because it outlived its ``ttl_seconds``.
+
+    Every backend reports the drops of its take step (:class:`Taken`) and the base
+    class logs them here, after the step (a Redis script cannot log), so the line is
+    the same everywhere. ``age`` (seconds from its submission to the drop) or ``ttl``
+    is None when the backend could not read it back (a body pushed by hand into a
+    Redis list); the line then shows ``?``.
+    """
+    log.info(
+        "task %s of %s expired unstarted after %ss in the queue (ttl %ss)",
+        task_id,
+        automation_type,
+        "?" if age is None else f"{age:.1f}",
+        "?" if ttl is None else f"{ttl:g}",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """What one take step of a backend did (:meth:`TaskQueues._take`).
+
+    Attributes:
+        reservations: The tasks taken, each under its new lease.
+        next_due: When the next scheduled task (or held group) comes due, if that
+            is what there is to wait for.
+        signal: The backend's wake-up counter as the step read it (the SQLite
+            backend wakes waiters on its change); 0 where unused.
+        expired: ``(task_id, age, ttl)`` of each task dropped for its ttl.
+    """
+
+    reservations: list[Reservation]
+    next_due: float | None = None
+    signal: int = 0
+    expired: tuple[tuple[str, float | None, float | None], ...] = field(default=())
 
 
 class TaskQueues(abc.ABC):
-    """Reliable per-type task queues (the batch automations' input)."""
+    """Reliable per-type task queues (the batch automations' input).
+
+    :meth:`reserve` is written here once, over two primitives of each backend:
+    :meth:`_take` (one atomic step) and :meth:`_wait_for_work` (block until a
+    wake-up or a timeout).
+    """
+
+    #: Whether a take can outlive its caller's cancellation with tasks taken (a
+    #: script call in flight, a transaction in its thread): the take is then
+    #: shielded, and what it took is released, so no task waits for its lease.
+    take_outlives_cancel: ClassVar[bool] = True
+    #: True once the backend is closed: a waiting reserve returns ``[]``.
+    _closed: bool
 
     @abc.abstractmethod
     async def push(self, automation_type: str, requests: Sequence[PushRequest]) -> list[PushResult]:
@@ -35,7 +96,6 @@ class TaskQueues(abc.ABC):
         task increments ``counters.submitted`` and wakes one blocked reserver.
         """
 
-    @abc.abstractmethod
     async def reserve(
         self,
         automation_type: str,
@@ -73,6 +133,73 @@ class TaskQueues(abc.ABC):
         waits. Cancellation of the calling asyncio task while waiting loses no
         task.
         """
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + max(timeout, 0.0)
+        while True:
+            taken = await self._take_once(
+                automation_type, k, visibility_seconds, default_max_attempts
+            )
+            if taken.reservations or timeout <= 0 or self._closed:
+                return taken.reservations
+            left = give_up - loop.time()
+            if left <= 0:
+                return []
+            bounded = taken.next_due is not None and taken.next_due - now() < left
+            if taken.next_due is not None and bounded:
+                left = max(taken.next_due - now(), 0.0) + DUE_SLACK
+            woken = await self._wait_for_work(automation_type, taken.signal, left)
+            if self._closed:
+                return []
+            if not woken and not bounded:
+                # The wait used up the caller's time with no wake-up and nothing
+                # came due: an idle reserver costs one take and one wait per timeout.
+                return []
+
+    async def _take_once(
+        self, automation_type: str, k: int, visibility_seconds: float, default_max_attempts: int
+    ) -> Taken:
+        """One :meth:`_take`, shielded from the caller's cancellation where it can
+        outlive it (what it took is then released), its ttl drops logged."""
+        if not self.take_outlives_cancel:
+            taken = await self._take(automation_type, k, visibility_seconds, default_max_attempts)
+        else:
+            job = asyncio.ensure_future(
+                self._take(automation_type, k, visibility_seconds, default_max_attempts)
+            )
+            try:
+                taken = await asyncio.shield(job)
+            except asyncio.CancelledError:
+                job.add_done_callback(lambda j: self._release_orphans(automation_type, j))
+                raise
+        for task_id, age, ttl in taken.expired:
+            log_expired(automation_type, task_id, age, ttl)
+        return taken
+
+    def _release_orphans(self, automation_type: str, job: asyncio.Future[Taken]) -> None:
+        """Give back (attempt refunded, at the head of its tier) what a take whose
+        caller was cancelled took."""
+        if job.cancelled() or job.exception() is not None:
+            return
+        taken = job.result()
+        for task_id, age, ttl in taken.expired:
+            log_expired(automation_type, task_id, age, ttl)
+        pending: set[asyncio.Task[Any]] = self.__dict__.setdefault("_orphan_releases", set())
+        for res in taken.reservations:
+            task = asyncio.ensure_future(self.release(automation_type, res.body.id, res.token))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+
+    @abc.abstractmethod
+    async def _take(
+        self, automation_type: str, k: int, visibility_seconds: float, default_max_attempts: int
+    ) -> Taken:
+        """One atomic reserve step (the rules of :meth:`reserve`, no waiting)."""
+
+    @abc.abstractmethod
+    async def _wait_for_work(self, automation_type: str, signal: int, seconds: float) -> bool:
+        """Block until a push, a release or a group's budget wakes this type's
+        reservers (True), or ``seconds`` pass (False). ``signal`` is the
+        :attr:`Taken.signal` of the step that found nothing."""
 
     @abc.abstractmethod
     async def ack(self, automation_type: str, leases: Sequence[tuple[str, str]]) -> list[bool]:
