@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "task": "fleet.cli.records:task",
     "dlq": "fleet.cli.tasks:dlq",
     "groups": "fleet.cli.groups:groups",
+    "runs": "fleet.cli.runs:runs",
     "schedules": "fleet.cli.schedules:schedules",
     "tail": "fleet.cli.tasks:tail",
     "config": "fleet.cli.admin:config",

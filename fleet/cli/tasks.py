@@ -79,6 +79,10 @@ def queued_word(delay_seconds: float | None, submitted_at: float) -> str:
 )
 @click.option("--idempotency-key", default=None)
 @click.option("--group", default=None, help="Flow-control group (a domain, an API key...).")
+@click.option("--run", default=None, help="The run the task(s) join (fleet runs create).")
+@click.option(
+    "--unique-key", default=None, help="With --run: a key seen before in the run is a duplicate."
+)
 @click.option(
     "--wait",
     is_flag=True,

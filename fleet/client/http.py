@@ -247,6 +247,43 @@ class FleetClient:
         )
         return result
 
+    # ------------------------------------------------------------ runs
+    def create_run(
+        self, *, name: str | None = None, on_complete: dict[str, Any] | None = None
+    ) -> str:
+        """Create a run (``POST /api/v1/runs``); its id. Submit into it with
+        ``submit(..., run=run_id)``; ``on_complete`` ``{"type", "payload"}`` is
+        submitted once when it ends done."""
+        body = {k: v for k, v in (("name", name), ("on_complete", on_complete)) if v is not None}
+        result: dict[str, Any] = self.request("POST", "/api/v1/runs", json_body=body)
+        return str(result["run_id"])
+
+    def run(self, run_id: str, *, wait: float | None = None) -> dict[str, Any]:
+        """A run's state and counters; with ``wait`` seconds, once it ended or the
+        time is up (long polls of at most 60 s each)."""
+        deadline = time.monotonic() + max(wait or 0.0, 0.0)
+        while True:
+            left = deadline - time.monotonic()
+            params = None if wait is None or left <= 0 else {"wait": min(left, MAX_WAIT_SECONDS)}
+            timeout = None if params is None else params["wait"] + (self._http.timeout.read or 30.0)
+            path = f"/api/v1/runs/{_seg(run_id)}"
+            record: dict[str, Any] = self.request("GET", path, params=params, timeout=timeout)
+            if params is None or record.get("state") != "running":
+                return record
+
+    def runs(self, *, after: str | None = None, limit: int = 50) -> dict[str, Any]:
+        """One page of runs, newest first: ``{"runs": [...], "next": cursor}``."""
+        params: dict[str, Any] = {"limit": limit}
+        if after is not None:
+            params["after"] = after
+        result: dict[str, Any] = self.request("GET", "/api/v1/runs", params=params)
+        return result
+
+    def cancel_run(self, run_id: str) -> dict[str, Any]:
+        """Cancel a run: its pending tasks are cancelled, running ones stopped."""
+        result: dict[str, Any] = self.request("DELETE", f"/api/v1/runs/{_seg(run_id)}")
+        return result
+
     def queue(self, automation_type: str) -> dict[str, Any]:
         result: dict[str, Any] = self.request("GET", f"{self._type(automation_type)}/queue")
         return result

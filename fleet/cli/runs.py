@@ -1,0 +1,148 @@
+"""``fleet runs``: list runs, show one, watch one to its end, create and cancel."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from typing import Any
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from fleet.cli.common import client_options, open_client, print_json, table
+from fleet.cli.console import progress_console
+
+COLUMNS = ["run", "name", "state", "submitted", "done", "pending", "running", "dead", "dupes"]
+SHOWN = ("submitted", "pending", "running", "done", "dead", "cancelled", "expired", "duplicates")
+
+
+def _when(t: float | None) -> str:
+    return "-" if t is None else datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _row(r: dict[str, Any]) -> list[Any]:
+    c = r["counters"]
+    cells = [c["submitted"], c["done"], c["pending"], c["running"], c["dead"], c["duplicates"]]
+    return [r["run_id"], r.get("name") or "", r["state"], *cells]
+
+
+def show_run(r: dict[str, Any]) -> None:
+    """A run for people: state, times, counters in total and per type."""
+    click.echo(f"run       {r['run_id']}" + (f" ({r['name']})" if r.get("name") else ""))
+    click.echo(f"state     {r['state']}")
+    click.echo(f"created   {_when(r['created_at'])}")
+    click.echo(f"finished  {_when(r['finished_at'])}")
+    if r.get("on_complete"):
+        click.echo(f"callback  {r['on_complete']['type']}")
+    rows = [["(all)", *(r["counters"][k] for k in SHOWN)]]
+    rows += [[t, *(c[k] for k in SHOWN)] for t, c in r["by_type"].items()]
+    table(None, ["type", *SHOWN], rows)
+
+
+@click.group("runs", invoke_without_command=True)
+@click.option("-n", "n", type=int, default=50, show_default=True, help="Runs to list.")
+@click.option("--after", default=None, help="List the runs after this one (paging).")
+@client_options
+@click.pass_context
+def runs(
+    ctx: click.Context,
+    n: int,
+    after: str | None,
+    url: str | None,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """List runs, newest first (or: show, watch, create, cancel one)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    with open_client(url, token) as client:
+        page = client.runs(after=after, limit=max(1, min(n, 500)))
+    if as_json:
+        print_json(page)
+        return
+    table(f"runs ({len(page['runs'])} shown)", COLUMNS, [_row(r) for r in page["runs"]])
+    if page["next"] is not None:
+        click.echo(f"more: fleet runs --after {page['next']}")
+
+
+@runs.command("show")
+@click.argument("run_id")
+@client_options
+def show(run_id: str, url: str | None, token: str | None, as_json: bool) -> None:
+    """A run's state, times and counters (total and per type)."""
+    with open_client(url, token) as client:
+        record = client.run(run_id)
+    if as_json:
+        print_json(record)
+    else:
+        show_run(record)
+
+
+@runs.command("watch")
+@click.argument("run_id")
+@click.option("--interval", type=float, default=1.0, show_default=True, help="Seconds per look.")
+@client_options
+def watch(run_id: str, interval: float, url: str | None, token: str | None, as_json: bool) -> None:
+    """A live progress bar of done / submitted until the run ends; exit 1 if it
+    ended cancelled or with dead tasks."""
+    with open_client(url, token) as client:
+        record = client.run(run_id)
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+        with Progress(*columns, disable=as_json, console=progress_console()) as progress:
+            bar = progress.add_task(f"run {run_id}", total=None)
+            while True:
+                c = record["counters"]
+                ended = c["done"] + c["dead"] + c["cancelled"] + c["expired"]
+                progress.update(bar, completed=ended, total=max(c["submitted"], 1))
+                if record["state"] != "running":
+                    break
+                time.sleep(max(interval, 0.05))
+                record = client.run(run_id, wait=min(max(interval, 0.05), 60.0))
+    if as_json:
+        print_json(record)
+    else:
+        show_run(record)
+    if record["state"] != "done" or record["counters"]["dead"]:
+        raise SystemExit(1)
+
+
+@runs.command("create")
+@click.option("--name", default=None, help="A name to know the run by.")
+@click.option("--on-complete-type", default=None, help="Type of the task submitted at the end.")
+@click.option("--on-complete-payload", default=None, help="Its payload (JSON object).")
+@client_options
+def create(
+    name: str | None,
+    on_complete_type: str | None,
+    on_complete_payload: str | None,
+    url: str | None,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Create a run; prints its id (submit into it with fleet submit --run ID)."""
+    on_complete = None
+    if on_complete_type is not None:
+        payload = json.loads(on_complete_payload) if on_complete_payload else {}
+        on_complete = {"type": on_complete_type, "payload": payload}
+    elif on_complete_payload is not None:
+        raise click.UsageError("--on-complete-payload needs --on-complete-type")
+    with open_client(url, token) as client:
+        run_id = client.create_run(name=name, on_complete=on_complete)
+    if as_json:
+        print_json({"run_id": run_id})
+    else:
+        click.echo(run_id)
+
+
+@runs.command("cancel")
+@click.argument("run_id")
+@client_options
+def cancel(run_id: str, url: str | None, token: str | None, as_json: bool) -> None:
+    """Cancel a run: its pending tasks are cancelled, its running ones stopped."""
+    with open_client(url, token) as client:
+        record = client.cancel_run(run_id)
+    if as_json:
+        print_json(record)
+    else:
+        show_run(record)
