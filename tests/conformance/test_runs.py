@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core import runs as core_runs
 from fleet.core.errors import UnsupportedBackend
@@ -218,8 +219,16 @@ async def test_list_pages_newest_first(runs_backend: Backend) -> None:
 
 
 async def test_ended_runs_expire(runs_backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
-    b = runs_backend
     monkeypatch.setenv("FLEET_RUN_TTL_SECONDS", "0.3")
+    # A backend opened now has the setting (Redis scripts take it at load).
+    b = await open_backend(runs_backend.url)
+    try:
+        await _expiry(b)
+    finally:
+        await b.close()
+
+
+async def _expiry(b: Backend) -> None:
     run = await b.run_create()
     await push_run(b, run, "t")
     r = (await b.reserve(TYPE, k=1))[0]

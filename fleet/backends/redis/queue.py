@@ -121,15 +121,19 @@ class QueueOps(RedisCore):
                     body.group,
                     repr(body.enqueued_at),
                 ]
-                if body.traceparent is not None:  # kept in the record, for task_state
-                    row.append(trace_id_of(body.traceparent))
+                if body.traceparent is not None or body.run is not None:
+                    # kept in the record: the trace id for task_state, the run for
+                    # run_common.lua (and the run's unique key, at push only)
+                    row.append(trace_id_of(body.traceparent) if body.traceparent else None)
+                    if body.run is not None:
+                        row += [body.run, req.unique_key]
                 rows.append(row)
             argv = [repr(t), dumps(rows), *bodies]
             with self._guard():
                 raw = await self._scripts.push(self._lane, base + extra, argv)
             for i in range(0, len(raw), 2):
-                queued = bool(int(raw[i]))
-                results.append(PushResult(str(raw[i + 1]), queued=queued, duplicate=not queued))
+                code = int(raw[i])  # 1 queued, 0 duplicate, 2 refused (its run ended)
+                results.append(PushResult(str(raw[i + 1]), queued=code == 1, duplicate=code == 0))
         return results
 
     # ------------------------------------------------------------ reserve

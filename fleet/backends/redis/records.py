@@ -138,6 +138,7 @@ def delivered_body(raw_body: str, raw_record: str) -> TaskBody:
         group=None if d.get("group") is None else str(d["group"]),
         timeout_seconds=d.get("timeout_seconds"),
         traceparent=d.get("traceparent"),
+        run=d.get("run"),
     )
 
 

@@ -1,40 +1,129 @@
-"""Runs on the Redis backend: not supported yet.
+"""Runs on the Redis backend (docs/runs.md; keys: docs/redis-schema.md, "Runs").
 
-Guarantee 1 of the design: a feature that does not work on a backend is refused
-with a clear error. Runs work on memory and SQLite (``fleet/backends/memory/runs.py``,
-``fleet/backends/sqlite/runs.py``); on Redis their counters must move inside the
-queue scripts, which is still to be written (docs/runs.md, "Backends").
+A run's counters move inside the queue scripts, in the same script call as the task
+operation that moves them (``lua/run_common.lua``, included by push, reserve, ack,
+nack, release, throttle, sweep, cancel and dead); the call that ends the run also
+pushes its ``on_complete`` task. Here: create, read, list, and cancel (one script
+ends the run and answers its live tasks, each then cancelled by ``cancel.lua``).
 """
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+import json
+from typing import Any
 
+from fleet.backends.redis import keys
+from fleet.backends.redis.core import RedisCore
 from fleet.core.capabilities.runs import Runs
-from fleet.core.errors import UnsupportedBackend
-from fleet.core.runs import RunCancel, RunPage, RunRecord
+from fleet.core.records import dumps, new_id, now
+from fleet.core.runs import COUNTERS, RunCancel, RunPage, RunRecord, run_ttl, zero_counters
+
+RUN_PREFIX = "fleet:run:"
+#: Sorted set run id -> creation time: the listing, newest first.
+RUN_INDEX = "fleet:runs"
 
 
-def _refuse() -> NoReturn:
-    raise UnsupportedBackend(
-        "runs are not supported on the Redis backend yet (they work on memory:// and "
-        "sqlite://); see docs/runs.md"
+def run_key(run_id: str) -> str:
+    """``fleet:run:<id>``: the run's hash (state, counters, ...)."""
+    return RUN_PREFIX + run_id
+
+
+def _record(run_id: str, h: dict[str, str]) -> RunRecord:
+    total = zero_counters()
+    by_type: dict[str, dict[str, int]] = {}
+    for field, value in h.items():
+        if field.startswith("c:"):
+            total[field[2:]] = int(value)
+        elif field.startswith("t:"):
+            automation_type, _, name = field[2:].rpartition(":")
+            by_type.setdefault(automation_type, zero_counters())[name] = int(value)
+    oc = h.get("oc")
+    finished = h.get("finished_at")
+    state = h.get("state", "running")
+    return RunRecord(
+        id=run_id,
+        name=h.get("name") or None,
+        on_complete=None if oc is None else json.loads(oc),
+        state="done" if state == "done" else "cancelled" if state == "cancelled" else "running",
+        created_at=float(h.get("created_at", 0.0)),
+        finished_at=None if finished is None else float(finished),
+        counters={n: total.get(n, 0) for n in COUNTERS},
+        by_type=by_type,
     )
 
 
-class RunOps(Runs):
-    """The :class:`Runs` capability on Redis: refused with a clear error."""
+class RunOps(RedisCore, Runs):
+    """The :class:`Runs` capability on Redis."""
 
     async def run_create(
         self, *, name: str | None = None, on_complete: dict[str, Any] | None = None
     ) -> str:
-        _refuse()
+        run_id = new_id()
+        t = now()
+        fields = ["state", "running", "created_at", repr(t)]
+        if name is not None:
+            fields += ["name", name]
+        if on_complete is not None:
+            fields += ["oc", dumps(on_complete)]
+        with self._guard():
+            await self._lane.execute("HSET", run_key(run_id), *fields)
+            await self._lane.execute("ZADD", RUN_INDEX, repr(t), run_id)
+            await self._prune(t)
+        return run_id
+
+    async def _prune(self, t: float) -> None:
+        # Index entries of runs whose hash expired (RUN_TTL after they ended), a few
+        # at a time from the oldest: bounded work per create.
+        old = await self._lane.execute("ZRANGE", RUN_INDEX, 0, 9)
+        gone = [r for r in old if not await self._lane.execute("EXISTS", run_key(r))]
+        if gone:
+            await self._lane.execute("ZREM", RUN_INDEX, *gone)
 
     async def run_get(self, run_id: str) -> RunRecord | None:
-        _refuse()
+        with self._guard():
+            flat = await self._lane.execute("HGETALL", run_key(run_id))
+        if not flat:
+            return None
+        h = _hash(flat)
+        return _record(run_id, h) if "state" in h else None
 
     async def run_list(self, *, after: str | None = None, limit: int = 50) -> RunPage:
-        _refuse()
+        limit = max(limit, 1)
+        with self._guard():
+            top = "+inf"
+            if after is not None:
+                score = await self._lane.execute("ZSCORE", RUN_INDEX, after)
+                top = "+inf" if score is None else f"({score}"
+            ids = await self._lane.execute(
+                "ZREVRANGEBYSCORE", RUN_INDEX, top, "-inf", "LIMIT", 0, limit + 1
+            )
+        found = [r for r in [await self.run_get(i) for i in ids[:limit]] if r is not None]
+        return RunPage(found, found[-1].id if len(ids) > limit and found else None)
 
     async def run_cancel(self, run_id: str) -> RunCancel | None:
-        _refuse()
+        with self._guard():
+            answer = await self._scripts.run_cancel(
+                self._lane, [run_key(run_id)], [repr(now()), str(int(run_ttl() * 1000) + 1)]
+            )
+        if answer is None:
+            return None
+        stopping: list[tuple[str, str]] = []
+        if answer[0] == "running":
+            for member in answer[1:]:
+                automation_type, _, task_id = str(member).partition("|")
+                qkeys = keys.queue_keys(automation_type, now())
+                with self._guard():
+                    outcome = await self._scripts.cancel(self._lane, qkeys, [repr(now()), task_id])
+                if outcome == "cancelling":
+                    stopping.append((automation_type, task_id))
+        record = await self.run_get(run_id)
+        return None if record is None else RunCancel(record, tuple(stopping))
+
+
+def _hash(flat: Any) -> dict[str, str]:
+    if isinstance(flat, dict):
+        return {str(k): str(v) for k, v in flat.items()}
+    return {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+
+__all__ = ["RUN_INDEX", "RUN_PREFIX", "RunOps", "run_key"]

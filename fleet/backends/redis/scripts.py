@@ -17,6 +17,7 @@ from typing import Any
 
 from fleet.backends.redis.resp import ReplyError, RespClient
 from fleet.core.results import result_max_per_type, result_ttl
+from fleet.core.runs import run_ttl
 
 _INCLUDE = "-- @include "
 
@@ -42,8 +43,10 @@ def load_source(name: str) -> str:
 def with_settings(source: str) -> str:
     """``source`` with this process' task record settings in place of their
     placeholders (``FLEET_RESULT_TTL_SECONDS``, ``FLEET_RESULT_MAX_PER_TYPE``)."""
-    return source.replace("__RESULT_TTL__", repr(result_ttl())).replace(
-        "__RESULT_MAX__", str(result_max_per_type())
+    return (
+        source.replace("__RESULT_TTL__", repr(result_ttl()))
+        .replace("__RESULT_MAX__", str(result_max_per_type()))
+        .replace("__RUN_TTL__", repr(run_ttl()))
     )
 
 
@@ -105,6 +108,7 @@ SCRIPT_NAMES = (
     "limits",
     "schedules",
     "proxies",
+    "run_cancel",
 )
 
 
@@ -140,6 +144,7 @@ class Scripts:
         self.limits = self.all["limits"]
         self.schedules = self.all["schedules"]
         self.proxies = self.all["proxies"]
+        self.run_cancel = self.all["run_cancel"]
 
     async def load_all(self, client: RespClient) -> None:
         """SCRIPT LOAD every script (pipelined: one round trip)."""
@@ -149,14 +154,14 @@ class Scripts:
 
 
 _SCRIPTS: Scripts | None = None
-_SCRIPTS_SETTINGS: tuple[float, int] | None = None
+_SCRIPTS_SETTINGS: tuple[float, int, float] | None = None
 
 
 def scripts() -> Scripts:
     """The process-wide script set (sources are read from the package once, and
     again if the task record settings they embed changed)."""
     global _SCRIPTS, _SCRIPTS_SETTINGS
-    settings = (result_ttl(), result_max_per_type())
+    settings = (result_ttl(), result_max_per_type(), run_ttl())
     if _SCRIPTS is None or settings != _SCRIPTS_SETTINGS:
         _SCRIPTS, _SCRIPTS_SETTINGS = Scripts(), settings
     return _SCRIPTS

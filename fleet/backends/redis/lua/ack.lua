@@ -1,4 +1,4 @@
--- @include queue_common queue_groups
+-- @include queue_common queue_groups run_common
 -- ARGV: now, JSON array [task_id, token, task_id, token, ...].
 -- Returns 1|0 per lease. Reads every record with one HMGET and writes with one
 -- command per key.
@@ -14,6 +14,7 @@ local now = tonumber(now_s)
 local gone, done, grouped = {}, {}, {}
 local seen = {}
 local completed, cancelled = 0, 0
+local ran = {}
 for j, id in ipairs(ids) do
   local raw = recs[j]
   local rec = raw and dec(raw)
@@ -28,6 +29,7 @@ for j, id in ipairs(ids) do
       rec.s = 'D'
       completed = completed + 1
     end
+    if rec.rn then ran[#ran + 1] = {rec.rn, id, rec.s == 'C' and 'cancelled' or 'done'} end
     rec.k = nil
     rec.c = nil
     rec.b = nil
@@ -49,6 +51,7 @@ if #gone > 0 then
   retain(gone, now)
 end
 for _, name in ipairs(grouped) do ended(name, now) end
+for _, e in ipairs(ran) do run_event(e[1], e[2], e[3], true, now) end
 if completed > 0 then count('completed', completed) end
 if cancelled > 0 then count('cancelled', cancelled) end
 return out

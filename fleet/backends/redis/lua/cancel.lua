@@ -1,4 +1,4 @@
--- @include queue_common queue_groups
+-- @include queue_common queue_groups run_common
 -- ARGV: now, task_id. Returns cancelled|cancelling|not_found.
 -- A queued task is found by scanning its tier (operator action, O(tier length)).
 local now, id = tonumber(ARGV[1]), ARGV[2]
@@ -39,4 +39,5 @@ else
 end
 finish(id, rec, 'C', now)
 count('cancelled')
+run_event(rec.rn, id, 'cancelled', false, now)
 return 'cancelled'

@@ -1,4 +1,4 @@
--- @include queue_common queue_groups
+-- @include queue_common queue_groups run_common
 -- ARGV: op, ...
 --   peek n            -> flat (body, info JSON or '') of the n oldest dead
 --   replay n          -> replays the n oldest (n = -1: all); returns how many
@@ -54,6 +54,7 @@ local function replay_one(raw)
   if type(group) == 'string' then rec.g = group end
   set_rec(id, rec)
   requeue(raw, rec, false)
+  run_event(rec.rn, id, 'replayed', false, 0)
   return 1
 end
 

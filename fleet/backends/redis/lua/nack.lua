@@ -1,4 +1,4 @@
--- @include queue_common queue_groups
+-- @include queue_common queue_groups run_common
 -- ARGV: now, task_id, token, delay seconds, dead (1|0), error ('' + text, or '-' for
 -- none), traceback (same encoding). Returns retry|dead|stale.
 local now, id, tok = tonumber(ARGV[1]), ARGV[2], ARGV[3]
@@ -18,6 +18,7 @@ rec.k = nil
 local m = rec.m or rec.a
 if dead or rec.a >= m then
   bury(id, raw, rec)
+  run_event(rec.rn, id, 'dead', true, now)
   return 'dead'
 end
 if delay < 0 then delay = 0 end
@@ -26,5 +27,6 @@ rec.s = 's'
 rec.b = raw
 set_rec(id, rec)
 count('failed')
+run_event(rec.rn, id, 'requeued', false, now)
 wake(1)
 return 'retry'

@@ -1,12 +1,15 @@
--- @include queue_common queue_groups
+-- @include queue_common queue_groups run_common
 -- ARGV: now, JSON array of requests, then the body JSON of each request in order.
 -- A request is
 --   [id, priority, ready_at (0 = now), idempotency KEYS index (0 = none),
 --    idempotency ttl ms, attempt, max_attempts (null = none), expires_at (null = no ttl),
---    group (null = none), submitted_at[, trace id (only for a traced task)]]
+--    group (null = none), submitted_at[, trace id (null = none)[, run id[, unique key]]]]
+-- (the trace id only for a traced task or one with a run; the run id only for a task
+-- of a run, the unique key only when it has one)
 -- (one JSON argument instead of eight per request: far cheaper to send and parse;
 -- bodies go as arguments of their own so neither side escapes them into a string).
--- Returns per request: queued (1|0), task id (the original one for a duplicate).
+-- Returns per request: queued (1|0|2: refused, its run is not running), task id (the
+-- original one for a duplicate).
 local now = tonumber(ARGV[1])
 local reqs = cjson.decode(ARGV[2])
 local out = {}
@@ -34,14 +37,20 @@ for n, r in ipairs(reqs) do
     dup = redis.call('GET', KEYS[ik]) or nil
   end
   if not dup and live[id] then dup = id end
-  if dup then
+  local rn = jnull(r[12])
+  local verdict = 'ok'
+  if rn and not dup then verdict = run_admit(rn, jnull(r[13]), id) end
+  if dup or verdict == 'duplicate' then
     out[#out + 1] = 0
-    out[#out + 1] = dup
+    out[#out + 1] = dup or id
+  elseif verdict == 'refused' then
+    out[#out + 1] = 2
+    out[#out + 1] = id
   else
     if ik > 0 then redis.call('SET', KEYS[ik], id, 'PX', r[5]) end
     local group = jnull(r[9])
     local rec = {p = prio, a = r[6], m = jnull(r[7]), x = jnull(r[8]), g = group,
-                 d = '/' .. r[10], tr = r[11]}
+                 d = '/' .. r[10], tr = jnull(r[11]), rn = rn}
     if ready_at > 0 then
       redis.call('ZADD', K_SCHED, ready_at, raw)
       rec.s = 's'
@@ -58,6 +67,7 @@ for n, r in ipairs(reqs) do
       ready = ready + 1
     end
     live[id] = true
+    if rn then run_event(rn, id, 'queued', false, now) end
     targs[#targs + 1] = id
     targs[#targs + 1] = enc(rec)
     submitted = submitted + 1

@@ -14,7 +14,8 @@
 -- "/<submitted_at>"; started_at is that of the attempt that finished), and only
 -- when set a JSON tail: e last_error, t traceback, f failed_at, b the scheduled
 -- member (body) while scheduled, r refunds (attempts sweep gave back because the
--- reservation expired without a start mark), g the flow-control group. The hot
+-- reservation expired without a start mark), g the flow-control group, tr the
+-- trace id, rn the run (run_common.lua). The hot
 -- fields need no JSON work. Times are
 -- strings ("%.17g") because cjson rounds numbers to 14 digits. Bodies are never
 -- re-encoded.
@@ -79,6 +80,7 @@ local function dec(raw)
     rec.r = tonumber(jnull(extra.r))
     rec.g = jnull(extra.g)
     rec.tr = jnull(extra.tr)
+    rec.rn = jnull(extra.rn)
   end
   return rec
 end
@@ -87,9 +89,9 @@ local function enc(rec)
   local head = (rec.s or '') .. '|' .. (rec.a or '') .. '|' .. (rec.m or '') .. '|' ..
     (rec.p or 0) .. '|' .. (rec.k or '') .. '|' .. (rec.c and '1' or '') .. '|' ..
     (rec.x or '') .. '|' .. (rec.d or '')
-  if rec.e or rec.t or rec.f or rec.b or rec.r or rec.g or rec.tr then
+  if rec.e or rec.t or rec.f or rec.b or rec.r or rec.g or rec.tr or rec.rn then
     return head .. '|' .. cjson.encode({e = rec.e, t = rec.t, f = rec.f, b = rec.b, r = rec.r,
-                                        g = rec.g, tr = rec.tr})
+                                        g = rec.g, tr = rec.tr, rn = rec.rn})
   end
   return head
 end

@@ -1,4 +1,4 @@
--- @include queue_common queue_groups
+-- @include queue_common queue_groups run_common
 -- ARGV: task_id, token, now. Refunds the attempt and puts the task at the head of
 -- its tier (or group).
 local id, tok, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -11,5 +11,6 @@ rec.k = nil
 set_rec(id, rec)
 ended(rec.g, now)
 requeue(raw, rec, true)
+run_event(rec.rn, id, 'requeued', false, now)
 wake(1)
 return 1

@@ -1,4 +1,4 @@
--- @include queue_common queue_groups
+-- @include queue_common queue_groups run_common
 -- ARGV: now, k, deadline (now + visibility), default max_attempts, token base
 -- (fresh random text; the token of the i-th reservation is base .. "." .. i).
 -- Groups without settings take the type's limits stored in :groups:meta (dc, di:
@@ -46,9 +46,11 @@ local function take_one(id, raw, rec)
   elseif rec.c then
     finish(id, rec, 'C', now)
     count('cancelled')
+    run_event(rec.rn, id, 'cancelled', false, now)
   elseif rec.x and now > tonumber(rec.x) then
     redis.call('HDEL', K_TASKS, id)
     count('expired')
+    run_event(rec.rn, id, 'expired', false, now)
     -- The rare path: decoding the body here costs nothing on the hot one.
     local body = decode_body(raw)
     local enq = body and tonumber(jnull(body.enqueued_at))
@@ -67,6 +69,7 @@ local function take_one(id, raw, rec)
         ': earlier attempts were lost with their worker'
       rec.f = fstr(now)
       bury(id, raw, rec)
+      run_event(rec.rn, id, 'dead', false, now)
     else
       got = got + 1
       local tok = base .. '.' .. got
@@ -84,6 +87,7 @@ local function take_one(id, raw, rec)
       out[#out + 1] = raw
       out[#out + 1] = encoded
       out[#out + 1] = tok
+      run_event(rec.rn, id, 'started', false, now)
       return true
     end
   end

@@ -1,4 +1,4 @@
--- @include queue_common queue_groups
+-- @include queue_common queue_groups run_common
 -- ARGV: now, limit. Re-queues up to limit leases past their deadline at the head
 -- of their tier (or group) and drains due scheduled tasks. The attempt stays charged if the
 -- reservation was marked started (:processing:started holds its token/time); else it
@@ -29,6 +29,7 @@ for i = #ids, 1, -1 do
       rec.k = nil
       set_rec(id, rec)
       ended(rec.g, now)
+      run_event(rec.rn, id, 'requeued', false, now)
     end
     requeue(raw, live, true)
     n = n + 1

@@ -1,4 +1,4 @@
--- @include queue_common queue_groups
+-- @include queue_common queue_groups run_common
 -- ARGV: now, task_id, token, retry_after seconds. Ends an owned reservation
 -- without charging its attempt: a grouped task goes back to the head of its group
 -- and the group is held until now + retry_after (a later hold already in place is
@@ -11,6 +11,7 @@ local raw = unregister(id)
 rec.a = math.max((rec.a or 1) - 1, 0)
 rec.k = nil
 count('throttled')
+run_event(rec.rn, id, 'requeued', false, now)
 if rec.g then
   rec.s = 'q'
   set_rec(id, rec)

@@ -1,0 +1,15 @@
+-- KEYS: fleet:run:<id>. ARGV: now, ttl in milliseconds. Ends a running run 'cancelled'
+-- (no on_complete): its unique keys go, it expires ttl from now. Returns nil for an
+-- unknown run, else {state before, live task members "<type>|<id>"...}; the caller
+-- cancels each live task with cancel.lua (which moves the run's counters).
+local key = KEYS[1]
+local st = redis.call('HGET', key, 'state')
+if not st then return nil end
+if st ~= 'running' then return {st} end
+redis.call('HSET', key, 'state', 'cancelled', 'finished_at', ARGV[1])
+redis.call('DEL', key .. ':keys')
+redis.call('PEXPIRE', key, ARGV[2])
+redis.call('PEXPIRE', key .. ':live', ARGV[2])
+local out = {st}
+for _, m in ipairs(redis.call('SMEMBERS', key .. ':live')) do out[#out + 1] = m end
+return out
