@@ -1,7 +1,7 @@
 """A real crawl as a run (issue 27), with the code of docs/runs.md as written.
 
 A local site of 300 linked pages with cycles; a real ``fleet master`` and two
-``fleet worker`` processes running the page's ``crawl.py`` on SQLite; the run is
+``fleet worker`` processes running the page's ``crawl.py`` (on SQLite and Redis); the run is
 created and seeded with the page's ``fleet runs create`` / ``fleet submit --run``
 lines and watched with ``fleet runs watch``. One worker is killed with SIGKILL during
 the crawl and started again. Every page is fetched (at least once: a page fetched
@@ -141,8 +141,10 @@ async def _until(what: str, check: Any, timeout: float) -> None:
         await asyncio.sleep(0.1)
 
 
-async def test_a_crawl_run_ends_once_through_a_worker_kill(site: Site, tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+async def test_a_crawl_run_ends_once_through_a_worker_kill(
+    site: Site, tmp_path: Path, shared_url: str
+) -> None:
+    url = shared_url
     plugin_dir = crawl_module(tmp_path)
     pythonpath = os.pathsep.join([str(plugin_dir), str(ROOT)])
     env = fleet_env(FLEET_ENTRY_POINTS="0", PYTHONPATH=pythonpath)
