@@ -155,3 +155,31 @@ async def test_finished_records_are_bounded_per_type(bounded: Backend) -> None:
     states = [(await bounded.task_state(TYPE, tid)).state for tid in ids]
     assert states[-3:] == ["done"] * 3
     assert states[:3] == ["unknown"] * 3
+
+
+@pytest.fixture
+async def short_lived(backend_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Backend]:
+    """A backend opened with finished records kept for one second."""
+    monkeypatch.setenv("FLEET_RESULT_TTL_SECONDS", "1")
+    b = await open_backend(backend_url)
+    try:
+        yield b
+    finally:
+        await b.close()
+
+
+async def test_finished_records_expire_after_the_result_ttl(short_lived: Backend) -> None:
+    b = short_lived
+    await push(b, "old")
+    r = await reserve_one(b)
+    await emit(b, "old", 1, 1)
+    assert await b.ack(TYPE, [("old", r.token)]) == [True]
+    assert (await b.task_state(TYPE, "old")).outputs_total == 1
+    await asyncio.sleep(1.3)
+    await push(b, "new")  # a later finish prunes what is past the ttl
+    r = await reserve_one(b)
+    assert await b.ack(TYPE, [("new", r.token)]) == [True]
+    await b.sweep(TYPE)
+    old = await b.task_state(TYPE, "old")
+    assert old.state == "unknown" and old.outputs == ()
+    assert (await b.task_state(TYPE, "new")).state == "done"
