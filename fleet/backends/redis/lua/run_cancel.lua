@@ -7,7 +7,8 @@ local st = redis.call('HGET', key, 'state')
 if not st then return nil end
 if st ~= 'running' then return {st} end
 redis.call('HSET', key, 'state', 'cancelled', 'finished_at', ARGV[1])
-redis.call('DEL', key .. ':keys')
+local levels = tonumber(redis.call('HGET', key, 'kl')) or 0
+for i = 0, levels - 1 do redis.call('DEL', key .. ':keys:' .. i) end
 redis.call('PEXPIRE', key, ARGV[2])
 redis.call('PEXPIRE', key .. ':live', ARGV[2])
 local out = {st}

@@ -5,7 +5,8 @@
 --   fleet:run:<id>        hash  state, name, oc (on_complete JSON), created_at,
 --                               finished_at, c:<counter> totals, t:<type>:<counter>
 --   fleet:run:<id>:live   set   "<type>|<task id>" of its live tasks (for run cancel)
---   fleet:run:<id>:keys   set   its unique keys (exact; dropped when it ends)
+--   fleet:run:<id>:keys:<n>  string  level n of its unique-key filter (below; dropped
+--                               when it ends); the hash's kl/kn: levels, keys in the last
 -- The hash and the sets expire RUN_TTL_MS after the run ended (FLEET_RUN_TTL_SECONDS).
 local RUN_TTL_MS = math.ceil((tonumber('__RUN_TTL__') or 604800) * 1000)
 local RUN_PREFIX = 'fleet:run:'
@@ -20,6 +21,76 @@ local RUN_DELTAS = {
   replayed = {{'dead', -1}, {'pending', 1}},
 }
 local RUN_LEAVES = {done = true, dead = true, cancelled = true, expired = true}
+
+-- unique_key: a scalable Bloom filter, a few bytes per key. Level i holds up to
+-- 1024 * 2^i keys at a false-positive rate of 0.0005 / 2^i, so the rate over all
+-- levels stays below 0.1 %. BF_LEVELS[i + 1] = {m bits (the prime at or above
+-- -n ln p / ln2^2), k hashes (ceil(-log2 p))}, computed once (bench/run_keys.py
+-- prints the check); 17 levels: 134 million keys a run (a Redis string holds at most
+-- 2^32 bits; past them the last level takes the rest, its rate growing). Bit
+-- offsets: enhanced double hashing of a 48-bit and a 41-bit part of sha1(key), modulo
+-- the prime m. A level is created at its full size (a SET of zero bytes: SETBIT
+-- would over-allocate a growing string).
+local BF_N0 = 1024
+local BF_LEVELS = {{16217, 11}, {35363, 12}, {76631, 13}, {165059, 14}, {353767, 15},
+  {754771, 16}, {1604093, 17}, {3397291, 18}, {7172791, 19}, {15101881, 20}, {31716533, 21},
+  {66458617, 22}, {138968317, 23}, {290038799, 24}, {604282069, 25}, {1256972867, 26},
+  {2610763213, 27}}
+
+local function bf_shape(i)
+  local shape = BF_LEVELS[math.min(i + 1, #BF_LEVELS)]
+  local n = BF_N0 * 2 ^ i
+  if i + 1 >= #BF_LEVELS then n = math.huge end
+  return n, shape[1], shape[2]
+end
+
+local function bf_set_args(h1, h2, m, k)
+  local args = {}
+  for j = 0, k - 1 do
+    args[#args + 1] = 'SET'
+    args[#args + 1] = 'u1'
+    args[#args + 1] = (h1 + j * h2 + (j * j * j - j) / 6) % m
+    args[#args + 1] = 1
+  end
+  return args
+end
+
+-- True if `uk` is in run `key`'s filter (or a false positive); else adds it.
+local function bf_seen_or_add(key, uk)
+  local hex = redis.sha1hex(uk)
+  local h1 = tonumber(string.sub(hex, 1, 12), 16)
+  local h2 = tonumber(string.sub(hex, 13, 22), 16) * 2 + 1
+  local meta = redis.call('HMGET', key, 'kl', 'kn')
+  local levels, filled = tonumber(meta[1]) or 0, tonumber(meta[2]) or 0
+  for i = levels - 1, 0, -1 do
+    local _, m, k = bf_shape(i)
+    local level = key .. ':keys:' .. i
+    local all = true
+    for j = 0, k - 1 do
+      -- One bit at a time: a key not in the level stops at its first 0 bit (after
+      -- about two reads), where one BITFIELD would read all k.
+      if redis.call('GETBIT', level, (h1 + j * h2 + (j * j * j - j) / 6) % m) == 0 then
+        all = false
+        break
+      end
+    end
+    if all then return true end
+  end
+  if levels == 0 or filled >= bf_shape(levels - 1) then
+    local _, m = bf_shape(levels)
+    redis.call('SET', key .. ':keys:' .. levels, string.rep('\0', math.ceil(m / 8)))
+    levels, filled = levels + 1, 0
+  end
+  local _, m, k = bf_shape(levels - 1)
+  redis.call('BITFIELD', key .. ':keys:' .. (levels - 1), unpack(bf_set_args(h1, h2, m, k)))
+  redis.call('HSET', key, 'kl', levels, 'kn', filled + 1)
+  return false
+end
+
+local function run_drop_keys(key)
+  local levels = tonumber(redis.call('HGET', key, 'kl')) or 0
+  for i = 0, levels - 1 do redis.call('DEL', key .. ':keys:' .. i) end
+end
 
 -- Push a run's on_complete task into its type's queue, with the fixed key layout
 -- of fleet.backends.redis.keys (the normal tier, :tasks, :counters, :wake) and
@@ -55,7 +126,7 @@ end
 -- expires RUN_TTL_MS from now, and a run that ended done pushes its callback.
 local function run_end(rn, key, state, now)
   redis.call('HSET', key, 'state', state, 'finished_at', fstr(now))
-  redis.call('DEL', key .. ':keys')
+  run_drop_keys(key)
   redis.call('PEXPIRE', key, RUN_TTL_MS)
   redis.call('PEXPIRE', key .. ':live', RUN_TTL_MS)
   if state == 'done' then
@@ -96,7 +167,7 @@ end
 local function run_admit(rn, uk, id)
   local key = RUN_PREFIX .. rn
   if redis.call('HGET', key, 'state') ~= 'running' then return 'refused' end
-  if uk and redis.call('SADD', key .. ':keys', uk) == 0 then
+  if uk and bf_seen_or_add(key, uk) then
     run_event(rn, id, 'duplicate', false, 0)
     return 'duplicate'
   end
