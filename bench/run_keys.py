@@ -34,6 +34,7 @@ from benchlib import SMOKE_HELP, loadavg, redis_server
 from fleet.backends import open_backend
 from fleet.backends.redis import keys as rkeys
 from fleet.backends.redis.scripts import _read, with_settings
+from fleet.core.records import new_id
 from fleet.core.submission import make_push_request
 
 TYPE = "runs-bench"
@@ -79,8 +80,7 @@ def filter_script() -> str:
 async def bytes_per_key(url: str, n: int) -> None:
     r = aioredis.from_url(url, decode_responses=True)
     try:
-        await r.flushdb()
-        run_key = "fleet:run:bench"
+        run_key = f"fleet:run:bench-{new_id()}"
         await r.hset(run_key, mapping={"state": "running"})
         before = int((await r.info("memory"))["used_memory"])
         script = r.register_script(filter_script())

@@ -43,6 +43,10 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
         ["--smoke", "--url", "{url}"],
         r"redis: +[\d,]+ \| [\d,]+(.|\n)*sqlite: (.|\n)*memory: ",
     ),
+    "run_keys.py": (
+        ["--smoke", "--url", "{url}"],
+        r"unique keys on Redis(.|\n)*repeats caught: 5,000 of 5,000(.|\n)*memory +unique",
+    ),
     "rest_submit.py": (
         ["--smoke", "--url", "{url}"],
         r"REST submit single: [\d,]+ req/s(.|\n)*REST submit batch of 10: ",
