@@ -55,8 +55,6 @@ class Backend(
     Streams,
     Pools,
     Primitives,
-    Limiters,
-    ProxyHealth,
     ScheduleStore,
     Events,
     FleetState,
@@ -69,9 +67,17 @@ class Backend(
     before use (``open_backend`` does) and :meth:`close` when done. One instance
     is safe to share between all asyncio tasks of one event loop. Code that needs
     one capability only (a handle, the sweeper) types against that interface.
+
+    Capabilities moved to objects of their own (``backend.limits.acquire(...)``,
+    ``backend.proxies.take(...)``) are attributes; each backend package builds them
+    in its ``backend.py`` from the module of the same name.
     """
 
     url: str
+    #: The limiters of ``ctx.limit`` (:class:`~fleet.core.capabilities.Limiters`).
+    limits: Limiters
+    #: Proxy health (:class:`~fleet.core.capabilities.ProxyHealth`).
+    proxies: ProxyHealth
 
     async def connect(self) -> None:
         """Open connections / files and create schema. Idempotent."""

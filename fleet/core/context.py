@@ -258,7 +258,7 @@ class Context(Generic[ConfigT]):
                 (``retry_after``: when one is expected).
         """
         return Limit(
-            self._backend,
+            self._backend.limits,
             key,
             rate=rate,
             concurrency=concurrency,

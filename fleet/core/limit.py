@@ -53,7 +53,7 @@ class Limit:
     starts: a place freed early does not give back its start.
 
     Args:
-        backend: The limiters of the backend.
+        limits: The backend's limiters (``backend.limits``).
         key: The limiter, fleet-wide (not per automation type): a non-empty
             string of at most 200 characters without control characters.
         rate: At most this many starts per period, evenly spaced: ``"10/s"``,
@@ -73,7 +73,7 @@ class Limit:
 
     def __init__(
         self,
-        backend: Limiters,
+        limits: Limiters,
         key: str,
         *,
         rate: str | None = None,
@@ -90,7 +90,7 @@ class Limit:
             )
         self.timeout = _seconds(timeout, "timeout", zero_ok=True)
         self.hold_seconds = _seconds(hold_seconds, "hold_seconds", zero_ok=False)
-        self._backend = backend
+        self._limits = limits
         self._token = ""
         self._renewer: asyncio.Task[None] | None = None
         #: True while this handle holds its place.
@@ -118,7 +118,7 @@ class Limit:
         interval = None if self.rate is None else self.rate.interval
         while True:
             try:
-                wait = await self._backend.limit_acquire(
+                wait = await self._limits.acquire(
                     self.key,
                     token,
                     interval=interval,
@@ -148,7 +148,7 @@ class Limit:
         while True:
             await asyncio.sleep(self.hold_seconds / 3)
             try:
-                kept = await self._backend.limit_renew(self.key, self._token, self.hold_seconds)
+                kept = await self._limits.renew(self.key, self._token, self.hold_seconds)
             except Exception as exc:  # an outage: the next period tries again
                 log.warning("limit %r: renewing the hold failed: %s", self.key, exc)
                 continue
@@ -159,7 +159,7 @@ class Limit:
 
     async def _release_quietly(self, token: str) -> None:
         with contextlib.suppress(Exception):
-            await asyncio.shield(self._backend.limit_release(self.key, token))
+            await asyncio.shield(self._limits.release(self.key, token))
 
     async def release(self) -> bool:
         """Free the place; True if this handle still held it."""
@@ -171,7 +171,7 @@ class Limit:
         if not self.held:
             return False
         self.held = False
-        return await self._backend.limit_release(self.key, self._token)
+        return await self._limits.release(self.key, self._token)
 
     async def __aenter__(self) -> Limit:
         await self.acquire()

@@ -231,8 +231,9 @@ class ProxyHandle:
 
     async def _shared_salt(self) -> str | None:
         # Raises BackendError (the callers treat it as any other outage).
-        if self._salt is None and isinstance(self._health, Primitives):
-            self._salt = await proxy_key_salt(self._health)
+        salts = None if self._health is None else self._health.salts
+        if self._salt is None and salts is not None:
+            self._salt = await proxy_key_salt(salts)
         return self._salt
 
     @property
@@ -301,7 +302,7 @@ class ProxyHandle:
         deadline = loop.time() + self.wait_seconds
         while True:
             try:
-                got = await self._health.proxy_take(
+                got = await self._health.take(
                     list(by_key),
                     self._token,
                     held=self._held,
@@ -342,7 +343,7 @@ class ProxyHandle:
         """The cap the backend applied: the type's stored one, else this handle's."""
         if self._health is not None and self.owner:
             with contextlib.suppress(BackendError):
-                stored, _ = await self._health.proxy_policy(self.owner)
+                stored, _ = await self._health.policy(self.owner)
                 if stored is not None:
                     return stored.max_concurrency
         return self.policy.max_concurrency
@@ -368,7 +369,7 @@ class ProxyHandle:
             if key is None:
                 return
             try:
-                kept = await self._health.proxy_renew(key, self._token, self.hold_seconds)
+                kept = await self._health.renew(key, self._token, self.hold_seconds)
             except BackendError:
                 continue  # an outage: the next period tries again
             if not kept and self._held == key:
@@ -379,7 +380,7 @@ class ProxyHandle:
         held, self._held = self._held, None
         if held is not None and self._health is not None:
             with contextlib.suppress(BackendError):
-                await self._health.proxy_release(held, self._token)
+                await self._health.release(held, self._token)
 
     # ------------------------------------------------------------------ public
     async def ensure(self) -> str | None:
@@ -457,7 +458,7 @@ class ProxyHandle:
             try:
                 await self._shared_salt()
                 key = self.key or key
-                until = await self._health.proxy_report(
+                until = await self._health.report(
                     key,
                     ok=False,
                     threshold=self.policy.bad_threshold,
@@ -477,7 +478,7 @@ class ProxyHandle:
             return
         with contextlib.suppress(BackendError):
             await self._shared_salt()
-            await self._health.proxy_report(proxy_key(self.url, self._salt), ok=True)
+            await self._health.report(proxy_key(self.url, self._salt), ok=True)
 
     def _log_cooling(self, key: str, until: float | None, reason: str) -> None:
         if until is None or _cooling_logged.get(key) == until:

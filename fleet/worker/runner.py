@@ -296,7 +296,7 @@ class TypeRunner:
         self.changed.set()
 
     def _proxy(self, cfg: BaseConfig, slot_id: int) -> ProxyHandle:
-        return build_proxy(cfg, slot_id, self.backend, owner=self.automation_type)
+        return build_proxy(cfg, slot_id, self.backend.proxies, owner=self.automation_type)
 
     def _start_slot(self, slot_id: int) -> None:
         cfg = self._current_config()

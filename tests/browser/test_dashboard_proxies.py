@@ -24,7 +24,7 @@ GOOD = "http://alice:s3cret@good.proxy.test:8002"
 async def _report(url: str) -> str:
     backend = await open_backend(url)
     try:
-        slot = ProxyHandle(urls=[BAD, GOOD], health=backend, policy=ProxyPolicy())
+        slot = ProxyHandle(urls=[BAD, GOOD], health=backend.proxies, policy=ProxyPolicy())
         await slot.ensure()
         await slot.report_bad(f"captcha through {BAD}")  # and holds a place on GOOD now
         return await proxy_key_salt(backend)

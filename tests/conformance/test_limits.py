@@ -30,7 +30,7 @@ async def take(
     concurrency: int | None = None,
     hold: float = 10.0,
 ) -> float:
-    return await backend.limit_acquire(
+    return await backend.limits.acquire(
         key, token, interval=interval, concurrency=concurrency, hold_seconds=hold
     )
 
@@ -59,13 +59,13 @@ async def test_cap_and_release(backend: Backend) -> None:
     assert await take(backend, "t2", concurrency=2) == 0.0
     wait = await take(backend, "t3", concurrency=2)
     assert 0 < wait <= CONCURRENCY_RETRY_SECONDS
-    assert await backend.limit_release(KEY, "t1")
+    assert await backend.limits.release(KEY, "t1")
     assert await take(backend, "t3", concurrency=2) == 0.0
     assert await take(backend, "t4", concurrency=2) > 0
     # A stale or unknown token answers False and frees nothing.
-    assert not await backend.limit_release(KEY, "t1")
-    assert not await backend.limit_release(KEY, "nobody")
-    assert not await backend.limit_release("no-such-limiter", "t1")
+    assert not await backend.limits.release(KEY, "t1")
+    assert not await backend.limits.release(KEY, "nobody")
+    assert not await backend.limits.release("no-such-limiter", "t1")
     assert await take(backend, "t4", concurrency=2) > 0
 
 
@@ -73,7 +73,7 @@ async def test_retry_after_is_the_earliest_hold_end_capped(backend: Backend) -> 
     assert await take(backend, "long", concurrency=1, hold=30) == 0.0
     wait = await take(backend, "t2", concurrency=1)
     assert wait == pytest.approx(CONCURRENCY_RETRY_SECONDS, abs=1e-6)
-    assert await backend.limit_release(KEY, "long")
+    assert await backend.limits.release(KEY, "long")
     assert await take(backend, "short", concurrency=1, hold=0.05) == 0.0
     wait = await take(backend, "t2", concurrency=1)
     assert 0 < wait <= 0.05
@@ -84,8 +84,8 @@ async def test_an_expired_hold_frees_its_place(backend: Backend) -> None:
     assert await take(backend, "t2", concurrency=1) > 0
     await asyncio.sleep(0.25)
     assert await take(backend, "t2", concurrency=1) == 0.0
-    assert not await backend.limit_renew(KEY, "dead", 10)  # expired: not taken back
-    assert not await backend.limit_release(KEY, "dead")
+    assert not await backend.limits.renew(KEY, "dead", 10)  # expired: not taken back
+    assert not await backend.limits.release(KEY, "dead")
     assert await take(backend, "t3", concurrency=1) > 0  # t2 holds the one place
 
 
@@ -93,19 +93,19 @@ async def test_renew_keeps_a_place(backend: Backend) -> None:
     assert await take(backend, "t1", concurrency=1, hold=0.2) == 0.0
     for _ in range(2):
         await asyncio.sleep(0.12)
-        assert await backend.limit_renew(KEY, "t1", 0.2)
+        assert await backend.limits.renew(KEY, "t1", 0.2)
     assert await take(backend, "t2", concurrency=1) > 0  # 0.24 s > the first hold
-    assert not await backend.limit_renew(KEY, "t2", 0.2)
-    assert await backend.limit_release(KEY, "t1")
-    assert not await backend.limit_renew(KEY, "t1", 0.2)
+    assert not await backend.limits.renew(KEY, "t2", 0.2)
+    assert await backend.limits.release(KEY, "t1")
+    assert not await backend.limits.renew(KEY, "t1", 0.2)
 
 
 async def test_a_retried_acquire_keeps_one_place(backend: Backend) -> None:
     assert await take(backend, "t1", concurrency=2, interval=30) == 0.0
     # The same token again (its first answer lost): no second place, no second start.
     assert await take(backend, "t1", concurrency=2, interval=30) == 0.0
-    assert await backend.limit_release(KEY, "t1")
-    assert not await backend.limit_release(KEY, "t1")
+    assert await backend.limits.release(KEY, "t1")
+    assert not await backend.limits.release(KEY, "t1")
 
 
 async def test_cap_holds_under_many_concurrent_acquirers(backend: Backend) -> None:
@@ -120,7 +120,7 @@ async def test_cap_holds_under_many_concurrent_acquirers(backend: Backend) -> No
         peak = max(peak, inflight)
         await asyncio.sleep(0.02)
         inflight -= 1
-        assert await b.limit_release(KEY, token)
+        assert await b.limits.release(KEY, token)
         done += 1
 
     try:
@@ -165,7 +165,7 @@ async def test_rate_retry_after_is_exact(backend: Backend) -> None:
     assert 59 < wait <= 60
     assert await take(backend, "c", interval=60) == pytest.approx(wait, abs=0.5)
     # Releasing does not give the start back.
-    assert await backend.limit_release(KEY, "a")
+    assert await backend.limits.release(KEY, "a")
     assert await take(backend, "b", interval=60) > 59
 
 
@@ -177,7 +177,7 @@ async def test_rate_and_concurrency_together(backend: Backend) -> None:
     # Both bind: the wait is the larger of the two (the rate's here).
     wait = await both("t2")
     assert CONCURRENCY_RETRY_SECONDS < wait <= 0.4
-    assert await backend.limit_release(KEY, "t1")
+    assert await backend.limits.release(KEY, "t1")
     # The place is free but the rate still holds t2 back.
     wait = await both("t2")
     assert 0 < wait <= 0.4
@@ -193,7 +193,7 @@ async def test_rate_and_concurrency_together(backend: Backend) -> None:
 async def test_a_rate_only_call_holds_a_place_too(backend: Backend) -> None:
     assert await take(backend, "rated", interval=0.01) == 0.0
     assert await take(backend, "capped", concurrency=1) > 0
-    assert await backend.limit_release(KEY, "rated")
+    assert await backend.limits.release(KEY, "rated")
     assert await take(backend, "capped", concurrency=1) == 0.0
 
 
@@ -204,4 +204,4 @@ async def test_limiters_are_independent(backend: Backend) -> None:
         assert await take(backend, "t", key=key, concurrency=1, interval=60) == 0.0
     for key in keys:
         assert await take(backend, "u", key=key, concurrency=1, interval=60) > 0
-        assert await backend.limit_release(key, "t")
+        assert await backend.limits.release(key, "t")

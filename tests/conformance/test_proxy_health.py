@@ -23,14 +23,14 @@ A, B, C = "http://a.test:8080", "http://b.test:8080", "http://c.test:8080#3f2a9c
 
 
 async def info(backend: Backend, key: str) -> ProxyInfo:
-    found = {p.key: p for p in await backend.proxy_list()}
+    found = {p.key: p for p in await backend.proxies.listing()}
     return found[key]
 
 
 async def bad(
     backend: Backend, key: str, *, threshold: int = 1, cooldown: float = 60.0
 ) -> float | None:
-    return await backend.proxy_report(
+    return await backend.proxies.report(
         key, ok=False, threshold=threshold, cooldown_seconds=cooldown, reason="403"
     )
 
@@ -43,7 +43,7 @@ async def test_threshold_counts_bad_reports_in_a_row(backend: Backend) -> None:
     assert await bad(backend, A, threshold=3) is None
     assert (await info(backend, A)).score == 2
     # An ok report starts the count again.
-    assert await backend.proxy_report(A, ok=True, threshold=3) is None
+    assert await backend.proxies.report(A, ok=True, threshold=3) is None
     p = await info(backend, A)
     assert (p.score, p.oks, p.failures, p.cooling_until) == (0, 1, 2, None)
     before = time.time()
@@ -62,7 +62,7 @@ async def test_reports_during_a_cool_down_count_but_do_not_extend_it(backend: Ba
     assert until is not None
     await asyncio.sleep(0.01)
     assert await bad(backend, A, cooldown=60) == pytest.approx(until)
-    assert await backend.proxy_report(A, ok=True) == pytest.approx(until)  # runs on
+    assert await backend.proxies.report(A, ok=True) == pytest.approx(until)  # runs on
     p = await info(backend, A)
     assert (p.failures, p.oks, p.score) == (2, 1, 0)
     assert p.cooling_until == pytest.approx(until)
@@ -70,18 +70,18 @@ async def test_reports_during_a_cool_down_count_but_do_not_extend_it(backend: Ba
 
 async def test_a_cool_down_ends_and_the_next_bad_report_cools_again(backend: Backend) -> None:
     assert await bad(backend, A, cooldown=0.3) is not None
-    assert (await backend.proxy_take([A, B], "t")).key == B
+    assert (await backend.proxies.take([A, B], "t")).key == B
     await asyncio.sleep(0.35)
     assert (await info(backend, A)).cooling_until is None
-    assert (await backend.proxy_take([A, B], "t", held=B)).key == A  # back in use
+    assert (await backend.proxies.take([A, B], "t", held=B)).key == A  # back in use
     # Still on probation: its score was not reset by the cool-down.
     assert await bad(backend, A, threshold=2, cooldown=0.3) is not None
 
 
 async def test_reasons_are_cut(backend: Backend) -> None:
-    await backend.proxy_report(A, ok=False, reason="x" * 1000)
+    await backend.proxies.report(A, ok=False, reason="x" * 1000)
     assert (await info(backend, A)).last_reason == "x" * MAX_REASON_LEN
-    await backend.proxy_report(A, ok=False, reason="")
+    await backend.proxies.report(A, ok=False, reason="")
     assert (await info(backend, A)).last_reason is None
 
 
@@ -89,12 +89,12 @@ async def test_reasons_are_cut(backend: Backend) -> None:
 
 
 async def test_take_skips_cooling_proxies_in_order(backend: Backend) -> None:
-    assert (await backend.proxy_take([A, B, C], "t1")).key == A
+    assert (await backend.proxies.take([A, B, C], "t1")).key == A
     await bad(backend, A)
-    got = await backend.proxy_take([A, B, C], "t2")
+    got = await backend.proxies.take([A, B, C], "t2")
     assert (got.key, got.cooling) == (B, False)
     await bad(backend, B)
-    assert (await backend.proxy_take([A, B, C], "t3")).key == C
+    assert (await backend.proxies.take([A, B, C], "t3")).key == C
     p = await info(backend, A)
     assert (p.uses, p.in_use) == (1, 1)  # t1 still holds its place on the cooling proxy
 
@@ -103,43 +103,43 @@ async def test_every_candidate_cooling_gives_the_least_bad(backend: Backend) -> 
     await bad(backend, A, cooldown=60)
     await bad(backend, B, cooldown=30)  # ends first
     await bad(backend, C, cooldown=90)
-    got = await backend.proxy_take([A, B, C], "t")
+    got = await backend.proxies.take([A, B, C], "t")
     assert (got.key, got.cooling) == (B, True)
     # A healthy candidate wins again.
-    got = await backend.proxy_take([A, B, C, "http://d.test:1"], "t", held=B)
+    got = await backend.proxies.take([A, B, C, "http://d.test:1"], "t", held=B)
     assert (got.key, got.cooling) == ("http://d.test:1", False)
     assert (await info(backend, B)).in_use == 0  # the held place moved
 
 
 async def test_a_repeated_candidate_counts_once(backend: Backend) -> None:
-    got = await backend.proxy_take([A, A, B], "t", max_concurrency=1)
+    got = await backend.proxies.take([A, A, B], "t", max_concurrency=1)
     assert got.key == A
     assert (await info(backend, A)).uses == 1
 
 
 async def test_looking_at_candidates_stores_nothing(backend: Backend) -> None:
-    await backend.proxy_take([A, B, C], "t")
-    assert [p.key for p in await backend.proxy_list()] == [A]
+    await backend.proxies.take([A, B, C], "t")
+    assert [p.key for p in await backend.proxies.listing()] == [A]
 
 
 # ------------------------------------------------------------ places
 
 
 async def test_the_cap_holds_and_waits_are_short(backend: Backend) -> None:
-    assert (await backend.proxy_take([A, B], "t1", max_concurrency=1)).key == A
-    assert (await backend.proxy_take([A, B], "t2", max_concurrency=1)).key == B
-    full = await backend.proxy_take([A, B], "t3", max_concurrency=1)
+    assert (await backend.proxies.take([A, B], "t1", max_concurrency=1)).key == A
+    assert (await backend.proxies.take([A, B], "t2", max_concurrency=1)).key == B
+    full = await backend.proxies.take([A, B], "t3", max_concurrency=1)
     assert full.key is None and 0 < full.wait <= PLACE_RETRY_SECONDS
     # A token that holds a place keeps it (a retried take, or ensure() per task).
-    assert (await backend.proxy_take([A, B], "t1", held=A, max_concurrency=1)).key == A
+    assert (await backend.proxies.take([A, B], "t1", held=A, max_concurrency=1)).key == A
     assert (await info(backend, A)).uses == 2
-    assert await backend.proxy_release(A, "t1")
-    assert not await backend.proxy_release(A, "t1")
-    assert not await backend.proxy_release(A, "nobody")
-    assert not await backend.proxy_release("http://unknown:1", "t1")
-    assert (await backend.proxy_take([A, B], "t3", max_concurrency=1)).key == A
+    assert await backend.proxies.release(A, "t1")
+    assert not await backend.proxies.release(A, "t1")
+    assert not await backend.proxies.release(A, "nobody")
+    assert not await backend.proxies.release("http://unknown:1", "t1")
+    assert (await backend.proxies.take([A, B], "t3", max_concurrency=1)).key == A
     # No cap: places are still counted (the in-use figure).
-    assert (await backend.proxy_take([A], "t4")).key == A
+    assert (await backend.proxies.take([A], "t4")).key == A
     assert (await info(backend, A)).in_use == 2
 
 
@@ -147,31 +147,31 @@ async def test_a_cooling_proxy_is_not_a_fallback_while_a_healthy_one_is_full(
     backend: Backend,
 ) -> None:
     await bad(backend, A)
-    assert (await backend.proxy_take([A, B], "t1", max_concurrency=1)).key == B
-    got = await backend.proxy_take([A, B], "t2", max_concurrency=1)
+    assert (await backend.proxies.take([A, B], "t1", max_concurrency=1)).key == B
+    got = await backend.proxies.take([A, B], "t2", max_concurrency=1)
     assert got.key is None and got.wait > 0
 
 
 async def test_places_expire_and_renew(backend: Backend) -> None:
-    assert (await backend.proxy_take([A], "dies", max_concurrency=1, hold_seconds=0.3)).key == A
-    assert (await backend.proxy_take([A], "lives", max_concurrency=2, hold_seconds=0.3)).key == A
-    wait = (await backend.proxy_take([A], "t", max_concurrency=2)).wait
+    assert (await backend.proxies.take([A], "dies", max_concurrency=1, hold_seconds=0.3)).key == A
+    assert (await backend.proxies.take([A], "lives", max_concurrency=2, hold_seconds=0.3)).key == A
+    wait = (await backend.proxies.take([A], "t", max_concurrency=2)).wait
     assert 0 < wait <= PLACE_RETRY_SECONDS
     await asyncio.sleep(0.15)
-    assert await backend.proxy_renew(A, "lives", 0.5)
+    assert await backend.proxies.renew(A, "lives", 0.5)
     await asyncio.sleep(0.25)
     # The worker of "dies" stopped renewing: its place is free again, "lives" kept its own.
     assert (await info(backend, A)).in_use == 1
-    assert not await backend.proxy_renew(A, "dies", 5)
-    assert (await backend.proxy_take([A], "t", max_concurrency=2)).key == A
-    assert (await backend.proxy_take([A], "u", max_concurrency=2)).key is None
-    assert not await backend.proxy_renew("http://unknown:1", "t", 5)
+    assert not await backend.proxies.renew(A, "dies", 5)
+    assert (await backend.proxies.take([A], "t", max_concurrency=2)).key == A
+    assert (await backend.proxies.take([A], "u", max_concurrency=2)).key is None
+    assert not await backend.proxies.renew("http://unknown:1", "t", 5)
 
 
 async def test_moving_frees_the_held_place(backend: Backend) -> None:
-    assert (await backend.proxy_take([A, B], "t", max_concurrency=1)).key == A
+    assert (await backend.proxies.take([A, B], "t", max_concurrency=1)).key == A
     await bad(backend, A)
-    assert (await backend.proxy_take([A, B], "t", held=A, max_concurrency=1)).key == B
+    assert (await backend.proxies.take([A, B], "t", held=A, max_concurrency=1)).key == B
     assert (await info(backend, A)).in_use == 0
     assert (await info(backend, B)).in_use == 1
 
@@ -182,11 +182,11 @@ async def test_moving_frees_the_held_place(backend: Backend) -> None:
 async def hold(backend: Backend, key: str, *tokens: str) -> None:
     """Each token takes a place on ``key`` (no cap, no spreading)."""
     for token in tokens:
-        assert (await backend.proxy_take([key], token)).key == key
+        assert (await backend.proxies.take([key], token)).key == key
 
 
 async def in_use(backend: Backend, *keys: str) -> list[int]:
-    found = {p.key: p.in_use for p in await backend.proxy_list()}
+    found = {p.key: p.in_use for p in await backend.proxies.listing()}
     return [found.get(k, 0) for k in keys]
 
 
@@ -194,10 +194,10 @@ async def test_places_are_counted_without_a_cap(backend: Backend) -> None:
     await hold(backend, A, "t1", "t2", "t3")
     await hold(backend, B, "t4")
     assert await in_use(backend, A, B) == [3, 1]
-    assert await backend.proxy_release(A, "t2")
+    assert await backend.proxies.release(A, "t2")
     # Moving frees the held place, and a short hold lapses, with no cap either.
-    assert (await backend.proxy_take([B], "t1", held=A)).key == B
-    assert (await backend.proxy_take([C], "brief", hold_seconds=0.2)).key == C
+    assert (await backend.proxies.take([B], "t1", held=A)).key == B
+    assert (await backend.proxies.take([C], "brief", hold_seconds=0.2)).key == C
     assert await in_use(backend, A, B, C) == [1, 2, 1]
     await asyncio.sleep(0.25)
     assert await in_use(backend, A, B, C) == [1, 2, 0]
@@ -207,11 +207,11 @@ async def test_spread_moves_a_slot_off_a_proxy_above_its_share(backend: Backend)
     await hold(backend, A, "t1", "t2")
     await hold(backend, B, "t3")
     # Staying on A would make it 3 of 4 places over 3 proxies (share 2): to C, the least used.
-    assert (await backend.proxy_take([A, B, C], "t4", spread=True)).key == C
+    assert (await backend.proxies.take([A, B, C], "t4", spread=True)).key == C
     # B would carry 2 of 5 (share 2): it stays.
-    assert (await backend.proxy_take([B, C, A], "t5", spread=True)).key == B
+    assert (await backend.proxies.take([B, C, A], "t5", spread=True)).key == B
     # Without spread the first healthy candidate wins, as before.
-    assert (await backend.proxy_take([A, B, C], "t6")).key == A
+    assert (await backend.proxies.take([A, B, C], "t6")).key == A
     assert await in_use(backend, A, B, C) == [3, 2, 1]
 
 
@@ -220,7 +220,7 @@ async def test_spread_counts_the_callers_own_place_once(backend: Backend) -> Non
     await hold(backend, B, "t3")
     await hold(backend, C, "t4")
     # A holds "me" and one other: 2 of 4 places, share 2 — the slot keeps its place.
-    assert (await backend.proxy_take([A, B, C], "me", held=A, spread=True)).key == A
+    assert (await backend.proxies.take([A, B, C], "me", held=A, spread=True)).key == A
     assert await in_use(backend, A, B, C) == [2, 1, 1]
 
 
@@ -230,7 +230,7 @@ async def test_a_recovered_proxy_takes_its_share_again(backend: Backend) -> None
     held: dict[str, str] = {}
     for i, token in enumerate(tokens):
         order = [A, B, C][i % 3 :] + [A, B, C][: i % 3]
-        got = await backend.proxy_take(order, token, spread=True)
+        got = await backend.proxies.take(order, token, spread=True)
         assert got.key is not None
         held[token] = got.key
     assert await in_use(backend, A, B, C) == [0, 3, 3]  # spread over the healthy two
@@ -239,7 +239,7 @@ async def test_a_recovered_proxy_takes_its_share_again(backend: Backend) -> None
     for token in tokens:
         here = held[token]
         order = [here, *(k for k in (A, B, C) if k != here)]
-        got = await backend.proxy_take(order, token, held=here, spread=True)
+        got = await backend.proxies.take(order, token, held=here, spread=True)
         assert got.key is not None
         held[token] = got.key
     assert await in_use(backend, A, B, C) == [2, 2, 2]
@@ -249,22 +249,22 @@ async def test_spread_never_picks_a_full_or_cooling_proxy(backend: Backend) -> N
     await hold(backend, A, "t1", "t2")
     await bad(backend, C)
     # A is at the cap and C cools: B, though the slot prefers A.
-    assert (await backend.proxy_take([A, B, C], "t3", max_concurrency=2, spread=True)).key == B
-    assert (await backend.proxy_take([A, B, C], "t4", max_concurrency=2, spread=True)).key == B
-    full = await backend.proxy_take([A, B, C], "t5", max_concurrency=2, spread=True)
+    assert (await backend.proxies.take([A, B, C], "t3", max_concurrency=2, spread=True)).key == B
+    assert (await backend.proxies.take([A, B, C], "t4", max_concurrency=2, spread=True)).key == B
+    full = await backend.proxies.take([A, B, C], "t5", max_concurrency=2, spread=True)
     assert full.key is None and full.wait > 0
     # Every candidate cooling: the fallback is unchanged by spread.
     await bad(backend, A, cooldown=30)
     await bad(backend, B, cooldown=90)
-    got = await backend.proxy_take([B, C, A], "t6", spread=True)
+    got = await backend.proxies.take([B, C, A], "t6", spread=True)
     assert (got.key, got.cooling) == (A, True)
 
 
 async def test_a_sticky_name_is_not_spread(backend: Backend) -> None:
-    assert (await backend.proxy_take([A, B], "t1", sticky="acct")).key == A
+    assert (await backend.proxies.take([A, B], "t1", sticky="acct")).key == A
     await hold(backend, A, "t2", "t3")
-    got = await backend.proxy_take([B, A], "t4", sticky="acct", spread=True)
-    assert got.key == A and await backend.proxy_sticky("acct") == A
+    got = await backend.proxies.take([B, A], "t4", sticky="acct", spread=True)
+    assert got.key == A and await backend.proxies.sticky("acct") == A
 
 
 async def test_spread_follows_spread_choice(backend: Backend) -> None:
@@ -288,7 +288,7 @@ async def test_spread_follows_spread_choice(backend: Backend) -> None:
         healthy = [k for k in order if k not in cooling]
         full = {k for k in healthy if cap is not None and k != mine and loads[k] >= cap}
         want = spread_choice([(k, loads[k]) for k in healthy], order[0], full)
-        got = await backend.proxy_take(order, token, held=mine, max_concurrency=cap, spread=True)
+        got = await backend.proxies.take(order, token, held=mine, max_concurrency=cap, spread=True)
         if healthy:
             assert got.key == want, (case, order, loads, cooling, cap, mine)
             assert not got.cooling
@@ -312,47 +312,47 @@ def test_spread_choice() -> None:
 
 
 async def test_a_sticky_name_keeps_its_proxy(backend: Backend) -> None:
-    first = await backend.proxy_take([B, A, C], "t1", sticky="acct-1")
+    first = await backend.proxies.take([B, A, C], "t1", sticky="acct-1")
     assert first.key == B
-    assert await backend.proxy_sticky("acct-1") == B
+    assert await backend.proxies.sticky("acct-1") == B
     # Another slot, another order of preference: the stored choice wins.
-    assert (await backend.proxy_take([C, A, B], "t2", sticky="acct-1")).key == B
+    assert (await backend.proxies.take([C, A, B], "t2", sticky="acct-1")).key == B
     # ... and waits for a place rather than moving.
-    full = await backend.proxy_take([C, A, B], "t3", sticky="acct-1", max_concurrency=2)
+    full = await backend.proxies.take([C, A, B], "t3", sticky="acct-1", max_concurrency=2)
     assert full.key is None and full.wait > 0
-    assert await backend.proxy_sticky("acct-1") == B
-    assert await backend.proxy_sticky("other") is None
+    assert await backend.proxies.sticky("acct-1") == B
+    assert await backend.proxies.sticky("other") is None
 
 
 async def test_a_sticky_choice_moves_when_its_proxy_cools(backend: Backend) -> None:
-    assert (await backend.proxy_take([A, B], "t", sticky="acct")).key == A
+    assert (await backend.proxies.take([A, B], "t", sticky="acct")).key == A
     await bad(backend, A)
-    assert (await backend.proxy_take([A, B], "t", held=A, sticky="acct")).key == B
-    assert await backend.proxy_sticky("acct") == B
+    assert (await backend.proxies.take([A, B], "t", held=A, sticky="acct")).key == B
+    assert await backend.proxies.sticky("acct") == B
     # A choice outside the candidates (another proxy list) is replaced too.
-    assert (await backend.proxy_take([C], "u", sticky="acct")).key == C
-    assert await backend.proxy_sticky("acct") == C
+    assert (await backend.proxies.take([C], "u", sticky="acct")).key == C
+    assert await backend.proxies.sticky("acct") == C
 
 
 async def test_a_sticky_choice_expires(backend: Backend) -> None:
-    assert (await backend.proxy_take([A, B], "t", sticky="s", sticky_seconds=0.2)).key == A
+    assert (await backend.proxies.take([A, B], "t", sticky="s", sticky_seconds=0.2)).key == A
     await asyncio.sleep(0.25)
-    assert await backend.proxy_sticky("s") is None
-    assert (await backend.proxy_take([B, A], "t", held=A, sticky="s")).key == B
+    assert await backend.proxies.sticky("s") is None
+    assert (await backend.proxies.take([B, A], "t", held=A, sticky="s")).key == B
 
 
 # ------------------------------------------------------------ listing
 
 
 async def test_listing_is_sorted_and_limited(backend: Backend) -> None:
-    assert await backend.proxy_list() == []
-    await backend.proxy_take([C], "t1", max_concurrency=1)
-    await backend.proxy_take([A], "t2")
-    await backend.proxy_report(B, ok=True)
-    listed = await backend.proxy_list()
+    assert await backend.proxies.listing() == []
+    await backend.proxies.take([C], "t1", max_concurrency=1)
+    await backend.proxies.take([A], "t2")
+    await backend.proxies.report(B, ok=True)
+    listed = await backend.proxies.listing()
     assert [p.key for p in listed] == [A, B, C]
     assert [(p.uses, p.oks, p.in_use) for p in listed] == [(1, 0, 1), (0, 1, 0), (1, 0, 1)]
-    assert [p.key for p in await backend.proxy_list(limit=2)] == [A, B]
+    assert [p.key for p in await backend.proxies.listing(limit=2)] == [A, B]
     assert listed[0].to_dict() == {
         "proxy": A,
         "uses": 1,

@@ -27,7 +27,7 @@ async def bad(
     cooldown: float = 5.0,
 ) -> float | None:
     """A bad report passing a threshold and a cool-down that a stored policy overrides."""
-    return await backend.proxy_report(
+    return await backend.proxies.report(
         key,
         ok=False,
         threshold=threshold,
@@ -48,10 +48,10 @@ async def store(backend: Backend, policy: ProxyPolicy | None, gen: int, t: str =
 
 
 async def test_nothing_stored(backend: Backend) -> None:
-    assert await backend.proxy_policy(TYPE) == (None, -1)
+    assert await backend.proxies.policy(TYPE) == (None, -1)
     # Group limits alone: a record without a policy.
     assert await backend.group_defaults_set(TYPE, GroupLimits.of(2, None), gen=3)
-    assert await backend.proxy_policy(TYPE) == (None, 3)
+    assert await backend.proxies.policy(TYPE) == (None, 3)
     before = time.time()
     assert cools_for(await bad(backend, A, cooldown=7.0), before, 7.0)  # the caller's
 
@@ -59,7 +59,7 @@ async def test_nothing_stored(backend: Backend) -> None:
 async def test_a_stored_threshold_and_cool_down_win_over_the_callers(backend: Backend) -> None:
     policy = ProxyPolicy(bad_threshold=2, cooldown_seconds=100.0)
     assert await store(backend, policy, gen=1)
-    assert await backend.proxy_policy(TYPE) == (policy, 1)
+    assert await backend.proxies.policy(TYPE) == (policy, 1)
     before = time.time()
     # The caller asks for a cool-down at the first bad report, for 5 s: the stored
     # policy needs two, and cools for 100 s.
@@ -89,26 +89,26 @@ async def test_each_type_has_its_own_policy(backend: Backend) -> None:
 
 async def test_a_stored_cap_wins_over_the_callers(backend: Backend) -> None:
     assert await store(backend, ProxyPolicy(max_concurrency=1), gen=1)
-    took = await backend.proxy_take([A], "t1", automation_type=TYPE)
+    took = await backend.proxies.take([A], "t1", automation_type=TYPE)
     assert took.key == A
     # The caller asks for no cap: the stored cap of 1 holds.
-    full = await backend.proxy_take([A], "t2", max_concurrency=None, automation_type=TYPE)
+    full = await backend.proxies.take([A], "t2", max_concurrency=None, automation_type=TYPE)
     assert full.key is None and full.wait > 0
     # A caller naming no type is held to its own (none).
-    assert (await backend.proxy_take([A], "t3")).key == A
+    assert (await backend.proxies.take([A], "t3")).key == A
     # A stored policy without a cap lifts the caller's.
     assert await store(backend, ProxyPolicy(max_concurrency=None), gen=2)
-    lifted = await backend.proxy_take([A], "t4", max_concurrency=1, automation_type=TYPE)
+    lifted = await backend.proxies.take([A], "t4", max_concurrency=1, automation_type=TYPE)
     assert lifted.key == A
-    assert await backend.proxy_take([B], "t5", max_concurrency=1, automation_type=TYPE)
-    assert (await backend.proxy_take([B], "t6", max_concurrency=1)).key is None
+    assert await backend.proxies.take([B], "t5", max_concurrency=1, automation_type=TYPE)
+    assert (await backend.proxies.take([B], "t6", max_concurrency=1)).key is None
 
 
 async def test_a_stored_cap_holds_while_spreading(backend: Backend) -> None:
     assert await store(backend, ProxyPolicy(max_concurrency=1), gen=1)
-    assert (await backend.proxy_take([A, B], "t1", spread=True, automation_type=TYPE)).key == A
-    assert (await backend.proxy_take([A, B], "t2", spread=True, automation_type=TYPE)).key == B
-    third = await backend.proxy_take([A, B], "t3", spread=True, automation_type=TYPE)
+    assert (await backend.proxies.take([A, B], "t1", spread=True, automation_type=TYPE)).key == A
+    assert (await backend.proxies.take([A, B], "t2", spread=True, automation_type=TYPE)).key == B
+    third = await backend.proxies.take([A, B], "t3", spread=True, automation_type=TYPE)
     assert third.key is None
 
 
@@ -118,17 +118,17 @@ async def test_an_older_generation_does_not_overwrite_a_newer_policy(backend: Ba
     # A worker applying generation 4 late: refused, the policy of 5 stays.
     assert not await store(backend, ProxyPolicy(cooldown_seconds=5.0), gen=4)
     assert not await backend.group_defaults_set(TYPE, GroupLimits.of(9, None), gen=4)
-    assert await backend.proxy_policy(TYPE) == (newer, 5)
+    assert await backend.proxies.policy(TYPE) == (newer, 5)
     before = time.time()
     assert cools_for(await bad(backend, A, cooldown=5.0), before, 50.0)
     # The same generation again (the master's PATCH, then each worker applying it):
     # the later write wins.
     same = ProxyPolicy(bad_threshold=1, cooldown_seconds=60.0)
     assert await store(backend, same, gen=5)
-    assert await backend.proxy_policy(TYPE) == (same, 5)
+    assert await backend.proxies.policy(TYPE) == (same, 5)
     # A newer record without a policy: the callers' values apply again.
     assert await store(backend, None, gen=6)
-    assert await backend.proxy_policy(TYPE) == (None, 6)
+    assert await backend.proxies.policy(TYPE) == (None, 6)
     assert cools_for(await bad(backend, B, cooldown=5.0), before, 5.0)
 
 
@@ -137,11 +137,11 @@ async def test_the_policy_shares_its_record_with_the_group_limits(backend: Backe
     limits = GroupLimits.of(4, "10/m")
     assert await backend.group_defaults_set(TYPE, limits, gen=2, proxy=policy)
     assert await backend.group_defaults(TYPE) == (limits, 2)
-    assert await backend.proxy_policy(TYPE) == (policy, 2)
+    assert await backend.proxies.policy(TYPE) == (policy, 2)
     # Changing one half keeps the generation rule for both.
     assert not await backend.group_defaults_set(TYPE, GroupLimits(), gen=1, proxy=None)
     assert await backend.group_defaults(TYPE) == (limits, 2)
-    assert await backend.proxy_policy(TYPE) == (policy, 2)
+    assert await backend.proxies.policy(TYPE) == (policy, 2)
 
 
 @pytest.mark.parametrize("stored", [True, False])
@@ -150,15 +150,15 @@ async def test_ok_reports_ignore_the_policy(backend: Backend, stored: bool) -> N
         assert await store(backend, ProxyPolicy(bad_threshold=2, cooldown_seconds=100.0), gen=1)
     await bad(backend, A, threshold=2)
     assert (
-        await backend.proxy_report(A, ok=True, threshold=1, automation_type=TYPE)
+        await backend.proxies.report(A, ok=True, threshold=1, automation_type=TYPE)
     ) is None  # an ok report never cools
-    found = {p.key: p for p in await backend.proxy_list()}
+    found = {p.key: p for p in await backend.proxies.listing()}
     assert (found[A].score, found[A].oks) == (0, 1)
 
 
 async def test_a_purge_forgets_the_policy(backend: Backend) -> None:
     assert await store(backend, ProxyPolicy(cooldown_seconds=100.0), gen=1)
     await backend.purge_type(TYPE)
-    assert await backend.proxy_policy(TYPE) == (None, -1)
+    assert await backend.proxies.policy(TYPE) == (None, -1)
     before = time.time()
     assert cools_for(await bad(backend, A, cooldown=5.0), before, 5.0)

@@ -23,7 +23,7 @@ async def main(url: str, n: int) -> list[str]:
         print("ready", flush=True)
         await asyncio.to_thread(sys.stdin.readline)
         for _ in range(n):
-            async with Limit(backend, "proc-limit", concurrency=1, timeout=20):
+            async with Limit(backend.limits, "proc-limit", concurrency=1, timeout=20):
                 start = time.time()
                 await asyncio.sleep(0.03)
                 end = time.time()

@@ -321,3 +321,52 @@ def test_the_function_checker_finds_a_long_function(tmp_path: Path) -> None:
 
 def test_no_function_in_the_worker_over_60_lines() -> None:
     assert long_functions(PKG / "worker", MAX_WORKER_FUNCTION_LINES) == {}
+
+
+#: The most abstract methods one capability interface may have: a capability that
+#: needs more is two capabilities.
+MAX_ABSTRACT_METHODS = 16
+#: Capabilities that are objects of their own (``backend.<attr>``), by the module each
+#: backend package builds them in.
+CAPABILITY_OBJECTS = {"limits": "limits", "proxies": "proxies"}
+
+
+def abstract_methods(path: Path) -> dict[str, int]:
+    """Per class of a module, how many methods it marks ``@abc.abstractmethod``."""
+    counts: dict[str, int] = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ClassDef):
+            counts[node.name] = sum(
+                1
+                for item in node.body
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+                and any(ast.unparse(d).endswith("abstractmethod") for d in item.decorator_list)
+            )
+    return counts
+
+
+def test_the_abstract_method_counter_counts(tmp_path: Path) -> None:
+    src = tmp_path / "cap.py"
+    src.write_text(
+        "import abc\nclass C(abc.ABC):\n    @abc.abstractmethod\n    def a(self): ...\n"
+        "    @abc.abstractmethod\n    async def b(self): ...\n    def c(self): ...\n"
+    )
+    assert abstract_methods(src) == {"C": 2}
+
+
+def test_no_capability_interface_over_16_abstract_methods() -> None:
+    big = {
+        f"{path.name}:{cls}": n
+        for path in sorted((PKG / "core" / "capabilities").glob("*.py"))
+        for cls, n in abstract_methods(path).items()
+        if n > MAX_ABSTRACT_METHODS
+    }
+    assert big == {}
+
+
+def test_capability_objects_have_their_module_in_every_backend_package() -> None:
+    for attr, module in CAPABILITY_OBJECTS.items():
+        for package in ("memory", "sqlite", "redis"):
+            assert (PKG / "backends" / package / f"{module}.py").exists(), (package, module)
+        base = (PKG / "backends" / "base.py").read_text()
+        assert f"    {attr}: " in base, attr  # an attribute of Backend, not mixed in

@@ -16,6 +16,7 @@ import pytest
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
+from fleet.backends.memory import MemoryBackend
 from fleet.core import BaseConfig, Context, ContractValueError, Throttled
 from fleet.core.records import new_token
 from tests.worker.procs import ROOT, fleet_env
@@ -28,24 +29,24 @@ def ctx_of(backend: Backend, automation_type: str) -> Context[BaseConfig]:
 
 
 def count_acquires(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Record the answer of every ``limit_acquire`` call of ``backend``."""
+    """Record the answer of every ``limits.acquire`` call of ``backend``."""
     answers: list[float] = []
-    real: Callable[..., Awaitable[float]] = backend.limit_acquire
+    real: Callable[..., Awaitable[float]] = backend.limits.acquire
 
     async def spy(*args: Any, **kw: Any) -> float:
         answers.append(await real(*args, **kw))
         return answers[-1]
 
-    monkeypatch.setattr(backend, "limit_acquire", spy)
+    monkeypatch.setattr(backend.limits, "acquire", spy)
     return answers
 
 
 async def place_free(backend: Backend, key: str = KEY) -> bool:
     """True if a cap-1 caller gets a place now (given back at once)."""
     token = new_token()
-    wait = await backend.limit_acquire(key, token, interval=None, concurrency=1, hold_seconds=5)
+    wait = await backend.limits.acquire(key, token, interval=None, concurrency=1, hold_seconds=5)
     if wait == 0:
-        assert await backend.limit_release(key, token)
+        assert await backend.limits.release(key, token)
     return wait == 0
 
 
@@ -72,7 +73,7 @@ async def place_free(backend: Backend, key: str = KEY) -> bool:
     ],
 )
 def test_invalid_arguments_are_value_errors(args: dict[str, Any], field: str) -> None:
-    ctx = ctx_of(None, "t")  # type: ignore[arg-type]  # never reaches a backend
+    ctx = ctx_of(MemoryBackend("memory://limit-args"), "t")  # never reaches its store
     kw: dict[str, Any] = {"key": KEY, "concurrency": 1, **args}
     key = kw.pop("key")
     with pytest.raises(ContractValueError) as info:
@@ -82,10 +83,11 @@ def test_invalid_arguments_are_value_errors(args: dict[str, Any], field: str) ->
 
 
 def test_valid_arguments() -> None:
-    limit = ctx_of(None, "t").limit(KEY, rate="3/10s", timeout=0)  # type: ignore[arg-type]
+    unused = MemoryBackend("memory://limit-args")
+    limit = ctx_of(unused, "t").limit(KEY, rate="3/10s", timeout=0)
     assert limit.rate is not None and limit.rate.interval == pytest.approx(10 / 3)
     assert limit.concurrency is None and limit.timeout == 0.0
-    assert ctx_of(None, "t").limit("k", concurrency=2).rate is None  # type: ignore[arg-type]
+    assert ctx_of(unused, "t").limit("k", concurrency=2).rate is None
 
 
 # ------------------------------------------------------------ waiting and giving up
@@ -215,7 +217,7 @@ async def test_a_dead_holders_place_frees_after_its_hold(backend: Backend) -> No
     # A place taken by a worker that died (nobody renews or releases it).
     dead = new_token()
     assert (
-        await backend.limit_acquire(KEY, dead, interval=None, concurrency=1, hold_seconds=0.3) == 0
+        await backend.limits.acquire(KEY, dead, interval=None, concurrency=1, hold_seconds=0.3) == 0
     )
     t0 = time.monotonic()
     async with ctx_of(backend, "scraper").limit(KEY, concurrency=1, timeout=5):

@@ -13,7 +13,9 @@ async def test_proxies_are_listed_without_credentials(master: InProcess) -> None
     r = await master.client.get("/api/v1/proxies", headers=auth(READ))
     assert r.status_code == 200
     assert r.json() == {"proxies": [], "cooling": 0, "in_use": 0}
-    slot = ProxyHandle(urls=URLS, health=master.backend, policy=ProxyPolicy(cooldown_seconds=60))
+    slot = ProxyHandle(
+        urls=URLS, health=master.backend.proxies, policy=ProxyPolicy(cooldown_seconds=60)
+    )
     await slot.ensure()
     await slot.report_bad("captcha via http://alice:s3cret@p1.test:8001")
     r = await master.client.get("/api/v1/proxies", headers=auth(ADMIN))
@@ -54,8 +56,8 @@ async def test_metrics_count_cooling_proxies_and_bound_the_series(master: InProc
     for i in range(30):
         key = f"http://p{i:02d}.test:80"
         for _ in range(i + 1):
-            await backend.proxy_take([key], f"t{i}")
-    await backend.proxy_report("http://p00.test:80", ok=False, cooldown_seconds=60)
+            await backend.proxies.take([key], f"t{i}")
+    await backend.proxies.report("http://p00.test:80", ok=False, cooldown_seconds=60)
     text = (await master.client.get("/metrics", headers=auth(READ))).text
     assert "fleet_proxies 30.0" in text
     assert "fleet_proxy_cooling 1.0" in text

@@ -164,11 +164,11 @@ async def setup(backend: Backend) -> None:
 async def test_every_answer_masks_every_form(live: Any, store: Backend) -> None:
     await setup(store)
     # A plugin's report_bad reason naming every form: stored and listed masked.
-    slot = ProxyHandle(urls=FORMS, health=store, policy=ProxyPolicy(cooldown_seconds=60))
+    slot = ProxyHandle(urls=FORMS, health=store.proxies, policy=ProxyPolicy(cooldown_seconds=60))
     await slot.ensure()
     await slot.report_bad("refused by " + " ".join(FORMS))
     await slot.close()
-    (reported,) = [p for p in await store.proxy_list() if p.last_reason]
+    (reported,) = [p for p in await store.proxies.listing() if p.last_reason]
     no_secret(reported.last_reason or "")  # what the backend itself holds
     base = f"/api/v1/automations/{GHOST}"
     async with httpx.AsyncClient(base_url=live.url, timeout=10) as client:

@@ -45,7 +45,7 @@ async def test_a_blocked_page_cools_its_proxy_and_the_retry_moves(mem: Backend) 
     # Chromium never sends loopback addresses through a proxy unless told to.
     needs = BrowserNeeds(size=1, max_uses=10, launch_args=("--proxy-bypass-list=<-loopback>",))
     pool = pool_module.BrowserPool(needs)
-    proxy = ProxyHandle(urls=[blocked.url(), good.url()], health=mem, policy=ProxyPolicy())
+    proxy = ProxyHandle(urls=[blocked.url(), good.url()], health=mem.proxies, policy=ProxyPolicy())
     statuses = []
     reported = float("inf")
     try:
@@ -72,7 +72,7 @@ async def test_a_blocked_page_cools_its_proxy_and_the_retry_moves(mem: Backend) 
     assert 1 <= len(blocked.forbidden) <= 2 and len(good.requests) >= 1
     assert all(t < reported for t in blocked.forbidden)
     assert target.hits >= 1  # the page (and its favicon) came through the good proxy
-    listed = {p.key: p for p in await mem.proxy_list()}
+    listed = {p.key: p for p in await mem.proxies.listing()}
     salt = await proxy_key_salt(mem)
     assert listed[proxy_key(blocked.url(), salt)].cooling_until is not None
     assert listed[proxy_key(good.url(), salt)].oks == 1

@@ -68,7 +68,7 @@ async def test_a_patch_holds_for_a_worker_that_has_not_applied_it(
                 await wait_up(b, TYPE, WORKERS, http)
                 # Before any PATCH the policy is the workers' own: each stored the config
                 # it applied, with its generation.
-                stored, gen = await b.proxy_policy(TYPE)
+                stored, gen = await b.proxies.policy(TYPE)
                 assert stored == ProxyPolicy(3, 5.0, None) and gen >= 1
 
                 # One task per worker, each holding its worker's event loop. The first
@@ -94,13 +94,13 @@ async def test_a_patch_holds_for_a_worker_that_has_not_applied_it(
                 key = proxy_key(PROXY, salt)
 
                 async def cooling() -> bool:
-                    found = {p.key: p for p in await b.proxy_list()}
+                    found = {p.key: p for p in await b.proxies.listing()}
                     return key in found and found[key].failures == 2
 
                 await wait_until(cooling, timeout=10, what="both reports stored")
-                info = {p.key: p for p in await b.proxy_list()}[key]
+                info = {p.key: p for p in await b.proxies.listing()}[key]
                 _, patched_gen = await b.worker_config_get(TYPE, "w1")
-                final = await b.proxy_policy(TYPE)
+                final = await b.proxies.policy(TYPE)
         finally:
             master.close()
 
@@ -146,13 +146,13 @@ async def test_the_patch_stores_the_policy_for_every_kind(
     patch = {"proxy_max_concurrency": 4, "proxy_cooldown_seconds": 30, "group_concurrency": 2}
     write = await patch_type_config(mem, "t", entry, patch)
     # The fields the PATCH left alone take the schema's defaults (threshold 1).
-    assert await mem.proxy_policy("t") == (ProxyPolicy(1, 30.0, 4), write.gen)
+    assert await mem.proxies.policy("t") == (ProxyPolicy(1, 30.0, 4), write.gen)
     limits = GroupLimits.of(2, None) if groups else GroupLimits()
     assert await mem.group_defaults("t") == (limits, write.gen)
     # A later PATCH replaces it under its own, newer generation.
     again = await patch_type_config(mem, "t", entry, {"proxy_max_concurrency": None})
     assert again.gen > write.gen
-    assert await mem.proxy_policy("t") == (ProxyPolicy(1, 30.0, None), again.gen)
+    assert await mem.proxies.policy("t") == (ProxyPolicy(1, 30.0, None), again.gen)
 
 
 async def test_a_stale_handle_follows_the_stored_policy(backend: Backend) -> None:
@@ -160,8 +160,8 @@ async def test_a_stale_handle_follows_the_stored_policy(backend: Backend) -> Non
     stored = ProxyPolicy(bad_threshold=1, cooldown_seconds=77.0, max_concurrency=1)
     assert await backend.group_defaults_set("shop", GroupLimits(), gen=1, proxy=stored)
     urls = ["http://one.test:8080"]
-    a = ProxyHandle(urls=urls, health=backend, policy=stale, owner="shop")
-    b = ProxyHandle(urls=urls, health=backend, policy=stale, owner="shop", wait_seconds=0.3)
+    a = ProxyHandle(urls=urls, health=backend.proxies, policy=stale, owner="shop")
+    b = ProxyHandle(urls=urls, health=backend.proxies, policy=stale, owner="shop", wait_seconds=0.3)
     try:
         assert await a.ensure() == urls[0]
         # The stored cap of 1, not the handle's none: the second slot waits, then
@@ -170,7 +170,7 @@ async def test_a_stale_handle_follows_the_stored_policy(backend: Backend) -> Non
             await b.ensure()
         before = time.time()
         await a.report_bad("403")  # the stored threshold of 1 and cool-down of 77 s
-        (info,) = await backend.proxy_list()
+        (info,) = await backend.proxies.listing()
         assert info.cooling_until is not None
         assert before + 77 <= info.cooling_until <= time.time() + 77
     finally:

@@ -157,7 +157,7 @@ async def _scenario(
         await wait_until(reported, timeout=20, interval=0.05, what="a 403 reported")
         await asyncio.sleep(0.3)
         b.bad = False  # it would serve again; only the cool-down keeps it idle
-        info = {p.key: p for p in await backend.proxy_list()}[keys["b"]]
+        info = {p.key: p for p in await backend.proxies.listing()}[keys["b"]]
         assert info.cooling_until is not None and info.last_bad_at is not None
         until = info.cooling_until
         # The cool-down started with the first bad report; a second one (the other
@@ -179,7 +179,7 @@ async def _scenario(
         }
         assert all(p.max_in_flight <= CAP for p in proxies)
 
-        listed = await backend.proxy_list()
+        listed = await backend.proxies.listing()
         text = json.dumps([p.to_dict() for p in listed])
         assert "secret-" not in text and "user-" not in text
     finally:
@@ -193,7 +193,7 @@ async def _scenario(
                 proc.wait(10)
         for log in logs:
             log.close()
-    assert [p.in_use for p in await backend.proxy_list()] == [0, 0, 0]  # places given back
+    assert [p.in_use for p in await backend.proxies.listing()] == [0, 0, 0]  # places given back
     out = "".join((tmp_path / f"{w}.log").read_text(errors="replace") for w in ("w1", "w2"))
     assert f"proxy {keys['b']} cools down for" in out, out[-3000:]
     assert "secret-" not in out and "user-" not in out

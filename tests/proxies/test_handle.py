@@ -48,7 +48,7 @@ async def skey(backend: Backend, url: str) -> str:
 
 def handle(backend: Backend, index: int = 0, **policy: Any) -> ProxyHandle:
     return ProxyHandle(
-        urls=URLS, index=index, health=backend, policy=ProxyPolicy(**policy), owner="shop"
+        urls=URLS, index=index, health=backend.proxies, policy=ProxyPolicy(**policy), owner="shop"
     )
 
 
@@ -111,7 +111,7 @@ async def test_a_bad_report_is_seen_by_every_slot(backend: Backend) -> None:
     assert await b.rotate() == P2  # P1 is skipped
     assert await b.rotate() == P3
     assert await b.set_country("de") == P3
-    listed = {p.key: p for p in await backend.proxy_list()}
+    listed = {p.key: p for p in await backend.proxies.listing()}
     bad = listed[await skey(backend, P1)]
     assert bad.cooling_until is not None and bad.failures == 1
     assert bad.last_reason == "captcha at http://********@p1.test:8001"  # never the password
@@ -132,7 +132,7 @@ async def test_the_threshold_and_the_end_of_a_cool_down(backend: Backend) -> Non
     assert await a.rotate() == P3
     assert await a.rotate() == P1  # back after its cool-down
     await a.report_ok()
-    listed = {p.key: p for p in await backend.proxy_list()}
+    listed = {p.key: p for p in await backend.proxies.listing()}
     p1 = listed[await skey(backend, P1)]
     assert (p1.score, p1.oks) == (0, 1)
     await a.close()
@@ -166,8 +166,8 @@ async def test_every_proxy_cooling_falls_back_with_one_warning(
 
 async def test_the_cap_makes_a_slot_wait_then_throttles(backend: Backend) -> None:
     one = ["http://solo.test:1"]
-    a = ProxyHandle(urls=one, health=backend, policy=ProxyPolicy(max_concurrency=1))
-    b = ProxyHandle(urls=one, health=backend, policy=ProxyPolicy(max_concurrency=1))
+    a = ProxyHandle(urls=one, health=backend.proxies, policy=ProxyPolicy(max_concurrency=1))
+    b = ProxyHandle(urls=one, health=backend.proxies, policy=ProxyPolicy(max_concurrency=1))
     b.wait_seconds = 0.3
     assert await a.ensure() == one[0]
     assert await a.ensure() == one[0]  # keeps its own place
@@ -177,9 +177,9 @@ async def test_the_cap_makes_a_slot_wait_then_throttles(backend: Backend) -> Non
     await asyncio.sleep(0.05)
     await a.close()  # gives the place back: the waiter takes it within ~0.1 s
     assert await asyncio.wait_for(waiting, 1) == one[0]
-    assert [p.in_use for p in await backend.proxy_list()] == [1]
+    assert [p.in_use for p in await backend.proxies.listing()] == [1]
     await b.close()
-    assert [p.in_use for p in await backend.proxy_list()] == [0]
+    assert [p.in_use for p in await backend.proxies.listing()] == [0]
 
 
 async def test_places_are_renewed_while_held(backend: Backend) -> None:
@@ -187,9 +187,9 @@ async def test_places_are_renewed_while_held(backend: Backend) -> None:
     a.hold_seconds = 0.3  # renewed every 0.1 s
     await a.ensure()
     await asyncio.sleep(0.7)
-    assert {p.key: p.in_use for p in await backend.proxy_list()}[await skey(backend, P1)] == 1
+    assert {p.key: p.in_use for p in await backend.proxies.listing()}[await skey(backend, P1)] == 1
     await a.close()
-    assert {p.key: p.in_use for p in await backend.proxy_list()}[await skey(backend, P1)] == 0
+    assert {p.key: p.in_use for p in await backend.proxies.listing()}[await skey(backend, P1)] == 0
 
 
 async def test_a_rotation_moves_the_place(backend: Backend) -> None:
@@ -198,7 +198,7 @@ async def test_a_rotation_moves_the_place(backend: Backend) -> None:
     assert await a.ensure() == P1 and await b.ensure() == P2
     assert await a.rotate() == P3  # P2 is full
     assert await b.rotate() == P1  # freed by a
-    in_use = {p.key: p.in_use for p in await backend.proxy_list()}
+    in_use = {p.key: p.in_use for p in await backend.proxies.listing()}
     keys = [await skey(backend, url) for url in (P1, P2, P3)]
     assert in_use == dict(zip(keys, [1, 0, 1], strict=True))
     await a.close()
@@ -213,7 +213,7 @@ async def test_sticky_keys_keep_their_proxy_across_slots(backend: Backend) -> No
     first = await a.sticky("account-7")
     assert await b.sticky("account-7") == first
     assert await b.sticky("account-7") == first
-    assert await backend.proxy_sticky("account-7") == await skey(backend, first or "")
+    assert await backend.proxies.sticky("account-7") == await skey(backend, first or "")
     # Its proxy cools down: the key moves, and stays on its new proxy.
     await a.report_bad("banned")
     moved = await b.sticky("account-7")
@@ -227,19 +227,19 @@ async def test_sticky_keys_keep_their_proxy_across_slots(backend: Backend) -> No
 
 async def test_provider_urls_get_health_per_session(backend: Backend) -> None:
     provider = TemplateProvider({"template": "http://u-{session}-{country}:pw@gate.test:7000"})
-    a = ProxyHandle(provider=provider, health=backend, policy=ProxyPolicy())
+    a = ProxyHandle(provider=provider, health=backend.proxies, policy=ProxyPolicy())
     first = await a.ensure()
     assert first is not None and first == a.url
     assert await a.ensure() == first  # sticky session while healthy
     second = await a.report_bad("403")
     assert second != first
-    listed = {p.key: p for p in await backend.proxy_list()}
+    listed = {p.key: p for p in await backend.proxies.listing()}
     assert listed[await skey(backend, first)].cooling_until is not None
     assert all(k.startswith("http://gate.test:7000#") for k in listed)
     assert (await a.set_country("de") or "").endswith("-de:pw@gate.test:7000")
     # A sticky key gets the same session on every slot (in the same country).
-    b = ProxyHandle(provider=provider, health=backend, policy=ProxyPolicy())
-    c = ProxyHandle(provider=provider, health=backend, policy=ProxyPolicy())
+    b = ProxyHandle(provider=provider, health=backend.proxies, policy=ProxyPolicy())
+    c = ProxyHandle(provider=provider, health=backend.proxies, policy=ProxyPolicy())
     acct = await b.sticky("acct")
     assert acct is not None and await c.sticky("acct") == acct
     await c.report_bad("captcha")  # that session cools: the key gets another one
@@ -265,13 +265,15 @@ async def test_without_health_the_handle_works_alone() -> None:
 class _Down:
     """A ProxyHealth whose backend is unreachable."""
 
-    async def proxy_take(self, candidates: Sequence[str], token: str, **kw: Any) -> Any:
+    salts = None
+
+    async def take(self, candidates: Sequence[str], token: str, **kw: Any) -> Any:
         raise BackendUnavailable("redis at localhost:1 is unavailable")
 
-    async def proxy_report(self, key: str, **kw: Any) -> Any:
+    async def report(self, key: str, **kw: Any) -> Any:
         raise BackendUnavailable("redis at localhost:1 is unavailable")
 
-    async def proxy_release(self, key: str, token: str) -> bool:
+    async def release(self, key: str, token: str) -> bool:
         raise BackendUnavailable("down")
 
 

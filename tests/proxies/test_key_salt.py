@@ -22,8 +22,8 @@ async def test_one_salt_per_backend_shared_by_every_connection(
     other = backend if backend_url.startswith("memory") else await open_backend(backend_url)
     try:
         # Two "workers" (two connections) report the same proxy: one key, one health.
-        a = ProxyHandle(urls=URLS, health=backend, policy=ProxyPolicy(cooldown_seconds=60))
-        b = ProxyHandle(urls=URLS, health=other, policy=ProxyPolicy(cooldown_seconds=60))
+        a = ProxyHandle(urls=URLS, health=backend.proxies, policy=ProxyPolicy(cooldown_seconds=60))
+        b = ProxyHandle(urls=URLS, health=other.proxies, policy=ProxyPolicy(cooldown_seconds=60))
         assert await a.ensure() == URLS[0]
         await a.release()  # one after the other: b has no load to spread
         assert await b.ensure() == URLS[0]
@@ -36,7 +36,7 @@ async def test_one_salt_per_backend_shared_by_every_connection(
     finally:
         if other is not backend:
             await other.close()
-    keys = {p.key for p in await backend.proxy_list()}
+    keys = {p.key for p in await backend.proxies.listing()}
     assert keys == {proxy_key(URLS[0], salt), proxy_key(URLS[1], salt)}
     for user in ("apikey-abc", "bob"):
         guess = hashlib.sha256(user.encode()).hexdigest()[:10]

@@ -89,7 +89,7 @@ async def test_a_recovered_proxy_takes_its_share_again(
         a.bad = True  # the next request through a is refused: its slot reports it bad
 
         async def cooling_until() -> float | None:
-            listed = {p.key: p for p in await backend.proxy_list()}
+            listed = {p.key: p for p in await backend.proxies.listing()}
             info = listed.get(proxy_key(a.url(), await proxy_key_salt(backend)))
             return None if info is None else info.cooling_until
 

@@ -77,7 +77,7 @@ async def test_cap_cool_down_and_places(
         assert [line["status"] for line in lines if line["proxy"] == blocked_key] == [403]
         assert len(blocked.requests) == 1
         assert good.max_in_flight == 1  # three slots, a cap of one
-        listed = {p.key: p for p in await mem.proxy_list()}
+        listed = {p.key: p for p in await mem.proxies.listing()}
         assert listed[blocked_key].cooling_until is not None
         assert "pw-" not in json.dumps([p.to_dict() for p in listed.values()])
         # New proxies: the places on the old ones are given back at once.
@@ -87,7 +87,7 @@ async def test_cap_cool_down_and_places(
             await push_config(mem, T, {"proxy_url": fresh.url()}, ["w1"])
 
             async def moved() -> bool:
-                found = {p.key: p.in_use for p in await mem.proxy_list()}
+                found = {p.key: p.in_use for p in await mem.proxies.listing()}
                 return found.get(proxy_key(good.url(), salt)) == 0
 
             await wait_until(moved, timeout=10, what="the old places given back")
@@ -100,4 +100,4 @@ async def test_cap_cool_down_and_places(
             assert len(fresh.requests) == 1
         finally:
             await fresh.close()
-    assert all(p.in_use == 0 for p in await mem.proxy_list())  # slots ended: places freed
+    assert all(p.in_use == 0 for p in await mem.proxies.listing())  # slots ended: places freed

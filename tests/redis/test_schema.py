@@ -147,9 +147,9 @@ async def test_cancel_a_queued_task_whose_id_needs_escaping(rb: RedisBackend) ->
 async def test_limiter_keys_carry_ttls_and_go_away(rb: RedisBackend, raw: aioredis.Redis) -> None:
     holders, tat = "fleet:limit:api:a:holders", "fleet:limit:api:a:tat"
     t0 = now()
-    assert await rb.limit_acquire("api:a", "t1", interval=0.2, concurrency=2, hold_seconds=3) == 0
+    assert await rb.limits.acquire("api:a", "t1", interval=0.2, concurrency=2, hold_seconds=3) == 0
     assert (
-        await rb.limit_acquire("api:a", "t2", interval=None, concurrency=2, hold_seconds=0.3) == 0
+        await rb.limits.acquire("api:a", "t2", interval=None, concurrency=2, hold_seconds=0.3) == 0
     )
     assert await raw.type(holders) == "zset" and await raw.type(tat) == "string"
     members = dict(await raw.zrange(holders, 0, -1, withscores=True))
@@ -159,10 +159,10 @@ async def test_limiter_keys_carry_ttls_and_go_away(rb: RedisBackend, raw: aiored
     assert 0 < await raw.pttl(tat) <= 401  # one interval past the tat
     await asyncio.sleep(0.45)
     assert not await raw.exists(tat)
-    assert await rb.limit_release("api:a", "t1")
+    assert await rb.limits.release("api:a", "t1")
     assert await raw.zrange(holders, 0, -1) == ["t2"]  # expired, dropped by the next acquire
     assert (
-        await rb.limit_acquire("api:a", "t3", interval=None, concurrency=1, hold_seconds=0.2) == 0
+        await rb.limits.acquire("api:a", "t3", interval=None, concurrency=1, hold_seconds=0.2) == 0
     )
     assert await raw.zrange(holders, 0, -1) == ["t3"]
     assert 0 < await raw.pttl(holders) <= 201

@@ -25,7 +25,7 @@ async def test_unused_limiters_are_pruned_by_later_writes(tmp_path: Path) -> Non
     backend = await open_backend(url_for(path))
     try:
         for i in range(20):  # dead holders and rates that stop mattering soon
-            wait = await backend.limit_acquire(
+            wait = await backend.limits.acquire(
                 f"k{i}", "t", interval=0.05, concurrency=None, hold_seconds=0.1
             )
             assert wait == 0
@@ -33,7 +33,7 @@ async def test_unused_limiters_are_pruned_by_later_writes(tmp_path: Path) -> Non
         await asyncio.sleep(0.15)
         # Each acquire prunes two of each besides its own limiter's expired holders.
         for i in range(10):
-            await backend.limit_acquire(
+            await backend.limits.acquire(
                 "live", f"u{i}", interval=None, concurrency=None, hold_seconds=60
             )
         assert _rows(path) == (10, 0)  # only the live places are left

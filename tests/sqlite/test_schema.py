@@ -80,11 +80,11 @@ async def test_a_version_3_file_gains_the_limiter_tables(tmp_path: Path) -> None
     backend = await open_backend(url_for(path))
     try:
         assert (
-            await backend.limit_acquire("k", "t", interval=1.0, concurrency=1, hold_seconds=5)
+            await backend.limits.acquire("k", "t", interval=1.0, concurrency=1, hold_seconds=5)
             == 0.0
         )
         assert (
-            await backend.limit_acquire("k", "u", interval=1.0, concurrency=1, hold_seconds=5) > 0
+            await backend.limits.acquire("k", "u", interval=1.0, concurrency=1, hold_seconds=5) > 0
         )
     finally:
         await backend.close()
@@ -105,9 +105,9 @@ async def test_a_version_6_file_gains_the_proxy_tables(tmp_path: Path) -> None:
     backend = await open_backend(url_for(path))
     try:
         assert (
-            await backend.proxy_take(["http://p:1"], "t", max_concurrency=1)
+            await backend.proxies.take(["http://p:1"], "t", max_concurrency=1)
         ).key == "http://p:1"
-        assert (await backend.proxy_take(["http://p:1"], "u", max_concurrency=1)).key is None
+        assert (await backend.proxies.take(["http://p:1"], "u", max_concurrency=1)).key is None
     finally:
         await backend.close()
     c = _connect(path)
@@ -135,10 +135,10 @@ async def test_a_version_9_file_keeps_its_group_limits_and_gains_a_proxy_policy(
     backend = await open_backend(url_for(path))
     try:
         assert await backend.group_defaults(TYPE) == (GroupLimits.of(3, "10/m"), 4)
-        assert await backend.proxy_policy(TYPE) == (None, 4)  # none stored yet
+        assert await backend.proxies.policy(TYPE) == (None, 4)  # none stored yet
         policy = ProxyPolicy(bad_threshold=2, cooldown_seconds=30.0, max_concurrency=5)
         assert await backend.group_defaults_set(TYPE, GroupLimits(), gen=5, proxy=policy)
-        assert await backend.proxy_policy(TYPE) == (policy, 5)
+        assert await backend.proxies.policy(TYPE) == (policy, 5)
     finally:
         await backend.close()
     c = _connect(path)

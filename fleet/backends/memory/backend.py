@@ -26,8 +26,8 @@ from fleet.backends.base import (
 )
 from fleet.backends.memory.configs import MemoryConfigsMixin
 from fleet.backends.memory.events import MemorySubscription
-from fleet.backends.memory.limits import MemoryLimitsMixin
-from fleet.backends.memory.proxies import MemoryProxiesMixin
+from fleet.backends.memory.limits import MemoryLimits
+from fleet.backends.memory.proxies import MemoryProxies
 from fleet.backends.memory.records import MemoryRecordsMixin
 from fleet.backends.memory.runs import MemoryRunsMixin
 from fleet.backends.memory.schedules import MemorySchedulesMixin
@@ -67,8 +67,6 @@ def _json(value: Any) -> Any:
 class MemoryBackend(
     MemoryRecordsMixin,
     MemoryConfigsMixin,
-    MemoryLimitsMixin,
-    MemoryProxiesMixin,
     MemorySchedulesMixin,
     MemoryRunsMixin,
     Backend,
@@ -85,8 +83,9 @@ class MemoryBackend(
     def __init__(self, url: str) -> None:
         self.url = url
         self._store = get_store(store_name(url))
-        self._limit_table = self._store.limits
-        self._proxy_table = self._store.proxies
+        self.limits = MemoryLimits(self._store.limits)
+        self.proxies = MemoryProxies(self._store.proxies, self._proxy_policy)
+        self.proxies.salts = self
         self._schedule_table = self._store.schedules
         self._run_book = self._store.runs
         self._closed = False
@@ -257,14 +256,10 @@ class MemoryBackend(
         book = self._store.queue(automation_type).state.groups
         return book.defaults, book.defaults_gen
 
-    def _stored_policy(self, automation_type: str | None) -> ProxyPolicy | None:
-        # Read without creating the type's queue: a proxy call names a type that may
-        # never have stored anything.
-        queue = None if automation_type is None else self._store.queues.get(automation_type)
-        return None if queue is None else queue.state.groups.proxy
-
-    async def proxy_policy(self, automation_type: str) -> tuple[ProxyPolicy | None, int]:
-        await asyncio.sleep(0)
+    def _proxy_policy(self, automation_type: str) -> tuple[ProxyPolicy | None, int]:
+        """The type's stored proxy policy and its generation (``(None, -1)``: none),
+        read without creating the type's queue (a proxy call may name a type that
+        never stored anything)."""
         queue = self._store.queues.get(automation_type)
         if queue is None:
             return None, -1

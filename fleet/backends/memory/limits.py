@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fleet.core.capabilities.limits import Limiters
 from fleet.core.limiter import LimiterView, hold_live, limit_acquire_rule
 from fleet.core.records import now
 
@@ -73,7 +74,7 @@ def acquire(
     hold: float,
     t: float,
 ) -> float:
-    """:meth:`Limiters.limit_acquire` at time ``t`` (one synchronous step)."""
+    """:meth:`Limiters.acquire` at time ``t`` (one synchronous step)."""
     lim = table.get(key, t)
     try:
         view = LimiterView(
@@ -93,7 +94,7 @@ def acquire(
 
 
 def renew(table: LimitTable, key: str, token: str, hold: float, t: float) -> bool:
-    """:meth:`Limiters.limit_renew` at time ``t``."""
+    """:meth:`Limiters.renew` at time ``t``."""
     lim = table.limiters.get(key)
     if lim is None or not hold_live(lim.holders.get(token), t):
         return False
@@ -102,7 +103,7 @@ def renew(table: LimitTable, key: str, token: str, hold: float, t: float) -> boo
 
 
 def release(table: LimitTable, key: str, token: str, t: float) -> bool:
-    """:meth:`Limiters.limit_release` at time ``t``."""
+    """:meth:`Limiters.release` at time ``t``."""
     lim = table.limiters.get(key)
     if lim is None:
         return False
@@ -111,14 +112,13 @@ def release(table: LimitTable, key: str, token: str, t: float) -> bool:
     return hold_live(until, t)
 
 
-class MemoryLimitsMixin:
-    """``limit_acquire``, ``limit_renew`` and ``limit_release`` over the store's table."""
+class MemoryLimits(Limiters):
+    """The limiters of a memory store: one synchronous step each, over its table."""
 
-    #: The store's table (set by the backend: typed here without the store, which
-    #: imports this module).
-    _limit_table: LimitTable
+    def __init__(self, table: LimitTable) -> None:
+        self._table = table
 
-    async def limit_acquire(
+    async def acquire(
         self,
         key: str,
         token: str,
@@ -128,7 +128,7 @@ class MemoryLimitsMixin:
         hold_seconds: float,
     ) -> float:
         return acquire(
-            self._limit_table,
+            self._table,
             key,
             token,
             interval=interval,
@@ -137,8 +137,8 @@ class MemoryLimitsMixin:
             t=now(),
         )
 
-    async def limit_renew(self, key: str, token: str, hold_seconds: float) -> bool:
-        return renew(self._limit_table, key, token, hold_seconds, now())
+    async def renew(self, key: str, token: str, hold_seconds: float) -> bool:
+        return renew(self._table, key, token, hold_seconds, now())
 
-    async def limit_release(self, key: str, token: str) -> bool:
-        return release(self._limit_table, key, token, now())
+    async def release(self, key: str, token: str) -> bool:
+        return release(self._table, key, token, now())

@@ -8,12 +8,14 @@ touched at once, the others by a scan of the whole table at most every
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from fleet.core.capabilities.proxies import (
     FORGET_SECONDS,
     MAX_REASON_LEN,
+    ProxyHealth,
     ProxyInfo,
     ProxyPolicy,
     ProxyTake,
@@ -110,7 +112,7 @@ def take(
     spread: bool,
     t: float,
 ) -> ProxyTake:
-    """:meth:`ProxyHealth.proxy_take` at time ``t`` (one synchronous step)."""
+    """:meth:`ProxyHealth.take` at time ``t`` (one synchronous step)."""
     table.scan(t)
     keys = list(dict.fromkeys(candidates))
     # Only the proxy taken gets a record: looking at a candidate stores nothing.
@@ -151,7 +153,7 @@ def take(
 
 
 def renew(table: ProxyTable, key: str, token: str, hold: float, t: float) -> bool:
-    """:meth:`ProxyHealth.proxy_renew` at time ``t``."""
+    """:meth:`ProxyHealth.renew` at time ``t``."""
     rec = table.peek(key, t)
     if rec is None or not hold_live(rec.places.get(token), t):
         return False
@@ -161,7 +163,7 @@ def renew(table: ProxyTable, key: str, token: str, hold: float, t: float) -> boo
 
 
 def release(table: ProxyTable, key: str, token: str, t: float) -> bool:
-    """:meth:`ProxyHealth.proxy_release` at time ``t``."""
+    """:meth:`ProxyHealth.release` at time ``t``."""
     rec = table.peek(key, t)
     return rec is not None and hold_live(rec.places.pop(token, None), t)
 
@@ -176,7 +178,7 @@ def report(
     reason: str,
     t: float,
 ) -> float | None:
-    """:meth:`ProxyHealth.proxy_report` at time ``t``."""
+    """:meth:`ProxyHealth.report` at time ``t``."""
     rec = table.get(key, t)
     if ok:
         rec.oks += 1
@@ -191,19 +193,27 @@ def report(
     return rec.cooling_until if rec.cooling_until > t else None
 
 
-class MemoryProxiesMixin:
-    """The :class:`~fleet.core.capabilities.ProxyHealth` methods over the store's table."""
+class MemoryProxies(ProxyHealth):
+    """Proxy health of a memory store: one synchronous step each, over its table.
 
-    #: The store's table (set by the backend: typed here without the store, which
-    #: imports this module).
-    _proxy_table: ProxyTable
+    Args:
+        table: The store's proxy records and sticky choices.
+        stored_policy: The proxy policy a type stored with its group limits (None:
+            none stored, the caller's values apply); read without creating anything.
+    """
 
-    def _stored_policy(self, automation_type: str | None) -> ProxyPolicy | None:
-        """The type's stored policy (kept with its group limits, which the backend
-        reaches); None: none stored, the caller's values apply."""
-        return None
+    def __init__(
+        self,
+        table: ProxyTable,
+        stored_policy: Callable[[str], tuple[ProxyPolicy | None, int]],
+    ) -> None:
+        self._table = table
+        self._stored = stored_policy
 
-    async def proxy_take(
+    def _policy_of(self, automation_type: str | None) -> ProxyPolicy | None:
+        return None if automation_type is None else self._stored(automation_type)[0]
+
+    async def take(
         self,
         candidates: Sequence[str],
         token: str,
@@ -216,9 +226,9 @@ class MemoryProxiesMixin:
         spread: bool = False,
         automation_type: str | None = None,
     ) -> ProxyTake:
-        stored = self._stored_policy(automation_type)
+        stored = self._policy_of(automation_type)
         return take(
-            self._proxy_table,
+            self._table,
             candidates,
             token,
             held=held,
@@ -230,13 +240,13 @@ class MemoryProxiesMixin:
             t=now(),
         )
 
-    async def proxy_renew(self, key: str, token: str, hold_seconds: float) -> bool:
-        return renew(self._proxy_table, key, token, hold_seconds, now())
+    async def renew(self, key: str, token: str, hold_seconds: float) -> bool:
+        return renew(self._table, key, token, hold_seconds, now())
 
-    async def proxy_release(self, key: str, token: str) -> bool:
-        return release(self._proxy_table, key, token, now())
+    async def release(self, key: str, token: str) -> bool:
+        return release(self._table, key, token, now())
 
-    async def proxy_report(
+    async def report(
         self,
         key: str,
         *,
@@ -246,11 +256,11 @@ class MemoryProxiesMixin:
         reason: str = "",
         automation_type: str | None = None,
     ) -> float | None:
-        stored = self._stored_policy(automation_type)
+        stored = self._policy_of(automation_type)
         if stored is not None:
             threshold, cooldown_seconds = stored.bad_threshold, stored.cooldown_seconds
         return report(
-            self._proxy_table,
+            self._table,
             key,
             ok=ok,
             threshold=threshold,
@@ -259,11 +269,15 @@ class MemoryProxiesMixin:
             t=now(),
         )
 
-    async def proxy_list(self, *, limit: int = 1000) -> list[ProxyInfo]:
+    async def policy(self, automation_type: str) -> tuple[ProxyPolicy | None, int]:
+        await asyncio.sleep(0)
+        return self._stored(automation_type)
+
+    async def listing(self, *, limit: int = 1000) -> list[ProxyInfo]:
         t = now()
-        table = self._proxy_table
+        table = self._table
         live = sorted(k for k, r in table.records.items() if r.forget_at > t)
         return [table.records[k].info(k, t) for k in live[: max(0, limit)]]
 
-    async def proxy_sticky(self, name: str) -> str | None:
-        return self._proxy_table.sticky_get(name, now())
+    async def sticky(self, name: str) -> str | None:
+        return self._table.sticky_get(name, now())

@@ -21,9 +21,9 @@ from fleet.backends.redis import keys
 from fleet.backends.redis.configs import ConfigOps
 from fleet.backends.redis.core import CONNECT_TIMEOUT
 from fleet.backends.redis.groups import GroupOps
-from fleet.backends.redis.limits import LimitOps
+from fleet.backends.redis.limits import RedisLimits
 from fleet.backends.redis.pools import PoolOps
-from fleet.backends.redis.proxies import ProxyOps
+from fleet.backends.redis.proxies import RedisProxies
 from fleet.backends.redis.queue import QueueOps
 from fleet.backends.redis.runs import RunOps
 from fleet.backends.redis.schedules import ScheduleOps
@@ -42,8 +42,6 @@ class RedisBackend(
     StreamOps,
     StateOps,
     ConfigOps,
-    LimitOps,
-    ProxyOps,
     ScheduleOps,
     RunOps,
     Backend,
@@ -61,6 +59,12 @@ class RedisBackend(
             supported yet; a cluster-mode server is refused by :meth:`connect`).
         ConfigError: The URL cannot be read.
     """
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.limits = RedisLimits(self)
+        self.proxies = RedisProxies(self)
+        self.proxies.salts = self
 
     async def connect(self) -> None:
         """Check the server answers and load every script (idempotent).

@@ -294,3 +294,23 @@ class RedisCore:
         self._cmd = None
         self._blk = None
         self._fast = None
+
+
+class RedisPart:
+    """A capability of the Redis backend as an object of its own (``backend.limits``,
+    ``backend.proxies``), over the connections and scripts of the backend's core."""
+
+    def __init__(self, core: RedisCore) -> None:
+        self._core = core
+        self._scripts = core._scripts
+
+    @property
+    def _lane(self) -> RespClient:
+        return self._core._lane
+
+    @property
+    def _r(self) -> Any:
+        return self._core._r
+
+    def _guard(self) -> _Guard:
+        return self._core._guard()

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.backends.redis import keys
-from fleet.backends.redis.core import RedisCore
-from fleet.core.capabilities.limits import CONCURRENCY_RETRY_SECONDS
+from fleet.backends.redis.core import RedisPart
+from fleet.core.capabilities.limits import CONCURRENCY_RETRY_SECONDS, Limiters
 from fleet.core.records import now
 
 
@@ -36,10 +36,10 @@ def release_argv(token: str, t: float) -> list[Any]:
     return ["release", repr(t), token]
 
 
-class LimitOps(RedisCore):
-    """``limit_acquire``, ``limit_renew`` and ``limit_release``."""
+class RedisLimits(RedisPart, Limiters):
+    """The limiters of ``ctx.limit``: one script call each."""
 
-    async def limit_acquire(
+    async def acquire(
         self,
         key: str,
         token: str,
@@ -55,13 +55,13 @@ class LimitOps(RedisCore):
             raw = await self._scripts.limits(self._lane, keys.limit_keys(key), argv)
         return float(raw)
 
-    async def limit_renew(self, key: str, token: str, hold_seconds: float) -> bool:
+    async def renew(self, key: str, token: str, hold_seconds: float) -> bool:
         argv = renew_argv(token, hold_seconds, now())
         with self._guard():
             raw = await self._scripts.limits(self._lane, keys.limit_keys(key), argv)
         return bool(int(raw))
 
-    async def limit_release(self, key: str, token: str) -> bool:
+    async def release(self, key: str, token: str) -> bool:
         argv = release_argv(token, now())
         with self._guard():
             raw = await self._scripts.limits(self._lane, keys.limit_keys(key), argv)

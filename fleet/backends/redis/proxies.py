@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fleet.backends.redis import keys
-from fleet.backends.redis.core import RedisCore
+from fleet.backends.redis.core import RedisPart
 from fleet.core.capabilities.proxies import (
     FORGET_SECONDS,
     MAX_REASON_LEN,
@@ -123,14 +123,14 @@ def report_call(
     return [keys.PROXIES, *keys.proxy_keys(key), _meta(automation_type)], argv
 
 
-class ProxyOps(RedisCore, ProxyHealth):
-    """The :class:`~fleet.core.capabilities.ProxyHealth` methods."""
+class RedisProxies(RedisPart, ProxyHealth):
+    """Proxy health: one ``lua/proxies.lua`` call each."""
 
     async def _proxies(self, k: list[str], argv: list[Any]) -> Any:
         with self._guard():
             return await self._scripts.proxies(self._lane, k, argv)
 
-    async def proxy_take(
+    async def take(
         self,
         candidates: Sequence[str],
         token: str,
@@ -157,13 +157,13 @@ class ProxyOps(RedisCore, ProxyHealth):
         )
         return take_answer(await self._proxies(k, argv))
 
-    async def proxy_renew(self, key: str, token: str, hold_seconds: float) -> bool:
+    async def renew(self, key: str, token: str, hold_seconds: float) -> bool:
         return bool(int(await self._proxies(*renew_call(key, token, hold_seconds, now()))))
 
-    async def proxy_release(self, key: str, token: str) -> bool:
+    async def release(self, key: str, token: str) -> bool:
         return bool(int(await self._proxies(*release_call(key, token, now()))))
 
-    async def proxy_report(
+    async def report(
         self,
         key: str,
         *,
@@ -184,7 +184,7 @@ class ProxyOps(RedisCore, ProxyHealth):
         )
         return _float(await self._proxies(k, argv))
 
-    async def proxy_policy(self, automation_type: str) -> tuple[ProxyPolicy | None, int]:
+    async def policy(self, automation_type: str) -> tuple[ProxyPolicy | None, int]:
         with self._guard():
             gen, threshold, cooldown, cap = await self._r.hmget(
                 keys.groups_meta(automation_type), ["dg", "pb", "pc", "pm"]
@@ -199,7 +199,7 @@ class ProxyOps(RedisCore, ProxyHealth):
             return None, -1
         return stored, int(gen)
 
-    async def proxy_list(self, *, limit: int = 1000) -> list[ProxyInfo]:
+    async def listing(self, *, limit: int = 1000) -> list[ProxyInfo]:
         argv = [
             "list",
             repr(now()),
@@ -229,7 +229,7 @@ class ProxyOps(RedisCore, ProxyHealth):
             )
         return out
 
-    async def proxy_sticky(self, name: str) -> str | None:
+    async def sticky(self, name: str) -> str | None:
         with self._guard():
             raw = await self._r.get(keys.proxy_sticky(name))
         return None if raw is None else _text(raw)

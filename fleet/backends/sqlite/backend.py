@@ -74,9 +74,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class SQLiteBackend(
-    SQLitePrimitives, SQLiteConfigs, SQLiteLimits, SQLiteProxies, SQLiteSchedules, SQLiteRuns
-):
+class SQLiteBackend(SQLitePrimitives, SQLiteConfigs, SQLiteSchedules, SQLiteRuns):
     """The SQLite backend (see the module docstring).
 
     Args:
@@ -90,6 +88,9 @@ class SQLiteBackend(
         self.url = url
         self._db = SQLiteDB(parse_url(url))
         self._watcher = Watcher(self._db, self._db.options.poll_ms / 1000)
+        self.limits = SQLiteLimits(self._db)
+        self.proxies = SQLiteProxies(self._db)
+        self.proxies.salts = self
         self._connected = False
         self._closed = False
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from fleet.backends.base import Backend
 from fleet.backends.sqlite.conn import SQLiteDB
+from fleet.core.capabilities.limits import Limiters
 from fleet.core.limiter import LimiterView, hold_live, limit_acquire_rule
 from fleet.core.records import now
 
@@ -40,7 +40,7 @@ def acquire(
     hold: float,
     t: float,
 ) -> float:
-    """:meth:`Limiters.limit_acquire` inside the caller's transaction."""
+    """:meth:`Limiters.acquire` inside the caller's transaction."""
     _prune(conn, key, t)
     held, first, holding = conn.execute(
         "SELECT COUNT(*), MIN(until), COALESCE(SUM(token = ?), 0) FROM limit_holders WHERE key = ?",
@@ -71,7 +71,7 @@ def acquire(
 
 
 def renew(conn: sqlite3.Connection, key: str, token: str, hold: float, t: float) -> bool:
-    """:meth:`Limiters.limit_renew` inside the caller's transaction."""
+    """:meth:`Limiters.renew` inside the caller's transaction."""
     row = conn.execute(
         "SELECT until FROM limit_holders WHERE key = ? AND token = ?", (key, token)
     ).fetchone()
@@ -84,19 +84,20 @@ def renew(conn: sqlite3.Connection, key: str, token: str, hold: float, t: float)
 
 
 def release(conn: sqlite3.Connection, key: str, token: str, t: float) -> bool:
-    """:meth:`Limiters.limit_release` inside the caller's transaction."""
+    """:meth:`Limiters.release` inside the caller's transaction."""
     row = conn.execute(
         "DELETE FROM limit_holders WHERE key = ? AND token = ? RETURNING until", (key, token)
     ).fetchone()
     return hold_live(None if row is None else float(row[0]), t)
 
 
-class SQLiteLimits(Backend):
-    """The :class:`~fleet.core.capabilities.Limiters` methods, over ``self._db``."""
+class SQLiteLimits(Limiters):
+    """The limiters of a SQLite file: one write transaction each."""
 
-    _db: SQLiteDB
+    def __init__(self, db: SQLiteDB) -> None:
+        self._db = db
 
-    async def limit_acquire(
+    async def acquire(
         self,
         key: str,
         token: str,
@@ -109,8 +110,8 @@ class SQLiteLimits(Backend):
             lambda c: acquire(c, key, token, interval, concurrency, hold_seconds, now())
         )
 
-    async def limit_renew(self, key: str, token: str, hold_seconds: float) -> bool:
+    async def renew(self, key: str, token: str, hold_seconds: float) -> bool:
         return await self._db.write(lambda c: renew(c, key, token, hold_seconds, now()))
 
-    async def limit_release(self, key: str, token: str) -> bool:
+    async def release(self, key: str, token: str) -> bool:
         return await self._db.write(lambda c: release(c, key, token, now()))

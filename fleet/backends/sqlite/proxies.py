@@ -18,11 +18,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from fleet.backends.base import Backend
 from fleet.backends.sqlite.conn import SQLiteDB
 from fleet.core.capabilities.proxies import (
     FORGET_SECONDS,
     MAX_REASON_LEN,
+    ProxyHealth,
     ProxyInfo,
     ProxyPolicy,
     ProxyTake,
@@ -105,7 +105,7 @@ def take(
     spread: bool = False,
     automation_type: str | None = None,
 ) -> ProxyTake:
-    """:meth:`ProxyHealth.proxy_take` inside the caller's transaction."""
+    """:meth:`ProxyHealth.take` inside the caller's transaction."""
     stored = _stored(conn, automation_type)
     if stored is not None:
         cap = stored.max_concurrency
@@ -152,7 +152,7 @@ def take(
 
 
 def renew(conn: sqlite3.Connection, key: str, token: str, hold: float, t: float) -> bool:
-    """:meth:`ProxyHealth.proxy_renew` inside the caller's transaction."""
+    """:meth:`ProxyHealth.renew` inside the caller's transaction."""
     row = conn.execute(
         "SELECT until FROM proxy_places WHERE key = ? AND token = ?", (key, token)
     ).fetchone()
@@ -166,7 +166,7 @@ def renew(conn: sqlite3.Connection, key: str, token: str, hold: float, t: float)
 
 
 def release(conn: sqlite3.Connection, key: str, token: str, t: float) -> bool:
-    """:meth:`ProxyHealth.proxy_release` inside the caller's transaction."""
+    """:meth:`ProxyHealth.release` inside the caller's transaction."""
     row = conn.execute(
         "DELETE FROM proxy_places WHERE key = ? AND token = ? RETURNING until", (key, token)
     ).fetchone()
@@ -183,7 +183,7 @@ def report(
     t: float,
     automation_type: str | None = None,
 ) -> float | None:
-    """:meth:`ProxyHealth.proxy_report` inside the caller's transaction."""
+    """:meth:`ProxyHealth.report` inside the caller's transaction."""
     stored = _stored(conn, automation_type) if not ok else None
     if stored is not None:
         threshold, cooldown = stored.bad_threshold, stored.cooldown_seconds
@@ -210,7 +210,7 @@ def report(
 
 
 def listing(conn: sqlite3.Connection, limit: int, t: float) -> list[ProxyInfo]:
-    """:meth:`ProxyHealth.proxy_list` (a read)."""
+    """:meth:`ProxyHealth.listing` (a read)."""
     rows = conn.execute(
         "SELECT p.key, p.uses, p.oks, p.failures, p.score, p.cooling_until, p.reason, p.bad_at, "
         "(SELECT COUNT(*) FROM proxy_places AS q WHERE q.key = p.key AND q.until > ?) "
@@ -233,12 +233,13 @@ def listing(conn: sqlite3.Connection, limit: int, t: float) -> list[ProxyInfo]:
     ]
 
 
-class SQLiteProxies(Backend):
-    """The :class:`~fleet.core.capabilities.ProxyHealth` methods, over ``self._db``."""
+class SQLiteProxies(ProxyHealth):
+    """Proxy health in a SQLite file: one transaction each."""
 
-    _db: SQLiteDB
+    def __init__(self, db: SQLiteDB) -> None:
+        self._db = db
 
-    async def proxy_take(
+    async def take(
         self,
         candidates: Sequence[str],
         token: str,
@@ -268,13 +269,13 @@ class SQLiteProxies(Backend):
             )
         )
 
-    async def proxy_renew(self, key: str, token: str, hold_seconds: float) -> bool:
+    async def renew(self, key: str, token: str, hold_seconds: float) -> bool:
         return await self._db.write(lambda c: renew(c, key, token, hold_seconds, now()))
 
-    async def proxy_release(self, key: str, token: str) -> bool:
+    async def release(self, key: str, token: str) -> bool:
         return await self._db.write(lambda c: release(c, key, token, now()))
 
-    async def proxy_report(
+    async def report(
         self,
         key: str,
         *,
@@ -290,13 +291,13 @@ class SQLiteProxies(Backend):
             )
         )
 
-    async def proxy_policy(self, automation_type: str) -> tuple[ProxyPolicy | None, int]:
+    async def policy(self, automation_type: str) -> tuple[ProxyPolicy | None, int]:
         return await self._db.read(lambda c: policy(c, automation_type))
 
-    async def proxy_list(self, *, limit: int = 1000) -> list[ProxyInfo]:
+    async def listing(self, *, limit: int = 1000) -> list[ProxyInfo]:
         return await self._db.read(lambda c: listing(c, limit, now()))
 
-    async def proxy_sticky(self, name: str) -> str | None:
+    async def sticky(self, name: str) -> str | None:
         def read(c: sqlite3.Connection) -> str | None:
             row = c.execute(
                 "SELECT key FROM proxy_sticky WHERE name = ? AND expires_at > ?", (name, now())

@@ -22,9 +22,12 @@ from fleet.core.capabilities.state import FleetState
 from fleet.core.capabilities.streams import Streams
 
 
-class TaskCapabilities(TaskQueues, Streams, Pools, Primitives, Limiters, Events, abc.ABC):
+class TaskCapabilities(TaskQueues, Streams, Pools, Primitives, Events, abc.ABC):
     """What a running task's ``ctx`` reaches: submit, emit, pools, streams, kv, locks,
     counters, limiters and events (``fleet.backends.base.Backend`` is one)."""
+
+    #: The fleet-wide limiters of ``ctx.limit`` (a capability object).
+    limits: Limiters
 
 
 __all__ = [

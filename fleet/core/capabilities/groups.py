@@ -101,7 +101,7 @@ class TaskGroups(abc.ABC):
         Effective at the next reserve, fleet wide. A change of ``limits`` puts every
         group held by the old limits (saturated or delayed) back in the rotation,
         checked at its turn, and wakes one reserver. ``proxy`` holds from the next
-        :meth:`~fleet.core.capabilities.proxies.ProxyHealth.proxy_take` and
+        :meth:`~fleet.core.capabilities.proxies.ProxyHealth.take` and
         ``proxy_report`` naming the type, on every worker."""
 
     @abc.abstractmethod

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import abc
 
-#: The longest a concurrency-bound ``limit_acquire`` asks its caller to wait before
+#: The longest a concurrency-bound ``acquire`` asks its caller to wait before
 #: trying again (seconds). The earliest hold to expire bounds the wait from above,
 #: but a holder may release its place at any moment, so a waiter looks again after
 #: at most this long: a freed place is taken within ~0.1 s, and each waiting caller
@@ -37,7 +37,7 @@ class Limiters(abc.ABC):
     """Named fleet-wide limiters: a concurrency cap, a rate, or both."""
 
     @abc.abstractmethod
-    async def limit_acquire(
+    async def acquire(
         self,
         key: str,
         token: str,
@@ -82,7 +82,7 @@ class Limiters(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def limit_renew(self, key: str, token: str, hold_seconds: float) -> bool:
+    async def renew(self, key: str, token: str, hold_seconds: float) -> bool:
         """Extend ``token``'s hold in limiter ``key`` to now + ``hold_seconds``.
 
         Returns:
@@ -91,7 +91,7 @@ class Limiters(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def limit_release(self, key: str, token: str) -> bool:
+    async def release(self, key: str, token: str) -> bool:
         """Free ``token``'s place in limiter ``key`` (the rate's ``tat`` stays).
 
         Returns:

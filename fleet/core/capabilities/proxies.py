@@ -7,7 +7,7 @@ plus a digest of the user name; never a password). For each key the backend keep
   (reports), and the reason and time of the last bad report;
 * its ``score``: bad reports in a row; an ok report sets it back to 0;
 * ``cooling_until``: set when a bad report brings the score to the caller's threshold.
-  While it lies in the future the proxy is *cooling*: :meth:`ProxyHealth.proxy_take`
+  While it lies in the future the proxy is *cooling*: :meth:`ProxyHealth.take`
   hands it out only when every candidate cools;
 * its *places*: the tokens of the slots using it now, each until its hold expires (a
   worker that died loses its places by itself), counted against the caller's
@@ -19,8 +19,8 @@ kept ``sticky_seconds`` after its last use.
 The limits (threshold, cool-down, cap) are the type's :class:`ProxyPolicy`, one value
 for the fleet: stored with the type's group limits by
 :meth:`~fleet.core.capabilities.groups.TaskGroups.group_defaults_set` (tagged with
-the config generation) and read by :meth:`ProxyHealth.proxy_take` and
-:meth:`ProxyHealth.proxy_report` of a caller naming its ``automation_type`` inside
+the config generation) and read by :meth:`ProxyHealth.take` and
+:meth:`ProxyHealth.report` of a caller naming its ``automation_type`` inside
 their atomic step, so a PATCH holds from the next call on every worker, whatever
 config each one has applied. The values a call passes are used only when no policy
 is stored for its type (or it names none).
@@ -38,12 +38,14 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fleet.core.capabilities.primitives import Primitives
+
 if TYPE_CHECKING:
     from fleet.core.config import BaseConfig
 
 #: A proxy untouched this long after its last activity is forgotten (seconds).
 FORGET_SECONDS = 3600.0
-#: The longest a ``proxy_take`` that found every usable proxy at its cap asks its
+#: The longest a ``take`` that found every usable proxy at its cap asks its
 #: caller to wait before trying again (a place may free at any moment).
 PLACE_RETRY_SECONDS = 0.1
 #: Longest reason a bad report keeps (longer ones are cut).
@@ -53,7 +55,7 @@ MAX_REASON_LEN = 200
 def spread_choice(
     loads: Sequence[tuple[str, int]], current: str | None, full: Collection[str] = ()
 ) -> str | None:
-    """Where a slot that spreads its load goes: the rule of ``proxy_take(spread=True)``,
+    """Where a slot that spreads its load goes: the rule of ``take(spread=True)``,
     which memory and SQLite call and ``lua/proxies.lua`` mirrors (the conformance suite
     holds the three to it).
 
@@ -144,7 +146,7 @@ def _is_number(value: Any) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ProxyTake:
-    """What :meth:`ProxyHealth.proxy_take` did.
+    """What :meth:`ProxyHealth.take` did.
 
     Attributes:
         key: The proxy taken, or None when every usable candidate is at its cap.
@@ -160,7 +162,7 @@ class ProxyTake:
 
 @dataclass(frozen=True, slots=True)
 class ProxyInfo:
-    """One proxy as :meth:`ProxyHealth.proxy_list` reports it.
+    """One proxy as :meth:`ProxyHealth.list` reports it.
 
     Attributes:
         key: The proxy's key (no credentials).
@@ -202,8 +204,12 @@ class ProxyInfo:
 class ProxyHealth(abc.ABC):
     """Fleet-wide proxy health: scores, cool-downs, places and sticky choices."""
 
+    #: Where the secret salt of proxy keys is kept (the same backend's kv; see
+    #: :func:`fleet.core.proxy.proxy_key_salt`); None: keys stay the process's own.
+    salts: Primitives | None = None
+
     @abc.abstractmethod
-    async def proxy_take(
+    async def take(
         self,
         candidates: Sequence[str],
         token: str,
@@ -259,7 +265,7 @@ class ProxyHealth(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def proxy_renew(self, key: str, token: str, hold_seconds: float) -> bool:
+    async def renew(self, key: str, token: str, hold_seconds: float) -> bool:
         """Extend ``token``'s place on ``key`` to now + ``hold_seconds``.
 
         Returns:
@@ -267,7 +273,7 @@ class ProxyHealth(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def proxy_release(self, key: str, token: str) -> bool:
+    async def release(self, key: str, token: str) -> bool:
         """Free ``token``'s place on ``key``.
 
         Returns:
@@ -275,7 +281,7 @@ class ProxyHealth(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def proxy_report(
+    async def report(
         self,
         key: str,
         *,
@@ -302,16 +308,16 @@ class ProxyHealth(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def proxy_policy(self, automation_type: str) -> tuple[ProxyPolicy | None, int]:
+    async def policy(self, automation_type: str) -> tuple[ProxyPolicy | None, int]:
         """The type's stored :class:`ProxyPolicy` and the config generation of the
         record it came with (:meth:`TaskGroups.group_defaults
         <fleet.core.capabilities.groups.TaskGroups.group_defaults>`'s): ``(None, gen)``
         when that record holds none, ``(None, -1)`` when nothing was ever stored."""
 
     @abc.abstractmethod
-    async def proxy_list(self, *, limit: int = 1000) -> list[ProxyInfo]:
+    async def listing(self, *, limit: int = 1000) -> list[ProxyInfo]:
         """The proxies not forgotten, by key, at most ``limit``."""
 
     @abc.abstractmethod
-    async def proxy_sticky(self, name: str) -> str | None:
+    async def sticky(self, name: str) -> str | None:
         """The proxy key stored for sticky name ``name`` (None: none, or expired)."""

@@ -28,4 +28,4 @@ async def list_proxies(
     """Every proxy known to the backend (taken or reported in the last hour), by key:
     uses, ok and bad reports, score (bad reports in a row), whether it is cooling down
     and until when, and how many slots use it now."""
-    return await proxy_health(backend, limit)
+    return await proxy_health(backend.proxies, limit)

@@ -132,7 +132,7 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
         return snap
     entries = await backend.catalog_all()
     pairs = await backend.workers_all()
-    snap.proxies = await gather_proxies(backend)
+    snap.proxies = await gather_proxies(backend.proxies)
     for t in sorted({*entries, *(t for t, _ in pairs)}):
         ts = snap.types.setdefault(t, TypeSnapshot())
         if (entries.get(t) or {}).get("queue"):

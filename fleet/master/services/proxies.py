@@ -15,7 +15,7 @@ from fleet.core.redact import mask_credentials
 
 async def proxy_health(backend: ProxyHealth, limit: int) -> dict[str, Any]:
     """``{"proxies": [...], "cooling": n, "in_use": n}`` over up to ``limit`` proxies."""
-    found = await backend.proxy_list(limit=limit)
+    found = await backend.listing(limit=limit)
     proxies = []
     for info in found:
         item = info.to_dict()

@@ -29,7 +29,7 @@ class ProxySnapshot:
 
 async def gather_proxies(backend: ProxyHealth) -> ProxySnapshot:
     """Read the proxies' health for one scrape."""
-    found = await backend.proxy_list(limit=PROXIES_EXAMINED)
+    found = await backend.listing(limit=PROXIES_EXAMINED)
     ranked = sorted(found, key=lambda p: (p.cooling_until is None, -p.uses, p.key))
     return ProxySnapshot(
         known=len(found),
