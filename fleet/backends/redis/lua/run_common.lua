@@ -23,8 +23,8 @@ local RUN_DELTAS = {
 local RUN_LEAVES = {done = true, dead = true, cancelled = true, expired = true}
 
 -- unique_key: a scalable Bloom filter, a few bytes per key. Level i holds up to
--- 1024 * 2^i keys at a false-positive rate of 0.0005 / 2^i, so the rate over all
--- levels stays below 0.1 %. BF_LEVELS[i + 1] = {m bits (the prime at or above
+-- 1024 * 2^i keys at a false-positive rate of 0.0004 / 2^i, so the rate over all
+-- levels stays below 0.08 % (under the documented 0.1 %, with room for chance). BF_LEVELS[i + 1] = {m bits (the prime at or above
 -- -n ln p / ln2^2), k hashes (ceil(-log2 p))}, computed once (bench/run_keys.py
 -- prints the check); 17 levels: 134 million keys a run (a Redis string holds at most
 -- 2^32 bits; past them the last level takes the rest, its rate growing). Bit
@@ -32,10 +32,10 @@ local RUN_LEAVES = {done = true, dead = true, cancelled = true, expired = true}
 -- the prime m. A level is created at its full size (a SET of zero bytes: SETBIT
 -- would over-allocate a growing string).
 local BF_N0 = 1024
-local BF_LEVELS = {{16217, 11}, {35363, 12}, {76631, 13}, {165059, 14}, {353767, 15},
-  {754771, 16}, {1604093, 17}, {3397291, 18}, {7172791, 19}, {15101881, 20}, {31716533, 21},
-  {66458617, 22}, {138968317, 23}, {290038799, 24}, {604282069, 25}, {1256972867, 26},
-  {2610763213, 27}}
+local BF_LEVELS = {{16691, 12}, {36307, 13}, {78539, 14}, {168863, 15}, {361363, 16},
+  {769997, 17}, {1634531, 18}, {3458173, 19}, {7294543, 20}, {15345383, 21}, {32203571, 22},
+  {67432609, 23}, {140916317, 24}, {293934841, 25}, {612074081, 26}, {1272556979, 27},
+  {2641931519, 28}}
 
 local function bf_shape(i)
   local shape = BF_LEVELS[math.min(i + 1, #BF_LEVELS)]
