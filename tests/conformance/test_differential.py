@@ -5,7 +5,9 @@ copies), every answer compared.
 Hypothesis draws sequences of pushes (with and without groups and priorities),
 reserves, acks, nacks, releases, group settings (caps, pauses) and the type's
 fleet-wide group limits; each sequence runs on a fresh type of every backend and
-the three traces must be equal, answer by answer. Rates and throttles are left out:
+the three traces must be equal, answer by answer. Every other task joins one run,
+with a unique key: the run's counters, end and callback are compared too.
+Rates and throttles are left out:
 their answers depend on the clock, which the three runs cannot share.
 """
 
@@ -51,6 +53,10 @@ async def run(backend: Backend, automation_type: str, ops: list[tuple[Any, ...]]
     held: list[Reservation] = []
     seq = itertools.count()
     gen = itertools.count(1)
+    # Every other task joins one run (its counters move in the Lua copies too) with a
+    # unique key out of 5 (from the sixth on, duplicates); once the run ended, the
+    # pushes into it are refused.
+    run_id = await backend.run_create(on_complete={"type": f"{automation_type}-cb"})
     for op in ops:
         kind = op[0]
         if kind == "push":
@@ -58,17 +64,20 @@ async def run(backend: Backend, automation_type: str, ops: list[tuple[Any, ...]]
             reqs = [
                 PushRequest(
                     TaskBody(
-                        id=f"t{next(seq)}",
+                        id=f"t{i}",
                         payload={},
                         priority=priority,
                         max_attempts=3,
                         enqueued_at=now(),
                         group=group,
-                    )
+                        run=run_id if i % 2 == 0 else None,
+                    ),
+                    unique_key=f"k{i // 2 % 5}" if i % 2 == 0 else None,
                 )
-                for _ in range(n)
+                for i in (next(seq) for _ in range(n))
             ]
-            trace.append([r.queued for r in await backend.push(automation_type, reqs)])
+            pushed = await backend.push(automation_type, reqs)
+            trace.append([(r.queued, r.duplicate) for r in pushed])
         elif kind == "reserve":
             got = await backend.reserve(automation_type, k=op[1])
             held += got
@@ -108,6 +117,16 @@ async def run(backend: Backend, automation_type: str, ops: list[tuple[Any, ...]]
     for name in ("a", "b", "c"):
         info = await backend.group_info(automation_type, name)
         trace.append((name, info.pending, info.running))
+    # Then everything held is acked and everything pending drained: a run none of
+    # whose tasks waits for a retry ends here, and its callback is queued.
+    if held:
+        trace.append(await backend.ack(automation_type, [(r.body.id, r.token) for r in held]))
+    while got := await backend.reserve(automation_type, k=50):
+        trace.append(await backend.ack(automation_type, [(r.body.id, r.token) for r in got]))
+    record = await backend.run_get(run_id)
+    assert record is not None
+    trace.append((record.state, record.counters, record.by_type))
+    trace.append((await backend.depths(f"{automation_type}-cb")).pending)
     return trace
 
 
@@ -136,8 +155,14 @@ def test_groups_and_queues_answer_alike_everywhere(redis_url: str) -> None:
             memory, sqlite, redis = asyncio.run(all_three())
             assert sqlite == memory, (ops, sqlite, memory)
             assert redis == memory, (ops, redis, memory)
+            state, counters, _ = memory[-2]
+            runs.append((state, counters["duplicates"] > 0))
 
         ran: list[int] = []
+        runs: list[tuple[str, bool]] = []
         check()
+        # Runs ended (and callbacks went out) and met duplicates in some sequences.
+        assert any(state == "done" for state, _ in runs), runs
+        assert any(dupes for _, dupes in runs), runs
         # The sequences were really run, and long ones among them.
         assert len(ran) >= 30 and max(ran) >= 15, (len(ran), max(ran, default=0))
