@@ -84,3 +84,15 @@ async def test_list_and_cancel(master: InProcess) -> None:
     assert r.json()["counters"]["cancelled"] == 1
     assert (await master.backend.depths(SCRAPE)).pending == 0
     assert (await master.client.delete("/api/v1/runs/nope", headers=H)).status_code == 404
+
+
+async def test_metrics_show_the_live_runs(master: InProcess) -> None:
+    run = await _run(master, name="crawl")
+    ended = await _run(master)
+    await master.client.post(TASKS, json={"payload": {"url": "x"}, "run": run}, headers=H)
+    await master.client.delete(f"/api/v1/runs/{ended}", headers=H)
+    text = (await master.client.get("/metrics", headers=H)).text
+    assert "fleet_runs_live 1.0" in text
+    line = f'fleet_run_tasks{{counter="pending",name="crawl",run="{run}"}} 1.0'
+    assert line in text, text
+    assert ended not in text

@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 from fleet.backends.base import Backend
 from fleet.core.metrics import BUCKETS, merge_histograms, merge_snapshots
 from fleet.core.records import QueueDepths
+from fleet.core.runs import COUNTERS, RunRecord
 from fleet.core.stored import entry_unreadable
 from fleet.master.services.proxy_metrics import ProxySnapshot, gather_proxies, proxy_families
 from fleet.master.services.workers_view import is_up
@@ -90,6 +91,35 @@ class Snapshot:
     types: dict[str, TypeSnapshot] = field(default_factory=dict)
     backend_up: bool = True
     proxies: ProxySnapshot = field(default_factory=ProxySnapshot)
+    #: the live runs among the RUNS_EXAMINED newest, at most TOP_RUNS of them
+    runs: list[RunRecord] = field(default_factory=list)
+    runs_live: int = 0
+
+
+#: Runs exported on /metrics at most (the newest live ones), and runs looked at to
+#: find them: a scrape stays bounded, and so does the label cardinality.
+TOP_RUNS = 50
+RUNS_EXAMINED = 1000
+
+
+async def live_runs(backend: Backend) -> tuple[list[RunRecord], int]:
+    """The newest live runs (at most TOP_RUNS) and how many runs are live among the
+    RUNS_EXAMINED newest."""
+    found: list[RunRecord] = []
+    live = seen = 0
+    after: str | None = None
+    while seen < RUNS_EXAMINED:
+        page = await backend.run_list(after=after, limit=500)
+        seen += len(page.runs)
+        for record in page.runs:
+            if record.state == "running":
+                live += 1
+                if len(found) < TOP_RUNS:
+                    found.append(record)
+        if page.next is None:
+            break
+        after = page.next
+    return found, live
 
 
 def _num(value: Any) -> float:
@@ -133,6 +163,7 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
     entries = await backend.catalog_all()
     pairs = await backend.workers_all()
     snap.proxies = await gather_proxies(backend.proxies)
+    snap.runs, snap.runs_live = await live_runs(backend)
     for t in sorted({*entries, *(t for t, _ in pairs)}):
         ts = snap.types.setdefault(t, TypeSnapshot())
         if (entries.get(t) or {}).get("queue"):
@@ -312,8 +343,24 @@ class _SnapshotCollector(Collector):
         yield from (g_count, g_pending, g_running)
         yield duration
         yield from (p_counter, p_gauge, p_hist)
+        yield from _run_families(snap)
         if snap.backend_up:
             yield from proxy_families(snap.proxies)
+
+
+def _run_families(snap: Snapshot) -> Iterator[Metric]:
+    live = GaugeMetricFamily("fleet_runs_live", f"Runs running, among the {RUNS_EXAMINED} newest")
+    live.add_metric([], float(snap.runs_live))
+    tasks = GaugeMetricFamily(
+        "fleet_run_tasks",
+        f"Counters of the {TOP_RUNS} newest live runs",
+        labels=["run", "name", "counter"],
+    )
+    for record in snap.runs:
+        for counter in COUNTERS:
+            value = float(record.counters.get(counter, 0))
+            tasks.add_metric([record.id, record.name or "", counter], value)
+    yield from (live, tasks)
 
 
 class MasterMetrics:
