@@ -51,6 +51,9 @@ TOPICS: tuple[tuple[Callable[[str], str], str], ...] = (
 )
 #: Always subscribed, so that a fleet with no types yet still has a subscription.
 IDLE_TOPIC = "master.events"
+#: Fleet-wide: a run ended (the memory and SQLite backends publish its record in the
+#: step that ended it); relayed to every client as the event ``run``.
+RUNS_TOPIC = "runs"
 #: Frames a client may have unread before it is cut off.
 MAX_PENDING = 1000
 #: Longest the hub sleeps before it looks at its clients again (a new client
@@ -296,7 +299,7 @@ class EventHub:
 
     async def _subscribe(self, types: set[str]) -> Subscription:
         topics = topic_map(types)
-        sub = await self.backend.subscribe(IDLE_TOPIC, *sorted(topics))
+        sub = await self.backend.subscribe(IDLE_TOPIC, RUNS_TOPIC, *sorted(topics))
         self.subscriptions_opened += 1
         self._outages.recovered("event hub")
         self._types = types
@@ -306,6 +309,11 @@ class EventHub:
         return sub
 
     def _relay(self, message: tuple[str, Any]) -> None:
+        if message[0] == RUNS_TOPIC:
+            frame = format_event("run", message[1])
+            for client in self._clients:
+                client.send(frame)
+            return
         found = self._topics.get(message[0])
         if found is None:
             return
