@@ -54,7 +54,7 @@ async def run(backend: Backend, automation_type: str, ops: list[tuple[Any, ...]]
     seq = itertools.count()
     gen = itertools.count(1)
     # Every other task joins one run (its counters move in the Lua copies too) with a
-    # unique key out of 5 (from the sixth on, duplicates); once the run ended, the
+    # unique key out of 2 (from the third on, duplicates); once the run ended, the
     # pushes into it are refused.
     run_id = await backend.run_create(on_complete={"type": f"{automation_type}-cb"})
     for op in ops:
@@ -72,7 +72,7 @@ async def run(backend: Backend, automation_type: str, ops: list[tuple[Any, ...]]
                         group=group,
                         run=run_id if i % 2 == 0 else None,
                     ),
-                    unique_key=f"k{i // 2 % 5}" if i % 2 == 0 else None,
+                    unique_key=f"k{i // 2 % 2}" if i % 2 == 0 else None,
                 )
                 for i in (next(seq) for _ in range(n))
             ]

@@ -334,6 +334,10 @@ def reserve(
             out.append(res)
         rotating = book.rotating()  # once no group is left in it: batches again
     book.save_turn()
+    tally = runs.RunTally()
+    for res in out:
+        tally.add(res.body.run, "started")
+    tally.flush(conn, automation_type, now, push)
     if book.wake:
         signal(conn, automation_type, book.wake)
     next_due = None
@@ -387,8 +391,6 @@ def _deliver(
         lost = body.evolve(attempt=attempt - 1, last_error=error, failed_at=now)
         bury(conn, automation_type, lost, now)
     else:
-        if body.run is not None:
-            run_event(conn, body.run, automation_type, "started", now)
         return Reservation(body=body, token=token, deadline=deadline)
     return None
 
@@ -412,6 +414,7 @@ def ack(
     out: list[bool] = []
     completed = cancelled = 0
     book = Book(conn, automation_type, now)
+    tally = runs.RunTally()
     for task_id, token in leases:
         row = conn.execute(
             "UPDATE tasks SET state = CASE WHEN cancel THEN 'cancelled' ELSE 'done' END, "
@@ -429,16 +432,9 @@ def ack(
             cancelled += 1
         else:
             completed += 1
-        if row[2] is not None:
-            run_event(
-                conn,
-                row[2],
-                automation_type,
-                "cancelled" if row[0] else "done",
-                now,
-                from_running=True,
-            )
+        tally.add(row[2], "cancelled" if row[0] else "done", True)
         out.append(True)
+    tally.flush(conn, automation_type, now, push)
     records.prune_finished(conn, now, 2 * len(leases))
     count(conn, automation_type, "completed", completed)
     count(conn, automation_type, "cancelled", cancelled)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 from fleet.backends.sqlite import state as st
@@ -139,6 +140,20 @@ def event(
     in this same transaction (``queue.run_event`` does)."""
     if run_id is None:
         return None
+    return events(conn, run_id, automation_type, [(what, from_running)], now)
+
+
+def events(
+    conn: sqlite3.Connection,
+    run_id: str,
+    automation_type: str,
+    moves: list[tuple[RunEvent, bool]],
+    now: float,
+) -> Callback | None:
+    """Several task events of one run in one step (``(event, from_running)`` each):
+    one read and one write of its row, the rule checked once after all of them.
+    The same as one :func:`event` after another when no intermediate state could end
+    the run: what a reserve (``started``) or an ack (``done``, ``cancelled``) moves."""
     row = conn.execute(
         "SELECT state, counters, on_complete FROM runs WHERE id = ?", (run_id,)
     ).fetchone()
@@ -148,9 +163,10 @@ def event(
     data: dict[str, dict[str, int]] = json.loads(raw)
     total = data.setdefault("*", {})
     per_type = data.setdefault(automation_type, {})
-    for name, delta in deltas(what, from_running=from_running):
-        total[name] = total.get(name, 0) + delta
-        per_type[name] = per_type.get(name, 0) + delta
+    for what, from_running in moves:
+        for name, delta in deltas(what, from_running=from_running):
+            total[name] = total.get(name, 0) + delta
+            per_type[name] = per_type.get(name, 0) + delta
     if not ends_now(state, total):
         conn.execute("UPDATE runs SET counters = ? WHERE id = ?", (dumps(data), run_id))
         return None
@@ -159,6 +175,34 @@ def event(
         (dumps(data), now, run_id),
     )
     return ended(conn, run_id, now, None if on_complete is None else json.loads(on_complete))
+
+
+class RunTally:
+    """The ``started``, ``done`` and ``cancelled`` events of one reserve or ack, applied
+    together before its transaction ends (:func:`events`): one read and one write of
+    each run's row however many of its tasks moved."""
+
+    def __init__(self) -> None:
+        self.moves: dict[str, list[tuple[RunEvent, bool]]] = {}
+
+    def add(self, run_id: str | None, what: RunEvent, from_running: bool = False) -> None:
+        if run_id is not None:
+            self.moves.setdefault(run_id, []).append((what, from_running))
+
+    def flush(
+        self,
+        conn: sqlite3.Connection,
+        automation_type: str,
+        now: float,
+        push: Callable[[sqlite3.Connection, str, list[PushRequest], float], Any],
+    ) -> None:
+        """Apply the events; ``push`` (``queue.push``) queues a callback in this
+        transaction when one of the runs ends."""
+        for run_id, moves in self.moves.items():
+            callback = events(conn, run_id, automation_type, moves, now)
+            if callback is not None:
+                push(conn, callback[0], [callback[1]], now)
+        self.moves.clear()
 
 
 def ended(
