@@ -122,6 +122,7 @@ def push(
     """Enqueue ``requests`` (see :meth:`Backend.push`)."""
     ends = _Ends(conn, automation_type)
     book = Book(conn, automation_type, now)
+    tally = runs.RunTally()
     results: list[PushResult] = []
     ready = scheduled = 0
     for req in requests:
@@ -166,8 +167,7 @@ def push(
         if not inserted:
             results.append(PushResult(body.id, queued=False, duplicate=True))
             continue
-        if body.run is not None:
-            run_event(conn, body.run, automation_type, "queued", now)
+        tally.add(body.run, "queued")
         if not delayed:
             book.joined(body.group, tier)
         if key is not None:
@@ -182,6 +182,7 @@ def push(
         else:
             ready += 1
         results.append(PushResult(body.id, queued=True, duplicate=False))
+    tally.flush(conn, automation_type, now, push)
     count(conn, automation_type, "submitted", ready + scheduled)
     n = signal(conn, automation_type, ready + scheduled) if ready + scheduled else 0
     return Pushed(results, n, ready)

@@ -153,7 +153,8 @@ def events(
     """Several task events of one run in one step (``(event, from_running)`` each):
     one read and one write of its row, the rule checked once after all of them.
     The same as one :func:`event` after another when no intermediate state could end
-    the run: what a reserve (``started``) or an ack (``done``, ``cancelled``) moves."""
+    the run: what a push (``queued``), a reserve (``started``) or an ack (``done``,
+    ``cancelled``) moves."""
     row = conn.execute(
         "SELECT state, counters, on_complete FROM runs WHERE id = ?", (run_id,)
     ).fetchone()
@@ -178,9 +179,10 @@ def events(
 
 
 class RunTally:
-    """The ``started``, ``done`` and ``cancelled`` events of one reserve or ack, applied
-    together before its transaction ends (:func:`events`): one read and one write of
-    each run's row however many of its tasks moved."""
+    """The ``queued`` events of one push, or the ``started``, ``done`` and ``cancelled``
+    events of one reserve or ack, applied together before its transaction ends
+    (:func:`events`): one read and one write of each run's row however many of its
+    tasks moved."""
 
     def __init__(self) -> None:
         self.moves: dict[str, list[tuple[RunEvent, bool]]] = {}
