@@ -39,7 +39,7 @@ from fleet.core.submission import make_push_request
 
 async def main(url, n, slots):
     b = await open_backend(url)
-    await b.configs.set("noop", {"slots": slots})
+    await b.config_set("noop", {"slots": slots})
     cpu0, t0 = time.process_time(), time.perf_counter()
     for i in range(n):
         await b.push_one("noop", make_push_request({"i": i}))

@@ -106,7 +106,7 @@ async def _scenario(
     ledger: Path,
     tmp_path: Path,
 ) -> None:
-    await backend.configs.set(
+    await backend.config_set(
         TYPE,
         {
             "slots": 3,

@@ -310,6 +310,20 @@ def config_override_pattern(automation_type: str) -> str:
     return f"{_glob_escape(config(automation_type))}:w:*"
 
 
+# ------------------------------------------------------------------ runs
+# The queue scripts build the same names from the fixed prefix (lua/run_common.lua).
+
+#: Prefix of a run's keys: ``fleet:run:<id>`` (hash), ``:live`` (set), ``:keys:<n>``.
+RUN_PREFIX = "fleet:run:"
+#: Sorted set run id -> creation time: the listing of runs, newest first.
+RUN_INDEX = "fleet:runs"
+
+
+def run(run_id: str) -> str:
+    """``fleet:run:<id>``: a run's hash (state, name, oc, times, c:/t: counters)."""
+    return RUN_PREFIX + run_id
+
+
 def _glob_escape(text: str) -> str:
     """Escape SCAN MATCH metacharacters so a type name matches literally."""
     out = []

@@ -18,14 +18,8 @@ from fleet.core.capabilities.runs import Runs
 from fleet.core.records import dumps, new_id, now
 from fleet.core.runs import COUNTERS, RunCancel, RunPage, RunRecord, run_ttl, zero_counters
 
-RUN_PREFIX = "fleet:run:"
-#: Sorted set run id -> creation time: the listing, newest first.
-RUN_INDEX = "fleet:runs"
-
-
-def run_key(run_id: str) -> str:
-    """``fleet:run:<id>``: the run's hash (state, counters, ...)."""
-    return RUN_PREFIX + run_id
+RUN_INDEX = keys.RUN_INDEX
+run_key = keys.run
 
 
 def _record(run_id: str, h: dict[str, str]) -> RunRecord:
@@ -126,4 +120,4 @@ def _hash(flat: Any) -> dict[str, str]:
     return {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}
 
 
-__all__ = ["RUN_INDEX", "RUN_PREFIX", "RunOps", "run_key"]
+__all__ = ["RUN_INDEX", "RunOps", "run_key"]
