@@ -1,11 +1,12 @@
-"""The event stream relays a run's end as the event ``run`` (SQLite; memory publishes
-the same topic; Redis does not publish it yet)."""
+"""The event stream relays a run's end (done, or cancelled) as the event ``run``, on
+SQLite and Redis (memory publishes the same topic)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import httpx
+import pytest
 
 from fleet.backends import open_backend
 from fleet.core.submission import make_push_request
@@ -16,9 +17,13 @@ from tests.master.test_metrics_events import EventReader
 H = auth(ADMIN)
 
 
-async def test_a_run_ending_is_an_event(live_factory: Any, sqlite_url: str) -> None:
-    live = live_factory(sqlite_url, sweeper=False)
-    worker_side = await open_backend(sqlite_url)
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+async def test_a_run_ending_is_an_event(
+    live_factory: Any, sqlite_url: str, request: pytest.FixtureRequest, kind: str
+) -> None:
+    url = sqlite_url if kind == "sqlite" else request.getfixturevalue("redis_url")
+    live = live_factory(url, sweeper=False)
+    worker_side = await open_backend(url)
     try:
         async with (
             httpx.AsyncClient(base_url=live.url, headers=H, timeout=30) as client,
@@ -33,5 +38,10 @@ async def test_a_run_ending_is_an_event(live_factory: Any, sqlite_url: str) -> N
             ended = await events.next("run")
             assert ended["run_id"] == run and ended["event"] == "ended"
             assert ended["state"] == "done" and ended["counters"]["done"] == 1
+            assert ended["by_type"][SCRAPE]["done"] == 1 and ended["name"] == "r"
+            cancelled = (await client.post("/api/v1/runs", json={})).json()["run_id"]
+            await client.delete(f"/api/v1/runs/{cancelled}")
+            ended = await events.next("run")
+            assert ended["run_id"] == cancelled and ended["state"] == "cancelled"
     finally:
         await worker_side.close()

@@ -317,6 +317,9 @@ def config_override_pattern(automation_type: str) -> str:
 RUN_PREFIX = "fleet:run:"
 #: Sorted set run id -> creation time: the listing of runs, newest first.
 RUN_INDEX = "fleet:runs"
+#: String: the event channel prefix of this database (``event_prefix``), where the
+#: script that ends a run publishes it (a script cannot tell its database).
+RUN_CHANNEL = "fleet:runs:channel"
 
 
 def run(run_id: str) -> str:

@@ -62,6 +62,8 @@ class RunOps(RedisCore, Runs):
         with self._guard():
             await self._lane.execute("HSET", run_key(run_id), *fields)
             await self._lane.execute("ZADD", RUN_INDEX, repr(t), run_id)
+            # Where the script that ends the run publishes it (its database's prefix).
+            await self._lane.execute("SET", keys.RUN_CHANNEL, keys.event_prefix(self._endpoint.db))
             await self._prune(t)
         return run_id
 
@@ -111,7 +113,14 @@ class RunOps(RedisCore, Runs):
                 if outcome == "cancelling":
                     stopping.append((automation_type, task_id))
         record = await self.run_get(run_id)
-        return None if record is None else RunCancel(record, tuple(stopping))
+        if record is None:
+            return None
+        if answer[0] == "running":
+            message = dumps({"event": "ended", **record.to_dict()})
+            channel = keys.event_channel("runs", self._endpoint.db)
+            with self._guard():
+                await self._lane.execute("PUBLISH", channel, message)
+        return RunCancel(record, tuple(stopping))
 
 
 def _hash(flat: Any) -> dict[str, str]:

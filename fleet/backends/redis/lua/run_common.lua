@@ -122,6 +122,41 @@ local function run_callback(rn, key, oc_json, now)
   if redis.call('LLEN', q .. ':wake') < WAKE_CAP then redis.call('LPUSH', q .. ':wake', '1') end
 end
 
+-- Publish a run's end (topic runs, as memory and SQLite do) on the channel prefix of
+-- this database, which run_create stores in fleet:runs:channel (a script cannot
+-- tell its database number); the message is the run's record and event: ended.
+local RUN_COUNTERS = {'submitted', 'pending', 'running', 'done', 'dead', 'cancelled',
+  'expired', 'duplicates'}
+
+local function run_publish(rn, key)
+  local prefix = redis.call('GET', 'fleet:runs:channel')
+  if not prefix then return end
+  local flat = redis.call('HGETALL', key)
+  local h = {}
+  for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
+  local counters, by_type = {}, {}
+  for _, name in ipairs(RUN_COUNTERS) do counters[name] = tonumber(h['c:' .. name]) or 0 end
+  for field, value in pairs(h) do
+    local t, name = string.match(field, '^t:(.*):([^:]*)$')
+    if t then
+      if not by_type[t] then
+        by_type[t] = {}
+        for _, n in ipairs(RUN_COUNTERS) do by_type[t][n] = 0 end
+      end
+      by_type[t][name] = tonumber(value) or 0
+    end
+  end
+  local oc = cjson.null
+  if h.oc then
+    local ok, decoded = pcall(cjson.decode, h.oc)
+    if ok then oc = decoded end
+  end
+  local msg = {event = 'ended', run_id = rn, name = h.name or cjson.null, state = h.state,
+               on_complete = oc, created_at = tonumber(h.created_at),
+               finished_at = tonumber(h.finished_at), counters = counters, by_type = by_type}
+  redis.call('PUBLISH', prefix .. 'runs', cjson.encode(msg))
+end
+
 -- End a run (state done or cancelled) at now: its keys go, everything of it
 -- expires RUN_TTL_MS from now, and a run that ended done pushes its callback.
 local function run_end(rn, key, state, now)
@@ -133,6 +168,7 @@ local function run_end(rn, key, state, now)
     local oc = redis.call('HGET', key, 'oc')
     if oc then run_callback(rn, key, oc, now) end
   end
+  run_publish(rn, key)
 end
 
 -- One event of task `id` (of this script's type) of run `rn` (nothing if nil or
