@@ -39,7 +39,12 @@ from fleet.core.submission import make_push_request
 
 async def main(url, n, slots):
     b = await open_backend(url)
-    await b.config_set("noop", {"slots": slots})
+    # Either side of the capability objects (older checkouts: b.config_set).
+    configs = getattr(b, "configs", None)
+    if configs is not None:
+        await configs.set("noop", {"slots": slots})
+    else:
+        await b.config_set("noop", {"slots": slots})
     cpu0, t0 = time.process_time(), time.perf_counter()
     for i in range(n):
         await b.push_one("noop", make_push_request({"i": i}))
