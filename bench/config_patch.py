@@ -71,7 +71,7 @@ async def one_size(url: str, workers: int, patches: int) -> tuple[float, float, 
         for i in range(workers):
             wid = f"w{i}"
             await b.worker_register(TYPE, wid, {})
-            await b.worker_config_put(TYPE, wid, {}, await b.next_generation(TYPE))
+            await b.configs.put_desired(TYPE, wid, {}, await b.configs.next_generation(TYPE))
     settings = Settings(backend_url=url, admin_token=TOKEN)
     app = create_app(settings, plugins=False, sweeper=False)
     lat: list[float] = []

@@ -86,7 +86,7 @@ async def enqueue_bulk(n: int) -> None:
 async def setup() -> None:
     backend = await _get()
     # the worker reads its slots from the type-wide config
-    await backend.config_set(TYPE, {"slots": int(SLOTS)})
+    await backend.configs.set(TYPE, {"slots": int(SLOTS)})
 
 
 if __name__ == "__main__":

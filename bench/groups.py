@@ -138,7 +138,7 @@ from fleet.core.records import PushRequest, TaskBody, new_id, now
 
 async def main(url, n, groups):
     b = await open_backend(url)
-    await b.config_set("noop", {"slots": 10})
+    await b.configs.set("noop", {"slots": 10})
     t = now()
     reqs = [PushRequest(TaskBody(id=new_id(), payload={"i": i}, enqueued_at=t,
             group=None if groups == 0 else f"g{i % groups}")) for i in range(n)]

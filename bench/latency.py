@@ -33,7 +33,7 @@ async def main(args: argparse.Namespace) -> None:
     with redis_server(args.url) as url:
         backend = await open_backend(url)
         await backend.purge_type(TYPE)
-        await backend.config_set(TYPE, {"slots": args.slots})
+        await backend.configs.set(TYPE, {"slots": args.slots})
         r = backend._r  # type: ignore[attr-defined]  # the bench reads its own list
         await r.delete(LAT_KEY)
         worker = spawn(worker_cmd(url, "latency_plugin", TYPE), env={"REDIS_URL": url})

@@ -48,7 +48,7 @@ async def idle_worker(
     backend: Any, r: Any, url: str, slots: int, seconds: float, settle: float
 ) -> None:
     await backend.purge_type("noop")
-    await backend.config_set("noop", {"slots": slots})
+    await backend.configs.set("noop", {"slots": slots})
     worker = spawn(worker_cmd(url, "noop_plugin", "noop", "idle"), env={"REDIS_URL": url})
     try:
         await asyncio.sleep(settle)  # start-up: registration, first config read, first reserve

@@ -35,7 +35,7 @@ async def drain(tasks: int, procs: int, slots: int) -> None:
     with tempfile.TemporaryDirectory(prefix="fleet-sqlite-bench-") as tmp:
         url = f"sqlite:///{tmp}/fleet.db"
         backend = await open_backend(url)
-        await backend.config_set(TYPE, {"slots": slots})
+        await backend.configs.set(TYPE, {"slots": slots})
         for start in range(0, tasks, 1000):
             chunk = [make_push_request({"i": i}) for i in range(start, min(tasks, start + 1000))]
             await backend.push(TYPE, chunk)

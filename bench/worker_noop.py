@@ -54,7 +54,7 @@ async def measure(url: str, tasks: int, slots: int) -> tuple[float, float]:
 
     backend = await open_backend(url)
     await backend.purge_type(TYPE)
-    await backend.config_set(TYPE, {"slots": slots})
+    await backend.configs.set(TYPE, {"slots": slots})
     for start in range(0, tasks, 5000):
         chunk = [make_push_request({"i": i}) for i in range(start, min(tasks, start + 5000))]
         await backend.push(TYPE, chunk)

@@ -58,7 +58,6 @@ class Backend(
     ScheduleStore,
     Events,
     FleetState,
-    Configs,
     abc.ABC,
 ):
     """Storage for queues, streams, pools, primitives, limiters, events and fleet state.
@@ -74,6 +73,8 @@ class Backend(
     """
 
     url: str
+    #: Configs and their generations (:class:`~fleet.core.capabilities.Configs`).
+    configs: Configs
     #: The limiters of ``ctx.limit`` (:class:`~fleet.core.capabilities.Limiters`).
     limits: Limiters
     #: Proxy health (:class:`~fleet.core.capabilities.ProxyHealth`).

@@ -213,7 +213,7 @@ def worker_record(
 
 def desired_config(config: object, gen: object) -> tuple[dict[str, Any] | None, int]:
     """A worker's stored desired config and generation, as
-    :meth:`~fleet.core.capabilities.Configs.worker_config_get` answers them:
+    :meth:`~fleet.core.capabilities.Configs.desired` answers them:
     ``(None, 0)`` when there is none, and also when either cannot be read (so the
     worker writes its own back, as after a data loss)."""
     if config is None or config == "" or config == b"":

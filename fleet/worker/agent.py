@@ -324,7 +324,7 @@ class Worker:
         registration and state were just written by the heartbeat itself."""
         t = runner.automation_type
         if runner.held_gen > 0:
-            _, gen = await self.backend.worker_config_get(t, self.worker_id)
+            _, gen = await self.backend.configs.desired(t, self.worker_id)
             if gen < runner.held_gen:
                 await runner.restore_config(gen)  # sets runner.lost_data
         if await self.backend.catalog_get(t) is None:

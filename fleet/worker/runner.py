@@ -190,18 +190,18 @@ class TypeRunner:
             BackendError: The backend failed (the caller retries later).
         """
         b, t, wid = self.backend, self.automation_type, self.worker_id
-        book = await b.config_book(t, [wid])
+        book = await b.configs.book(t, [wid])
         action = config_action(self.held_gen, book.gen(wid))
         if action == "ignore":
             return
         merged, gen = book.merged(wid), book.gen(wid)
         if action == "initialize":
-            gen = await b.next_generation(t)
+            gen = await b.configs.next_generation(t)
         # Only this worker writes its desired config; one it wrote in an earlier
         # life under a newer generation is stamped again above it.
-        if not await b.worker_config_put(t, wid, merged, gen):
-            gen = await b.next_generation(t, floor=gen)
-            await b.worker_config_put(t, wid, merged, gen)
+        if not await b.configs.put_desired(t, wid, merged, gen):
+            gen = await b.configs.next_generation(t, floor=gen)
+            await b.configs.put_desired(t, wid, merged, gen)
         if self.apply(merged, gen):
             # What the config was made of, to put back if the backend loses it.
             self.config_sources = (book.type_wide, book.override(wid))
@@ -222,12 +222,12 @@ class TypeRunner:
             self.held_gen,
         )
         type_wide, override = self.config_sources
-        if type_wide and not await b.config_get(t):
-            await b.config_set(t, type_wide)
-        if override and not await b.config_get(t, wid):
-            await b.config_set(t, override, wid)
-        await b.next_generation(t, floor=self.held_gen)
-        await b.worker_config_put(t, wid, self.raw_config, self.held_gen)
+        if type_wide and not await b.configs.get(t):
+            await b.configs.set(t, type_wide)
+        if override and not await b.configs.get(t, wid):
+            await b.configs.set(t, override, wid)
+        await b.configs.next_generation(t, floor=self.held_gen)
+        await b.configs.put_desired(t, wid, self.raw_config, self.held_gen)
         await self.publish_limits()
 
     async def publish_limits(self) -> None:

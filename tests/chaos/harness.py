@@ -116,7 +116,7 @@ class ChaosFleet:
         """The type's config, before any worker starts (so each one starts with it)."""
         async with await open_backend(self.url) as b:
             base = {"slots": self.slots, "visibility_seconds": VISIBILITY, "max_attempts": 3}
-            await b.config_set(TYPE, {**base, **config})
+            await b.configs.set(TYPE, {**base, **config})
 
     def start_master(self) -> None:
         self.master = MasterProcess(self.url, self.dir, sweep_seconds=0.5)

@@ -39,7 +39,7 @@ async def _worker(backend: Backend, worker_id: str = "w1", t: str = TYPE) -> Non
     await backend.worker_register(t, worker_id, HW)
     await backend.worker_set_state(t, worker_id, {"state": "RUNNING", "last_seen": "100.5"})
     await backend.worker_put_stats(t, worker_id, {"slots": {"busy": 1, "total": 2}})
-    assert await backend.worker_config_put(t, worker_id, {"slots": 2}, 5)
+    assert await backend.configs.put_desired(t, worker_id, {"slots": 2}, 5)
 
 
 # ------------------------------------------------------------------ catalog
@@ -95,7 +95,7 @@ async def test_an_unreadable_worker_part_is_named_and_the_rest_read(
     assert await backend.workers_all() == [(TYPE, "w1"), (TYPE, "w2")]
     # A desired config or generation that cannot be read is answered as none, so
     # that the worker writes its own back.
-    desired = await backend.worker_config_get(TYPE, "w1")
+    desired = await backend.configs.desired(TYPE, "w1")
     assert desired == ((None, 0) if part in ("config", "gen") else ({"slots": 2}, 5))
 
 
@@ -126,15 +126,15 @@ async def test_the_next_write_of_each_part_replaces_an_unreadable_one(backend: B
     await backend.worker_put_stats(TYPE, "w1", {"ts": 2})
     # a desired config with any generation replaces one that cannot be read, even a
     # generation lower than the one stored before
-    assert await backend.worker_config_put(TYPE, "w1", {"slots": 3}, 2)
+    assert await backend.configs.put_desired(TYPE, "w1", {"slots": 3}, 2)
     rec = await backend.worker_get(TYPE, "w1")
     assert rec is not None and rec.unreadable == ()
     assert (rec.hardware, rec.config, rec.gen) == (HW, {"slots": 3}, 2)
     assert rec.state == {"state": "IDLE", "last_seen": "200"}
     assert rec.stats == {"ts": 2}
     # and once readable, generations are compared again
-    assert not await backend.worker_config_put(TYPE, "w1", {"slots": 4}, 2)
-    assert await backend.worker_config_get(TYPE, "w1") == ({"slots": 3}, 2)
+    assert not await backend.configs.put_desired(TYPE, "w1", {"slots": 4}, 2)
+    assert await backend.configs.desired(TYPE, "w1") == ({"slots": 3}, 2)
 
 
 async def test_an_unreadable_config_alone_is_replaced_by_the_same_generation(
@@ -143,8 +143,8 @@ async def test_an_unreadable_config_alone_is_replaced_by_the_same_generation(
     await _worker(backend, "w1")
     _planter(backend).worker(TYPE, "w1", "config", NOT_UTF8)
     # the generation (5) is intact: a write-back of the held generation must land
-    assert await backend.worker_config_put(TYPE, "w1", {"slots": 2}, 5)
-    assert await backend.worker_config_get(TYPE, "w1") == ({"slots": 2}, 5)
+    assert await backend.configs.put_desired(TYPE, "w1", {"slots": 2}, 5)
+    assert await backend.configs.desired(TYPE, "w1") == ({"slots": 2}, 5)
 
 
 # ------------------------------------------------------------------ dead letters

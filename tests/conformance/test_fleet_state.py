@@ -57,12 +57,12 @@ async def test_forget(backend: Backend) -> None:
     await backend.worker_register("t", "w2", HW)
     await backend.worker_set_state("t", "w1", {"state": "IDLE"})
     await backend.worker_put_stats("t", "w1", {"ts": 1})
-    await backend.worker_config_put("t", "w1", {"slots": 1}, 1)
+    await backend.configs.put_desired("t", "w1", {"slots": 1}, 1)
     await backend.worker_forget("t", "w1")
     assert await backend.worker_get("t", "w1") is None
     assert await backend.worker_ids("t") == ["w2"]
     assert await backend.workers_all() == [("t", "w2")]
-    assert await backend.worker_config_get("t", "w1") == (None, 0)
+    assert await backend.configs.desired("t", "w1") == (None, 0)
     # Registering again starts from scratch.
     await backend.worker_register("t", "w1", HW)
     rec = await backend.worker_get("t", "w1")
@@ -70,36 +70,36 @@ async def test_forget(backend: Backend) -> None:
 
 
 async def test_type_wide_config_and_override(backend: Backend) -> None:
-    assert await backend.config_get("t") == {}
-    assert await backend.config_get("t", "w1") == {}
-    await backend.config_set("t", {"slots": 4, "extra": {"a": 1}})
-    await backend.config_set("t", {"slots": 8}, worker_id="w1")
-    assert await backend.config_get("t") == {"slots": 4, "extra": {"a": 1}}
-    assert await backend.config_get("t", "w1") == {"slots": 8}
-    assert await backend.config_get("t", "w2") == {}
-    await backend.config_set("t", {"enabled": False})
-    assert await backend.config_get("t") == {"enabled": False}  # replaced, not merged
-    assert await backend.config_get("u") == {}
+    assert await backend.configs.get("t") == {}
+    assert await backend.configs.get("t", "w1") == {}
+    await backend.configs.set("t", {"slots": 4, "extra": {"a": 1}})
+    await backend.configs.set("t", {"slots": 8}, worker_id="w1")
+    assert await backend.configs.get("t") == {"slots": 4, "extra": {"a": 1}}
+    assert await backend.configs.get("t", "w1") == {"slots": 8}
+    assert await backend.configs.get("t", "w2") == {}
+    await backend.configs.set("t", {"enabled": False})
+    assert await backend.configs.get("t") == {"enabled": False}  # replaced, not merged
+    assert await backend.configs.get("u") == {}
 
 
 async def test_next_generation_is_monotonic_per_type(backend: Backend) -> None:
-    assert [await backend.next_generation("t") for _ in range(3)] == [1, 2, 3]
-    assert await backend.next_generation("u") == 1
+    assert [await backend.configs.next_generation("t") for _ in range(3)] == [1, 2, 3]
+    assert await backend.configs.next_generation("u") == 1
 
 
 async def test_next_generation_unique_under_concurrency(backend: Backend) -> None:
-    gens = await asyncio.gather(*(backend.next_generation("t") for _ in range(30)))
+    gens = await asyncio.gather(*(backend.configs.next_generation("t") for _ in range(30)))
     assert sorted(gens) == list(range(1, 31))
 
 
 async def test_worker_config_put_only_with_higher_gen(backend: Backend) -> None:
-    assert await backend.worker_config_get("t", "w1") == (None, 0)
-    assert await backend.worker_config_put("t", "w1", {"slots": 2}, 5)
-    assert await backend.worker_config_get("t", "w1") == ({"slots": 2}, 5)
-    assert not await backend.worker_config_put("t", "w1", {"slots": 3}, 5)
-    assert not await backend.worker_config_put("t", "w1", {"slots": 3}, 4)
-    assert await backend.worker_config_get("t", "w1") == ({"slots": 2}, 5)
-    assert await backend.worker_config_put("t", "w1", {"slots": 9}, 6)
+    assert await backend.configs.desired("t", "w1") == (None, 0)
+    assert await backend.configs.put_desired("t", "w1", {"slots": 2}, 5)
+    assert await backend.configs.desired("t", "w1") == ({"slots": 2}, 5)
+    assert not await backend.configs.put_desired("t", "w1", {"slots": 3}, 5)
+    assert not await backend.configs.put_desired("t", "w1", {"slots": 3}, 4)
+    assert await backend.configs.desired("t", "w1") == ({"slots": 2}, 5)
+    assert await backend.configs.put_desired("t", "w1", {"slots": 9}, 6)
     await backend.worker_register("t", "w1", HW)
     rec = await backend.worker_get("t", "w1")
     assert rec is not None and (rec.config, rec.gen) == ({"slots": 9}, 6)
@@ -107,10 +107,10 @@ async def test_worker_config_put_only_with_higher_gen(backend: Backend) -> None:
 
 async def test_worker_config_put_races_keep_highest(backend: Backend) -> None:
     results = await asyncio.gather(
-        *(backend.worker_config_put("t", "w1", {"g": g}, g) for g in (3, 1, 7, 2, 7, 5))
+        *(backend.configs.put_desired("t", "w1", {"g": g}, g) for g in (3, 1, 7, 2, 7, 5))
     )
     assert any(results)
-    assert await backend.worker_config_get("t", "w1") == ({"g": 7}, 7)
+    assert await backend.configs.desired("t", "w1") == ({"g": 7}, 7)
 
 
 # ------------------------------------------------------------ catalog
@@ -146,9 +146,9 @@ async def test_returned_values_are_copies(backend: Backend) -> None:
 async def test_next_generation_floor_keeps_generations_from_going_backwards(
     backend: Backend,
 ) -> None:
-    assert await backend.next_generation("t") == 1
+    assert await backend.configs.next_generation("t") == 1
     # The backend lost its data while a worker holds generation 7: the next is above it.
-    assert await backend.next_generation("t", floor=7) == 8
-    assert await backend.next_generation("t", floor=3) == 9  # a lower floor changes nothing
-    assert await backend.next_generation("u", floor=5) == 6  # a counter that did not exist
-    assert await backend.next_generation("t") == 10
+    assert await backend.configs.next_generation("t", floor=7) == 8
+    assert await backend.configs.next_generation("t", floor=3) == 9  # a lower floor changes nothing
+    assert await backend.configs.next_generation("u", floor=5) == 6  # a counter that did not exist
+    assert await backend.configs.next_generation("t") == 10

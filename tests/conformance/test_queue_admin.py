@@ -292,10 +292,12 @@ async def test_purge_type_removes_everything_of_the_type(backend: Backend) -> No
     await backend.nack(TYPE, dead.body.id, dead.token, delay_seconds=0, dead=True)
     await backend.stream_push(TYPE, {"x": 1}, worker_id="w1")
     await backend.catalog_put(TYPE, {"config": {}})
-    await backend.config_set(TYPE, {"slots": 2})
-    await backend.config_set(TYPE, {"slots": 3}, worker_id="w1")
+    await backend.configs.set(TYPE, {"slots": 2})
+    await backend.configs.set(TYPE, {"slots": 3}, worker_id="w1")
     await backend.worker_register(TYPE, "w1", {"host": "h"})
-    await backend.worker_config_put(TYPE, "w1", {"slots": 3}, await backend.next_generation(TYPE))
+    await backend.configs.put_desired(
+        TYPE, "w1", {"slots": 3}, await backend.configs.next_generation(TYPE)
+    )
     await push(backend, "other", type_="other-type")
     await backend.worker_register("other-type", "w1", {"host": "h"})
 
@@ -309,8 +311,8 @@ async def test_purge_type_removes_everything_of_the_type(backend: Backend) -> No
     assert await backend.ack(TYPE, [("p", got["p"].token)]) == [False]
     assert await backend.stream_len(TYPE) == 0
     assert await backend.catalog_get(TYPE) is None
-    assert await backend.config_get(TYPE) == {}
-    assert await backend.config_get(TYPE, "w1") == {}
+    assert await backend.configs.get(TYPE) == {}
+    assert await backend.configs.get(TYPE, "w1") == {}
     assert await backend.worker_ids(TYPE) == []
     assert await backend.worker_get(TYPE, "w1") is None
     assert await backend.workers_all() == [("other-type", "w1")]

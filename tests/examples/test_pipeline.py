@@ -47,7 +47,7 @@ async def running_worker(
 async def test_scrapes_trigger_a_harvest_then_emit_and_a_broken_page_dies(
     demo_site: DemoSite, mem_backend: Backend
 ) -> None:
-    await mem_backend.config_set("cf-scraper", {"slots": 3})
+    await mem_backend.configs.set("cf-scraper", {"slots": 3})
 
     def scrape(page: int, attempts: int) -> PushRequest:
         return make_push_request({"url": f"{demo_site.url}/products/{page}"}, max_attempts=attempts)
@@ -85,7 +85,7 @@ async def test_scrapes_trigger_a_harvest_then_emit_and_a_broken_page_dies(
 async def test_pinger_runs_in_a_worker_slot_until_the_worker_stops(
     demo_site: DemoSite, mem_backend: Backend
 ) -> None:
-    await mem_backend.config_set(
+    await mem_backend.configs.set(
         "pinger", {"url": f"{demo_site.url}/health", "interval_seconds": 0.05}
     )
     async with running_worker(mem_backend, [Pinger]):

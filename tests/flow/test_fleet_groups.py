@@ -79,7 +79,7 @@ async def test_three_workers_keep_every_group_limit(shared_url: str, tmp_path: P
     ledger = tmp_path / "ledger.jsonl"
     env = fleet_env(FLEET_FLOW_LEDGER=str(ledger), FLEET_ENTRY_POINTS="0")
     async with await open_backend(url) as b:
-        await b.config_set(TYPE, {"slots": 6, "visibility_seconds": 30, "group_concurrency": 2})
+        await b.configs.set(TYPE, {"slots": 6, "visibility_seconds": 30, "group_concurrency": 2})
         await b.group_set(TYPE, "rated", GroupSettings(rate="5/s", concurrency=4))
         await b.group_set(TYPE, "held", GroupSettings(paused=True))
         with worker_processes(url, PLUGIN, TYPE, WORKERS, tmp_path, env):

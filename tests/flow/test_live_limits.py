@@ -44,7 +44,7 @@ async def test_a_patched_cap_holds_from_the_next_reserve(shared_url: str, tmp_pa
     rounds: dict[str, tuple[int, int]] = {}  # task id -> (round, cap)
     b: Backend
     async with await open_backend(url) as b, master.client() as http:
-        await b.config_set(TYPE, {"slots": 5, "visibility_seconds": 30})
+        await b.configs.set(TYPE, {"slots": 5, "visibility_seconds": 30})
         try:
             with worker_processes(url, PLUGIN, TYPE, WORKERS, tmp_path, env):
                 await wait_up(b, TYPE, WORKERS, http)

@@ -50,7 +50,7 @@ async def fleet(backend_url: str) -> AsyncIterator[tuple[InProcess, Planter]]:
         await b.worker_register(GOOD, wid, {"host": "h", "pid": 7})
         await b.worker_set_state(GOOD, wid, {"state": "RUNNING", "last_seen": str(time.time())})
         await b.worker_put_stats(GOOD, wid, {"slots": {"busy": 0, "total": 1}})
-        assert await b.worker_config_put(GOOD, wid, {"slots": 1}, 3)
+        assert await b.configs.put_desired(GOOD, wid, {"slots": 1}, 3)
     await b.worker_register(BAD, "w-of-bad", {"host": "h"})
     await b.push(GOOD, [PushRequest(TaskBody(id="dead-ok", payload={"url": "u"}, max_attempts=1))])
     (res,) = await b.reserve(GOOD)

@@ -115,11 +115,11 @@ async def test_config_patch_bumps_generations_and_keeps_overrides(master: InProc
         _topic, message = await sub.__anext__()
         assert message == {"worker_id": None, "gen": body["gen"]}
     # One write for the type; each worker merges and writes its own desired config.
-    book = await b.config_book(SCRAPE, ["w1", "w2"])
+    book = await b.configs.book(SCRAPE, ["w1", "w2"])
     assert book.gen("w1") == book.gen("w2") == body["gen"]
     assert book.merged("w1") == {"slots": 3, "user_agent": "ua"}
     assert book.merged("w2") == {"slots": 7, "user_agent": "ua"}  # the override survives
-    assert await b.worker_config_get(SCRAPE, "w1") == (None, 0)  # only the worker writes it
+    assert await b.configs.desired(SCRAPE, "w1") == (None, 0)  # only the worker writes it
     r = await master.client.get(f"{A}/workers/w2", headers=H)
     assert r.json()["config"]["desired"] == {"slots": 7, "user_agent": "ua"}
     assert r.json()["config"]["desired_gen"] == body["gen"]
@@ -152,8 +152,8 @@ async def test_invalid_config_is_422_and_nothing_changes(master: InProcess) -> N
         assert r.json()["detail"][0]["loc"] == loc
     r = await master.client.patch(f"{A}/workers/w1/config", json={"max_attempts": 0}, headers=H)
     assert r.status_code == 422
-    assert await b.config_get(SCRAPE) == {}
-    assert await b.worker_config_get(SCRAPE, "w1") == (None, 0)
+    assert await b.configs.get(SCRAPE) == {}
+    assert await b.configs.desired(SCRAPE, "w1") == (None, 0)
 
 
 async def test_required_plugin_fields_are_reported_missing(master: InProcess) -> None:
@@ -164,7 +164,7 @@ async def test_required_plugin_fields_are_reported_missing(master: InProcess) ->
     assert r.json()["missing"] == []
     # Shown masked (a key naming a secret), stored as sent.
     assert r.json()["config"] == {"slots": 2, "api_key": "********"}
-    assert await master.backend.config_get(LOOP) == {"slots": 2, "api_key": "k"}
+    assert await master.backend.configs.get(LOOP) == {"slots": 2, "api_key": "k"}
     r = await master.client.patch(f"{path}/config?replace=true", json={"slots": 1}, headers=H)
     assert r.json()["config"] == {"slots": 1}
 
@@ -260,12 +260,12 @@ async def test_override_for_a_worker_not_registered_yet_is_kept(master: InProces
     r = await master.client.patch(f"{A}/workers/later/config", json={"slots": 9}, headers=H)
     assert r.status_code == 200
     assert r.json()["gen"] == 0 and r.json()["workers"] == []
-    assert await b.config_get(SCRAPE, "later") == {"slots": 9}
-    assert await b.worker_config_get(SCRAPE, "later") == (None, 0)
+    assert await b.configs.get(SCRAPE, "later") == {"slots": 9}
+    assert await b.configs.desired(SCRAPE, "later") == (None, 0)
     # A later type-wide PATCH keeps it for when the worker registers.
     await register_worker(b, "later")
     r = await master.client.patch(f"{A}/config", json={"user_agent": "x"}, headers=H)
-    book = await b.config_book(SCRAPE, ["later"])
+    book = await b.configs.book(SCRAPE, ["later"])
     assert book.merged("later") == {"user_agent": "x", "slots": 9}
     assert book.gen("later") == r.json()["gen"]
 

@@ -157,7 +157,7 @@ async def test_a_crawl_run_ends_once_through_a_worker_kill(
     try:
         await master.wait_ready()
         async with await open_backend(url) as b:
-            await b.config_set("crawl-page", {"slots": 4, "visibility_seconds": 10})
+            await b.configs.set("crawl-page", {"slots": 4, "visibility_seconds": 10})
             workers = [start_worker(url, w, env, tmp_path) for w in ("w1", "w2")]
             run = cli(user, lines[1].split("=", 1)[1].strip("$()"), site).strip()
             cli(user, lines[2], site, run)

@@ -145,8 +145,8 @@ async def setup(backend: Backend) -> None:
              "queue": {"name": GHOST, "payload": {"type": "object"}}, "stream": None,
              "pools": {}}  # fmt: skip
     await backend.catalog_put(GHOST, entry)
-    await backend.config_set(GHOST, CONFIG)
-    await backend.config_set(GHOST, {"proxy_url": FORMS[1]}, "w1")
+    await backend.configs.set(GHOST, CONFIG)
+    await backend.configs.set(GHOST, {"proxy_url": FORMS[1]}, "w1")
     await backend.worker_register(GHOST, "w1", {"host": "h"})
     await backend.worker_set_state(
         GHOST,
@@ -158,7 +158,7 @@ async def setup(backend: Backend) -> None:
         },
     )
     await backend.worker_put_stats(GHOST, "w1", {"note": f"via {FORMS[2]}", "proxy": FORMS[5]})
-    assert await backend.worker_config_put(GHOST, "w1", CONFIG, 1)
+    assert await backend.configs.put_desired(GHOST, "w1", CONFIG, 1)
 
 
 async def test_every_answer_masks_every_form(live: Any, store: Backend) -> None:
@@ -214,12 +214,12 @@ async def test_a_masked_list_saved_back_keeps_every_password(live: Any, store: B
         assert r.status_code == 200, r.text
         no_secret(r.text)
         assert "pw-new-9" not in r.text
-        assert await store.config_get(GHOST) == {**CONFIG, "proxy_url": ",".join([*FORMS, added])}
+        assert await store.configs.get(GHOST) == {**CONFIG, "proxy_url": ",".join([*FORMS, added])}
         # Entries dropped and reordered (newline separated): each mask finds its own.
         kept = [entries[6], entries[1], entries[4], added]
         r = await client.patch(path, json={"proxy_url": "\n".join(kept)})
         assert r.status_code == 200, r.text
-        stored = (await store.config_get(GHOST))["proxy_url"]
+        stored = (await store.configs.get(GHOST))["proxy_url"]
         assert stored == "\n".join([FORMS[6], FORMS[1], FORMS[4], added])
         # A mask that matches no stored entry: 422 naming it, and nothing stored.
         stranger = f"http://mallory:{MASK}@10.0.0.99:8080"
@@ -227,9 +227,9 @@ async def test_a_masked_list_saved_back_keeps_every_password(live: Any, store: B
         assert r.status_code == 422, r.text
         (error,) = r.json()["detail"]
         assert error["loc"] == ["body", "proxy_url"] and "entry 1" in error["msg"]
-        assert (await store.config_get(GHOST))["proxy_url"] == stored
+        assert (await store.configs.get(GHOST))["proxy_url"] == stored
         r = await client.patch(path, json={"client_secret": MASK, "slots": 4})
-        assert r.status_code == 200 and (await store.config_get(GHOST))["client_secret"] == (
+        assert r.status_code == 200 and (await store.configs.get(GHOST))["client_secret"] == (
             "s3cr3t-value"
         )
         # A worker's override: its masks stand for what it was shown (merged).
@@ -237,7 +237,7 @@ async def test_a_masked_list_saved_back_keeps_every_password(live: Any, store: B
         merged = (await client.get(worker)).json()["config"]["merged"]["proxy_url"]
         r = await client.patch(f"{worker}/config", json={"proxy_url": merged})
         assert r.status_code == 200, r.text
-        assert await store.config_get(GHOST, "w1") == {"proxy_url": FORMS[1]}
+        assert await store.configs.get(GHOST, "w1") == {"proxy_url": FORMS[1]}
 
 
 # ------------------------------------------------------------ log lines

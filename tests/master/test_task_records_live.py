@@ -112,7 +112,7 @@ async def test_wait_and_submit_wait_through_a_real_worker(shared_url: str, tmp_p
     try:
         async with await open_backend(url) as b, master.client() as http:
             http.timeout = httpx.Timeout(90)
-            await b.config_set(RECORDS, {"slots": 4})
+            await b.configs.set(RECORDS, {"slots": 4})
             with worker_processes(url, PLUGIN, RECORDS, ["w1"], tmp_path, env):
                 await wait_up(b, RECORDS, ["w1"], http)
                 await _route_checks(http)

@@ -62,7 +62,9 @@ async def test_a_patch_holds_for_a_worker_that_has_not_applied_it(
     master = MasterProcess(url, tmp_path)
     b: Backend
     async with await open_backend(url) as b, master.client() as http:
-        await b.config_set(TYPE, {"slots": 1, "visibility_seconds": 120, "proxy_url": PROXY, **OLD})
+        await b.configs.set(
+            TYPE, {"slots": 1, "visibility_seconds": 120, "proxy_url": PROXY, **OLD}
+        )
         try:
             with worker_processes(url, PLUGIN, TYPE, WORKERS, tmp_path, env, grace=5):
                 await wait_up(b, TYPE, WORKERS, http)
@@ -99,7 +101,7 @@ async def test_a_patch_holds_for_a_worker_that_has_not_applied_it(
 
                 await wait_until(cooling, timeout=10, what="both reports stored")
                 info = {p.key: p for p in await b.proxies.listing()}[key]
-                _, patched_gen = await b.worker_config_get(TYPE, "w1")
+                _, patched_gen = await b.configs.desired(TYPE, "w1")
                 final = await b.proxies.policy(TYPE)
         finally:
             master.close()

@@ -106,7 +106,7 @@ async def _scenario(
     ledger: Path,
     tmp_path: Path,
 ) -> None:
-    await backend.config_set(
+    await backend.configs.set(
         TYPE,
         {
             "slots": 3,

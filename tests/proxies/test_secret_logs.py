@@ -31,7 +31,7 @@ async def test_worker_logs_mask_every_credential_form(
     worker = None
     master = None
     try:
-        await backend.config_set(T, {"proxy_url": ",".join(FORMS), "max_attempts": 1})
+        await backend.configs.set(T, {"proxy_url": ",".join(FORMS), "max_attempts": 1})
         (task_id,) = await push(backend, T, {})
         worker = WorkerProcess(url, "tests.proxies.secret_plugin", T, "w1", tmp_path)
 

@@ -62,7 +62,7 @@ async def test_a_recovered_proxy_takes_its_share_again(
     procs: list[subprocess.Popen[bytes]] = []
     logs = []
     try:
-        await backend.config_set(
+        await backend.configs.set(
             TYPE,
             {
                 "slots": 3,

@@ -60,7 +60,7 @@ async def test_cap_cool_down_and_places(
         "proxy_cooldown_seconds": 60,
         "max_attempts": 5,
     }
-    await mem.config_set(T, config)
+    await mem.configs.set(T, config)
     blocked.bad = True
     async with running_worker(mem, [ProxyFetch]):
         ids = await push(mem, T, *[{"target": f"{target.url}/{i}"} for i in range(8)])

@@ -49,12 +49,12 @@ async def test_everything_survives_an_aof_restart(aof_server: RedisServer) -> No
         assert held is not None and held.item.id == a
         await b.kv_set("ns", "k", "v")
         await b.counter_incr("hits", 41)
-        await b.config_set("t", {"slots": 4})
-        await b.config_set("t", {"slots": 8}, worker_id="w1")
+        await b.configs.set("t", {"slots": 4})
+        await b.configs.set("t", {"slots": 8}, worker_id="w1")
         for _ in range(3):
-            await b.next_generation("t")
+            await b.configs.next_generation("t")
         await b.worker_register("t", "w1", {"host": "h1"})
-        assert await b.worker_config_put("t", "w1", {"slots": 8}, 3)
+        assert await b.configs.put_desired("t", "w1", {"slots": 8}, 3)
         await b.catalog_put("t", {"config": {"type": "object"}})
         before = await b.depths("t")
 
@@ -94,11 +94,11 @@ async def test_everything_survives_an_aof_restart(aof_server: RedisServer) -> No
         # Primitives, config and generations.
         assert await b.kv_get("ns", "k") == "v"
         assert await b.counter_incr("hits") == 42
-        assert await b.config_get("t") == {"slots": 4}
-        assert await b.config_get("t", "w1") == {"slots": 8}
-        assert await b.next_generation("t") == 4
-        assert await b.worker_config_get("t", "w1") == ({"slots": 8}, 3)
-        assert not await b.worker_config_put("t", "w1", {"slots": 1}, 3)
+        assert await b.configs.get("t") == {"slots": 4}
+        assert await b.configs.get("t", "w1") == {"slots": 8}
+        assert await b.configs.next_generation("t") == 4
+        assert await b.configs.desired("t", "w1") == ({"slots": 8}, 3)
+        assert not await b.configs.put_desired("t", "w1", {"slots": 1}, 3)
         assert await b.worker_ids("t") == ["w1"]
         assert await b.catalog_get("t") == {"config": {"type": "object"}}
     finally:

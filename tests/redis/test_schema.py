@@ -90,7 +90,7 @@ async def test_primitive_worker_and_stream_keys(rb: RedisBackend, raw: aioredis.
     await rb.worker_register("t", "w1", {"host": "h"})
     await rb.worker_set_state("t", "w1", {"state": "IDLE", "last_seen": "1"})
     await rb.worker_put_stats("t", "w1", {"ts": 1})
-    assert await rb.worker_config_put("t", "w1", {"slots": 2}, 7)
+    assert await rb.configs.put_desired("t", "w1", {"slots": 2}, 7)
     assert json.loads(await raw.get("wkr:t:w1:hardware")) == {"host": "h"}
     assert await raw.hgetall("wkr:t:w1:state") == {"state": "IDLE", "last_seen": "1"}
     assert json.loads(await raw.get("wkr:t:w1:stats")) == {"ts": 1}
@@ -110,9 +110,9 @@ async def test_purge_type_leaves_no_key(rb: RedisBackend, raw: aioredis.Redis) -
     res = await rb.reserve("t", k=1)
     await rb.ack("t", [(res[0].body.id, res[0].token)])
     await rb.stream_push("t", 1, worker_id="w")
-    await rb.config_set("t", {"a": 1})
-    await rb.config_set("t", {"a": 2}, worker_id="w")
-    await rb.next_generation("t")
+    await rb.configs.set("t", {"a": 1})
+    await rb.configs.set("t", {"a": 2}, worker_id="w")
+    await rb.configs.next_generation("t")
     await rb.worker_register("t", "w", {})
     await rb.worker_register("other", "w", {})
     await rb.catalog_put("t", {})

@@ -72,8 +72,8 @@ async def push_config(
     """What the master does on PATCH of the type-wide config (docs/protocol.md): one
     write at the next generation; each of ``worker_ids`` merges it itself."""
     del worker_ids  # the master no longer writes each worker's desired config
-    stored = merge_config(await backend.config_get(automation_type), patch)
-    gen = await backend.config_publish(automation_type, stored)
+    stored = merge_config(await backend.configs.get(automation_type), patch)
+    gen = await backend.configs.publish(automation_type, stored)
     await backend.publish(f"config.{automation_type}", {"worker_id": None, "gen": gen})
     return gen
 

@@ -36,7 +36,7 @@ async def test_retries_then_success(mem: Backend) -> None:
 
 
 async def test_dead_letter_after_max_attempts_keeps_error_and_traceback(mem: Backend) -> None:
-    await mem.config_set(T, {"max_attempts": 2})
+    await mem.configs.set(T, {"max_attempts": 2})
     async with running_worker(mem, [EchoAutomation]) as worker:
         (tid,) = await push(mem, T, {"n": 1, "fail_times": 99})
 
@@ -80,7 +80,7 @@ async def test_invalid_payload_goes_straight_to_the_dlq(mem: Backend) -> None:
 
 
 async def test_many_tasks_each_run_exactly_once_and_cleanup_always_runs(mem: Backend) -> None:
-    await mem.config_set(T, {"slots": 4})
+    await mem.configs.set(T, {"slots": 4})
     async with running_worker(mem, [EchoAutomation]) as worker:
         ids = await push(
             mem, T, *[{"n": i, "fail_times": 1 if i % 10 == 0 else 0} for i in range(60)]
@@ -184,7 +184,7 @@ async def test_lost_backend_generation_is_written_back(mem: Backend) -> None:
         await wait_until(lambda: runner.held_gen == gen, what="gen applied")
         await mem.worker_forget(T, "w1")  # wipes wkr:...:config and :gen
         await worker.resync()
-        assert await mem.worker_config_get(T, "w1") == ({"label": "z"}, gen)
+        assert await mem.configs.desired(T, "w1") == ({"label": "z"}, gen)
 
 
 async def test_stale_push_is_ignored(mem: Backend) -> None:
@@ -198,7 +198,7 @@ async def test_stale_push_is_ignored(mem: Backend) -> None:
 
 async def test_cancel_without_event_is_seen_at_lease_renewal(mem: Backend) -> None:
     # visibility 10 s: the slot renews after ~3.3 s and learns of the cancel then
-    await mem.config_set(T, {"visibility_seconds": 10})
+    await mem.configs.set(T, {"visibility_seconds": 10})
     async with running_worker(mem, [EchoAutomation]):
         (tid,) = await push(mem, T, {"n": 1, "sleep": 30})
 

@@ -50,7 +50,7 @@ async def test_config_push_changes_ctx_config_and_slot_count_live(mem: Backend) 
 
 
 async def test_scale_down_lets_the_running_task_finish(mem: Backend) -> None:
-    await mem.config_set(E, {"slots": 2})
+    await mem.configs.set(E, {"slots": 2})
     async with running_worker(mem, [EchoAutomation]) as worker:
         runner = worker.runners[E]
         ids = await push(mem, E, {"n": 1, "sleep": 3.0}, {"n": 2, "sleep": 3.0})
@@ -74,12 +74,12 @@ async def test_scale_down_lets_the_running_task_finish(mem: Backend) -> None:
 async def test_per_worker_override_and_proxy_change_reach_slots(mem: Backend) -> None:
     async with running_worker(mem, [EchoAutomation]) as worker:
         runner = worker.runners[E]
-        await mem.config_set(E, {"proxy_url": "http://override:1"}, "w1")
+        await mem.configs.set(E, {"proxy_url": "http://override:1"}, "w1")
         gen = await push_config(mem, E, {"proxy_url": "http://typewide:1"}, ["w1"])
         await wait_until(lambda: runner.held_gen == gen, what="gen applied")
         (tid,) = await push(mem, E, {"n": 1})
         await wait_until(lambda: done(mem, E, tid), what="task done")
-        await mem.config_set(E, {}, "w1")
+        await mem.configs.set(E, {}, "w1")
         await push_config(
             mem,
             E,
@@ -170,7 +170,7 @@ async def test_drain_flag_is_read_at_start(mem: Backend) -> None:
 
 
 async def test_continuous_slot_is_respawned_and_cleaned_up(mem: Backend) -> None:
-    await mem.config_set("wt-loop", {"mode": "raise", "slots": 2})
+    await mem.configs.set("wt-loop", {"mode": "raise", "slots": 2})
     async with running_worker(mem, [LoopAutomation]) as worker:
 
         async def respawned() -> bool:
@@ -185,7 +185,7 @@ async def test_continuous_slot_is_respawned_and_cleaned_up(mem: Backend) -> None
 
 
 async def test_continuous_returning_slot_respawns_too(mem: Backend) -> None:
-    await mem.config_set("wt-loop", {"mode": "return"})
+    await mem.configs.set("wt-loop", {"mode": "return"})
     async with running_worker(mem, [LoopAutomation]):
 
         async def respawned() -> bool:
@@ -195,7 +195,7 @@ async def test_continuous_returning_slot_respawns_too(mem: Backend) -> None:
 
 
 async def test_recycle_restarts_old_slots_and_shutdown_reaches_run_slot(mem: Backend) -> None:
-    await mem.config_set("wt-loop", {"mode": "forever", "recycle_seconds": 0.3})
+    await mem.configs.set("wt-loop", {"mode": "forever", "recycle_seconds": 0.3})
     async with running_worker(mem, [LoopAutomation], heartbeat_seconds=0.1):
 
         async def recycled() -> bool:
@@ -207,7 +207,7 @@ async def test_recycle_restarts_old_slots_and_shutdown_reaches_run_slot(mem: Bac
 
 
 async def test_stubborn_run_slot_is_cancelled_after_grace(mem: Backend) -> None:
-    await mem.config_set("wt-loop", {"mode": "stubborn"})
+    await mem.configs.set("wt-loop", {"mode": "stubborn"})
     async with running_worker(mem, [LoopAutomation], grace=0.2) as worker:
 
         async def started() -> bool:
@@ -219,7 +219,7 @@ async def test_stubborn_run_slot_is_cancelled_after_grace(mem: Backend) -> None:
 
 
 async def test_unknown_proxy_provider_is_a_config_error(mem: Backend) -> None:
-    await mem.config_set(E, {"proxy_provider": "nope"})
+    await mem.configs.set(E, {"proxy_provider": "nope"})
     async with running_worker(mem, [EchoAutomation]) as worker:
         state = await state_of(mem, E, "w1")
         assert state["state"] == "ERROR"

@@ -62,7 +62,7 @@ async def test_a_worker_rewrites_its_own_corrupt_record(
             lambda: _intact(backend, "w1", gen), timeout=HEAL_SECONDS, what="the record rewritten"
         )
         assert runner.held_gen == gen  # what it runs did not change
-        assert await backend.worker_config_get(E, "w1") == (runner.raw_config, gen)
+        assert await backend.configs.desired(E, "w1") == (runner.raw_config, gen)
         (task_id,) = await push(backend, E, {"n": 1})
 
         async def done() -> bool:
@@ -77,11 +77,11 @@ async def test_a_worker_rewrites_its_own_corrupt_record(
 
 async def test_a_worker_starts_over_a_corrupt_desired_config(backend: Backend) -> None:
     await backend.worker_register(E, "w1", {"host": "h"})
-    assert await backend.worker_config_put(E, "w1", {"slots": 1}, 7)
+    assert await backend.configs.put_desired(E, "w1", {"slots": 1}, 7)
     Planter(backend.url).worker(E, "w1", "config", "{not json")
     async with running_worker(backend, [EchoAutomation], heartbeat_seconds=HEARTBEAT) as worker:
         runner = worker.runners[E]
         await wait_until(lambda: runner.held_gen > 0, what="a config applied")
         assert runner.error is None and len(runner.slots) == 1
-        stored, gen = await backend.worker_config_get(E, "w1")
+        stored, gen = await backend.configs.desired(E, "w1")
         assert stored is not None and gen == runner.held_gen

@@ -150,7 +150,7 @@ async def _is(backend: Backend, t: str, task_id: str, want: str) -> bool:
 async def test_sigterm_drains_without_losing_a_task(
     backend: Backend, url: str, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
-    await backend.config_set(E, {"slots": 2})
+    await backend.configs.set(E, {"slots": 2})
     w = start(workers, url, tmp_path, "d1", grace=1.5)
     await running(backend, E, "d1", w)
     short, long_ = await push(backend, E, {"n": 1, "sleep": 0.8}, {"n": 2, "sleep": 60})

@@ -46,8 +46,8 @@ def workers() -> Iterator[list[WorkerProcess]]:
 async def test_kill9_mid_task_and_long_task_runs_exactly_once(
     backend: Backend, redis_url: str, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
-    await backend.config_set(E, {"visibility_seconds": VISIBILITY, "max_attempts": 3})
-    await backend.config_set(E, {"slots": 2}, "keeper")
+    await backend.configs.set(E, {"visibility_seconds": VISIBILITY, "max_attempts": 3})
+    await backend.configs.set(E, {"slots": 2}, "keeper")
 
     async def runs(task_id: str) -> int:
         return await backend.counter_get(f"wt-echo:runs:{task_id}")

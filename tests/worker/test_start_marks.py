@@ -99,7 +99,7 @@ async def test_a_busy_worker_marks_in_batches(
     mem: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = record_marks(mem, monkeypatch)
-    await mem.config_set(T, {"slots": 10})
+    await mem.configs.set(T, {"slots": 10})
     ids = await push(mem, T, *({"sleep": 0.01} for _ in range(300)))
     async with running_worker(mem, [MarksAutomation]):
 
@@ -117,7 +117,7 @@ async def test_suspects_start_alone_and_only_once_marked(
 ) -> None:
     JOURNAL.clear()
     calls = record_marks(mem, monkeypatch)
-    await mem.config_set(T, {"slots": 4})
+    await mem.configs.set(T, {"slots": 4})
     hold = SUSPECT_PROBATION_SECONDS / 4
     suspects = await push(mem, T, {"sleep": hold}, {"sleep": hold}, {"sleep": hold})
     await make_suspects(mem, suspects)

@@ -132,7 +132,7 @@ async def test_a_zombie_is_cancelled_and_the_new_attempt_completes_once(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="fleet.worker")
     b1, b2 = pair
-    await b1.config_set(T, {"slots": 1, "visibility_seconds": VISIBILITY})
+    await b1.configs.set(T, {"slots": 1, "visibility_seconds": VISIBILITY})
     w1_calls = spy_settlements(b1)
     w2_calls = spy_settlements(b2)
     async with running_worker(b1, [ZombieAutomation], "w1") as w1:
@@ -183,7 +183,7 @@ async def test_a_worker_that_gets_its_own_lost_task_back_keeps_both_leases_apart
 ) -> None:
     caplog.set_level(logging.WARNING, logger="fleet.worker")
     b1, _ = pair
-    await b1.config_set(T, {"slots": 2, "visibility_seconds": VISIBILITY})
+    await b1.configs.set(T, {"slots": 2, "visibility_seconds": VISIBILITY})
     calls = spy_settlements(b1)
     async with running_worker(b1, [ZombieAutomation], "w1") as w1:
         (tid,) = await push(b1, T, {"holds": [60.0, 5.0]})

@@ -24,7 +24,7 @@ from fleet.backends.base import (
     Backend,
     Subscription,
 )
-from fleet.backends.memory.configs import MemoryConfigsMixin
+from fleet.backends.memory.configs import MemoryConfigs
 from fleet.backends.memory.events import MemorySubscription
 from fleet.backends.memory.limits import MemoryLimits
 from fleet.backends.memory.proxies import MemoryProxies
@@ -66,7 +66,6 @@ def _json(value: Any) -> Any:
 
 class MemoryBackend(
     MemoryRecordsMixin,
-    MemoryConfigsMixin,
     MemorySchedulesMixin,
     MemoryRunsMixin,
     Backend,
@@ -83,6 +82,7 @@ class MemoryBackend(
     def __init__(self, url: str) -> None:
         self.url = url
         self._store = get_store(store_name(url))
+        self.configs = MemoryConfigs(self._store)
         self.limits = MemoryLimits(self._store.limits)
         self.proxies = MemoryProxies(self._store.proxies, self._proxy_policy)
         self.proxies.salts = self

@@ -1,7 +1,6 @@
 """Configs of the memory backend: partial configs with the generation they were
-stored at, the generation counter and each worker's desired config. A mixin of
-:class:`fleet.backends.memory.MemoryBackend`; each method is one synchronous step
-on the shared store, so atomic under asyncio."""
+stored at, the generation counter and each worker's desired config. Each method is
+one synchronous step on the shared store, so atomic under asyncio."""
 
 from __future__ import annotations
 
@@ -9,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fleet.backends.memory.store import MemoryStore
+from fleet.core.capabilities.configs import Configs
 from fleet.core.config_book import ConfigBook
 from fleet.core.records import dumps
 from fleet.core.stored import config_of, desired_config
@@ -17,21 +17,20 @@ from fleet.core.stored import config_of, desired_config
 TYPE_WIDE = ""
 
 
-class MemoryConfigsMixin:
-    """The :class:`~fleet.core.capabilities.Configs` methods over ``_store``."""
+class MemoryConfigs(Configs):
+    """The configs of a memory store: one synchronous step each."""
 
-    _store: MemoryStore
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
 
-    async def config_get(
-        self, automation_type: str, worker_id: str | None = None
-    ) -> dict[str, Any]:
+    async def get(self, automation_type: str, worker_id: str | None = None) -> dict[str, Any]:
         if worker_id is None:
             raw = self._store.config.get(automation_type)
         else:
             raw = self._store.overrides.get((automation_type, worker_id))
         return config_of(raw)
 
-    async def config_set(
+    async def set(
         self, automation_type: str, config: dict[str, Any], worker_id: str | None = None
     ) -> None:
         if worker_id is None:
@@ -39,7 +38,7 @@ class MemoryConfigsMixin:
         else:
             self._store.overrides[(automation_type, worker_id)] = dumps(config)
 
-    async def config_publish(
+    async def publish(
         self,
         automation_type: str,
         config: dict[str, Any],
@@ -48,11 +47,11 @@ class MemoryConfigsMixin:
         floor: int = 0,
     ) -> int:
         gen = await self.next_generation(automation_type, floor=floor)
-        await self.config_set(automation_type, config, worker_id)
+        await self.set(automation_type, config, worker_id)
         self._store.config_gens[(automation_type, worker_id or TYPE_WIDE)] = gen
         return gen
 
-    async def config_book(self, automation_type: str, worker_ids: Sequence[str]) -> ConfigBook:
+    async def book(self, automation_type: str, worker_ids: Sequence[str]) -> ConfigBook:
         store = self._store
         overrides: dict[str, tuple[dict[str, Any], int]] = {}
         for wid in worker_ids:
@@ -71,7 +70,7 @@ class MemoryConfigsMixin:
         self._store.generations[automation_type] = gen
         return gen
 
-    async def worker_config_put(
+    async def put_desired(
         self, automation_type: str, worker_id: str, config: dict[str, Any], gen: int
     ) -> bool:
         w = self._store.worker(automation_type, worker_id)
@@ -82,7 +81,7 @@ class MemoryConfigsMixin:
         w.config, w.gen = dumps(config), gen
         return True
 
-    async def worker_config_get(
+    async def desired(
         self, automation_type: str, worker_id: str
     ) -> tuple[dict[str, Any] | None, int]:
         w = self._store.workers.get((automation_type, worker_id))

@@ -18,7 +18,7 @@ from redis.exceptions import ResponseError
 
 from fleet.backends.base import Backend
 from fleet.backends.redis import keys
-from fleet.backends.redis.configs import ConfigOps
+from fleet.backends.redis.configs import RedisConfigs
 from fleet.backends.redis.core import CONNECT_TIMEOUT
 from fleet.backends.redis.groups import GroupOps
 from fleet.backends.redis.limits import RedisLimits
@@ -41,7 +41,6 @@ class RedisBackend(
     PoolOps,
     StreamOps,
     StateOps,
-    ConfigOps,
     ScheduleOps,
     RunOps,
     Backend,
@@ -62,6 +61,7 @@ class RedisBackend(
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
+        self.configs = RedisConfigs(self)
         self.limits = RedisLimits(self)
         self.proxies = RedisProxies(self)
         self.proxies.salts = self

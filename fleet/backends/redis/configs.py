@@ -9,7 +9,8 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from fleet.backends.redis import keys
-from fleet.backends.redis.core import RAW, RedisCore
+from fleet.backends.redis.core import RAW, RedisPart
+from fleet.core.capabilities.configs import Configs
 from fleet.core.config_book import ConfigBook
 from fleet.core.records import dumps
 from fleet.core.stored import config_of, desired_config, generation_of
@@ -18,17 +19,15 @@ from fleet.core.stored import config_of, desired_config, generation_of
 TYPE_WIDE_FIELD = ""
 
 
-class ConfigOps(RedisCore):
-    """Each method is one command or one script (one round trip)."""
+class RedisConfigs(RedisPart, Configs):
+    """The configs of a Redis database: each method is one round trip."""
 
     def _config_key(self, automation_type: str, worker_id: str | None) -> str:
         if worker_id is None:
             return keys.config(automation_type)
         return keys.config_override(automation_type, worker_id)
 
-    async def config_get(
-        self, automation_type: str, worker_id: str | None = None
-    ) -> dict[str, Any]:
+    async def get(self, automation_type: str, worker_id: str | None = None) -> dict[str, Any]:
         key = self._config_key(automation_type, worker_id)
         with self._guard():
             try:
@@ -39,13 +38,13 @@ class ConfigOps(RedisCore):
                 return {}  # not a string: unreadable, like text that is not JSON
         return config_of(raw)
 
-    async def config_set(
+    async def set(
         self, automation_type: str, config: dict[str, Any], worker_id: str | None = None
     ) -> None:
         with self._guard():
             await self._r.set(self._config_key(automation_type, worker_id), dumps(config))
 
-    async def config_publish(
+    async def publish(
         self,
         automation_type: str,
         config: dict[str, Any],
@@ -65,7 +64,7 @@ class ConfigOps(RedisCore):
             )
         return int(raw)
 
-    async def config_book(self, automation_type: str, worker_ids: Sequence[str]) -> ConfigBook:
+    async def book(self, automation_type: str, worker_ids: Sequence[str]) -> ConfigBook:
         ids = list(worker_ids)
         names = [self._config_key(automation_type, None)]
         names += [self._config_key(automation_type, wid) for wid in ids]
@@ -95,7 +94,7 @@ class ConfigOps(RedisCore):
             raw = await self._scripts.next_generation(self._lane, [key], [str(floor)])
             return int(raw)
 
-    async def worker_config_put(
+    async def put_desired(
         self, automation_type: str, worker_id: str, config: dict[str, Any], gen: int
     ) -> bool:
         k = [
@@ -106,7 +105,7 @@ class ConfigOps(RedisCore):
             raw = await self._scripts.worker_config_put(self._lane, k, [dumps(config), int(gen)])
         return bool(int(raw))
 
-    async def worker_config_get(
+    async def desired(
         self, automation_type: str, worker_id: str
     ) -> tuple[dict[str, Any] | None, int]:
         with self._guard():

@@ -74,7 +74,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class SQLiteBackend(SQLitePrimitives, SQLiteConfigs, SQLiteSchedules, SQLiteRuns):
+class SQLiteBackend(SQLitePrimitives, SQLiteSchedules, SQLiteRuns):
     """The SQLite backend (see the module docstring).
 
     Args:
@@ -88,6 +88,7 @@ class SQLiteBackend(SQLitePrimitives, SQLiteConfigs, SQLiteSchedules, SQLiteRuns
         self.url = url
         self._db = SQLiteDB(parse_url(url))
         self._watcher = Watcher(self._db, self._db.options.poll_ms / 1000)
+        self.configs = SQLiteConfigs(self._db)
         self.limits = SQLiteLimits(self._db)
         self.proxies = SQLiteProxies(self._db)
         self.proxies.salts = self

@@ -8,8 +8,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from fleet.backends.base import Backend
 from fleet.backends.sqlite.conn import SQLiteDB
+from fleet.core.capabilities.configs import Configs
 from fleet.core.config_book import ConfigBook
 from fleet.core.records import dumps
 from fleet.core.stored import config_of, desired_config, generation_of
@@ -18,14 +18,13 @@ from fleet.core.stored import config_of, desired_config, generation_of
 TYPE_WIDE = ""
 
 
-class SQLiteConfigs(Backend):
-    """The :class:`~fleet.core.capabilities.Configs` methods, over ``self._db``."""
+class SQLiteConfigs(Configs):
+    """The configs of a SQLite file: one transaction each."""
 
-    _db: SQLiteDB
+    def __init__(self, db: SQLiteDB) -> None:
+        self._db = db
 
-    async def config_get(
-        self, automation_type: str, worker_id: str | None = None
-    ) -> dict[str, Any]:
+    async def get(self, automation_type: str, worker_id: str | None = None) -> dict[str, Any]:
         row = await self._db.read(
             lambda c: c.execute(
                 "SELECT CAST(config AS BLOB) FROM config WHERE type = ? AND worker_id = ?",
@@ -34,7 +33,7 @@ class SQLiteConfigs(Backend):
         )
         return {} if row is None else config_of(row[0])
 
-    async def config_set(
+    async def set(
         self, automation_type: str, config: dict[str, Any], worker_id: str | None = None
     ) -> None:
         await self._db.write(
@@ -45,7 +44,7 @@ class SQLiteConfigs(Backend):
             )
         )
 
-    async def config_publish(
+    async def publish(
         self,
         automation_type: str,
         config: dict[str, Any],
@@ -63,7 +62,7 @@ class SQLiteConfigs(Backend):
 
         return await self._db.write(publish)
 
-    async def config_book(self, automation_type: str, worker_ids: Sequence[str]) -> ConfigBook:
+    async def book(self, automation_type: str, worker_ids: Sequence[str]) -> ConfigBook:
         wanted = {TYPE_WIDE, *worker_ids}
         rows = await self._db.read(
             lambda c: c.execute(
@@ -82,14 +81,14 @@ class SQLiteConfigs(Backend):
     async def next_generation(self, automation_type: str, *, floor: int = 0) -> int:
         return await self._db.write(lambda c: next_generation(c, automation_type, floor))
 
-    async def worker_config_put(
+    async def put_desired(
         self, automation_type: str, worker_id: str, config: dict[str, Any], gen: int
     ) -> bool:
         return await self._db.write(
             lambda c: worker_config_put(c, automation_type, worker_id, config, gen)
         )
 
-    async def worker_config_get(
+    async def desired(
         self, automation_type: str, worker_id: str
     ) -> tuple[dict[str, Any] | None, int]:
         return await self._db.read(lambda c: worker_config_get(c, automation_type, worker_id))

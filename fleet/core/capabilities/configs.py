@@ -14,28 +14,26 @@ from fleet.core.config_book import ConfigBook
 class Configs(abc.ABC):
     """Where configs and their generations live.
 
-    A PATCH is one :meth:`config_publish` whatever the number of workers; each
-    worker reads its two layers with :meth:`config_book`, merges them and writes
-    its own desired config with :meth:`worker_config_put` (only the worker writes
+    A PATCH is one :meth:`publish` whatever the number of workers; each
+    worker reads its two layers with :meth:`book`, merges them and writes
+    its own desired config with :meth:`put_desired` (only the worker writes
     ``wkr:<type>:<id>:config``/``gen``).
     """
 
     @abc.abstractmethod
-    async def config_get(
-        self, automation_type: str, worker_id: str | None = None
-    ) -> dict[str, Any]:
+    async def get(self, automation_type: str, worker_id: str | None = None) -> dict[str, Any]:
         """The stored type-wide config (``worker_id`` None) or one worker's override
         ({} if none). These are partial dicts; merging is the caller's job."""
 
     @abc.abstractmethod
-    async def config_set(
+    async def set(
         self, automation_type: str, config: dict[str, Any], worker_id: str | None = None
     ) -> None:
         """Replace the type-wide config or one worker's override, keeping the
         generation it was stored at (a worker putting back what was lost)."""
 
     @abc.abstractmethod
-    async def config_publish(
+    async def publish(
         self,
         automation_type: str,
         config: dict[str, Any],
@@ -48,7 +46,7 @@ class Configs(abc.ABC):
         one atomic step; returns the generation."""
 
     @abc.abstractmethod
-    async def config_book(self, automation_type: str, worker_ids: Sequence[str]) -> ConfigBook:
+    async def book(self, automation_type: str, worker_ids: Sequence[str]) -> ConfigBook:
         """The type-wide config and the overrides of ``worker_ids``, each with its
         generation, read together (one round trip, whatever the number of ids)."""
 
@@ -60,7 +58,7 @@ class Configs(abc.ABC):
         keeps them from going backwards after the backend lost its data."""
 
     @abc.abstractmethod
-    async def worker_config_put(
+    async def put_desired(
         self, automation_type: str, worker_id: str, config: dict[str, Any], gen: int
     ) -> bool:
         """Write the desired merged config and its generation to
@@ -68,7 +66,7 @@ class Configs(abc.ABC):
         one; True if written. Atomic (config and gen change together)."""
 
     @abc.abstractmethod
-    async def worker_config_get(
+    async def desired(
         self, automation_type: str, worker_id: str
     ) -> tuple[dict[str, Any] | None, int]:
         """The desired merged config of a worker and its generation (None, 0 if none)."""

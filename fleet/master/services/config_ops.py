@@ -144,7 +144,7 @@ async def patch_type_config(
         raise InvalidInput(bad)
     async with _TypeLock(backend, automation_type):
         worker_ids = await backend.worker_ids(automation_type)
-        book = await backend.config_book(automation_type, worker_ids)
+        book = await backend.configs.book(automation_type, worker_ids)
         new = _apply_patch(book.type_wide, patch, replace)
         missing = set(_check(automation_type, entry, new, None))
         # Each worker merges the new config with its override itself; what it will
@@ -152,7 +152,7 @@ async def patch_type_config(
         after = ConfigBook(new, book.type_gen, book.overrides)
         for wid, merged in after.distinct(worker_ids).items():
             missing.update(_check(automation_type, entry, merged, wid))
-        gen = await backend.config_publish(automation_type, new)
+        gen = await backend.configs.publish(automation_type, new)
         # Before the 200: the next reserve and proxy call anywhere, blocked or not,
         # reads them (a continuous type has no queue: only its proxy policy counts).
         effective = merge_config(schema_defaults(entry.get("config") or {}), new)
@@ -188,17 +188,17 @@ async def patch_worker_config(
     if bad:
         raise InvalidInput(bad)
     async with _TypeLock(backend, automation_type):
-        book = await backend.config_book(automation_type, [worker_id])
+        book = await backend.configs.book(automation_type, [worker_id])
         override = _apply_patch(book.override(worker_id), patch, replace)
         merged = merge_config(book.type_wide, override)
         missing = _check(automation_type, entry, merged, None)
         registered = worker_id in await backend.worker_ids(automation_type)
         gen = 0
         if registered:
-            gen = await backend.config_publish(automation_type, override, worker_id)
+            gen = await backend.configs.publish(automation_type, override, worker_id)
         else:
             # Kept for when it registers (it merges its layers itself at start).
-            await backend.config_set(automation_type, override, worker_id)
+            await backend.configs.set(automation_type, override, worker_id)
     if registered:
         await backend.publish(config_topic(automation_type), {"worker_id": worker_id, "gen": gen})
     written = [worker_id] if registered else []

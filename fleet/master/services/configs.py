@@ -23,7 +23,7 @@ async def type_config(backend: Backend, automation_type: str, *, reveal: bool) -
     """
     entry = await require_entry(backend, automation_type)
     schema = entry.get("config") or {}
-    stored = await backend.config_get(automation_type)
+    stored = await backend.configs.get(automation_type)
     effective = merge_config(schema_defaults(schema), stored)
     missing, _errors = split_missing(config_errors(automation_type, entry, stored))
     shown = {"config": stored, "defaults": schema_defaults(schema), "effective": effective}
@@ -51,7 +51,7 @@ async def patch_type(
     # The client was shown the stored config over the defaults (the dashboard's form
     # edits ``effective``): a mask it sends back stands for a secret of either.
     schema = entry.get("config") or {}
-    shown = merge_config(schema_defaults(schema), await backend.config_get(automation_type))
+    shown = merge_config(schema_defaults(schema), await backend.configs.get(automation_type))
     patch = unmask_patch(patch, shown)
     result = await patch_type_config(backend, automation_type, entry, patch, replace=replace)
     answer = result.to_dict()
@@ -74,8 +74,8 @@ async def patch_worker(
     # A worker's masks may stand for its override or the type-wide value it was shown
     # merged with it (``GET .../workers/{id}``: ``merged``).
     schema = entry.get("config") or {}
-    type_wide = merge_config(schema_defaults(schema), await backend.config_get(automation_type))
-    override = await backend.config_get(automation_type, worker_id)
+    type_wide = merge_config(schema_defaults(schema), await backend.configs.get(automation_type))
+    override = await backend.configs.get(automation_type, worker_id)
     patch = unmask_patch(patch, merge_config(type_wide, override))
     result = await patch_worker_config(
         backend, automation_type, worker_id, entry, patch, replace=replace

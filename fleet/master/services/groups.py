@@ -27,7 +27,7 @@ async def type_limits(backend: Backend, automation_type: str) -> TypeLimits:
     limits, gen = await backend.group_defaults(automation_type)
     if gen < 0:
         schema = entry.get("config") or {}
-        config = merge_config(schema_defaults(schema), await backend.config_get(automation_type))
+        config = merge_config(schema_defaults(schema), await backend.configs.get(automation_type))
         limits = GroupLimits.of_config(config)
     return limits.concurrency, limits.rate
 

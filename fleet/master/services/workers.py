@@ -37,9 +37,9 @@ async def worker_detail(
     views = await load_views(backend, [(automation_type, worker_id)], heartbeat_seconds)
     if not views:
         raise _unknown(automation_type, worker_id)
-    book = await backend.config_book(automation_type, [worker_id])
+    book = await backend.configs.book(automation_type, [worker_id])
     type_wide, override = book.type_wide, book.override(worker_id)
-    stored, stored_gen = await backend.worker_config_get(automation_type, worker_id)
+    stored, stored_gen = await backend.configs.desired(automation_type, worker_id)
     desired, gen = desired_of(book, worker_id, stored, stored_gen)
     record = await backend.worker_get(automation_type, worker_id)
     entry = await find_entry(backend, automation_type) or {}

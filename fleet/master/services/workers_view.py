@@ -108,7 +108,7 @@ async def load_views(
     books: dict[str, ConfigBook] = {}
     for automation_type in {t for t, _ in pairs}:
         ids = [wid for t, wid in pairs if t == automation_type]
-        books[automation_type] = await backend.config_book(automation_type, ids)
+        books[automation_type] = await backend.configs.book(automation_type, ids)
     for automation_type, wid in pairs:
         record = await backend.worker_get(automation_type, wid)
         if record is not None:
