@@ -16,7 +16,7 @@ from fleet.master.state import backend_dependency
 router = APIRouter(tags=["runs"], responses=error_responses(401, 403, 404, 413, 503))
 
 
-@router.post("/runs", status_code=201, summary="Create a run")
+@router.post("/runs", status_code=201, responses=error_responses(400), summary="Create a run")
 async def create_run(
     body: RunBody,
     _: Any = Depends(admin_access),
