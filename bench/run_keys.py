@@ -119,7 +119,7 @@ async def drain(url: str, tasks: int, mode: str) -> tuple[float, float]:
     b = await open_backend(url)
     try:
         await b.purge_type(TYPE)
-        run = None if mode == "plain" else await b.run_create(name="bench")
+        run = None if mode == "plain" else await b.runs.create(name="bench")
         reqs = [
             make_push_request(
                 {"i": i},
@@ -139,7 +139,7 @@ async def drain(url: str, tasks: int, mode: str) -> tuple[float, float]:
             await b.ack(TYPE, [(r.body.id, r.token) for r in got])
         drained = time.perf_counter()
         if run is not None:
-            record = await b.run_get(run)
+            record = await b.runs.get(run)
             assert record is not None and record.state == "done", record
         return (pushed - started) / tasks, (drained - pushed) / tasks
     finally:

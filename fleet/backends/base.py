@@ -51,7 +51,6 @@ class Backend(
     TaskCapabilities,
     TaskQueues,
     TaskGroups,
-    Runs,
     Streams,
     Pools,
     Primitives,
@@ -75,6 +74,8 @@ class Backend(
     url: str
     #: Configs and their generations (:class:`~fleet.core.capabilities.Configs`).
     configs: Configs
+    #: Runs: the tasks of one job, counted, ended once (:class:`~fleet.core.capabilities.Runs`).
+    runs: Runs
     #: The limiters of ``ctx.limit`` (:class:`~fleet.core.capabilities.Limiters`).
     limits: Limiters
     #: Proxy health (:class:`~fleet.core.capabilities.ProxyHealth`).

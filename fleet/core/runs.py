@@ -181,7 +181,7 @@ class RunRecord:
         name: Its optional name.
         on_complete: ``{"type", "payload"}`` submitted once when it ends ``done``.
         state: ``running``, ``done`` or ``cancelled``.
-        created_at: Unix time of ``run_create``.
+        created_at: Unix time of ``runs.create``.
         finished_at: Unix time it ended (None while running).
         counters: :data:`COUNTERS` of all its tasks.
         by_type: The same counters per task type.
@@ -218,7 +218,7 @@ class RunRecord:
 
 @dataclass(frozen=True, slots=True)
 class RunPage:
-    """One page of :meth:`Runs.run_list`, newest first; ``next`` is the cursor of the
+    """One page of :meth:`Runs.page`, newest first; ``next`` is the cursor of the
     next page (None on the last)."""
 
     runs: list[RunRecord]
@@ -227,7 +227,7 @@ class RunPage:
 
 @dataclass(frozen=True, slots=True)
 class RunCancel:
-    """What :meth:`Runs.run_cancel` did: the run as it is now, and the processing
+    """What :meth:`Runs.cancel` did: the run as it is now, and the processing
     tasks it flagged as ``(type, task_id)`` (their slots are told to stop)."""
 
     record: RunRecord

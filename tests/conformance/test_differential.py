@@ -56,7 +56,7 @@ async def run(backend: Backend, automation_type: str, ops: list[tuple[Any, ...]]
     # Every other task joins one run (its counters move in the Lua copies too) with a
     # unique key out of 2 (from the third on, duplicates); once the run ended, the
     # pushes into it are refused.
-    run_id = await backend.run_create(on_complete={"type": f"{automation_type}-cb"})
+    run_id = await backend.runs.create(on_complete={"type": f"{automation_type}-cb"})
     for op in ops:
         kind = op[0]
         if kind == "push":
@@ -123,7 +123,7 @@ async def run(backend: Backend, automation_type: str, ops: list[tuple[Any, ...]]
         trace.append(await backend.ack(automation_type, [(r.body.id, r.token) for r in held]))
     while got := await backend.reserve(automation_type, k=50):
         trace.append(await backend.ack(automation_type, [(r.body.id, r.token) for r in got]))
-    record = await backend.run_get(run_id)
+    record = await backend.runs.get(run_id)
     assert record is not None
     trace.append((record.state, record.counters, record.by_type))
     trace.append((await backend.depths(f"{automation_type}-cb")).pending)

@@ -27,7 +27,7 @@ CB = "conf-callback"
 @pytest.fixture
 async def runs_backend(backend: Backend) -> AsyncIterator[Backend]:
     try:
-        await backend.run_list()
+        await backend.runs.page()
     except UnsupportedBackend:
         pytest.skip("runs are not supported on this backend yet")
     yield backend
@@ -46,25 +46,25 @@ async def push_run(
 
 
 async def counters(b: Backend, run: str) -> dict[str, int]:
-    rec = await b.run_get(run)
+    rec = await b.runs.get(run)
     assert rec is not None
     return {k: v for k, v in rec.counters.items() if v}
 
 
 async def test_create_get_and_defaults(runs_backend: Backend) -> None:
     b = runs_backend
-    run = await b.run_create(name="crawl", on_complete={"type": CB, "payload": {"x": 1}})
-    rec = await b.run_get(run)
+    run = await b.runs.create(name="crawl", on_complete={"type": CB, "payload": {"x": 1}})
+    rec = await b.runs.get(run)
     assert rec is not None
     assert rec.state == "running" and rec.name == "crawl" and rec.finished_at is None
     assert rec.on_complete == {"type": CB, "payload": {"x": 1}}
     assert all(v == 0 for v in rec.counters.values())
-    assert await b.run_get("nope") is None
+    assert await b.runs.get("nope") is None
 
 
 async def test_counters_through_a_lifecycle_and_callback_once(runs_backend: Backend) -> None:
     b = runs_backend
-    run = await b.run_create(on_complete={"type": CB, "payload": {"x": 1}})
+    run = await b.runs.create(on_complete={"type": CB, "payload": {"x": 1}})
     results = await push_run(b, run, "a", "b", "c", max_attempts=1)
     assert all(r.queued for r in results)
     assert await counters(b, run) == {"submitted": 3, "pending": 3}
@@ -79,7 +79,7 @@ async def test_counters_through_a_lifecycle_and_callback_once(runs_backend: Back
     assert await b.depths(CB) is not None
     assert await b.reserve(CB, k=5) == []  # not ended yet: no callback
     await b.ack(TYPE, [("c", by_id["c"].token)])
-    rec = await b.run_get(run)
+    rec = await b.runs.get(run)
     assert rec is not None and rec.state == "done" and rec.finished_at is not None
     assert rec.counters["done"] == 2 and rec.counters["pending"] == rec.counters["running"] == 0
     assert rec.by_type[TYPE]["done"] == 2
@@ -93,11 +93,11 @@ async def test_counters_through_a_lifecycle_and_callback_once(runs_backend: Back
 
 async def test_retry_does_not_end_the_run(runs_backend: Backend) -> None:
     b = runs_backend
-    run = await b.run_create(on_complete={"type": CB})
+    run = await b.runs.create(on_complete={"type": CB})
     await push_run(b, run, "t", max_attempts=3)
     res = (await b.reserve(TYPE, k=1))[0]
     assert await b.nack(TYPE, "t", res.token, delay_seconds=0) == "retry"
-    rec = await b.run_get(run)
+    rec = await b.runs.get(run)
     assert rec is not None and rec.state == "running"
     assert await counters(b, run) == {"submitted": 1, "pending": 1}
     res = (await b.reserve(TYPE, k=1))[0]
@@ -109,7 +109,7 @@ async def test_retry_does_not_end_the_run(runs_backend: Backend) -> None:
 
 async def test_redelivery_is_not_counted_twice(runs_backend: Backend) -> None:
     b = runs_backend
-    run = await b.run_create()
+    run = await b.runs.create()
     await push_run(b, run, "t")
     first = (await b.reserve(TYPE, k=1, visibility_seconds=SHORT))[0]
     await asyncio.sleep(SHORT + 0.3)
@@ -120,20 +120,20 @@ async def test_redelivery_is_not_counted_twice(runs_backend: Backend) -> None:
     assert await b.ack(TYPE, [("t", first.token)]) == [False]  # the zombie cannot end it
     assert await counters(b, run) == {"submitted": 1, "running": 1}
     await b.ack(TYPE, [("t", second.token)])
-    rec = await b.run_get(run)
+    rec = await b.runs.get(run)
     assert rec is not None and rec.state == "done"
     assert await counters(b, run) == {"submitted": 1, "done": 1}
 
 
 async def test_ttl_expiry_and_cancel_of_queued_tasks_count(runs_backend: Backend) -> None:
     b = runs_backend
-    run = await b.run_create(on_complete={"type": CB})
+    run = await b.runs.create(on_complete={"type": CB})
     await push_run(b, run, "old", ttl_seconds=0.05)
     await push_run(b, run, "later", delay_seconds=30)
     await asyncio.sleep(0.15)
     assert await b.cancel(TYPE, "later") == "cancelled"
     assert await b.reserve(TYPE, k=5) == []
-    rec = await b.run_get(run)
+    rec = await b.runs.get(run)
     assert rec is not None and rec.state == "done"
     assert await counters(b, run) == {"submitted": 2, "expired": 1, "cancelled": 1}
     assert len(await b.reserve(CB, k=5)) == 1
@@ -141,16 +141,16 @@ async def test_ttl_expiry_and_cancel_of_queued_tasks_count(runs_backend: Backend
 
 async def test_tasks_spawned_by_tasks_keep_it_running(runs_backend: Backend) -> None:
     b = runs_backend
-    run = await b.run_create(on_complete={"type": CB})
+    run = await b.runs.create(on_complete={"type": CB})
     await push_run(b, run, "seed")
     seed = (await b.reserve(TYPE, k=1))[0]
     await push_run(b, run, "child1", "child2", type_="conf-other")
     await b.ack(TYPE, [("seed", seed.token)])
-    rec = await b.run_get(run)
+    rec = await b.runs.get(run)
     assert rec is not None and rec.state == "running"
     for r in await b.reserve("conf-other", k=5):
         await b.ack("conf-other", [(r.body.id, r.token)])
-    rec = await b.run_get(run)
+    rec = await b.runs.get(run)
     assert rec is not None and rec.state == "done"
     assert rec.by_type["conf-other"]["done"] == 2 and rec.by_type[TYPE]["done"] == 1
     assert len(await b.reserve(CB, k=5)) == 1
@@ -162,8 +162,8 @@ async def test_tasks_spawned_by_tasks_keep_it_running(runs_backend: Backend) -> 
 
 async def test_unique_key_deduplicates_within_a_run(runs_backend: Backend) -> None:
     b = runs_backend
-    run = await b.run_create()
-    other = await b.run_create()
+    run = await b.runs.create()
+    other = await b.runs.create()
     first = await push_run(b, run, "u1", unique="https://x/1")
     dup = await push_run(b, run, "u2", unique="https://x/1")
     elsewhere = await push_run(b, other, "u3", unique="https://x/1")
@@ -177,17 +177,17 @@ async def test_unique_key_deduplicates_within_a_run(runs_backend: Backend) -> No
     await b.ack(TYPE, [(r.body.id, r.token)])
     again = await push_run(b, run, "u4", unique="https://x/1")
     assert again[0].duplicate
-    rec = await b.run_get(run)
+    rec = await b.runs.get(run)
     assert rec is not None and rec.counters["duplicates"] == 2
 
 
 async def test_cancel_a_run(runs_backend: Backend) -> None:
     b = runs_backend
-    run = await b.run_create(on_complete={"type": CB})
+    run = await b.runs.create(on_complete={"type": CB})
     await push_run(b, run, "q1", "q2", "running")
     await push_run(b, run, "sched", delay_seconds=30)
     held = (await b.reserve(TYPE, k=1))[0]
-    done = await b.run_cancel(run)
+    done = await b.runs.cancel(run)
     assert done is not None
     rec = done.record
     assert rec.state == "cancelled" and rec.finished_at is not None
@@ -197,23 +197,23 @@ async def test_cancel_a_run(runs_backend: Backend) -> None:
 
     assert await b.extend(TYPE, held.body.id, held.token, 30) == LeaseStatus.CANCELLED
     await b.ack(TYPE, [(held.body.id, held.token)])
-    rec = await b.run_get(run)
+    rec = await b.runs.get(run)
     assert rec is not None and rec.state == "cancelled"
     assert rec.counters["cancelled"] == 4 and rec.counters["pending"] == 0
     assert rec.counters["running"] == 0
     assert await b.reserve(CB, k=5) == []  # no on_complete for a cancelled run
     refused = await push_run(b, run, "more")
     assert not refused[0].queued
-    assert await b.run_cancel("nope") is None
+    assert await b.runs.cancel("nope") is None
 
 
 async def test_list_pages_newest_first(runs_backend: Backend) -> None:
     b = runs_backend
-    made = [await b.run_create(name=f"r{i}") for i in range(5)]
-    page = await b.run_list(limit=2)
+    made = [await b.runs.create(name=f"r{i}") for i in range(5)]
+    page = await b.runs.page(limit=2)
     seen = [r.id for r in page.runs]
     while page.next is not None:
-        page = await b.run_list(after=page.next, limit=2)
+        page = await b.runs.page(after=page.next, limit=2)
         seen += [r.id for r in page.runs]
     assert [i for i in seen if i in made] == made[::-1]
 
@@ -229,14 +229,14 @@ async def test_ended_runs_expire(runs_backend: Backend, monkeypatch: pytest.Monk
 
 
 async def _expiry(b: Backend) -> None:
-    run = await b.run_create()
+    run = await b.runs.create()
     await push_run(b, run, "t")
     r = (await b.reserve(TYPE, k=1))[0]
     await b.ack(TYPE, [("t", r.token)])
-    assert await b.run_get(run) is not None
+    assert await b.runs.get(run) is not None
     await asyncio.sleep(0.5)
-    await b.run_create()  # any write prunes
-    assert await b.run_get(run) is None
+    await b.runs.create()  # any write prunes
+    assert await b.runs.get(run) is None
 
 
 def test_rule_ends_exactly_once() -> None:

@@ -167,7 +167,7 @@ async def test_a_crawl_run_ends_once_through_a_worker_kill(
             workers[0] = start_worker(url, "w1", env, tmp_path)
             shown = cli(user, lines[3], site, run)  # fleet runs watch: returns when it ended
             assert "done" in shown
-            record = await b.run_get(run)
+            record = await b.runs.get(run)
             assert record is not None and record.state == "done", record
             c = record.counters
             assert sorted(site.fetches) == list(range(PAGES)), "every page fetched"
@@ -184,7 +184,7 @@ async def test_a_crawl_run_ends_once_through_a_worker_kill(
             assert len(reports) == 1, reports
             assert reports[0].payload["run"]["run_id"] == run
             assert reports[0].payload["run"]["counters"]["done"] == PAGES
-            again = await b.run_get(run)
+            again = await b.runs.get(run)
             assert again is not None and again.finished_at == record.finished_at
     finally:
         for w in workers:

@@ -73,7 +73,7 @@ async def test_a_bigger_crawl_through_two_kills(site: Any, tmp_path: Path, share
                 workers[i] = crawl.start_worker(url, f"w{i + 1}", env, tmp_path)
             shown = crawl.cli(user, lines[3], site, run)  # fleet runs watch
             assert "done" in shown
-            record = await b.run_get(run)
+            record = await b.runs.get(run)
             assert record is not None and record.state == "done", record
             c = record.counters
             assert sorted(site.fetches) == list(range(PAGES)), "every page fetched"

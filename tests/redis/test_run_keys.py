@@ -29,13 +29,13 @@ async def _push(rb: RedisBackend, run: str, start: int, n: int) -> tuple[int, in
 
 
 async def test_unique_keys_in_a_bloom_filter(rb: RedisBackend, redis_url: str) -> None:
-    run = await rb.run_create()
+    run = await rb.runs.create()
     queued, false_dupes = await _push(rb, run, 0, N)
     assert queued + false_dupes == N
     assert false_dupes <= N * 0.003, false_dupes  # 0.1 % documented; chance allowed
     _, repeats = await _push(rb, run, 0, N)
     assert repeats == N
-    record = await rb.run_get(run)
+    record = await rb.runs.get(run)
     assert record is not None and record.counters["duplicates"] == N + false_dupes
     r = aioredis.from_url(redis_url, decode_responses=True)
     try:
@@ -45,7 +45,7 @@ async def test_unique_keys_in_a_bloom_filter(rb: RedisBackend, redis_url: str) -
         assert sizes == [2087, 4539, 9818]  # ceil(m / 8) of each level
         while got := await rb.reserve(TYPE, k=500):
             await rb.ack(TYPE, [(x.body.id, x.token) for x in got])
-        record = await rb.run_get(run)
+        record = await rb.runs.get(run)
         assert record is not None and record.state == "done"
         assert not await r.exists(*(f"fleet:run:{run}:keys:{i}" for i in range(levels)))
     finally:

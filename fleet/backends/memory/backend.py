@@ -29,7 +29,7 @@ from fleet.backends.memory.events import MemorySubscription
 from fleet.backends.memory.limits import MemoryLimits
 from fleet.backends.memory.proxies import MemoryProxies
 from fleet.backends.memory.records import MemoryRecordsMixin
-from fleet.backends.memory.runs import MemoryRunsMixin
+from fleet.backends.memory.runs import MemoryRuns
 from fleet.backends.memory.schedules import MemorySchedulesMixin
 from fleet.backends.memory.store import get_store, store_name
 from fleet.backends.memory.wait import resolve
@@ -67,7 +67,6 @@ def _json(value: Any) -> Any:
 class MemoryBackend(
     MemoryRecordsMixin,
     MemorySchedulesMixin,
-    MemoryRunsMixin,
     Backend,
 ):
     """In-process backend over the store named by ``memory://<name>``.
@@ -87,7 +86,7 @@ class MemoryBackend(
         self.proxies = MemoryProxies(self._store.proxies, self._proxy_policy)
         self.proxies.salts = self
         self._schedule_table = self._store.schedules
-        self._run_book = self._store.runs
+        self.runs = MemoryRuns(self._store.runs)
         self._closed = False
         self._waiting: set[asyncio.Future[None]] = set()
         # Weak: a subscription closed by its user must not be kept alive here.

@@ -3,7 +3,7 @@ type's queue, moved by the queues in the same synchronous step as the task
 operation (so atomic under asyncio), by the pure rule of :mod:`fleet.core.runs`.
 
 Each run keeps its ``unique_key`` set exactly (a Python set: memory is one
-process's) and the ids of its live tasks (for ``run_cancel``)."""
+process's) and the ids of its live tasks (for ``runs.cancel``)."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ class RunBook:
 
     Args:
         push: Pushes one request into a type's queue, synchronously (the callback).
-        cancel: Cancels one task of a type, synchronously (``run_cancel``).
+        cancel: Cancels one task of a type, synchronously (``runs.cancel``).
         publish: Publishes an event (``runs`` topic) when a run ends.
     """
 
@@ -191,25 +191,26 @@ class RunBook:
             self.publish("runs", {"event": "ended", **record.to_dict()})
 
 
-class MemoryRunsMixin(Runs):
+class MemoryRuns(Runs):
     """The :class:`Runs` capability over the store's :class:`RunBook`."""
 
-    _run_book: RunBook
+    def __init__(self, book: RunBook) -> None:
+        self._run_book = book
 
-    async def run_create(
+    async def create(
         self, *, name: str | None = None, on_complete: dict[str, Any] | None = None
     ) -> str:
         return self._run_book.create(name, on_complete, now())
 
-    async def run_get(self, run_id: str) -> RunRecord | None:
+    async def get(self, run_id: str) -> RunRecord | None:
         return self._run_book.get(run_id, now())
 
-    async def run_list(self, *, after: str | None = None, limit: int = 50) -> RunPage:
+    async def page(self, *, after: str | None = None, limit: int = 50) -> RunPage:
         return self._run_book.page(after, limit, now())
 
-    async def run_cancel(self, run_id: str) -> RunCancel | None:
+    async def cancel(self, run_id: str) -> RunCancel | None:
         await asyncio.sleep(0)
         return self._run_book.cancel(run_id, now())
 
 
-__all__ = ["COUNTERS", "MemoryRunsMixin", "RunBook"]
+__all__ = ["COUNTERS", "MemoryRuns", "RunBook"]

@@ -25,7 +25,7 @@ from fleet.backends.redis.limits import RedisLimits
 from fleet.backends.redis.pools import PoolOps
 from fleet.backends.redis.proxies import RedisProxies
 from fleet.backends.redis.queue import QueueOps
-from fleet.backends.redis.runs import RunOps
+from fleet.backends.redis.runs import RedisRuns
 from fleet.backends.redis.schedules import ScheduleOps
 from fleet.backends.redis.state import StateOps
 from fleet.backends.redis.streams import StreamOps
@@ -42,7 +42,6 @@ class RedisBackend(
     StreamOps,
     StateOps,
     ScheduleOps,
-    RunOps,
     Backend,
 ):
     """Backend over one Redis database.
@@ -62,6 +61,7 @@ class RedisBackend(
     def __init__(self, url: str) -> None:
         super().__init__(url)
         self.configs = RedisConfigs(self)
+        self.runs = RedisRuns(self)
         self.limits = RedisLimits(self)
         self.proxies = RedisProxies(self)
         self.proxies.salts = self

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from fleet.backends.redis import keys
-from fleet.backends.redis.core import RedisCore
+from fleet.backends.redis.core import RedisPart
 from fleet.core.capabilities.runs import Runs
 from fleet.core.records import dumps, new_id, now
 from fleet.core.runs import COUNTERS, RunCancel, RunPage, RunRecord, run_ttl, zero_counters
@@ -46,10 +46,10 @@ def _record(run_id: str, h: dict[str, str]) -> RunRecord:
     )
 
 
-class RunOps(RedisCore, Runs):
+class RedisRuns(RedisPart, Runs):
     """The :class:`Runs` capability on Redis."""
 
-    async def run_create(
+    async def create(
         self, *, name: str | None = None, on_complete: dict[str, Any] | None = None
     ) -> str:
         run_id = new_id()
@@ -63,7 +63,9 @@ class RunOps(RedisCore, Runs):
             await self._lane.execute("HSET", run_key(run_id), *fields)
             await self._lane.execute("ZADD", RUN_INDEX, repr(t), run_id)
             # Where the script that ends the run publishes it (its database's prefix).
-            await self._lane.execute("SET", keys.RUN_CHANNEL, keys.event_prefix(self._endpoint.db))
+            await self._lane.execute(
+                "SET", keys.RUN_CHANNEL, keys.event_prefix(self._core._endpoint.db)
+            )
             await self._prune(t)
         return run_id
 
@@ -75,7 +77,7 @@ class RunOps(RedisCore, Runs):
         if gone:
             await self._lane.execute("ZREM", RUN_INDEX, *gone)
 
-    async def run_get(self, run_id: str) -> RunRecord | None:
+    async def get(self, run_id: str) -> RunRecord | None:
         with self._guard():
             flat = await self._lane.execute("HGETALL", run_key(run_id))
         if not flat:
@@ -83,7 +85,7 @@ class RunOps(RedisCore, Runs):
         h = _hash(flat)
         return _record(run_id, h) if "state" in h else None
 
-    async def run_list(self, *, after: str | None = None, limit: int = 50) -> RunPage:
+    async def page(self, *, after: str | None = None, limit: int = 50) -> RunPage:
         limit = max(limit, 1)
         with self._guard():
             top = "+inf"
@@ -93,10 +95,10 @@ class RunOps(RedisCore, Runs):
             ids = await self._lane.execute(
                 "ZREVRANGEBYSCORE", RUN_INDEX, top, "-inf", "LIMIT", 0, limit + 1
             )
-        found = [r for r in [await self.run_get(i) for i in ids[:limit]] if r is not None]
+        found = [r for r in [await self.get(i) for i in ids[:limit]] if r is not None]
         return RunPage(found, found[-1].id if len(ids) > limit and found else None)
 
-    async def run_cancel(self, run_id: str) -> RunCancel | None:
+    async def cancel(self, run_id: str) -> RunCancel | None:
         with self._guard():
             answer = await self._scripts.run_cancel(
                 self._lane, [run_key(run_id)], [repr(now()), str(int(run_ttl() * 1000) + 1)]
@@ -112,12 +114,12 @@ class RunOps(RedisCore, Runs):
                     outcome = await self._scripts.cancel(self._lane, qkeys, [repr(now()), task_id])
                 if outcome == "cancelling":
                     stopping.append((automation_type, task_id))
-        record = await self.run_get(run_id)
+        record = await self.get(run_id)
         if record is None:
             return None
         if answer[0] == "running":
             message = dumps({"event": "ended", **record.to_dict()})
-            channel = keys.event_channel("runs", self._endpoint.db)
+            channel = keys.event_channel("runs", self._core._endpoint.db)
             with self._guard():
                 await self._lane.execute("PUBLISH", channel, message)
         return RunCancel(record, tuple(stopping))
@@ -129,4 +131,4 @@ def _hash(flat: Any) -> dict[str, str]:
     return {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}
 
 
-__all__ = ["RUN_INDEX", "RunOps", "run_key"]
+__all__ = ["RUN_INDEX", "RedisRuns", "run_key"]

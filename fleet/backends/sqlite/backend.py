@@ -67,14 +67,13 @@ from fleet.core.records import (
     now,
 )
 from fleet.core.results import output_record, progress_record, progress_topic
-from fleet.core.runs import RunCancel
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 
-class SQLiteBackend(SQLitePrimitives, SQLiteSchedules, SQLiteRuns):
+class SQLiteBackend(SQLitePrimitives, SQLiteSchedules):
     """The SQLite backend (see the module docstring).
 
     Args:
@@ -89,6 +88,7 @@ class SQLiteBackend(SQLitePrimitives, SQLiteSchedules, SQLiteRuns):
         self._db = SQLiteDB(parse_url(url))
         self._watcher = Watcher(self._db, self._db.options.poll_ms / 1000)
         self.configs = SQLiteConfigs(self._db)
+        self.runs = SQLiteRuns(self._db, self._watcher, qa.run_cancel)
         self.limits = SQLiteLimits(self._db)
         self.proxies = SQLiteProxies(self._db)
         self.proxies.salts = self
@@ -247,11 +247,6 @@ class SQLiteBackend(SQLitePrimitives, SQLiteSchedules, SQLiteRuns):
 
     async def purge_type(self, automation_type: str) -> None:
         await self._db.write(lambda c: qa.purge_type(c, automation_type))
-
-    async def run_cancel(self, run_id: str) -> RunCancel | None:
-        found = await self._db.write(lambda c: qa.run_cancel(c, run_id, now()))
-        self._watcher.kick()
-        return found
 
     async def _write_waking(self, automation_type: str, op: Callable[[sqlite3.Connection], T]) -> T:
         """Run a write that may make tasks deliverable, and wake as many local

@@ -23,6 +23,7 @@ from fleet.core.capabilities.runs import Runs
 from fleet.core.records import PushRequest, TaskBody, dumps, new_id, now
 from fleet.core.runs import (
     COUNTERS,
+    RunCancel,
     RunEvent,
     RunPage,
     RunRecord,
@@ -241,23 +242,34 @@ def mark_cancelled(conn: sqlite3.Connection, run_id: str, now: float) -> list[tu
 
 
 class SQLiteRuns(Runs):
-    """The :class:`Runs` capability on SQLite, over ``self._db``."""
+    """The :class:`Runs` capability on SQLite: one transaction each."""
 
-    _db: SQLiteDB
-    _watcher: Watcher
+    def __init__(
+        self,
+        db: SQLiteDB,
+        watcher: Watcher,
+        cancel_tasks: Callable[[sqlite3.Connection, str, float], RunCancel | None],
+    ) -> None:
+        self._db = db
+        self._watcher = watcher
+        # queue_admin.run_cancel: it cancels the run's tasks (and imports this module).
+        self._cancel_tasks = cancel_tasks
 
-    async def run_create(
+    async def create(
         self, *, name: str | None = None, on_complete: dict[str, Any] | None = None
     ) -> str:
         return await self._db.write(lambda c: create(c, name, on_complete, now()))
 
-    async def run_get(self, run_id: str) -> RunRecord | None:
+    async def get(self, run_id: str) -> RunRecord | None:
         return await self._db.read(lambda c: get(c, run_id, now()))
 
-    async def run_list(self, *, after: str | None = None, limit: int = 50) -> RunPage:
+    async def page(self, *, after: str | None = None, limit: int = 50) -> RunPage:
         return await self._db.read(lambda c: page(c, after, limit, now()))
 
-    # run_cancel: SQLiteBackend's (it cancels tasks: queue_admin.run_cancel).
+    async def cancel(self, run_id: str) -> RunCancel | None:
+        found = await self._db.write(lambda c: self._cancel_tasks(c, run_id, now()))
+        self._watcher.kick()  # reservers see the cancelled tasks gone
+        return found
 
 
 __all__ = ["SQLiteRuns", "admit", "event", "mark_cancelled"]

@@ -28,21 +28,21 @@ class Runs(abc.ABC):
     """
 
     @abc.abstractmethod
-    async def run_create(
+    async def create(
         self, *, name: str | None = None, on_complete: dict[str, Any] | None = None
     ) -> str:
         """Create a run (state ``running``, counters zero); returns its id."""
 
     @abc.abstractmethod
-    async def run_get(self, run_id: str) -> RunRecord | None:
+    async def get(self, run_id: str) -> RunRecord | None:
         """The run, or None if unknown or expired (``FLEET_RUN_TTL_SECONDS`` after it ended)."""
 
     @abc.abstractmethod
-    async def run_list(self, *, after: str | None = None, limit: int = 50) -> RunPage:
+    async def page(self, *, after: str | None = None, limit: int = 50) -> RunPage:
         """Runs, newest first; ``after`` is the ``next`` cursor of the page before."""
 
     @abc.abstractmethod
-    async def run_cancel(self, run_id: str) -> RunCancel | None:
+    async def cancel(self, run_id: str) -> RunCancel | None:
         """End a running run ``cancelled`` (no ``on_complete``): its queued and
         scheduled tasks are cancelled, its processing ones flagged as a task cancel
         does (listed in ``stopping``). A run that already ended is answered as it

@@ -109,7 +109,7 @@ async def live_runs(backend: Backend) -> tuple[list[RunRecord], int]:
     live = seen = 0
     after: str | None = None
     while seen < RUNS_EXAMINED:
-        page = await backend.run_list(after=after, limit=500)
+        page = await backend.runs.page(after=after, limit=500)
         seen += len(page.runs)
         for record in page.runs:
             if record.state == "running":

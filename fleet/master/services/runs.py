@@ -47,7 +47,7 @@ async def create(backend: Backend, name: Any, on_complete: Any) -> dict[str, Any
     except ContractValueError as exc:
         raise _invalid(exc, "on_complete") from None
     try:
-        run_id = await backend.run_create(name=checked_name, on_complete=checked)
+        run_id = await backend.runs.create(name=checked_name, on_complete=checked)
     except UnsupportedBackend as exc:
         raise _unsupported(exc) from None
     return {"run_id": run_id}
@@ -55,7 +55,7 @@ async def create(backend: Backend, name: Any, on_complete: Any) -> dict[str, Any
 
 async def _get(backend: Backend, run_id: str) -> RunRecord:
     try:
-        record = await backend.run_get(run_id)
+        record = await backend.runs.get(run_id)
     except UnsupportedBackend as exc:
         raise _unsupported(exc) from None
     if record is None:
@@ -87,7 +87,7 @@ async def get(backend: Backend, run_id: str, wait: float | None = None) -> dict[
 async def page(backend: Backend, after: str | None, limit: int) -> dict[str, Any]:
     """``{"runs": [...], "next": cursor | None}``, newest first."""
     try:
-        found = await backend.run_list(after=after, limit=min(limit, MAX_PAGE))
+        found = await backend.runs.page(after=after, limit=min(limit, MAX_PAGE))
     except UnsupportedBackend as exc:
         raise _unsupported(exc) from None
     return {"runs": [r.to_dict() for r in found.runs], "next": found.next}
@@ -102,7 +102,7 @@ async def cancel(backend: Backend, run_id: str) -> dict[str, Any]:
         HTTPException: 404 for an unknown run.
     """
     try:
-        done = await backend.run_cancel(run_id)
+        done = await backend.runs.cancel(run_id)
     except UnsupportedBackend as exc:
         raise _unsupported(exc) from None
     if done is None:
