@@ -53,7 +53,7 @@ async def fire(url: str, schedules: int, seconds: float) -> tuple[float, int, in
         t0 = time.time()
         for i in range(schedules):
             definition = {"every_seconds": 1, "payload": {"i": i}}
-            await b.schedule_put(new_record(TYPE, f"s{i}", definition, now=t0))
+            await b.schedules.put(new_record(TYPE, f"s{i}", definition, now=t0))
         firer = ScheduleFirer(b, "bench")
         start = time.time()
         firer.start()

@@ -54,7 +54,6 @@ class Backend(
     Streams,
     Pools,
     Primitives,
-    ScheduleStore,
     Events,
     FleetState,
     abc.ABC,
@@ -76,6 +75,8 @@ class Backend(
     configs: Configs
     #: Runs: the tasks of one job, counted, ended once (:class:`~fleet.core.capabilities.Runs`).
     runs: Runs
+    #: Schedules (:class:`~fleet.core.capabilities.ScheduleStore`).
+    schedules: ScheduleStore
     #: The limiters of ``ctx.limit`` (:class:`~fleet.core.capabilities.Limiters`).
     limits: Limiters
     #: Proxy health (:class:`~fleet.core.capabilities.ProxyHealth`).

@@ -168,7 +168,7 @@ def create_app(
             except BackendError as exc:
                 log.warning("could not write the catalog at start: %s", exc)
             try:
-                await sync_declared(state.backend, registered())
+                await sync_declared(state.backend.schedules, registered())
             except BackendError as exc:
                 log.warning("could not write the declared schedules at start: %s", exc)
             if sweeper:

@@ -47,12 +47,12 @@ async def _sync_one(store: ScheduleStore, automation_type: str, schedule: Schedu
     t = now()
     for _ in range(3):
         try:
-            current = await store.schedule_get(automation_type, schedule.id)
+            current = await store.get(automation_type, schedule.id)
         except ValueError:
             current = None  # unreadable: the declaration replaces it
         if current is None:
             fresh = new_record(automation_type, schedule.id, definition, now=t, declared=mark)
-            await store.schedule_put(fresh)
+            await store.put(fresh)
             return True
         if current.declared == mark:
             return False
@@ -63,7 +63,7 @@ async def _sync_one(store: ScheduleStore, automation_type: str, schedule: Schedu
             next_run=next_tick(definition, t) if retimed else current.next_run,
             updated_at=t,
         )
-        if await store.schedule_swap(current, updated):
+        if await store.swap(current, updated):
             return True
     log.warning(
         "%s: schedule %r changed under us three times; not updated", automation_type, schedule.id

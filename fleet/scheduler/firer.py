@@ -103,7 +103,7 @@ async def fire_due(
     """
     t = now() if at is None else at
     report = FireReport()
-    due = await backend.schedule_due(t, BATCH)
+    due = await backend.schedules.due(t, BATCH)
     report.due = len(due)
     steps: list[tuple[ScheduleRecord, Plan, str | None]] = []
     pushes: dict[str, list[tuple[int, PushRequest]]] = {}
@@ -147,7 +147,7 @@ async def fire_due(
             last_error=error,
             updated_at=t,
         )
-        swaps.append(backend.schedule_swap(record, moved))
+        swaps.append(backend.schedules.swap(record, moved))
     # Independent compare-and-sets: sent together (one pipelined round trip on Redis)
     # rather than one round trip per schedule.
     await asyncio.gather(*swaps)
@@ -187,11 +187,11 @@ async def run_now(backend: Backend, record: ScheduleRecord) -> str:
     request = _request(record, f"schedule:{record.id}:run:{new_id()}", None)
     task_id = (await backend.push_one(record.automation_type, request)).task_id
     for _ in range(3):  # the firer may move it meanwhile: re-read and retry
-        current = await backend.schedule_get(record.automation_type, record.id)
+        current = await backend.schedules.get(record.automation_type, record.id)
         if current is None:
             break
         done = current.evolve(last_run=now(), last_task_id=task_id, updated_at=now())
-        if await backend.schedule_swap(current, done):
+        if await backend.schedules.swap(current, done):
             break
     return task_id
 

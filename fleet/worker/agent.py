@@ -213,7 +213,7 @@ class Worker:
             else:
                 await self.backend.worker_register(t, self.worker_id, self._hardware)
                 await self.backend.catalog_put(t, catalog_entry(runner.cls))
-                await sync_declared(self.backend, {t: runner.cls})
+                await sync_declared(self.backend.schedules, {t: runner.cls})
                 runner.draining = await self._drain_flag(t)
                 await runner.sync_config()
         # Subscribed before start returns, so no event published afterwards is missed.

@@ -19,52 +19,52 @@ def rec(sid: str, next_run: float, *, enabled: bool = True, type_: str = TYPE) -
 
 async def test_put_get_list_delete(backend: Backend) -> None:
     a, b = rec("a", 100.0), rec("b", 200.0)
-    await backend.schedule_put(b)
-    await backend.schedule_put(a)
-    assert await backend.schedule_get(TYPE, "a") == a
-    assert await backend.schedule_get(TYPE, "nope") is None
-    assert [r.id for r in await backend.schedule_list(TYPE)] == ["a", "b"]
-    assert await backend.schedule_list("other-type") == []
-    assert await backend.schedule_delete(TYPE, "a")
-    assert not await backend.schedule_delete(TYPE, "a")
-    assert [r.id for r in await backend.schedule_list(TYPE)] == ["b"]
+    await backend.schedules.put(b)
+    await backend.schedules.put(a)
+    assert await backend.schedules.get(TYPE, "a") == a
+    assert await backend.schedules.get(TYPE, "nope") is None
+    assert [r.id for r in await backend.schedules.listing(TYPE)] == ["a", "b"]
+    assert await backend.schedules.listing("other-type") == []
+    assert await backend.schedules.delete(TYPE, "a")
+    assert not await backend.schedules.delete(TYPE, "a")
+    assert [r.id for r in await backend.schedules.listing(TYPE)] == ["b"]
 
 
 async def test_due_index_across_types_earliest_first(backend: Backend) -> None:
-    await backend.schedule_put(rec("late", 300.0))
-    await backend.schedule_put(rec("early", 100.0, type_="other"))
-    await backend.schedule_put(rec("mid", 200.0))
-    await backend.schedule_put(rec("off", 50.0, enabled=False))
-    assert await backend.schedule_next_due() == 100.0
-    due = await backend.schedule_due(250.0)
+    await backend.schedules.put(rec("late", 300.0))
+    await backend.schedules.put(rec("early", 100.0, type_="other"))
+    await backend.schedules.put(rec("mid", 200.0))
+    await backend.schedules.put(rec("off", 50.0, enabled=False))
+    assert await backend.schedules.next_due() == 100.0
+    due = await backend.schedules.due(250.0)
     assert [(r.automation_type, r.id) for r in due] == [("other", "early"), (TYPE, "mid")]
-    assert [r.id for r in await backend.schedule_due(1000.0, limit=1)] == ["early"]
+    assert [r.id for r in await backend.schedules.due(1000.0, limit=1)] == ["early"]
     # Re-indexing moves it; deleting drops it.
-    await backend.schedule_put(rec("mid", 400.0))
-    assert [r.id for r in await backend.schedule_due(350.0)] == ["early", "late"]
-    assert await backend.schedule_delete("other", "early")
-    assert await backend.schedule_next_due() == 300.0
+    await backend.schedules.put(rec("mid", 400.0))
+    assert [r.id for r in await backend.schedules.due(350.0)] == ["early", "late"]
+    assert await backend.schedules.delete("other", "early")
+    assert await backend.schedules.next_due() == 300.0
 
 
 async def test_swap_is_compare_and_set(backend: Backend) -> None:
     first = rec("s", 100.0)
-    await backend.schedule_put(first)
+    await backend.schedules.put(first)
     moved = first.evolve(next_run=160.0, last_run=100.0, last_task_id="t1")
-    assert await backend.schedule_swap(first, moved)
-    assert not await backend.schedule_swap(first, first.evolve(next_run=999.0))  # stale
-    assert await backend.schedule_get(TYPE, "s") == moved
-    assert await backend.schedule_next_due() == 160.0
+    assert await backend.schedules.swap(first, moved)
+    assert not await backend.schedules.swap(first, first.evolve(next_run=999.0))  # stale
+    assert await backend.schedules.get(TYPE, "s") == moved
+    assert await backend.schedules.next_due() == 160.0
     paused = moved.evolve(definition={**moved.definition, "enabled": False})
-    assert await backend.schedule_swap(moved, paused)
-    assert await backend.schedule_next_due() is None
-    assert await backend.schedule_due(10_000.0) == []
+    assert await backend.schedules.swap(moved, paused)
+    assert await backend.schedules.next_due() is None
+    assert await backend.schedules.due(10_000.0) == []
 
 
 async def test_an_unreadable_record_affects_only_itself(backend: Backend) -> None:
-    await backend.schedule_put(rec("good", 100.0))
-    await backend.schedule_put_raw(TYPE, "bad", '{"id": "bad", "next_run": "soon"}', 50.0)
-    await backend.schedule_put_raw(TYPE, "worse", "not json", 60.0)
-    listed = await backend.schedule_list(TYPE)
+    await backend.schedules.put(rec("good", 100.0))
+    await backend.schedules.put_raw(TYPE, "bad", '{"id": "bad", "next_run": "soon"}', 50.0)
+    await backend.schedules.put_raw(TYPE, "worse", "not json", 60.0)
+    listed = await backend.schedules.listing(TYPE)
     assert [type(x).__name__ for x in listed] == [
         "UnreadableSchedule",
         "ScheduleRecord",
@@ -72,16 +72,16 @@ async def test_an_unreadable_record_affects_only_itself(backend: Backend) -> Non
     ]
     assert isinstance(listed[0], UnreadableSchedule) and listed[0].id == "bad"
     # The firer gets the good one and takes the bad ones out of the due index.
-    assert [r.id for r in await backend.schedule_due(1000.0)] == ["good"]
-    assert await backend.schedule_next_due() == 100.0
+    assert [r.id for r in await backend.schedules.due(1000.0)] == ["good"]
+    assert await backend.schedules.next_due() == 100.0
     with pytest.raises(ValueError, match="cannot be read"):
-        await backend.schedule_get(TYPE, "worse")
-    assert await backend.schedule_delete(TYPE, "worse")
+        await backend.schedules.get(TYPE, "worse")
+    assert await backend.schedules.delete(TYPE, "worse")
 
 
 async def test_purge_type_drops_its_schedules(backend: Backend) -> None:
-    await backend.schedule_put(rec("a", 100.0))
-    await backend.schedule_put(rec("b", 100.0, type_="other"))
+    await backend.schedules.put(rec("a", 100.0))
+    await backend.schedules.put(rec("b", 100.0, type_="other"))
     await backend.purge_type(TYPE)
-    assert await backend.schedule_list(TYPE) == []
-    assert [r.id for r in await backend.schedule_due(1000.0)] == ["b"]
+    assert await backend.schedules.listing(TYPE) == []
+    assert [r.id for r in await backend.schedules.due(1000.0)] == ["b"]

@@ -118,7 +118,7 @@ def test_an_unreadable_schedule(live_factory: Any, sqlite_url: str) -> None:
     async def put_raw() -> None:
         backend = await open_backend(sqlite_url)
         try:
-            await backend.schedule_put_raw(SCRAPE, "broken", '{"id": "broken"}', None)
+            await backend.schedules.put_raw(SCRAPE, "broken", '{"id": "broken"}', None)
         finally:
             await backend.close()
 

@@ -26,7 +26,7 @@ async def create(master: InProcess, **body: Any) -> dict[str, Any]:
 
 
 async def due_ids(master: InProcess) -> list[str]:
-    return [rec.id for rec in await master.backend.schedule_due(FAR)]
+    return [rec.id for rec in await master.backend.schedules.due(FAR)]
 
 
 async def test_create_every_and_cron_then_get_and_list(master: InProcess) -> None:
@@ -135,8 +135,8 @@ async def test_pause_and_resume(master: InProcess) -> None:
     assert r.status_code == 200 and r.json()["priority"] == -1 and not r.json()["enabled"]
     assert await due_ids(master) == []
     # a resumed schedule starts from the next tick after now (no catch-up)
-    record = await master.backend.schedule_get(SCRAPE, "p")
-    await master.backend.schedule_put(record.evolve(next_run=1000.0))
+    record = await master.backend.schedules.get(SCRAPE, "p")
+    await master.backend.schedules.put(record.evolve(next_run=1000.0))
     r = await master.client.patch(f"{BASE}/p", json={"enabled": True}, headers=H)
     assert r.status_code == 200
     resumed = r.json()
@@ -197,7 +197,7 @@ async def test_patch_switches_timing_and_revalidates(master: InProcess) -> None:
 
 async def test_a_stale_payload_can_be_paused_but_not_resumed_or_run(master: InProcess) -> None:
     record = new_record(SCRAPE, "old", {"every_seconds": 60, "payload": {"uri": "x"}})
-    await master.backend.schedule_put(record)
+    await master.backend.schedules.put(record)
     r = await master.client.patch(f"{BASE}/old", json={"enabled": False}, headers=H)
     assert r.status_code == 200, r.text
     r = await master.client.patch(f"{BASE}/old", json={"enabled": True}, headers=H)
@@ -274,8 +274,8 @@ async def test_scopes(master: InProcess) -> None:
 async def test_an_unreadable_record_is_listed_and_can_be_deleted(master: InProcess) -> None:
     await create(master, id="fine", every_seconds=60)
     raw = json.dumps({"id": "broken", "cron": "not cron", "next_run": 1})
-    await master.backend.schedule_put_raw(SCRAPE, "broken", raw, None)
-    await master.backend.schedule_put_raw(SCRAPE, "junk", "{not json", 5.0)
+    await master.backend.schedules.put_raw(SCRAPE, "broken", raw, None)
+    await master.backend.schedules.put_raw(SCRAPE, "junk", "{not json", 5.0)
     r = await master.client.get(BASE, headers=H)
     assert r.status_code == 200, r.text
     listed = {s["id"]: s for s in r.json()["schedules"]}
@@ -303,10 +303,10 @@ async def test_a_declared_schedule_is_marked(master: InProcess) -> None:
     record = new_record(
         SCRAPE, "decl", {"every_seconds": 60, "payload": {"url": "u"}}, declared="abc123"
     )
-    await master.backend.schedule_put(record)
+    await master.backend.schedules.put(record)
     s = (await master.client.get(f"{BASE}/decl", headers=H)).json()
     assert s["declared"] is True
     r = await master.client.patch(f"{BASE}/decl", json={"enabled": False}, headers=H)
     assert r.json()["declared"] is True
-    stored = await master.backend.schedule_get(SCRAPE, "decl")
+    stored = await master.backend.schedules.get(SCRAPE, "decl")
     assert stored.declared == "abc123" and not stored.enabled

@@ -23,7 +23,7 @@ TYPE = "sched-job"
 
 async def every(backend: Backend, sid: str, seconds: float, **kw: Any) -> Any:
     record = new_record(TYPE, sid, {"every_seconds": seconds, "payload": {"n": 1}, **kw})
-    await backend.schedule_put(record)
+    await backend.schedules.put(record)
     return record
 
 
@@ -63,7 +63,7 @@ async def test_two_firers_fire_each_tick_once(backend_url: str, fast: None) -> N
         assert ticks[-1] - ticks[0] + 1 - len(ticks) <= 1, ticks
         assert 3 <= len(ticks) <= 5, ticks
         assert all(t0 - 1 <= t <= time.time() for t in ticks)
-        record = await a.schedule_get(TYPE, "each-second")
+        record = await a.schedules.get(TYPE, "each-second")
         assert record is not None and record.last_task_id == tick_task_id("each-second", ticks[-1])
     finally:
         await a.close()
@@ -104,37 +104,37 @@ async def test_misfire_once_and_skip_with_a_fixed_clock(backend: Backend) -> Non
     once = await every(backend, "once", 2, misfire="once")
     skip = await every(backend, "skip", 2, misfire="skip")
     start = max(once.next_run, skip.next_run)
-    await backend.schedule_put(once.evolve(next_run=start))
-    await backend.schedule_put(skip.evolve(next_run=start))
+    await backend.schedules.put(once.evolve(next_run=start))
+    await backend.schedules.put(skip.evolve(next_run=start))
     assert (await fire_due(backend, start + 0.1)).fired == 2  # both on time
     # Stopped for 10 s: five ticks pass unseen.
     assert (await fire_due(backend, start + 10.3)).fired == 1
     ids = Counter(i.split(":")[1] for i in await drain_ids(backend))
     assert ids == {"once": 2, "skip": 1}
-    after = {s: await backend.schedule_get(TYPE, s) for s in ("once", "skip")}
+    after = {s: await backend.schedules.get(TYPE, s) for s in ("once", "skip")}
     assert all(r is not None and r.next_run == start + 12 for r in after.values())
     # Back on time afterwards: both fire their next tick.
     assert (await fire_due(backend, start + 12.1)).fired == 2
     # The same tick fired twice (two firers racing) is one task.
-    rec = await backend.schedule_get(TYPE, "once")
+    rec = await backend.schedules.get(TYPE, "once")
     assert rec is not None
     stale = rec.evolve(next_run=start + 12)
-    await backend.schedule_put(stale)
+    await backend.schedules.put(stale)
     assert (await fire_due(backend, start + 12.2)).fired == 1
     assert len(await drain_ids(backend)) == 2
 
 
 async def test_pause_resume_and_run_now(backend: Backend) -> None:
     rec = await every(backend, "p", 1, enabled=False)
-    await backend.schedule_put(rec.evolve(next_run=time.time() - 0.5))
+    await backend.schedules.put(rec.evolve(next_run=time.time() - 0.5))
     assert (await fire_due(backend)).fired == 0
     task_id = await run_now(backend, rec)
     assert task_id.startswith("schedule:p:run:")
     assert (await backend.task_state(TYPE, task_id)).state == "queued"
-    stored = await backend.schedule_get(TYPE, "p")
+    stored = await backend.schedules.get(TYPE, "p")
     assert stored is not None and stored.last_task_id == task_id
     resumed = stored.evolve(definition={**stored.definition, "enabled": True})
-    assert await backend.schedule_swap(stored, resumed)
+    assert await backend.schedules.swap(stored, resumed)
     assert (await fire_due(backend)).fired == 1
 
 
@@ -153,17 +153,17 @@ class DeclaresChanged:
 
 
 async def test_declared_schedules_are_written_once_and_updated(backend: Backend) -> None:
-    assert await sync_declared(backend, {TYPE: Declares}) == [f"{TYPE}/nightly"]
-    first = await backend.schedule_get(TYPE, "nightly")
+    assert await sync_declared(backend.schedules, {TYPE: Declares}) == [f"{TYPE}/nightly"]
+    first = await backend.schedules.get(TYPE, "nightly")
     assert first is not None and first.definition["cron"] == "0 3 * * *"
     # A restart with the same declaration changes nothing (an operator's pause stays).
     paused = first.evolve(definition={**first.definition, "enabled": False})
-    assert await backend.schedule_swap(first, paused)
-    assert await sync_declared(backend, {TYPE: Declares}) == []
-    assert [r.id for r in await backend.schedule_list(TYPE)] == ["nightly"]
-    assert (await backend.schedule_get(TYPE, "nightly")).enabled is False  # type: ignore[union-attr]
+    assert await backend.schedules.swap(first, paused)
+    assert await sync_declared(backend.schedules, {TYPE: Declares}) == []
+    assert [r.id for r in await backend.schedules.listing(TYPE)] == ["nightly"]
+    assert (await backend.schedules.get(TYPE, "nightly")).enabled is False  # type: ignore[union-attr]
     # A changed declaration rewrites it and moves its next run.
-    assert await sync_declared(backend, {TYPE: DeclaresChanged}) == [f"{TYPE}/nightly"]
-    now = await backend.schedule_get(TYPE, "nightly")
+    assert await sync_declared(backend.schedules, {TYPE: DeclaresChanged}) == [f"{TYPE}/nightly"]
+    now = await backend.schedules.get(TYPE, "nightly")
     assert now is not None and now.definition["payload"] == {"n": 2} and now.enabled
     assert now.next_run != first.next_run and now.created_at == first.created_at

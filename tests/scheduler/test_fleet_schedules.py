@@ -88,7 +88,7 @@ async def test_ticks_fire_once_whoever_is_up(url: str, tmp_path: Path) -> None:
             return bool(await ticks_ran(book))
 
         await wait_until(up, timeout=60, interval=0.2, what="workers up and a first tick")
-        assert [r.id for r in await b.schedule_list(TYPE)] == ["every-second"]  # stored once
+        assert [r.id for r in await b.schedules.listing(TYPE)] == ["every-second"]  # stored once
 
         # 10 s with everyone up.
         first = (await ticks_ran(book))[0]

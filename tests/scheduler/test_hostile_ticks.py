@@ -93,14 +93,14 @@ async def test_an_outdated_payload_is_not_enqueued(
 ) -> None:
     await backend.catalog_put("ghost", _ghost_entry())
     record = new_record("ghost", "old", {"every_seconds": 10, "payload": {"url": "u"}}, now=1000.0)
-    await backend.schedule_put(record)
+    await backend.schedules.put(record)
     check = catalog_check(backend)
     with caplog.at_level(logging.WARNING, logger="fleet.scheduler"):
         first = await fire_due(backend, record.next_run + 0.1, check)
         second = await fire_due(backend, record.next_run + 10.1, check)
     assert (first.fired, first.refused, second.fired, second.refused) == (0, 1, 0, 1)
     assert (await backend.depths("ghost")).normal == 0
-    stored = await backend.schedule_get("ghost", "old")
+    stored = await backend.schedules.get("ghost", "old")
     assert isinstance(stored, ScheduleRecord)
     assert stored.last_error is not None and "sku" in stored.last_error
     assert stored.next_run == record.next_run + 20  # it moved on, tick by tick
@@ -108,10 +108,10 @@ async def test_an_outdated_payload_is_not_enqueued(
     assert len(warnings) == 1  # once, not once per tick
     # A payload that fits again fires, and the error goes.
     fixed = stored.evolve(definition={**stored.definition, "payload": {"sku": "a1"}})
-    assert await backend.schedule_swap(stored, fixed)
+    assert await backend.schedules.swap(stored, fixed)
     third = await fire_due(backend, fixed.next_run + 0.1, check)
     assert third.fired == 1
-    again = await backend.schedule_get("ghost", "old")
+    again = await backend.schedules.get("ghost", "old")
     assert isinstance(again, ScheduleRecord) and again.last_error is None
 
 

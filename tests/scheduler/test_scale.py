@@ -40,7 +40,7 @@ async def test_a_thousand_one_second_schedules_keep_up(
         t0 = time.time()
         for i in range(SCHEDULES):
             record = new_record(TYPE, f"s{i}", {"every_seconds": 1, "payload": {"i": i}}, now=t0)
-            await b.schedule_put(record)
+            await b.schedules.put(record)
         firer = ScheduleFirer(b, "test")
         with caplog.at_level(logging.INFO, logger="fleet.scheduler"):
             start = time.time()

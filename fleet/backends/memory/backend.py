@@ -30,7 +30,7 @@ from fleet.backends.memory.limits import MemoryLimits
 from fleet.backends.memory.proxies import MemoryProxies
 from fleet.backends.memory.records import MemoryRecordsMixin
 from fleet.backends.memory.runs import MemoryRuns
-from fleet.backends.memory.schedules import MemorySchedulesMixin
+from fleet.backends.memory.schedules import MemorySchedules
 from fleet.backends.memory.store import get_store, store_name
 from fleet.backends.memory.wait import resolve
 from fleet.core.capabilities.proxies import ProxyPolicy
@@ -66,7 +66,6 @@ def _json(value: Any) -> Any:
 
 class MemoryBackend(
     MemoryRecordsMixin,
-    MemorySchedulesMixin,
     Backend,
 ):
     """In-process backend over the store named by ``memory://<name>``.
@@ -85,7 +84,7 @@ class MemoryBackend(
         self.limits = MemoryLimits(self._store.limits)
         self.proxies = MemoryProxies(self._store.proxies, self._proxy_policy)
         self.proxies.salts = self
-        self._schedule_table = self._store.schedules
+        self.schedules = MemorySchedules(self._store.schedules)
         self.runs = MemoryRuns(self._store.runs)
         self._closed = False
         self._waiting: set[asyncio.Future[None]] = set()

@@ -61,20 +61,19 @@ class ScheduleTable:
             self.delete(key)
 
 
-class MemorySchedulesMixin(ScheduleStore):
+class MemorySchedules(ScheduleStore):
     """``ScheduleStore`` over the store's :class:`ScheduleTable`."""
 
-    #: The store's table (set by the backend: typed here without the store, which
-    #: imports this module).
-    _schedule_table: ScheduleTable
+    def __init__(self, table: ScheduleTable) -> None:
+        self._schedule_table = table
 
-    async def schedule_put_raw(
+    async def put_raw(
         self, automation_type: str, schedule_id: str, raw: str, due: float | None
     ) -> None:
         await asyncio.sleep(0)
         self._schedule_table.put((automation_type, schedule_id), raw, due)
 
-    async def schedule_swap_raw(
+    async def swap_raw(
         self, automation_type: str, schedule_id: str, expected: str, raw: str, due: float | None
     ) -> bool:
         await asyncio.sleep(0)
@@ -85,24 +84,24 @@ class MemorySchedulesMixin(ScheduleStore):
         table.put(key, raw, due)
         return True
 
-    async def schedule_get_raw(self, automation_type: str, schedule_id: str) -> str | None:
+    async def get_raw(self, automation_type: str, schedule_id: str) -> str | None:
         await asyncio.sleep(0)
         return self._schedule_table.records.get((automation_type, schedule_id))
 
-    async def schedule_list_raw(self, automation_type: str) -> dict[str, str]:
+    async def listing_raw(self, automation_type: str) -> dict[str, str]:
         await asyncio.sleep(0)
         records = self._schedule_table.records
         return {sid: raw for (t, sid), raw in records.items() if t == automation_type}
 
-    async def schedule_delete(self, automation_type: str, schedule_id: str) -> bool:
+    async def delete(self, automation_type: str, schedule_id: str) -> bool:
         await asyncio.sleep(0)
         return self._schedule_table.delete((automation_type, schedule_id))
 
-    async def schedule_due_raw(self, now: float, limit: int = 100) -> list[tuple[str, str, str]]:
+    async def due_raw(self, now: float, limit: int = 100) -> list[tuple[str, str, str]]:
         await asyncio.sleep(0)
         table = self._schedule_table
         return [(t, sid, table.records[(t, sid)]) for t, sid in table.due_now(now, limit)]
 
-    async def schedule_next_due(self) -> float | None:
+    async def next_due(self) -> float | None:
         await asyncio.sleep(0)
         return self._schedule_table.next_due()

@@ -26,7 +26,7 @@ from fleet.backends.redis.pools import PoolOps
 from fleet.backends.redis.proxies import RedisProxies
 from fleet.backends.redis.queue import QueueOps
 from fleet.backends.redis.runs import RedisRuns
-from fleet.backends.redis.schedules import ScheduleOps
+from fleet.backends.redis.schedules import RedisSchedules
 from fleet.backends.redis.state import StateOps
 from fleet.backends.redis.streams import StreamOps
 from fleet.core.errors import UnsupportedBackend
@@ -41,7 +41,6 @@ class RedisBackend(
     PoolOps,
     StreamOps,
     StateOps,
-    ScheduleOps,
     Backend,
 ):
     """Backend over one Redis database.
@@ -61,6 +60,7 @@ class RedisBackend(
     def __init__(self, url: str) -> None:
         super().__init__(url)
         self.configs = RedisConfigs(self)
+        self.schedules = RedisSchedules(self)
         self.runs = RedisRuns(self)
         self.limits = RedisLimits(self)
         self.proxies = RedisProxies(self)
@@ -110,8 +110,8 @@ class RedisBackend(
     async def purge_type(self, automation_type: str) -> None:
         t = automation_type
         with self._guard():
-            for sid in await self.schedule_list_raw(t):
-                await self.schedule_delete(t, sid)
+            for sid in await self.schedules.listing_raw(t):
+                await self.schedules.delete(t, sid)
             doomed: list[str] = [*keys.queue_keys(t, now()), keys.stream(t), keys.config(t)]
             doomed += [keys.config_generation(t), keys.config_generations(t)]
             patterns = (

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.backends.redis import keys
-from fleet.backends.redis.core import RedisCore
+from fleet.backends.redis.core import RedisPart
 from fleet.core.capabilities.schedules import ScheduleStore
 
 
@@ -15,7 +15,7 @@ def _due(due: float | None) -> str:
     return "" if due is None else repr(float(due))
 
 
-class ScheduleOps(RedisCore, ScheduleStore):
+class RedisSchedules(RedisPart, ScheduleStore):
     """``ScheduleStore`` primitives."""
 
     async def _call(self, automation_type: str, *argv: Any) -> Any:
@@ -23,38 +23,38 @@ class ScheduleOps(RedisCore, ScheduleStore):
         with self._guard():
             return await self._scripts.schedules(self._lane, k, list(argv))
 
-    async def schedule_put_raw(
+    async def put_raw(
         self, automation_type: str, schedule_id: str, raw: str, due: float | None
     ) -> None:
         await self._call(automation_type, "put", schedule_id, raw, _due(due))
 
-    async def schedule_swap_raw(
+    async def swap_raw(
         self, automation_type: str, schedule_id: str, expected: str, raw: str, due: float | None
     ) -> bool:
         got = await self._call(automation_type, "swap", schedule_id, expected, raw, _due(due))
         return bool(int(got))
 
-    async def schedule_get_raw(self, automation_type: str, schedule_id: str) -> str | None:
+    async def get_raw(self, automation_type: str, schedule_id: str) -> str | None:
         with self._guard():
             raw = await self._r.hget(keys.schedules(automation_type), schedule_id)
         return None if raw is None else _text(raw)
 
-    async def schedule_list_raw(self, automation_type: str) -> dict[str, str]:
+    async def listing_raw(self, automation_type: str) -> dict[str, str]:
         with self._guard():
             found = await self._r.hgetall(keys.schedules(automation_type))
         return {_text(k): _text(v) for k, v in found.items()}
 
-    async def schedule_delete(self, automation_type: str, schedule_id: str) -> bool:
+    async def delete(self, automation_type: str, schedule_id: str) -> bool:
         return bool(int(await self._call(automation_type, "delete", schedule_id)))
 
-    async def schedule_due_raw(self, now: float, limit: int = 100) -> list[tuple[str, str, str]]:
+    async def due_raw(self, now: float, limit: int = 100) -> list[tuple[str, str, str]]:
         flat = await self._call("", "due", repr(now), max(1, int(limit)))
         return [
             (_text(flat[i]), _text(flat[i + 1]), _text(flat[i + 2]))
             for i in range(0, len(flat) - 2, 3)
         ]
 
-    async def schedule_next_due(self) -> float | None:
+    async def next_due(self) -> float | None:
         raw = await self._call("", "next")
         return float(raw) if raw not in ("", b"", None) else None
 

@@ -73,7 +73,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class SQLiteBackend(SQLitePrimitives, SQLiteSchedules):
+class SQLiteBackend(SQLitePrimitives):
     """The SQLite backend (see the module docstring).
 
     Args:
@@ -88,6 +88,7 @@ class SQLiteBackend(SQLitePrimitives, SQLiteSchedules):
         self._db = SQLiteDB(parse_url(url))
         self._watcher = Watcher(self._db, self._db.options.poll_ms / 1000)
         self.configs = SQLiteConfigs(self._db)
+        self.schedules = SQLiteSchedules(self._db)
         self.runs = SQLiteRuns(self._db, self._watcher, qa.run_cancel)
         self.limits = SQLiteLimits(self._db)
         self.proxies = SQLiteProxies(self._db)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from fleet.backends.base import Backend
 from fleet.backends.sqlite.conn import SQLiteDB
+from fleet.core.capabilities.schedules import ScheduleStore
 
 
 def put(
@@ -35,24 +35,25 @@ def swap(
     return cur.rowcount == 1
 
 
-class SQLiteSchedules(Backend):
-    """The :class:`~fleet.core.capabilities.ScheduleStore` primitives, over ``self._db``."""
+class SQLiteSchedules(ScheduleStore):
+    """The :class:`~fleet.core.capabilities.ScheduleStore` primitives on SQLite."""
 
-    _db: SQLiteDB
+    def __init__(self, db: SQLiteDB) -> None:
+        self._db = db
 
-    async def schedule_put_raw(
+    async def put_raw(
         self, automation_type: str, schedule_id: str, raw: str, due: float | None
     ) -> None:
         await self._db.write(lambda c: put(c, automation_type, schedule_id, raw, due))
 
-    async def schedule_swap_raw(
+    async def swap_raw(
         self, automation_type: str, schedule_id: str, expected: str, raw: str, due: float | None
     ) -> bool:
         return await self._db.write(
             lambda c: swap(c, automation_type, schedule_id, expected, raw, due)
         )
 
-    async def schedule_get_raw(self, automation_type: str, schedule_id: str) -> str | None:
+    async def get_raw(self, automation_type: str, schedule_id: str) -> str | None:
         def get(c: sqlite3.Connection) -> str | None:
             row = c.execute(
                 "SELECT raw FROM schedules WHERE type = ? AND id = ?",
@@ -62,7 +63,7 @@ class SQLiteSchedules(Backend):
 
         return await self._db.read(get)
 
-    async def schedule_list_raw(self, automation_type: str) -> dict[str, str]:
+    async def listing_raw(self, automation_type: str) -> dict[str, str]:
         def rows(c: sqlite3.Connection) -> dict[str, str]:
             found = c.execute(
                 "SELECT id, raw FROM schedules WHERE type = ? ORDER BY id", (automation_type,)
@@ -71,7 +72,7 @@ class SQLiteSchedules(Backend):
 
         return await self._db.read(rows)
 
-    async def schedule_delete(self, automation_type: str, schedule_id: str) -> bool:
+    async def delete(self, automation_type: str, schedule_id: str) -> bool:
         def delete(c: sqlite3.Connection) -> bool:
             cur = c.execute(
                 "DELETE FROM schedules WHERE type = ? AND id = ?", (automation_type, schedule_id)
@@ -80,7 +81,7 @@ class SQLiteSchedules(Backend):
 
         return await self._db.write(delete)
 
-    async def schedule_due_raw(self, now: float, limit: int = 100) -> list[tuple[str, str, str]]:
+    async def due_raw(self, now: float, limit: int = 100) -> list[tuple[str, str, str]]:
         def due(c: sqlite3.Connection) -> list[tuple[str, str, str]]:
             found = c.execute(
                 "SELECT type, id, raw FROM schedules INDEXED BY schedules_due "
@@ -91,7 +92,7 @@ class SQLiteSchedules(Backend):
 
         return await self._db.read(due)
 
-    async def schedule_next_due(self) -> float | None:
+    async def next_due(self) -> float | None:
         def first(c: sqlite3.Connection) -> float | None:
             row = c.execute(
                 "SELECT MIN(due) FROM schedules INDEXED BY schedules_due WHERE due IS NOT NULL"

@@ -53,14 +53,14 @@ class ScheduleStore(abc.ABC):
 
     # ------------------------------------------------------------ primitives
     @abc.abstractmethod
-    async def schedule_put_raw(
+    async def put_raw(
         self, automation_type: str, schedule_id: str, raw: str, due: float | None
     ) -> None:
         """Store ``raw`` as the schedule's record and index it as due at ``due``
         (None: not indexed, it never fires). Atomic: record and index together."""
 
     @abc.abstractmethod
-    async def schedule_swap_raw(
+    async def swap_raw(
         self,
         automation_type: str,
         schedule_id: str,
@@ -68,50 +68,50 @@ class ScheduleStore(abc.ABC):
         raw: str,
         due: float | None,
     ) -> bool:
-        """Like :meth:`schedule_put_raw`, but only if the stored record is exactly
+        """Like :meth:`put_raw`, but only if the stored record is exactly
         ``expected`` (compare and set); False, and no change, otherwise."""
 
     @abc.abstractmethod
-    async def schedule_get_raw(self, automation_type: str, schedule_id: str) -> str | None:
+    async def get_raw(self, automation_type: str, schedule_id: str) -> str | None:
         """The stored record, or None."""
 
     @abc.abstractmethod
-    async def schedule_list_raw(self, automation_type: str) -> dict[str, str]:
+    async def listing_raw(self, automation_type: str) -> dict[str, str]:
         """Every stored record of the type, by schedule id."""
 
     @abc.abstractmethod
-    async def schedule_delete(self, automation_type: str, schedule_id: str) -> bool:
+    async def delete(self, automation_type: str, schedule_id: str) -> bool:
         """Delete a schedule and its index entry; True if it existed."""
 
     @abc.abstractmethod
-    async def schedule_due_raw(self, now: float, limit: int = 100) -> list[tuple[str, str, str]]:
+    async def due_raw(self, now: float, limit: int = 100) -> list[tuple[str, str, str]]:
         """Up to ``limit`` indexed schedules of every type due at or before ``now``,
         earliest first, as ``(automation_type, schedule_id, raw)``."""
 
     @abc.abstractmethod
-    async def schedule_next_due(self) -> float | None:
+    async def next_due(self) -> float | None:
         """The earliest indexed due time of any schedule (None if none)."""
 
     # ------------------------------------------------------------ typed, shared
-    async def schedule_put(self, record: ScheduleRecord) -> None:
+    async def put(self, record: ScheduleRecord) -> None:
         """Store a record (create or replace)."""
-        await self.schedule_put_raw(
+        await self.put_raw(
             record.automation_type, record.id, encode_schedule(record), due_at(record)
         )
 
-    async def schedule_swap(self, old: ScheduleRecord, new: ScheduleRecord) -> bool:
+    async def swap(self, old: ScheduleRecord, new: ScheduleRecord) -> bool:
         """Replace ``old`` by ``new`` only if the stored record is still ``old``."""
-        return await self.schedule_swap_raw(
+        return await self.swap_raw(
             new.automation_type, new.id, encode_schedule(old), encode_schedule(new), due_at(new)
         )
 
-    async def schedule_get(self, automation_type: str, schedule_id: str) -> ScheduleRecord | None:
+    async def get(self, automation_type: str, schedule_id: str) -> ScheduleRecord | None:
         """One schedule; None if absent.
 
         Raises:
             ValueError: The stored record cannot be read.
         """
-        raw = await self.schedule_get_raw(automation_type, schedule_id)
+        raw = await self.get_raw(automation_type, schedule_id)
         if raw is None:
             return None
         try:
@@ -119,24 +119,22 @@ class ScheduleStore(abc.ABC):
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"schedule {schedule_id!r} cannot be read: {exc}") from exc
 
-    async def schedule_list(
-        self, automation_type: str
-    ) -> list[ScheduleRecord | UnreadableSchedule]:
+    async def listing(self, automation_type: str) -> list[ScheduleRecord | UnreadableSchedule]:
         """Every schedule of the type by id; one that cannot be read comes back as
         :class:`UnreadableSchedule`."""
         out: list[ScheduleRecord | UnreadableSchedule] = []
-        for sid, raw in sorted((await self.schedule_list_raw(automation_type)).items()):
+        for sid, raw in sorted((await self.listing_raw(automation_type)).items()):
             try:
                 out.append(decode_schedule(automation_type, raw))
             except (KeyError, TypeError, ValueError) as exc:
                 out.append(UnreadableSchedule(automation_type, sid, raw, f"{exc}"))
         return out
 
-    async def schedule_due(self, now: float, limit: int = 100) -> list[ScheduleRecord]:
+    async def due(self, now: float, limit: int = 100) -> list[ScheduleRecord]:
         """Due schedules of every type; one that cannot be read is logged and taken
         out of the due index (its record stays, listed as unreadable)."""
         out: list[ScheduleRecord] = []
-        for automation_type, sid, raw in await self.schedule_due_raw(now, limit):
+        for automation_type, sid, raw in await self.due_raw(now, limit):
             try:
                 out.append(decode_schedule(automation_type, raw))
             except (KeyError, TypeError, ValueError) as exc:
@@ -147,5 +145,5 @@ class ScheduleStore(abc.ABC):
                     sid,
                     exc,
                 )
-                await self.schedule_swap_raw(automation_type, sid, raw, raw, None)
+                await self.swap_raw(automation_type, sid, raw, raw, None)
         return out

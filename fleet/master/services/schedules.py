@@ -92,7 +92,7 @@ class Schedules:
     async def record(self, schedule_id: str) -> ScheduleRecord:
         """The stored schedule; 404 if absent, 409 if its record cannot be read."""
         try:
-            record = await self.backend.schedule_get(self.type, schedule_id)
+            record = await self.backend.schedules.get(self.type, schedule_id)
         except ValueError as exc:
             raise HTTPException(
                 409, detail=f"{exc}; it never fires: DELETE it, then create it again"
@@ -115,7 +115,7 @@ class Schedules:
             HTTPException: 404 for an unknown type, 503 while its entry cannot be read.
         """
         entry = await require_readable_entry(self.backend, self.type)
-        items = await self.backend.schedule_list(self.type)
+        items = await self.backend.schedules.listing(self.type)
         page: list[dict[str, Any]] = []
         size = 0
         cursor = None
@@ -150,18 +150,18 @@ class Schedules:
         errors = await self.payload_errors(definition["payload"])
         if errors:
             raise InvalidInput(errors)
-        if await self.backend.schedule_get_raw(self.type, schedule_id) is not None:
+        if await self.backend.schedules.get_raw(self.type, schedule_id) is not None:
             raise HTTPException(
                 409, detail=f"schedule {schedule_id!r} exists already in {self.type!r}: PATCH it"
             )
-        if len(await self.backend.schedule_list_raw(self.type)) >= cap:
+        if len(await self.backend.schedules.listing_raw(self.type)) >= cap:
             raise HTTPException(
                 409,
                 detail=f"{self.type!r} has {cap} schedules, the most FLEET_MAX_SCHEDULES "
                 "allows: delete one first, or raise the setting",
             )
         record = new_record(self.type, schedule_id, definition, now=now())
-        await self.backend.schedule_put(record)
+        await self.backend.schedules.put(record)
         return record
 
     async def change(self, schedule_id: str, given: dict[str, Any]) -> ScheduleRecord:
@@ -193,7 +193,7 @@ class Schedules:
                 next_run=next_tick(definition, t) if retimed or resumed else current.next_run,
                 updated_at=t,
             )
-            if await self.backend.schedule_swap(current, updated):
+            if await self.backend.schedules.swap(current, updated):
                 return updated
         raise HTTPException(
             409, detail=f"schedule {schedule_id!r} kept changing meanwhile; try again"
@@ -227,5 +227,5 @@ class Schedules:
             HTTPException: 404 if there is none of that id.
         """
         await require_batch_entry(self.backend, self.type)
-        if not await self.backend.schedule_delete(self.type, schedule_id):
+        if not await self.backend.schedules.delete(self.type, schedule_id):
             raise HTTPException(404, detail=f"no schedule {schedule_id!r} in {self.type!r}")

@@ -40,7 +40,7 @@ async def _holds_nothing(backend: Backend, automation_type: str) -> bool:
     held = depths.pending + depths.processing + depths.scheduled + depths.dead
     if held or any(astuple(depths.counters)):
         return False
-    return not await backend.schedule_list_raw(automation_type)
+    return not await backend.schedules.listing_raw(automation_type)
 
 
 async def delete_type(
