@@ -46,6 +46,15 @@ log = logging.getLogger("fleet.worker")
 RESYNC_SECONDS = 30.0
 
 
+def stop_if_cancelled(exc: BaseException | None = None) -> None:
+    """Raise ``CancelledError`` if this task is being cancelled. A driver can swallow
+    the cancel that lands inside a call, or turn it into a connection error (redis-py
+    does); a loop must not then go on, or the worker's shutdown waits on it for ever."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError from exc
+
+
 class Worker:
     """Runs automation types against one backend until :meth:`request_stop`.
 
@@ -279,6 +288,7 @@ class Worker:
     async def _state_loop(self, runner: TypeRunner) -> None:
         # Writes the state as soon as it changes (slots started/stopped, error).
         while True:
+            stop_if_cancelled()  # a cancel a call swallowed (see stop_if_cancelled)
             await runner.changed.wait()
             runner.changed.clear()
             await asyncio.sleep(0.05)  # coalesce a burst of changes into one write
@@ -288,6 +298,7 @@ class Worker:
                     # the outage began writes nothing, and must not say "back".
                     self._outages.recovered("state writes")
             except Exception as exc:
+                stop_if_cancelled(exc)
                 if is_outage(exc):
                     self._outages.failed("state writes", exc)
                 else:
@@ -295,10 +306,13 @@ class Worker:
 
     async def _heartbeat_loop(self) -> None:
         while True:
+            stop_if_cancelled()  # a cancel a call swallowed (see stop_if_cancelled)
             await asyncio.sleep(self.heartbeat_seconds)
             if self.id_claim is not None:
-                with contextlib.suppress(BackendError):
+                try:
                     await self.id_claim.renew(self.backend)
+                except BackendError:
+                    stop_if_cancelled()
             cpu, rss = self._sampler.sample()
             for t, runner in self.runners.items():
                 runner.reconcile()  # recycles slots past recycle_seconds
@@ -312,6 +326,7 @@ class Worker:
                     await self._rewrite_unreadable_entry(runner)
                     self._outages.recovered("heartbeat")
                 except Exception as exc:
+                    stop_if_cancelled(exc)
                     if is_outage(exc):
                         self._outages.failed("heartbeat", exc)
                     else:
