@@ -68,9 +68,10 @@ async def test_a_blocked_page_cools_its_proxy_and_the_retry_moves(mem: Backend) 
             await server.close()
     assert statuses == [403, 200]
     # The page, and at times the favicon Chromium asks for after it, met the blocked
-    # proxy; nothing did once it was reported.
+    # proxy; once it was reported, at most that favicon, already on its way (Chromium
+    # sends it on its own, after the page answered), can still reach it.
     assert 1 <= len(blocked.forbidden) <= 2 and len(good.requests) >= 1
-    assert all(t < reported for t in blocked.forbidden)
+    assert sum(t >= reported for t in blocked.forbidden) <= 1
     assert target.hits >= 1  # the page (and its favicon) came through the good proxy
     listed = {p.key: p for p in await mem.proxies.listing()}
     salt = await proxy_key_salt(mem)
