@@ -61,6 +61,7 @@ async def measure(url: str, tasks: int, slots: int) -> tuple[float, float]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT)])}
     args = [sys.executable, "-m", "fleet", "--log-level", "WARNING", "worker"]
     args += ["--plugin", "worker_noop", "--type", TYPE, "--id", "bench", "--backend", url]
+    spawned = time.perf_counter()
     proc = subprocess.Popen(args, env=env)  # noqa: ASYNC220 - started once, before timing
     cpu = psutil.Process(proc.pid)
     try:
@@ -80,6 +81,10 @@ async def measure(url: str, tasks: int, slots: int) -> tuple[float, float]:
         elapsed = time.perf_counter() - first
         used = sum(cpu.cpu_times()[:2]) - cpu_first
         n = tasks - first_done
+        if n <= 0:
+            # A small run can be drained before the first poll: then time it from
+            # the spawn, start-up included, rather than divide by nothing.
+            n, elapsed, used = tasks, time.perf_counter() - spawned, sum(cpu.cpu_times()[:2])
         return (n / elapsed if elapsed > 0 else float("inf")), used / n * 1e6
     finally:
         proc.terminate()
