@@ -50,3 +50,28 @@ async def test_unique_keys_in_a_bloom_filter(rb: RedisBackend, redis_url: str) -
         assert not await r.exists(*(f"fleet:run:{run}:keys:{i}" for i in range(levels)))
     finally:
         await r.aclose()
+
+
+async def test_a_cancelled_runs_task_popped_before_its_own_cancel_is_dropped(
+    rb: RedisBackend,
+) -> None:
+    """Run cancel on Redis is two steps: run_cancel.lua ends the run and answers its
+    live tasks, then cancel.lua cancels each. A worker's reserve in between must not
+    start one of them: reserve.lua drops a task of a cancelled run as cancelled."""
+    from fleet.backends.redis import keys
+    from fleet.core.records import now
+
+    run = await rb.runs.create()
+    await rb.push(TYPE, [make_push_request({"i": i}, run=run) for i in range(3)])
+    # The first step alone, as if the master stopped right after it.
+    answer = await rb._scripts.run_cancel(rb._lane, [keys.run(run)], [repr(now()), "60000"])
+    assert answer is not None and answer[0] == "running" and len(answer) == 4
+    assert await rb.reserve(TYPE, k=10) == []
+    record = await rb.runs.get(run)
+    assert record is not None and record.state == "cancelled"
+    assert record.counters["cancelled"] == 3 and record.counters["pending"] == 0
+    # The second step finds them already gone: nothing counted twice.
+    done = await rb.runs.cancel(run)
+    assert done is not None and done.stopping == ()
+    record = await rb.runs.get(run)
+    assert record is not None and record.counters["cancelled"] == 3

@@ -4,7 +4,9 @@ A run's counters move inside the queue scripts, in the same script call as the t
 operation that moves them (``lua/run_common.lua``, included by push, reserve, ack,
 nack, release, throttle, sweep, cancel and dead); the call that ends the run also
 pushes its ``on_complete`` task. Here: create, read, list, and cancel (one script
-ends the run and answers its live tasks, each then cancelled by ``cancel.lua``).
+ends the run and answers its live tasks, each then cancelled by ``cancel.lua``; a
+task of the run popped between the two is dropped by ``reserve.lua``, so a
+cancelled run's queued task never starts).
 """
 
 from __future__ import annotations

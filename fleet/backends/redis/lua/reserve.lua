@@ -43,7 +43,7 @@ local function take_one(id, raw, rec)
     -- No usable id: dead-letter it as is rather than deliver it unowned.
     redis.call('RPUSH', K_DEAD, raw)
     count('dead')
-  elseif rec.c then
+  elseif rec.c or (rec.rn and run_cancelled(rec.rn)) then
     finish(id, rec, 'C', now)
     count('cancelled')
     run_event(rec.rn, id, 'cancelled', false, now)

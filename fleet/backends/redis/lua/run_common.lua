@@ -198,6 +198,13 @@ local function run_event(rn, id, event, from_running, now)
   end
 end
 
+-- True if run `rn` was cancelled. A run cancel answers its live tasks and cancels
+-- them one call each; a task of it popped in between is dropped here, so none of a
+-- cancelled run's queued tasks starts.
+local function run_cancelled(rn)
+  return redis.call('HGET', RUN_PREFIX .. rn, 'state') == 'cancelled'
+end
+
 -- Whether a push into run `rn` with unique key `uk` (or nil) may be queued:
 -- 'ok', 'duplicate' (counted) or 'refused' (the run is not running).
 local function run_admit(rn, uk, id)
