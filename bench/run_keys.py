@@ -65,7 +65,7 @@ def check_levels() -> None:
     found = [(int(m), int(k)) for m, k in re.findall(r"\{(\d+), (\d+)\}", table.group(1))]
     want = []
     for i in range(len(found)):
-        n, p = 1024 * 2**i, 0.0004 / 2**i
+        n, p = 1024 * 2**i, 2.0 ** -(30 + i)
         m = _prime_at_or_above(math.ceil(-n * math.log(p) / math.log(2) ** 2))
         want.append((m, math.ceil(-math.log2(p))))
     assert found == want, (found, want)

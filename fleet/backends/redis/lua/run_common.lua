@@ -22,20 +22,24 @@ local RUN_DELTAS = {
 }
 local RUN_LEAVES = {done = true, dead = true, cancelled = true, expired = true}
 
--- unique_key: a scalable Bloom filter, a few bytes per key. Level i holds up to
--- 1024 * 2^i keys at a false-positive rate of 0.0004 / 2^i, so the rate over all
--- levels stays below 0.08 % (under the documented 0.1 %, with room for chance). BF_LEVELS[i + 1] = {m bits (the prime at or above
--- -n ln p / ln2^2), k hashes (ceil(-log2 p))}, computed once (bench/run_keys.py
--- prints the check); 17 levels: 134 million keys a run (a Redis string holds at most
+-- unique_key: a scalable Bloom filter, at most 16 bytes per key. Level i holds up
+-- to 1024 * 2^i keys at a false-positive rate of 2^-(30 + i), so the rate over all
+-- levels stays below 2^-29 (two in a billion): a crawl of millions of pages loses
+-- none to a false "seen" in practice. BF_LEVELS[i + 1] = {m bits (the prime at or
+-- above -n ln p / ln2^2), k hashes (ceil(-log2 p))}, computed once (bench/run_keys.py
+-- prints the check); 16 levels: 67 million keys a run (a Redis string holds at most
 -- 2^32 bits; past them the last level takes the rest, its rate growing). Bit
--- offsets: enhanced double hashing of a 48-bit and a 41-bit part of sha1(key), modulo
--- the prime m. A level is created at its full size (a SET of zero bytes: SETBIT
--- would over-allocate a growing string).
+-- offsets: triple hashing, a + j b + j^2 c modulo the prime m, of three 48-bit parts
+-- of sha1(key) reduced modulo m. (Double hashing, a + j b, is not enough: two keys
+-- whose two parts agree modulo m share every bit, one chance in m^2, which on the
+-- small first levels is about one false positive a million keys; in m^3 it is none.)
+-- A level is created at its full size (a SET of zero bytes: SETBIT would
+-- over-allocate a growing string).
 local BF_N0 = 1024
-local BF_LEVELS = {{16691, 12}, {36307, 13}, {78539, 14}, {168863, 15}, {361363, 16},
-  {769997, 17}, {1634531, 18}, {3458173, 19}, {7294543, 20}, {15345383, 21}, {32203571, 22},
-  {67432609, 23}, {140916317, 24}, {293934841, 25}, {612074081, 26}, {1272556979, 27},
-  {2641931519, 28}}
+local BF_LEVELS = {{44351, 30}, {91621, 31}, {189127, 32}, {390043, 33}, {803669, 34},
+  {1654649, 35}, {3403783, 36}, {6996611, 37}, {14371369, 38}, {29499143, 39},
+  {60511037, 40}, {124047607, 41}, {254146271, 42}, {520394747, 43}, {1064993887, 44},
+  {2178396589, 45}}
 
 local function bf_shape(i)
   local shape = BF_LEVELS[math.min(i + 1, #BF_LEVELS)]
@@ -44,12 +48,17 @@ local function bf_shape(i)
   return n, shape[1], shape[2]
 end
 
-local function bf_set_args(h1, h2, m, k)
+-- The j-th bit of a key whose hash parts are h, in a level of m bits.
+local function bf_bit(h, j, m)
+  return (h[1] % m + j * (h[2] % m) + j * j * (h[3] % m)) % m
+end
+
+local function bf_set_args(h, m, k)
   local args = {}
   for j = 0, k - 1 do
     args[#args + 1] = 'SET'
     args[#args + 1] = 'u1'
-    args[#args + 1] = (h1 + j * h2 + (j * j * j - j) / 6) % m
+    args[#args + 1] = bf_bit(h, j, m)
     args[#args + 1] = 1
   end
   return args
@@ -58,8 +67,8 @@ end
 -- True if `uk` is in run `key`'s filter (or a false positive); else adds it.
 local function bf_seen_or_add(key, uk)
   local hex = redis.sha1hex(uk)
-  local h1 = tonumber(string.sub(hex, 1, 12), 16)
-  local h2 = tonumber(string.sub(hex, 13, 22), 16) * 2 + 1
+  local h = {tonumber(string.sub(hex, 1, 12), 16), tonumber(string.sub(hex, 13, 24), 16),
+             tonumber(string.sub(hex, 25, 36), 16)}
   local meta = redis.call('HMGET', key, 'kl', 'kn')
   local levels, filled = tonumber(meta[1]) or 0, tonumber(meta[2]) or 0
   for i = levels - 1, 0, -1 do
@@ -69,7 +78,7 @@ local function bf_seen_or_add(key, uk)
     for j = 0, k - 1 do
       -- One bit at a time: a key not in the level stops at its first 0 bit (after
       -- about two reads), where one BITFIELD would read all k.
-      if redis.call('GETBIT', level, (h1 + j * h2 + (j * j * j - j) / 6) % m) == 0 then
+      if redis.call('GETBIT', level, bf_bit(h, j, m)) == 0 then
         all = false
         break
       end
@@ -82,7 +91,7 @@ local function bf_seen_or_add(key, uk)
     levels, filled = levels + 1, 0
   end
   local _, m, k = bf_shape(levels - 1)
-  redis.call('BITFIELD', key .. ':keys:' .. (levels - 1), unpack(bf_set_args(h1, h2, m, k)))
+  redis.call('BITFIELD', key .. ':keys:' .. (levels - 1), unpack(bf_set_args(h, m, k)))
   redis.call('HSET', key, 'kl', levels, 'kn', filled + 1)
   return false
 end
