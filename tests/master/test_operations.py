@@ -280,3 +280,23 @@ async def test_scoped_token_sees_only_its_types(master: InProcess) -> None:
     assert [a["type"] for a in r.json()] == [SCRAPE]
     r = await master.client.get(f"/api/v1/automations/{LOOP}/workers", headers=auth(SCOPED))
     assert r.status_code == 403
+
+
+async def test_delete_type_refuses_while_a_running_run_holds_its_tasks(
+    master: InProcess,
+) -> None:
+    b = master.backend
+    r = await master.client.post("/api/v1/runs", json={"name": "crawl"}, headers=H)
+    run = r.json()["run_id"]
+    r = await master.client.post(
+        f"{A}/tasks", json={"payload": {"url": "u"}, "run": run}, headers=H
+    )
+    assert r.status_code in (200, 201, 202), r.text
+    r = await master.client.delete(A, headers=H)
+    assert r.status_code == 409 and run in r.json()["detail"], r.text
+    assert (await b.depths(SCRAPE)).pending == 1  # nothing purged
+    assert (await master.client.delete(f"/api/v1/runs/{run}", headers=H)).status_code == 200
+    r = await master.client.delete(A, headers=H)
+    assert r.status_code == 200 and r.json() == {"deleted": SCRAPE}
+    record = await b.runs.get(run)
+    assert record is not None and record.state == "cancelled"

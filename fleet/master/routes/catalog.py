@@ -56,6 +56,7 @@ async def delete_type(
     """Delete the type's queue, task states, stream, catalog entry, config and
     worker records (the spec's manual clean-up). Workers still running it
     re-register and re-publish their catalog entry. A type the backend holds
-    nothing of answers 404."""
+    nothing of answers 404; a type with live tasks in a running run answers 409
+    (cancel the run first)."""
     await types.delete_type(backend, automation_type, master_state(request).entries.forget)
     return {"deleted": automation_type}

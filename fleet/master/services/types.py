@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import astuple
 from typing import Any
 
+from fastapi import HTTPException
+
 from fleet.backends.base import Backend
 from fleet.master.services.catalog import all_entries, find_entry, summary, unknown_type
 from fleet.master.services.workers_view import load_views, worker_counts
@@ -43,6 +45,26 @@ async def _holds_nothing(backend: Backend, automation_type: str) -> bool:
     return not await backend.schedules.listing_raw(automation_type)
 
 
+async def _refuse_if_runs_hold(backend: Backend, automation_type: str) -> None:
+    """409 while a running run has live tasks of the type: purging them would leave
+    the run waiting for ever for tasks that no longer exist. Cancelling the run first
+    ends it and its tasks the way a run should end."""
+    page = await backend.runs.page(limit=200)
+    while True:
+        for run in page.runs:
+            live = run.by_type.get(automation_type, {})
+            held = live.get("pending", 0) + live.get("running", 0)
+            if run.state == "running" and held > 0:
+                raise HTTPException(
+                    409,
+                    f"run {run.id} has {held} live task(s) of {automation_type!r}: cancel "
+                    f"the run first (DELETE /api/v1/runs/{run.id}), then delete the type",
+                )
+        if page.next is None:
+            return
+        page = await backend.runs.page(after=page.next, limit=200)
+
+
 async def delete_type(
     backend: Backend, automation_type: str, forget: Callable[[str], None]
 ) -> None:
@@ -50,11 +72,13 @@ async def delete_type(
     records and drain flags; ``forget`` drops what this master keeps of it.
 
     Raises:
-        HTTPException: 404 for a type the backend holds nothing of.
+        HTTPException: 404 for a type the backend holds nothing of; 409 while a
+            running run has live tasks of it.
     """
     worker_ids = await backend.worker_ids(automation_type)
     if not worker_ids and await _holds_nothing(backend, automation_type):
         raise await unknown_type(backend, automation_type)
+    await _refuse_if_runs_hold(backend, automation_type)
     await backend.purge_type(automation_type)
     forget(automation_type)
     for wid in worker_ids:  # drain flags live in the KV store, outside the type's keys
