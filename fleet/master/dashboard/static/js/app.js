@@ -9,6 +9,7 @@ import { workersView } from "./views/workers.js";
 import { automationView } from "./views/automation.js";
 import { poolsView } from "./views/pools.js";
 import { proxiesView } from "./views/proxies.js";
+import { runsView, runView } from "./views/runs.js";
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
@@ -22,7 +23,8 @@ let stopEvents = null;
 export function parseRoute(hash) {
   const parts = (hash || "").replace(/^#\/?/, "").split("/");
   if (parts[0] === "automation" && parts[1]) return { name: "automation", type: decodeURIComponent(parts[1]) };
-  if (parts[0] === "workers" || parts[0] === "pools" || parts[0] === "proxies") return { name: parts[0] };
+  if (parts[0] === "run" && parts[1]) return { name: "runs", run: decodeURIComponent(parts[1]) };
+  if (["workers", "pools", "proxies", "runs"].includes(parts[0])) return { name: parts[0] };
   return { name: "overview" };
 }
 
@@ -83,6 +85,7 @@ function route() {
   else if (r.name === "workers") view = workersView(main);
   else if (r.name === "pools") view = poolsView(main);
   else if (r.name === "proxies") view = proxiesView(main);
+  else if (r.name === "runs") view = r.run ? runView(main, r.run) : runsView(main);
   else view = overviewView(main);
   view.update();
 }

@@ -1,0 +1,216 @@
+// Runs: the list (newest first, paged) and one run's page (counters, progress,
+// per type, cancel), both kept live by polling while open.
+
+import { api, seg } from "../api.js";
+import { h, mount, note, fmtAgo, fmtDuration, fmtJSON, table } from "../render.js";
+
+const REFRESH_MS = 2000;
+const PAGE = 50;
+const COUNTERS = ["submitted", "pending", "running", "done", "dead", "cancelled", "expired", "duplicates"];
+
+/** The share of a run's submitted tasks that ended (done, dead, cancelled, expired). */
+function ended(c) {
+  return (c.done || 0) + (c.dead || 0) + (c.cancelled || 0) + (c.expired || 0);
+}
+
+/** A <progress> bar of ended / submitted, with the numbers as its text. */
+export function runProgress(run) {
+  const c = run.counters;
+  const total = Math.max(c.submitted || 0, 1);
+  const label = `${ended(c)} / ${c.submitted || 0}`;
+  return h(
+    "span",
+    { class: "run-progress" },
+    h("progress", { max: total, value: Math.min(ended(c), total), "aria-label": `ended ${label}` }),
+    h("span", { class: "num" }, ` ${label}`),
+  );
+}
+
+function stateBadge(state) {
+  return h("span", { class: `badge run-${state}`, "data-state": state }, state);
+}
+
+function took(run) {
+  const end = run.finished_at || Date.now() / 1000;
+  return fmtDuration(end - run.created_at);
+}
+
+/** The runs list: "#/runs". */
+export function runsView(root) {
+  const list = h("div", { "data-role": "runs-list" });
+  const more = h("div", {});
+  const shown = [];
+  let next = null;
+  mount(
+    root,
+    h(
+      "section",
+      { class: "view", id: "runs" },
+      h("h2", {}, "Runs"),
+      h("p", { class: "muted" }, "The tasks of one job (a crawl, a batch), counted and ended once. Newest first."),
+      list,
+      more,
+    ),
+  );
+
+  function render() {
+    if (!shown.length) {
+      mount(list, h("p", { class: "empty" }, "No run yet. Create one with POST /api/v1/runs or `fleet runs create`."));
+      mount(more);
+      return;
+    }
+    const rows = shown.map((r) =>
+      h(
+        "tr",
+        { "data-run": r.run_id },
+        h("td", {}, h("a", { href: `#/run/${seg(r.run_id)}`, class: "mono" }, r.run_id)),
+        h("td", {}, r.name || h("span", { class: "muted" }, "—")),
+        h("td", {}, stateBadge(r.state)),
+        h("td", {}, runProgress(r)),
+        h("td", { class: "num" }, String(r.counters.dead || 0)),
+        h("td", { class: "num" }, String(r.counters.duplicates || 0)),
+        h("td", {}, fmtAgo(r.created_at)),
+        h("td", {}, took(r)),
+      ),
+    );
+    mount(list, table(["run", "name", "state", "ended / submitted", "dead", "duplicates", "created", "took"], rows, { class: "runs" }));
+    mount(
+      more,
+      next ? h("button", { type: "button", class: "btn", "data-action": "more-runs", onclick: () => loadMore() }, "Older runs") : null,
+    );
+  }
+
+  async function loadMore() {
+    try {
+      const page = await api(`/runs?limit=${PAGE}&after=${seg(next)}`);
+      shown.push(...page.runs);
+      next = page.next;
+      render();
+    } catch (err) {
+      mount(more, note("error", `Could not page runs: ${err.summary || err.message}`));
+    }
+  }
+
+  async function update() {
+    // As many rows as are shown again (up to the API's page of 500), newest first.
+    let page;
+    try {
+      page = await api(`/runs?limit=${Math.min(Math.max(PAGE, shown.length), 500)}`);
+    } catch (err) {
+      mount(list, note("error", `Could not list runs: ${err.summary || err.message}`));
+      return;
+    }
+    shown.splice(0, shown.length, ...page.runs);
+    next = page.next;
+    render();
+  }
+
+  update();
+  const timer = setInterval(update, REFRESH_MS);
+  return {
+    update() {},
+    destroy() {
+      clearInterval(timer);
+    },
+  };
+}
+
+/** One run: "#/run/<id>". */
+export function runView(root, runId) {
+  const head = h("div", {});
+  const body = h("div", { "data-role": "run-detail" });
+  const msg = h("div", { class: "messages", "aria-live": "polite" });
+  let timer = null;
+  mount(
+    root,
+    h(
+      "section",
+      { class: "view", id: "run", "data-run": runId },
+      h("p", {}, h("a", { href: "#/runs" }, "← Runs")),
+      head,
+      msg,
+      body,
+    ),
+  );
+
+  async function cancel() {
+    if (!window.confirm(`Cancel run ${runId}? Its pending tasks are dropped and its running ones stopped.`)) return;
+    try {
+      await api(`/runs/${seg(runId)}`, { method: "DELETE" });
+      mount(msg, note("ok", "Run cancelled."));
+    } catch (err) {
+      mount(msg, note("error", `Cancel: ${err.summary || err.message}`));
+    }
+    update();
+  }
+
+  function render(run) {
+    mount(
+      head,
+      h("h2", {}, "Run ", h("span", { class: "mono" }, run.run_id), run.name ? ` — ${run.name}` : null, " ", stateBadge(run.state)),
+      h(
+        "p",
+        {},
+        runProgress(run),
+        h("span", { class: "muted" }, ` created ${fmtAgo(run.created_at)}, ${run.finished_at ? `ended after ${took(run)}` : `running for ${took(run)}`}`),
+      ),
+      run.state === "running"
+        ? h("button", { type: "button", class: "btn danger", "data-action": "cancel-run", onclick: cancel }, "Cancel run…")
+        : null,
+    );
+    const counters = table(
+      COUNTERS,
+      [h("tr", { "data-role": "run-counters" }, COUNTERS.map((n) => h("td", { class: "num", "data-counter": n }, String(run.counters[n] || 0))))],
+      { class: "counters" },
+    );
+    const types = Object.entries(run.by_type || {});
+    const perType = types.length
+      ? table(
+          ["type", ...COUNTERS],
+          types.map(([t, c]) =>
+            h(
+              "tr",
+              { "data-type": t },
+              h("td", {}, h("a", { href: `#/automation/${seg(t)}` }, t)),
+              COUNTERS.map((n) => h("td", { class: "num" }, String(c[n] || 0))),
+            ),
+          ),
+          { class: "by-type" },
+        )
+      : h("p", { class: "empty" }, "No task yet.");
+    mount(
+      body,
+      h("h3", {}, "Counters"),
+      counters,
+      h("h3", {}, "Per type"),
+      perType,
+      run.on_complete ? [h("h3", {}, "On complete"), h("pre", { class: "payload" }, fmtJSON(run.on_complete))] : null,
+    );
+  }
+
+  async function update() {
+    let run;
+    try {
+      run = await api(`/runs/${seg(runId)}`);
+    } catch (err) {
+      mount(head, h("h2", {}, "Run ", h("span", { class: "mono" }, runId)));
+      mount(body, note("error", err.status === 404 ? "No such run (or it expired)." : err.summary || err.message));
+      return;
+    }
+    render(run);
+    // An ended run does not change any more: stop polling it.
+    if (run.state !== "running" && timer !== null) {
+      clearInterval(timer);
+      timer = null;
+    }
+  }
+
+  update();
+  timer = setInterval(update, REFRESH_MS);
+  return {
+    update() {},
+    destroy() {
+      if (timer !== null) clearInterval(timer);
+    },
+  };
+}
