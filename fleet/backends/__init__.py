@@ -24,6 +24,7 @@ _BUILTIN = {
     "redis": ("fleet.backends.redis", "RedisBackend", "redis[hiredis]"),
     "rediss": ("fleet.backends.redis", "RedisBackend", "redis[hiredis]"),
     "unix": ("fleet.backends.redis", "RedisBackend", "redis[hiredis]"),
+    "redis+sentinel": ("fleet.backends.redis", "RedisBackend", "redis[hiredis]"),
 }
 
 DEFAULT_BACKEND_URL = "sqlite:///./fleet.db"
@@ -63,9 +64,10 @@ def backend_class(url: str) -> type[Backend]:
     if {"sentinel", "sentinels", "cluster"} & set(scheme.replace("-", "+").split("+")):
         # redis+sentinel://, sentinel://, redis+cluster://... (unless a plugin serves them)
         raise UnsupportedBackend(
-            f"{scheme}:// asks for Redis Sentinel or Cluster, which the Redis backend does "
-            "not support yet (its script lane talks to one server): use redis://host:port/db "
-            "with the primary's address"
+            f"{scheme}:// asks for Redis Cluster (or a Sentinel scheme other than "
+            "redis+sentinel://), which the Redis backend does not support yet (its script "
+            "lane talks to one server): use redis://host:port/db, or "
+            "redis+sentinel://host:port[,host:port...]/service[/db]"
         )
     known = ", ".join(
         sorted({*_BUILTIN, *(ep.name for ep in entry_points(group="fleet.backends"))})

@@ -195,6 +195,7 @@ async def test_lost_connection_fails_waiters_and_reconnects(own_server: RedisSer
 
 async def test_close_fails_waiting_calls(own_server: RedisServer) -> None:
     client = client_for(own_server.url)
+    assert await client.execute("PING") == "PONG"  # connected: the call below is written
     busy = asyncio.ensure_future(
         client.execute("EVAL", "local i = 0 while i < 2e7 do i = i + 1 end return 1", 0)
     )

@@ -441,9 +441,9 @@ async def test_calls_waiting_to_write_fail_when_the_server_stalls(own_server: Re
 
 # ------------------------------------------------------------------ URLs it cannot serve
 
+# redis+sentinel:// is served (tests/redis/test_sentinel.py); these forms are not.
 SENTINEL_URLS = [
-    "redis+sentinel://:pw-secret@sentinel-a:26379/mymaster/0",
-    "rediss+sentinel://sentinel-a:26379/mymaster",
+    "rediss+sentinel://:pw-secret@sentinel-a:26379/mymaster",
     "sentinel://sentinel-a:26379",
     "redis://h:6379/0?service_name=mymaster",
 ]

@@ -48,6 +48,13 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from fleet.backends import redact_url
 from fleet.backends.redis.resp import ReplyError, RespClient, endpoint_from_url
 from fleet.backends.redis.scripts import Scripts, scripts
+from fleet.backends.redis.sentinel import (
+    close_sentinels,
+    is_sentinel_url,
+    parse_sentinel_url,
+    sentinel_client,
+    sentinel_endpoint,
+)
 from fleet.core.errors import BackendError, BackendUnavailable, ConfigError
 
 log = logging.getLogger("fleet.backends.redis")
@@ -170,7 +177,8 @@ class _Guard:
 
 
 def make_client(url: str, *, blocking: bool) -> Redis:
-    """A redis.asyncio client for ``url`` (redis://, rediss://, unix://).
+    """A redis.asyncio client for ``url`` (redis://, rediss://, unix://, or the
+    primary of a redis+sentinel:// URL).
 
     Timeouts given in the URL's query string (``socket_timeout=...``) win over
     the defaults. A failed connection is retried once at once (a pooled
@@ -184,6 +192,14 @@ def make_client(url: str, *, blocking: bool) -> Redis:
         "retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
         "client_name": "fleet-blocking" if blocking else "fleet",
     }
+    if is_sentinel_url(url):
+        return sentinel_client(  # type: ignore[no-any-return]
+            parse_sentinel_url(url),
+            connect_timeout=CONNECT_TIMEOUT,
+            command_timeout=None if blocking else COMMAND_TIMEOUT,
+            client_name=options["client_name"],
+            retry=options["retry"],
+        )
     return Redis.from_url(url, **options)
 
 
@@ -191,11 +207,13 @@ class RedisCore:
     """State every part of the Redis backend shares.
 
     Args:
-        url: ``redis://[user:password@]host:port/db``, ``rediss://...`` (TLS) or
-            ``unix:///path/to/redis.sock?db=0``. The password is never printed.
+        url: ``redis://[user:password@]host:port/db``, ``rediss://...`` (TLS),
+            ``unix:///path/to/redis.sock?db=0`` or
+            ``redis+sentinel://[user:password@]host:port[,host:port...]/service[/db]``.
+            The password is never printed.
 
     Raises:
-        UnsupportedBackend: The URL asks for Redis Sentinel or Cluster.
+        UnsupportedBackend: The URL asks for Redis Cluster.
         ConfigError: The URL cannot be read (not a redis URL, a bad option or
             TLS file).
     """
@@ -207,7 +225,8 @@ class RedisCore:
         # Read the URL now, so a URL the backend cannot serve fails here rather
         # than at the first call.
         try:
-            self._endpoint = endpoint_from_url(
+            read = sentinel_endpoint if is_sentinel_url(url) else endpoint_from_url
+            self._endpoint = read(
                 url,
                 connect_timeout=CONNECT_TIMEOUT,
                 command_timeout=COMMAND_TIMEOUT,
@@ -287,6 +306,7 @@ class RedisCore:
             if client is not None:
                 try:
                     await client.aclose()
+                    await close_sentinels(client)
                 except Exception:
                     pass
         if self._fast is not None:

@@ -43,9 +43,10 @@ Failure model (what a call raises; the guard of
   is retired they go to a new connection.
 
 The URL grammar is redis-py's (:func:`redis.connection.parse_url`), so both
-clients of a backend read one URL the same way. URLs for Redis Sentinel or
-Cluster are refused (:class:`~fleet.core.errors.UnsupportedBackend`): this
-client keeps one connection to one server.
+clients of a backend read one URL the same way. ``redis+sentinel://`` asks the
+sentinels for the primary at each connect (:mod:`fleet.backends.redis.sentinel`).
+URLs for Redis Cluster are refused (:class:`~fleet.core.errors.UnsupportedBackend`):
+this client keeps one connection to one server.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ import asyncio
 import collections
 import re
 import ssl
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -128,6 +129,9 @@ class Endpoint:
     connect_timeout: float = 3.0
     command_timeout: float | None = 10.0
     client_name: str | None = None
+    #: ``redis+sentinel://``: asked for the primary's address at each connect (host
+    #: and port above are then unused), whose ``ROLE`` is then checked.
+    locate: Callable[[], Awaitable[tuple[str, int]]] | None = None
 
 
 def _tls_context(options: dict[str, Any]) -> ssl.SSLContext:
@@ -179,10 +183,10 @@ def refuse_unservable(url: str) -> None:
         cluster = f"scheme {scheme}://"
     if sentinel is not None:
         raise UnsupportedBackend(
-            f"the redis URL's {sentinel} asks for Redis Sentinel, which the Redis backend "
-            "does not support yet: its script lane keeps one connection to one server and "
-            "does not ask Sentinel for the primary. Use redis://host:port/db with the "
-            "primary's address (or a name or proxy that follows failovers)."
+            f"the redis URL's {sentinel} asks for Redis Sentinel in a form the Redis "
+            "backend does not read: write redis+sentinel://[user:pass@]host:port"
+            "[,host:port...]/service[/db] (the script lane and redis-py's clients then ask "
+            "those sentinels for the primary; TLS through Sentinel is not supported)"
         )
     if cluster is not None:
         raise UnsupportedBackend(
@@ -524,12 +528,13 @@ class RespClient:
         def factory() -> _Connection:
             return _Connection(loop, ep.command_timeout)
 
+        host, port = (ep.host, ep.port) if ep.locate is None else await ep.locate()
         async with asyncio.timeout(ep.connect_timeout):
             if ep.path is not None:
                 _, conn = await loop.create_unix_connection(factory, ep.path, ssl=ep.tls)
             else:
                 _, conn = await loop.create_connection(
-                    factory, ep.host, ep.port, ssl=ep.tls, server_hostname=ep.server_hostname
+                    factory, host, port, ssl=ep.tls, server_hostname=ep.server_hostname
                 )
             try:
                 await self._handshake(conn)
@@ -548,6 +553,8 @@ class RespClient:
             commands.append(("SELECT", ep.db))
         if ep.client_name:
             commands.append(("CLIENT", "SETNAME", ep.client_name))
+        if ep.locate is not None:  # after a failover a sentinel may name the old primary
+            commands.append(("ROLE",))
         futures = [conn.send(pack(cmd)) for cmd in commands]
         for cmd, future in zip(commands, futures, strict=True):
             try:
@@ -558,6 +565,9 @@ class RespClient:
                         other.exception()
                 # a refused AUTH/SELECT means this server cannot be used: a connection error
                 raise ConnectionError(f"redis refused {cmd[0]}: {exc}") from exc
+        role = futures[-1].result() if ep.locate is not None else ["master"]
+        if not (isinstance(role, list) and role and role[0] == "master"):
+            raise ConnectionError(f"the server the sentinels named is not a primary: {role!r}")
 
     async def close(self) -> None:
         """Close the connection; calls still waiting fail with ``ConnectionError``."""
