@@ -31,6 +31,10 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
         ["--smoke", "--redis-url", "{url}"],
         r"\| 1 \| [\d.]+ \| [\d.]+ \| [\d,]+ \|(.|\n)*\| 3 \| ",
     ),
+    "big_fleet.py": (
+        ["--smoke", "--url", "{url}"],
+        r"20 simulated workers(.|\n)*GET /api/v1/workers: \d+ samples, p50(.|\n)*master: \d+ %",
+    ),
     "groups.py": (["--smoke", "--url", "{url}"], r"\| 100 \| [\d,]+ \| [\d.]+x \|"),
     "latency.py": (["--smoke", "--url", "{url}"], r"submit -> run_one start over 20 tasks.*p99"),
     "redis_footprint.py": (

@@ -48,6 +48,14 @@ class StateOps(RedisCore):
             value: str | None = await self._lane.execute("GET", keys.kv(ns, key))
         return value
 
+    async def kv_get_many(self, ns: str, names: list[str]) -> list[str | None]:
+        out: list[str | None] = []
+        for at in range(0, len(names), 500):  # bounded replies
+            chunk = [keys.kv(ns, k) for k in names[at : at + 500]]
+            with self._guard():
+                out += await self._lane.execute("MGET", *chunk)
+        return out
+
     async def kv_delete(self, ns: str, key: str) -> bool:
         with self._guard():
             return bool(await self._lane.execute("DEL", keys.kv(ns, key)))
@@ -152,30 +160,47 @@ class StateOps(RedisCore):
             await self._r.set(keys.worker_key(automation_type, worker_id, "stats"), dumps(stats))
 
     async def worker_get(self, automation_type: str, worker_id: str) -> WorkerRecord | None:
+        return (await self.workers_get([(automation_type, worker_id)]))[0]
+
+    async def workers_get(self, pairs: list[tuple[str, str]]) -> list[WorkerRecord | None]:
+        out: list[WorkerRecord | None] = []
+        for at in range(0, len(pairs), 200):  # one pipeline per 200 workers
+            out += await self._workers_chunk(pairs[at : at + 200])
+        return out
+
+    async def _workers_chunk(self, pairs: list[tuple[str, str]]) -> list[WorkerRecord | None]:
         wk = keys.worker_key
         # As bytes, and a key of the wrong type fails only its own part: a
         # pipeline without MULTI (EXEC would decode every reply at once).
         with self._guard():
             async with self._r.pipeline(transaction=False) as pipe:
-                for part in ("hardware", "config", "gen"):
-                    pipe.execute_command("GET", wk(automation_type, worker_id, part), **RAW)
-                pipe.execute_command("HGETALL", wk(automation_type, worker_id, "state"), **RAW)
-                pipe.execute_command("GET", wk(automation_type, worker_id, "stats"), **RAW)
-                pipe.sismember(keys.workers_index(automation_type), worker_id)
-                hw, cfg, gen, state, stats, member = await pipe.execute(raise_on_error=False)
-        if isinstance(member, Exception):
-            raise member
-        if hw is None and not member:
-            return None
-        return worker_record(
-            automation_type,
-            worker_id,
-            hardware=hw,
-            config=cfg,
-            gen=gen,
-            state=state,
-            stats=stats,
-        )
+                for automation_type, worker_id in pairs:
+                    for part in ("hardware", "config", "gen"):
+                        pipe.execute_command("GET", wk(automation_type, worker_id, part), **RAW)
+                    pipe.execute_command("HGETALL", wk(automation_type, worker_id, "state"), **RAW)
+                    pipe.execute_command("GET", wk(automation_type, worker_id, "stats"), **RAW)
+                    pipe.sismember(keys.workers_index(automation_type), worker_id)
+                replies = await pipe.execute(raise_on_error=False)
+        out: list[WorkerRecord | None] = []
+        for i, (automation_type, worker_id) in enumerate(pairs):
+            hw, cfg, gen, state, stats, member = replies[6 * i : 6 * i + 6]
+            if isinstance(member, Exception):
+                raise member
+            if hw is None and not member:
+                out.append(None)
+                continue
+            out.append(
+                worker_record(
+                    automation_type,
+                    worker_id,
+                    hardware=hw,
+                    config=cfg,
+                    gen=gen,
+                    state=state,
+                    stats=stats,
+                )
+            )
+        return out
 
     async def worker_ids(self, automation_type: str) -> list[str]:
         with self._guard():

@@ -24,6 +24,10 @@ class Primitives(abc.ABC):
     async def kv_get(self, ns: str, key: str) -> str | None:
         """The live value, or None if absent or expired."""
 
+    async def kv_get_many(self, ns: str, keys: list[str]) -> list[str | None]:
+        """:meth:`kv_get` of each key, in order (one round trip where it can be)."""
+        return [await self.kv_get(ns, key) for key in keys]
+
     @abc.abstractmethod
     async def kv_delete(self, ns: str, key: str) -> bool:
         """Delete; True if a live value existed."""

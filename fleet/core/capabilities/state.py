@@ -51,6 +51,11 @@ class FleetState(abc.ABC):
     async def worker_get(self, automation_type: str, worker_id: str) -> WorkerRecord | None:
         """Everything about one worker, or None if it was never registered."""
 
+    async def workers_get(self, pairs: list[tuple[str, str]]) -> list[WorkerRecord | None]:
+        """:meth:`worker_get` of each ``(type, worker_id)``, in order. Backends whose
+        reads cost a round trip each answer them all in one (a view of 1,000 workers)."""
+        return [await self.worker_get(t, wid) for t, wid in pairs]
+
     @abc.abstractmethod
     async def worker_ids(self, automation_type: str) -> list[str]:
         """Every worker id ever registered for the type (``wkrs:<type>``), sorted."""
