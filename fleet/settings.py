@@ -26,6 +26,8 @@ class Settings(BaseSettings):
         max_body_bytes / max_batch_body_bytes: Request size limits (413 above).
         metrics_public: Serve ``/metrics`` without a token.
         sweep_seconds: Master sweeper period.
+        history_interval_seconds: ``FLEET_HISTORY_INTERVAL_SECONDS``: how often the
+            master records every type's history (docs/operations.md#history).
         heartbeat_seconds: Worker heartbeat period.
         master_url: Where CLI client commands find the master.
         host / port: Where the master listens.
@@ -51,6 +53,7 @@ class Settings(BaseSettings):
     max_batch_body_bytes: int = Field(default=32 << 20, gt=0)
     metrics_public: bool = False
     sweep_seconds: float = Field(default=10.0, gt=0)
+    history_interval_seconds: float = Field(default=10.0, gt=0)
     heartbeat_seconds: float = Field(default=5.0, gt=0)
     master_url: str = DEFAULT_MASTER_URL
     host: str = "127.0.0.1"

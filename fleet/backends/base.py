@@ -26,9 +26,11 @@ from __future__ import annotations
 import abc
 
 from fleet.core.capabilities import (
+    Browse,
     Configs,
     Events,
     FleetState,
+    History,
     Limiters,
     Pools,
     Primitives,
@@ -81,6 +83,10 @@ class Backend(
     limits: Limiters
     #: Proxy health (:class:`~fleet.core.capabilities.ProxyHealth`).
     proxies: ProxyHealth
+    #: Pages of tasks by state and DLQ selections (:class:`~fleet.core.capabilities.Browse`).
+    browse: Browse
+    #: Per-type history by minute and hour (:class:`~fleet.core.capabilities.History`).
+    history: History
 
     async def connect(self) -> None:
         """Open connections / files and create schema. Idempotent."""

@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "dlq": "fleet.cli.tasks:dlq",
     "groups": "fleet.cli.groups:groups",
     "runs": "fleet.cli.runs:runs",
+    "history": "fleet.cli.history:history",
     "schedules": "fleet.cli.schedules:schedules",
     "tail": "fleet.cli.tasks:tail",
     "config": "fleet.cli.admin:config",

@@ -288,6 +288,14 @@ class FleetClient:
         result: dict[str, Any] = self.request("GET", f"{self._type(automation_type)}/queue")
         return result
 
+    def history(self, automation_type: str, window: str = "1h") -> dict[str, Any]:
+        """A type's history over ``window`` (``1h``, ``24h`` or ``30d``): ``{type, window,
+        step_seconds, points: [{t, submitted, completed, ..., p50, p95}]}``."""
+        result: dict[str, Any] = self.request(
+            "GET", f"{self._type(automation_type)}/history", params={"window": window}
+        )
+        return result
+
     def dead_peek(self, automation_type: str, n: int = 50) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = self.request(
             "GET", f"{self._type(automation_type)}/dead", params={"n": n}

@@ -277,6 +277,7 @@ class TaskInfo:
     max_attempts: int = 0
     priority: int = 0
     last_error: str | None = None
+    traceback: str | None = None  #: the last failure's traceback, where one was kept
     deadline: float | None = None  #: lease deadline while processing
     ready_at: float | None = None  #: when a scheduled task becomes pending
     finished_at: float | None = None  #: when it was acked / cancelled / dead-lettered
@@ -326,6 +327,7 @@ class TaskInfo:
             max_attempts=body.max_attempts or 0,
             priority=body.priority,
             last_error=body.last_error,
+            traceback=body.traceback,
             deadline=deadline,
             ready_at=ready_at,
             finished_at=body.failed_at if state == "dead" and finished_at is None else finished_at,
@@ -341,6 +343,7 @@ class TaskInfo:
             "max_attempts": self.max_attempts,
             "priority": self.priority,
             "last_error": self.last_error,
+            "traceback": self.traceback,
             "deadline": self.deadline,
             "ready_at": self.ready_at,
             "finished_at": self.finished_at,

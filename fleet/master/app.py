@@ -1,7 +1,8 @@
 """``create_app(settings)``: the master's FastAPI application and its lifespan.
 
 The lifespan opens the backend, writes the catalog entries of the plugins this
-process has, and starts the sweeper; all state lives on ``app.state.fleet``.
+process has, and starts the sweeper and the history recorder; all state lives on
+``app.state.fleet``.
 
 Dashboard hook: if the directory ``fleet/master/dashboard/static`` exists, it
 is served at ``/`` (``index.html`` for the root); the API keeps precedence.
@@ -34,11 +35,13 @@ from fleet.master.http.gate import AuthGate, FailedAuth
 from fleet.master.http.headers import SecurityHeaders
 from fleet.master.http.limits import BodyLimitMiddleware, limit_for_paths
 from fleet.master.http.tokens_policy import weak_tokens
+from fleet.master.routes import browse as browse_routes
 from fleet.master.routes import catalog as catalog_routes
 from fleet.master.routes import config as config_routes
 from fleet.master.routes import events as event_routes
 from fleet.master.routes import groups as group_routes
 from fleet.master.routes import health as health_routes
+from fleet.master.routes import history as history_routes
 from fleet.master.routes import pools as pool_routes
 from fleet.master.routes import proxies as proxy_routes
 from fleet.master.routes import queue as queue_routes
@@ -48,6 +51,7 @@ from fleet.master.routes import tasks as task_routes
 from fleet.master.routes import workers as worker_routes
 from fleet.master.services.catalog import keep_local_entries, load_plugins, publish_local_entries
 from fleet.master.services.event_hub import EventHub
+from fleet.master.services.history import HistoryRecorder
 from fleet.master.services.metrics import MasterMetrics
 from fleet.master.services.outage import ApiOutage
 from fleet.master.services.schedule_check import catalog_check
@@ -178,6 +182,9 @@ def create_app(
                 state.sweeper = Sweeper(state.backend, settings.sweep_seconds)
                 state.sweeper.start()
                 stack.push_async_callback(_stop_sweeper)
+                recorder = HistoryRecorder(state.backend, settings.history_interval_seconds)
+                recorder.start()
+                stack.push_async_callback(recorder.stop)
             keeper = asyncio.create_task(
                 keep_local_entries(state.backend, catalog_check_seconds), name="fleet-catalog"
             )
@@ -223,6 +230,8 @@ def create_app(
         task_routes,
         run_routes,
         queue_routes,
+        browse_routes,
+        history_routes,
         group_routes,
         schedule_routes,
         config_routes,

@@ -36,6 +36,10 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
         r"20 simulated workers(.|\n)*GET /api/v1/workers: \d+ samples, p50(.|\n)*master: \d+ %",
     ),
     "groups.py": (["--smoke", "--url", "{url}"], r"\| 100 \| [\d,]+ \| [\d.]+x \|"),
+    "history_size.py": (
+        ["--smoke", "--url", "{url}"],
+        r"redis: [\d,]+ buckets(.|\n)*sqlite: [\d,]+ buckets.*per busy day",
+    ),
     "latency.py": (["--smoke", "--url", "{url}"], r"submit -> run_one start over 20 tasks.*p99"),
     "redis_footprint.py": (
         ["--smoke", "--url", "{url}"],

@@ -69,6 +69,8 @@ class Stack:
     worker_id: str = "dash-worker-1"
     plugin: str = PLUGIN
     python_path: tuple[str, ...] = ()
+    #: More environment for both processes (after :func:`fleet_env`).
+    extra_env: dict[str, str] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
@@ -81,7 +83,7 @@ class Stack:
         proc = subprocess.Popen(
             [sys.executable, *args],
             cwd=REPO,
-            env=fleet_env(self.backend_url, self.python_path),
+            env={**fleet_env(self.backend_url, self.python_path), **self.extra_env},
             stdout=out,
             stderr=subprocess.STDOUT,
         )
@@ -91,7 +93,20 @@ class Stack:
 
     def start(self) -> None:
         """Start both processes and wait until the worker shows in the API."""
-        self._spawn(
+        self._start_master()
+        self.spawn_worker(self.worker_id)
+        self.wait_for(self._worker_up, 30, "the master to list the worker as up")
+
+    def restart_master(self) -> None:
+        """Stop the master (SIGTERM) and start a new one on the same port."""
+        master = self.procs[0]
+        master.terminate()
+        master.wait(timeout=15)
+        self.procs[0] = self._start_master(append=False)
+        self.wait_for(self._worker_up, 30, "the new master to list the worker as up")
+
+    def _start_master(self, append: bool = True) -> subprocess.Popen[bytes]:
+        proc = self._spawn(
             "master",
             [
                 "-m",
@@ -106,8 +121,9 @@ class Stack:
                 "warning",
             ],
         )
-        self.spawn_worker(self.worker_id)
-        self.wait_for(self._worker_up, 30, "the master to list the worker as up")
+        if not append:
+            self.procs.remove(proc)
+        return proc
 
     def spawn_worker(self, worker_id: str) -> subprocess.Popen[bytes]:
         """Start one more worker process of the test plugin."""

@@ -38,6 +38,17 @@ def feed(stack: Stack, stop: threading.Event) -> None:
         time.sleep(0.12)
 
 
+def make_run(stack: Stack, name: str, n: int, delay: float) -> str:
+    """A run of ``n`` echo tasks, submitted in one batch (``delay``: seconds ahead)."""
+    run = str(stack.api("POST", "/runs", json={"name": name}).json()["run_id"])
+    tasks = [
+        {"payload": {"text": f"{name} {i}"}, "run": run, "delay_seconds": delay} for i in range(n)
+    ]
+    r = stack.api("POST", "/automations/dash-echo/tasks/batch", json={"tasks": tasks})
+    assert r.status_code == 202, r.text
+    return run
+
+
 def shoot(page: Page, name: str) -> None:
     page.evaluate("window.scrollTo(0, 0)")  # else the sticky header lands mid-page
     page.screenshot(path=str(DOCS_SHOTS / f"{name}.png"), full_page=True)
@@ -47,7 +58,11 @@ def shoot(page: Page, name: str) -> None:
 def main() -> None:
     DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        stack = Stack(backend_url=f"sqlite:///{Path(tmp) / 'fleet.db'}", logs=Path(tmp))
+        stack = Stack(
+            backend_url=f"sqlite:///{Path(tmp) / 'fleet.db'}",
+            logs=Path(tmp),
+            extra_env={"FLEET_HISTORY_INTERVAL_SECONDS": "2"},
+        )
         stop = threading.Event()
         feeder = threading.Thread(target=feed, args=(stack, stop), daemon=True)
         try:
@@ -96,6 +111,34 @@ def main() -> None:
                 assert box is not None
                 page.screenshot(path=str(DOCS_SHOTS / "dlq.png"), full_page=True, clip=box)
                 print("wrote docs/screenshots/dlq.png")
+                # The task browser (dead letters shown) and one task's page.
+                page.click("#tasks [data-state=dead]")
+                expect(page.locator("#tasks table.tasks tbody tr").first).to_be_visible()
+                page.evaluate("window.scrollTo(0, 0)")
+                box = page.locator("#tasks").bounding_box()
+                assert box is not None
+                page.screenshot(path=str(DOCS_SHOTS / "tasks.png"), full_page=True, clip=box)
+                print("wrote docs/screenshots/tasks.png")
+                dead_id = page.locator("#tasks table.tasks tbody tr").first.get_attribute(
+                    "data-task"
+                )
+                page.goto(f"{stack.url}/#/task/dash-echo/{dead_id}")
+                expect(page.locator("#task [data-role=payload]")).to_be_visible()
+                shoot(page, "task")
+                # A run: one finished, one still going (its tasks scheduled ahead).
+                done_run = make_run(stack, "nightly crawl", 12, delay=0)
+                make_run(stack, "catalogue refresh", 30, delay=600)
+                stack.wait_for(
+                    lambda: stack.api("GET", f"/runs/{done_run}").json()["state"] == "done",
+                    60,
+                    "the run done",
+                )
+                page.click("#nav a[data-route=runs]")
+                expect(page.locator(f"#runs tr[data-run='{done_run}']")).to_be_visible()
+                shoot(page, "runs")
+                page.goto(f"{stack.url}/#/run/{done_run}")
+                expect(page.locator("#run h2 [data-state]")).to_have_text("done")
+                shoot(page, "run")
                 phone = browser.new_page(viewport={"width": 390, "height": 844})
                 phone.goto(stack.url)
                 phone.fill("#token", ADMIN_TOKEN)

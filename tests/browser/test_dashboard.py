@@ -186,7 +186,7 @@ def test_overview_and_workers_show_the_live_worker(
     sign_in(p, stack)
     card = p.locator(".type-card[data-type='dash-echo']")
     expect(card.locator("[data-stat=workers] dd")).to_have_text("1 / 1")
-    expect(card.locator("svg.spark")).to_have_count(2)
+    expect(card.locator("svg.spark")).to_have_count(3)
     shot(p, "overview", tmp_path)
 
     p.click("#nav a[data-route=workers]")

@@ -36,7 +36,7 @@ async def test_every_answer_carries_the_headers(master: InProcess) -> None:
 async def test_options_answers_from_the_routes(master: InProcess) -> None:
     r = await master.client.options(f"/api/v1/automations/{SCRAPE}/tasks")
     assert r.status_code == 204
-    assert r.headers["allow"] == "POST, OPTIONS"
+    assert r.headers["allow"] == "GET, HEAD, POST, OPTIONS"  # submit, and the task pages
     assert "access-control-allow-origin" not in r.headers  # no cross-origin access
     r = await master.client.options(f"/api/v1/automations/{SCRAPE}/groups/g")
     assert r.headers["allow"] == "GET, HEAD, PUT, DELETE, OPTIONS"

@@ -12,6 +12,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from fleet.backends.redis import RedisBackend
+from fleet.core.history import MINUTE_KEEP_SECONDS, Reported, bucket_start
 from fleet.core.records import PushRequest, TaskBody, now
 
 
@@ -168,3 +169,19 @@ async def test_limiter_keys_carry_ttls_and_go_away(rb: RedisBackend, raw: aiored
     assert 0 < await raw.pttl(holders) <= 201
     await asyncio.sleep(0.25)
     assert await raw.keys("fleet:limit:*") == []  # a dead holder's key expires by itself
+
+
+async def test_history_keys(rb: RedisBackend, raw: aioredis.Redis) -> None:
+    t = now()
+    await rb.history.record("t", t, Reported())
+    await rb.push("t", [req("a"), req("b")])
+    assert await rb.history.record("t", t, Reported(timed_out=1))
+    minute, hour = bucket_start(t, 60), bucket_start(t, 3600)
+    stored = await raw.hgetall("fleet:history:t:buckets")
+    assert set(stored) == {"last", f"m:{minute}", f"h:{hour}"}
+    values = [int(x) for x in stored[f"m:{minute}"].split(",")]
+    assert len(values) == 22 and values[0] == 2 and values[7] == 1  # submitted, timed out
+    assert stored["last"].startswith("2,0,0,0,0,0,0,1,")
+    expiry = dict(await raw.zrange("fleet:history:t:expiry", 0, -1, withscores=True))
+    assert expiry[f"m:{minute}"] == minute + MINUTE_KEEP_SECONDS
+    assert 0 < await raw.ttl("fleet:history:t:buckets") <= 31 * 86_400

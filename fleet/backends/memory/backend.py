@@ -24,8 +24,10 @@ from fleet.backends.base import (
     Backend,
     Subscription,
 )
+from fleet.backends.memory.browse import MemoryBrowse
 from fleet.backends.memory.configs import MemoryConfigs
 from fleet.backends.memory.events import MemorySubscription
+from fleet.backends.memory.history import MemoryHistory
 from fleet.backends.memory.limits import MemoryLimits
 from fleet.backends.memory.proxies import MemoryProxies
 from fleet.backends.memory.records import MemoryRecordsMixin
@@ -82,10 +84,12 @@ class MemoryBackend(
         self._store = get_store(store_name(url))
         self.configs = MemoryConfigs(self._store)
         self.limits = MemoryLimits(self._store.limits)
+        self.history = MemoryHistory(self._store.history, self._store.queue_counters)
         self.proxies = MemoryProxies(self._store.proxies, self._proxy_policy)
         self.proxies.salts = self
         self.schedules = MemorySchedules(self._store.schedules)
         self.runs = MemoryRuns(self._store.runs)
+        self.browse = MemoryBrowse(self._store)
         self._closed = False
         self._waiting: set[asyncio.Future[None]] = set()
         # Weak: a subscription closed by its user must not be kept alive here.

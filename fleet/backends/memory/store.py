@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from fleet.backends.memory.events import MemoryEventBus
+from fleet.backends.memory.history import HistoryTable
 from fleet.backends.memory.limits import LimitTable
 from fleet.backends.memory.pool import PoolState
 from fleet.backends.memory.proxies import ProxyTable
@@ -98,6 +99,7 @@ class MemoryStore:
         self.locks = ExpiringValues()  # value: holder token
         self.counters: dict[str, int] = {}
         self.limits = LimitTable()
+        self.history = HistoryTable()
         self.proxies = ProxyTable()
         self.schedules = ScheduleTable()
         self.catalog: dict[str, str] = {}
@@ -122,6 +124,11 @@ class MemoryStore:
         if q is None:
             q = self.queues[automation_type] = TypeQueue(automation_type, self.runs)
         return q
+
+    def queue_counters(self, automation_type: str) -> dict[str, int]:
+        """A type's queue counters (empty for a type without a queue; none is made)."""
+        q = self.queues.get(automation_type)
+        return {} if q is None else q.state.counters
 
     def stream(self, automation_type: str) -> StreamState:
         s = self.streams.get(automation_type)

@@ -18,9 +18,11 @@ from redis.exceptions import ResponseError
 
 from fleet.backends.base import Backend
 from fleet.backends.redis import keys
+from fleet.backends.redis.browse import RedisBrowse
 from fleet.backends.redis.configs import RedisConfigs
 from fleet.backends.redis.core import CONNECT_TIMEOUT
 from fleet.backends.redis.groups import GroupOps
+from fleet.backends.redis.history import RedisHistory
 from fleet.backends.redis.limits import RedisLimits
 from fleet.backends.redis.pools import PoolOps
 from fleet.backends.redis.proxies import RedisProxies
@@ -62,7 +64,9 @@ class RedisBackend(
         self.configs = RedisConfigs(self)
         self.schedules = RedisSchedules(self)
         self.runs = RedisRuns(self)
+        self.browse = RedisBrowse(self)
         self.limits = RedisLimits(self)
+        self.history = RedisHistory(self)
         self.proxies = RedisProxies(self)
         self.proxies.salts = self
 

@@ -327,6 +327,22 @@ def run(run_id: str) -> str:
     return RUN_PREFIX + run_id
 
 
+# ------------------------------------------------------------------ history
+
+
+def history_keys(automation_type: str) -> list[str]:
+    """The keys of ``lua/history_record.lua``: the type's queue counters
+    (``fleet:queue:<type>:counters``, read), ``fleet:history:<type>:buckets`` (hash:
+    ``last`` the totals of the last record, ``m:<start>`` / ``h:<start>`` a minute / an
+    hour bucket) and ``fleet:history:<type>:expiry`` (zset bucket field -> when it
+    expires). The two suffixes keep any two types apart."""
+    return [
+        queue(automation_type) + ":counters",
+        f"fleet:history:{automation_type}:buckets",
+        f"fleet:history:{automation_type}:expiry",
+    ]
+
+
 def _glob_escape(text: str) -> str:
     """Escape SCAN MATCH metacharacters so a type name matches literally."""
     out = []

@@ -424,6 +424,7 @@ class QueueOps(RedisCore):
             max_attempts=rec.max_attempts or 0,
             priority=rec.priority,
             last_error=rec.last_error,
+            traceback=rec.traceback,
             deadline=float(score) if state == "processing" and score else None,
             ready_at=float(score) if state == "scheduled" and score else None,
             finished_at=rec.finished_at if state in ("done", "cancelled") else rec.failed_at,

@@ -109,6 +109,7 @@ SCRIPT_NAMES = (
     "schedules",
     "proxies",
     "run_cancel",
+    "history_record",
 )
 
 
@@ -145,6 +146,7 @@ class Scripts:
         self.schedules = self.all["schedules"]
         self.proxies = self.all["proxies"]
         self.run_cancel = self.all["run_cancel"]
+        self.history_record = self.all["history_record"]
 
     async def load_all(self, client: RespClient) -> None:
         """SCRIPT LOAD every script (pipelined: one round trip)."""

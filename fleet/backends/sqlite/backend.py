@@ -38,9 +38,11 @@ from fleet.backends.sqlite import pools, records
 from fleet.backends.sqlite import queue as q
 from fleet.backends.sqlite import queue_admin as qa
 from fleet.backends.sqlite import state as st
+from fleet.backends.sqlite.browse import SQLiteBrowse
 from fleet.backends.sqlite.configs import SQLiteConfigs
 from fleet.backends.sqlite.conn import SQLiteDB, parse_url
 from fleet.backends.sqlite.groups import Book
+from fleet.backends.sqlite.history import SQLiteHistory
 from fleet.backends.sqlite.limits import SQLiteLimits
 from fleet.backends.sqlite.primitives import SQLitePrimitives
 from fleet.backends.sqlite.proxies import SQLiteProxies
@@ -90,7 +92,9 @@ class SQLiteBackend(SQLitePrimitives):
         self.configs = SQLiteConfigs(self._db)
         self.schedules = SQLiteSchedules(self._db)
         self.runs = SQLiteRuns(self._db, self._watcher, qa.run_cancel)
+        self.browse = SQLiteBrowse(self._db, self._watcher.wake)
         self.limits = SQLiteLimits(self._db)
+        self.history = SQLiteHistory(self._db)
         self.proxies = SQLiteProxies(self._db)
         self.proxies.salts = self
         self._connected = False

@@ -41,6 +41,8 @@ Layout (one row per thing; ``type`` is the automation type):
   reported any; pruned with their finished state (``records.py``).
 * ``runs`` + ``run_keys``: runs, their counters and ``unique_key`` sets; a task's
   run is ``tasks.run`` (``runs.py``).
+* ``history`` + ``history_last``: per type, minute and hour buckets of counts and run
+  times, and the totals of the last record (``history.py``).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from collections.abc import Callable
 from fleet.core.errors import SchemaVersionError
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -332,6 +334,21 @@ CREATE TABLE run_keys (run TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (run, k
 """
 
 
+#: Version 14: per-type history (``history.py``). ``history``: a row per bucket (``res``
+#: 60 or 3600 seconds, ``start`` its start, ``vals`` the vector as decimal text);
+#: ``history_last``: per type, the totals the next record subtracts.
+_V14 = """
+CREATE TABLE history (
+    type TEXT NOT NULL,
+    res INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    vals TEXT NOT NULL,
+    PRIMARY KEY (type, res, start)
+) WITHOUT ROWID;
+CREATE TABLE history_last (type TEXT PRIMARY KEY, vals TEXT NOT NULL) WITHOUT ROWID;
+"""
+
+
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def apply(conn: sqlite3.Connection) -> None:
         # executescript would COMMIT our transaction; run statement by statement.
@@ -357,6 +374,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     11: _script(_V11),
     12: _script(_V12),
     13: _script(_V13),
+    14: _script(_V14),
 }
 
 

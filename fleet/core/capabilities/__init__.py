@@ -8,9 +8,11 @@ A new capability is one new interface here, implemented three times, tested once
 
 import abc
 
+from fleet.core.capabilities.browse import Browse
 from fleet.core.capabilities.configs import Configs
 from fleet.core.capabilities.events import Events, Subscription
 from fleet.core.capabilities.groups import TaskGroups
+from fleet.core.capabilities.history import History
 from fleet.core.capabilities.limits import Limiters
 from fleet.core.capabilities.pools import Pools
 from fleet.core.capabilities.primitives import Primitives
@@ -31,9 +33,11 @@ class TaskCapabilities(TaskQueues, Streams, Pools, Primitives, Events, abc.ABC):
 
 
 __all__ = [
+    "Browse",
     "Configs",
     "Events",
     "FleetState",
+    "History",
     "Limiters",
     "Pools",
     "Primitives",

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fleet.core.capabilities.browse import MAX_SELECTION
 from fleet.core.flow import MAX_GROUP_LEN, check_group
 from fleet.core.runs import MAX_UNIQUE_KEY_LEN
 from fleet.core.submission import check_submitted_id
@@ -171,3 +172,53 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         503: "The backend is unavailable",
     }
     return {code: {"model": ErrorBody, "description": words[code]} for code in codes}
+
+
+# ------------------------------------------------------------ the task browser
+# A page of a type's tasks by state, and a selection of dead letters to replay or delete.
+class TaskItem(BaseModel):
+    """One task of a page (``GET /automations/{type}/tasks``)."""
+
+    id: str
+    state: Literal["pending", "scheduled", "processing", "dead"]
+    priority: int
+    tier: Literal["high", "normal", "low"]
+    group: str | None = Field(description="Its flow-control group, if any.")
+    run: str | None = Field(description="The run it belongs to, if any.")
+    attempt: int = Field(description="Attempts charged so far.")
+    enqueued_at: float = Field(description="When it was first submitted (Unix seconds).")
+    ready_at: float | None = Field(description="When a scheduled task becomes pending.")
+    deadline: float | None = Field(description="A processing task's lease deadline.")
+    last_error: str | None = Field(description="The last failure (credentials masked).")
+    failed_at: float | None = Field(description="When it last failed.")
+
+
+class TaskPageBody(BaseModel):
+    """A page, newest first; pass ``next_cursor`` as ``cursor`` for the next one."""
+
+    items: list[TaskItem]
+    next_cursor: str | None = Field(description="None on the last page.")
+
+
+class DeadSelectionBody(BaseModel):
+    """The dead letters to act on, by task id (at most 1,000; duplicates count once)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Ids as a submit accepts them (1..200 characters).
+    ids: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        min_length=1, max_length=MAX_SELECTION
+    )
+    action: Literal["replay", "delete"]
+
+
+class DeadSelectionResult(BaseModel):
+    """What a selection did, ids in the order given."""
+
+    action: Literal["replay", "delete"]
+    done: list[str] = Field(description="Replayed (queued again) or deleted.")
+    skipped: list[str] = Field(
+        description="Taken out of the DLQ but not queued (a live task of the id exists), "
+        "or left in it (its stored body cannot be read); replay only."
+    )
+    unknown: list[str] = Field(description="Not in the DLQ.")

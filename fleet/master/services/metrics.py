@@ -82,6 +82,8 @@ class TypeSnapshot:
     #: the busiest groups (pending + running): (group, pending, running)
     groups: list[tuple[str, int, int]] = field(default_factory=list)
     groups_seen: int = 0  #: groups examined (at most GROUPS_EXAMINED)
+    #: (worker id, seconds since its last report) of each worker not STOPPED
+    heartbeat_ages: list[tuple[str, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -94,6 +96,7 @@ class Snapshot:
     #: the live runs among the RUNS_EXAMINED newest, at most TOP_RUNS of them
     runs: list[RunRecord] = field(default_factory=list)
     runs_live: int = 0
+    taken_at: float = 0.0  #: when the snapshot was read (Unix seconds)
 
 
 #: Runs exported on /metrics at most (the newest live ones), and runs looked at to
@@ -164,6 +167,7 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
     pairs = await backend.workers_all()
     snap.proxies = await gather_proxies(backend.proxies)
     snap.runs, snap.runs_live = await live_runs(backend)
+    snap.taken_at = time.time()
     for t in sorted({*entries, *(t for t, _ in pairs)}):
         ts = snap.types.setdefault(t, TypeSnapshot())
         if (entries.get(t) or {}).get("queue"):
@@ -181,6 +185,9 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
         for part in record.unreadable:
             ts.unreadable[part] = ts.unreadable.get(part, 0) + 1
         up = is_up(record, now, heartbeat_seconds)
+        # A late heartbeat before the worker counts as DOWN: what "lagging" alerts on.
+        if record.last_seen is not None and record.state.get("state") != "STOPPED":
+            ts.heartbeat_ages.append((wid, max(now - record.last_seen, 0.0)))
         state = record.state.get("state", "UNKNOWN") if up else "DOWN"
         ts.workers[state] = ts.workers.get(state, 0) + 1
         stats = record.stats or {}
@@ -259,6 +266,11 @@ class _SnapshotCollector(Collector):
         rss = GaugeMetricFamily(
             "fleet_worker_rss_bytes", "Worker process memory", labels=["type", "worker"]
         )
+        heartbeat = GaugeMetricFamily(
+            "fleet_worker_heartbeat_age_seconds",
+            "Seconds since a worker (not stopped) last reported",
+            labels=["type", "worker"],
+        )
         # Per worker: a worker's count starts at 0 with the process, which is
         # what Prometheus expects of a counter (rate() handles the reset).
         per_worker = {
@@ -312,6 +324,8 @@ class _SnapshotCollector(Collector):
             busy.add_metric([t], float(ts.slots_busy))
             total.add_metric([t], float(ts.slots_total))
             rate.add_metric([t], ts.per_second)
+            for wid, age in sorted(ts.heartbeat_ages):
+                heartbeat.add_metric([t, wid], age)
             for wid, cpu_percent, rss_bytes in ts.processes:
                 cpu.add_metric([t, wid], cpu_percent)
                 rss.add_metric([t, wid], rss_bytes)
@@ -337,7 +351,7 @@ class _SnapshotCollector(Collector):
                 if _valid_hist(h):
                     p_hist.add_metric([t, str(name)], _cumulative(h["buckets"]), float(h["sum"]))
         yield from counters.values()
-        yield from (depth, oldest, workers, busy, total, rate, cpu, rss)
+        yield from (depth, oldest, workers, busy, total, rate, cpu, rss, heartbeat)
         yield from per_worker.values()
         yield unreadable
         yield from (g_count, g_pending, g_running)
@@ -356,11 +370,17 @@ def _run_families(snap: Snapshot) -> Iterator[Metric]:
         f"Counters of the {TOP_RUNS} newest live runs",
         labels=["run", "name", "counter"],
     )
+    age = GaugeMetricFamily(
+        "fleet_run_age_seconds",
+        f"Seconds since each of the {TOP_RUNS} newest live runs was created",
+        labels=["run", "name"],
+    )
     for record in snap.runs:
         for counter in COUNTERS:
             value = float(record.counters.get(counter, 0))
             tasks.add_metric([record.id, record.name or "", counter], value)
-    yield from (live, tasks)
+        age.add_metric([record.id, record.name or ""], max(snap.taken_at - record.created_at, 0.0))
+    yield from (live, tasks, age)
 
 
 class MasterMetrics:

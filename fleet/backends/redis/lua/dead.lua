@@ -4,6 +4,9 @@
 --   replay n          -> replays the n oldest (n = -1: all); returns how many
 --   replay_ids id...  -> replays the given ids; returns how many
 --   clear             -> removes every dead task; returns how many
+--   pick_replay id... -> replays the given ids; returns flat (id, 1 replayed | 0 taken
+--                        out, a live task of the id won) per id found in the DLQ
+--   pick_delete id... -> removes the given ids; returns the ids found in the DLQ
 local op = ARGV[1]
 if op == 'peek' then
   local n = tonumber(ARGV[2])
@@ -58,7 +61,56 @@ local function replay_one(raw)
   return 1
 end
 
+-- The DLQ entries (raw bodies) of the ids in ARGV[2..], first occurrence each: one
+-- LRANGE per 1,000 entries, stopping once every id was found.
+local function find_ids()
+  local want = {}
+  local left = 0
+  for i = 2, #ARGV do
+    if not want[ARGV[i]] then left = left + 1 end
+    want[ARGV[i]] = true
+  end
+  local len = redis.call('LLEN', K_DEAD)
+  local hits, hit_ids = {}, {}
+  local start, chunk = 0, 1000
+  while start < len and left > 0 do
+    for _, raw in ipairs(redis.call('LRANGE', K_DEAD, start, start + chunk - 1)) do
+      local body, id = decode_body(raw)
+      if body and want[id] then
+        want[id] = nil
+        left = left - 1
+        hits[#hits + 1] = raw
+        hit_ids[#hit_ids + 1] = id
+      end
+    end
+    start = start + chunk
+  end
+  return hits, hit_ids
+end
+
+if op == 'pick_delete' then
+  local hits, hit_ids = find_ids()
+  for i, raw in ipairs(hits) do
+    redis.call('LREM', K_DEAD, 1, raw)
+    redis.call('HDEL', K_DEADINFO, hit_ids[i])
+  end
+  return hit_ids
+end
+
 local replayed = 0
+if op == 'pick_replay' then
+  local hits, hit_ids = find_ids()
+  local out = {}
+  for i, raw in ipairs(hits) do
+    redis.call('LREM', K_DEAD, 1, raw)
+    local one = replay_one(raw)
+    replayed = replayed + one
+    out[#out + 1] = hit_ids[i]
+    out[#out + 1] = one
+  end
+  wake(replayed)
+  return out
+end
 if op == 'replay' then
   local n = tonumber(ARGV[2])
   if n < 0 then n = redis.call('LLEN', K_DEAD) end

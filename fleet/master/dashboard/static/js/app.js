@@ -10,6 +10,7 @@ import { automationView } from "./views/automation.js";
 import { poolsView } from "./views/pools.js";
 import { proxiesView } from "./views/proxies.js";
 import { runsView, runView } from "./views/runs.js";
+import { taskView } from "./views/tasks.js";
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
@@ -23,6 +24,9 @@ let stopEvents = null;
 export function parseRoute(hash) {
   const parts = (hash || "").replace(/^#\/?/, "").split("/");
   if (parts[0] === "automation" && parts[1]) return { name: "automation", type: decodeURIComponent(parts[1]) };
+  if (parts[0] === "task" && parts[1] && parts[2]) {
+    return { name: "task", type: decodeURIComponent(parts[1]), task: decodeURIComponent(parts.slice(2).join("/")) };
+  }
   if (parts[0] === "run" && parts[1]) return { name: "runs", run: decodeURIComponent(parts[1]) };
   if (["workers", "pools", "proxies", "runs"].includes(parts[0])) return { name: parts[0] };
   return { name: "overview" };
@@ -82,6 +86,7 @@ function route() {
     a.classList.toggle("active", a.dataset.route === r.name);
   }
   if (r.name === "automation") view = automationView(main, r.type);
+  else if (r.name === "task") view = taskView(main, r.type, r.task);
   else if (r.name === "workers") view = workersView(main);
   else if (r.name === "pools") view = poolsView(main);
   else if (r.name === "proxies") view = proxiesView(main);

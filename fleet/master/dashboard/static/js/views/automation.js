@@ -7,9 +7,11 @@ import { buildForm } from "../schemaform.js";
 import { entrySchemas } from "../schemas.js";
 import { h, mount, note, fmtJSON, fmtTime } from "../render.js";
 import { typeCard } from "./overview.js";
+import { currentWindow, historyOf, refreshHistories, windowPicker } from "../history.js";
 import { workersTable } from "./workers.js";
 import { configEditor } from "./config_editor.js";
 import { dlqPanel } from "./dlq.js";
+import { tasksPanel } from "./tasks.js";
 import { groupsPanel } from "./groups.js";
 import { schedulesPanel } from "./schedules.js";
 
@@ -180,6 +182,7 @@ export function automationView(root, type) {
   let groups = null;
   let schedules = null;
   let tail = null;
+  let tasks = null;
 
   async function build() {
     let entry;
@@ -202,6 +205,8 @@ export function automationView(root, type) {
       grid.append(groups.el);
       schedules = schedulesPanel(type);
       grid.append(schedules.el);
+      tasks = tasksPanel(type);
+      grid.append(tasks.el);
       dlq = dlqPanel(type);
       grid.append(dlq.el);
     }
@@ -211,7 +216,13 @@ export function automationView(root, type) {
 
   function update() {
     const row = store.automations.find((r) => r.type === type);
-    mount(head, row ? typeCard(row, store.workers, store.series.get(type), { link: false }) : h("h2", {}, type));
+    const win = currentWindow();
+    refreshHistories([type], win, update);
+    mount(
+      head,
+      h("div", { class: "view-head" }, h("span", {}), windowPicker(() => update())),
+      row ? typeCard(row, store.workers, store.series.get(type), { link: false, hist: historyOf(type, win), win }) : h("h2", {}, type),
+    );
     const workers = store.workersOf(type);
     mount(workersHost, workers.length ? workersTable(workers, workerMsg, { withType: false }) : h("p", { class: "empty" }, "No worker runs this type."));
     if (editor) editor.update();
@@ -220,6 +231,12 @@ export function automationView(root, type) {
       // the DLQ size stays the same (one replayed, another died).
       const q = queueOf(row) || {};
       dlq.update(`${q.dead}:${(q.counters || {}).dead}`);
+    }
+    if (tasks) {
+      // Any move of a task changes one of these: reload the page of tasks shown.
+      const q = queueOf(row) || {};
+      const c = q.counters || {};
+      tasks.update(`${q.pending_total}:${q.scheduled}:${q.processing}:${q.dead}:${c.submitted}:${c.completed}:${c.dead}`);
     }
     if (groups) {
       const q = queueOf(row) || {};

@@ -2,7 +2,8 @@
 
 import { seg } from "../api.js";
 import { store, queueOf } from "../store.js";
-import { h, mount, fmtDuration, fmtNum, fmtPercent, sparkline, note } from "../render.js";
+import { h, mount, fmtDuration, fmtNum, note } from "../render.js";
+import { currentWindow, historyCharts, historyOf, refreshHistories, windowPicker } from "../history.js";
 
 /** Workers up/total and slots busy/total of a type, from the worker list. */
 export function typeTotals(row, workers) {
@@ -32,8 +33,11 @@ function stat(label, value, attrs) {
   return h("div", { class: "stat", ...(attrs || {}) }, h("dt", {}, label), h("dd", {}, value));
 }
 
-/** The card of one automation type (also the header of its own page). */
-export function typeCard(row, workers, series, { link = true } = {}) {
+/**
+ * The card of one automation type (also the header of its own page): live counts,
+ * the throughput this tab measures now, and the backend's history over `win`.
+ */
+export function typeCard(row, workers, series, { link = true, hist = null, win = "1h" } = {}) {
   const q = queueOf(row) || {};
   const pending = q.pending || {};
   const t = typeTotals(row, workers);
@@ -65,60 +69,48 @@ export function typeCard(row, workers, series, { link = true } = {}) {
             stat("oldest pending", q.oldest_pending_age ? fmtDuration(q.oldest_pending_age) : "—", {
               "data-stat": "oldest",
             }),
+            stat("throughput now", last ? `${fmtNum(last.perSecond, 1)}/s` : "—", {
+              "data-stat": "rate",
+              title: "completed per second, measured by this tab every 2 s",
+            }),
           ]
         : null,
     ),
-    batch
-      ? h(
-          "div",
-          { class: "charts" },
-          h(
-            "figure",
-            {},
-            sparkline(
-              rates.map((r) => r.perSecond),
-              { label: "completed per second", unit: "/s" },
-            ),
-            h("figcaption", {}, `throughput ${last ? fmtNum(last.perSecond, 1) : "—"}/s`),
-          ),
-          h(
-            "figure",
-            {},
-            sparkline(
-              rates.map((r) => (r.failureRate === null ? 0 : r.failureRate * 100)),
-              { label: "failure rate", unit: " %", cls: "bad", min: 100 },
-            ),
-            h("figcaption", {}, `failures ${last ? fmtPercent(last.failureRate) : "—"}`),
-          ),
-        )
-      : null,
+    batch ? historyCharts(hist, win) : null,
   );
 }
 
 export function overviewView(root) {
   const body = h("div", { class: "cards" });
   const status = h("div", {});
+  const picker = h("div", {});
   mount(
     root,
     h(
       "section",
       { class: "view", id: "overview" },
-      h("h2", {}, "Fleet overview"),
-      h("p", { class: "muted" }, "Rates are sampled in this tab every 2 s over the last three minutes."),
+      h("div", { class: "view-head" }, h("h2", {}, "Fleet overview"), picker),
+      h("p", { class: "muted" }, "Charts: the backend's history of each type over the window chosen. Throughput now: sampled in this tab every 2 s."),
       status,
       body,
     ),
   );
 
   function update() {
+    const win = currentWindow();
+    mount(picker, windowPicker(() => update()));
     mount(status, store.error ? note("error", `Could not refresh: ${store.error.message}`) : null);
     if (!store.automations.length) {
       mount(body, h("p", { class: "empty" }, "No automation types yet: start a worker."));
       return;
     }
+    const batch = store.automations.filter((row) => (row.has_queue !== undefined ? row.has_queue : row.kind !== "ContinuousAutomation"));
+    refreshHistories(batch.map((row) => row.type), win, update);
     mount(
       body,
-      store.automations.map((row) => typeCard(row, store.workers, store.series.get(row.type))),
+      store.automations.map((row) =>
+        typeCard(row, store.workers, store.series.get(row.type), { hist: historyOf(row.type, win), win }),
+      ),
     );
   }
 

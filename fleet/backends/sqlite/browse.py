@@ -1,0 +1,176 @@
+"""Browse on SQLite: a page is one ordered query over the type's rows of the state
+(``tasks``, or ``dead`` whose order key is read from the body), with the keyset
+condition ``(enqueued_at, id) < cursor`` and ``LIMIT limit + 1``; SQLite keeps only
+the top of the order while it scans (no index: one page costs a scan of the type's
+rows in that state, a few milliseconds for 10,000). A DLQ selection is one write
+transaction."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fleet.backends.sqlite import queue_admin as qa
+from fleet.backends.sqlite.conn import SQLiteDB
+from fleet.core.capabilities.browse import (
+    Browse,
+    BrowseState,
+    DeadSelection,
+    Position,
+    TaskPage,
+    TaskSummary,
+    check_page_args,
+    decode_cursor,
+    page_of,
+)
+from fleet.core.records import now
+from fleet.core.stored import Unreadable, read_body
+
+_LIVE = {"pending": "queued", "scheduled": "scheduled", "processing": "processing"}
+
+# The order key of a dead row, NULL for a body that is not JSON (json_extract would
+# raise on it; such rows are left out, dead_peek shows them).
+_DEAD_AT = "CASE WHEN json_valid(body) THEN json_extract(body, '$.enqueued_at') END"
+
+
+def _keyset(column: str, pos: Position | None) -> tuple[str, tuple[Any, ...]]:
+    if pos is None:
+        return "", ()
+    return (
+        f" AND ({column} < ? OR ({column} = ? AND id < ?))",
+        (pos.enqueued_at, pos.enqueued_at, pos.task_id),
+    )
+
+
+def live_page(
+    conn: sqlite3.Connection,
+    automation_type: str,
+    state: BrowseState,
+    limit: int,
+    pos: Position | None,
+) -> list[TaskSummary]:
+    """The ``limit + 1`` newest live tasks of ``state`` before ``pos``."""
+    cond, args = _keyset("enqueued_at", pos)
+    rows = conn.execute(
+        "SELECT id, CAST(body AS BLOB), attempt, enqueued_at, ready_at, deadline, grp, run "
+        f"FROM tasks WHERE type = ? AND state = ?{cond} "
+        "ORDER BY enqueued_at DESC, id DESC LIMIT ?",
+        (automation_type, _LIVE[state], *args, limit + 1),
+    ).fetchall()
+    out: list[TaskSummary] = []
+    for tid, raw, attempt, at, ready_at, deadline, grp, run in rows:
+        try:
+            body = read_body(raw)
+        except Unreadable:
+            body = None  # the row's columns still say what the page shows
+        out.append(
+            TaskSummary(
+                id=str(tid),
+                state=state,
+                priority=0 if body is None else body.priority,
+                group=None if grp is None else str(grp),
+                run=None if run is None else str(run),
+                attempt=int(attempt),
+                enqueued_at=float(at),
+                ready_at=float(ready_at) if state == "scheduled" and ready_at is not None else None,
+                deadline=float(deadline)
+                if state == "processing" and deadline is not None
+                else None,
+                last_error=None if body is None else body.last_error,
+                failed_at=None if body is None else body.failed_at,
+            )
+        )
+    return out
+
+
+def dead_page(
+    conn: sqlite3.Connection, automation_type: str, limit: int, pos: Position | None
+) -> list[TaskSummary]:
+    """The ``limit + 1`` newest (by first submit) readable dead letters before ``pos``."""
+    cond, args = _keyset("at", pos)
+    rows = conn.execute(
+        f"SELECT id, raw FROM (SELECT id, CAST(body AS BLOB) AS raw, {_DEAD_AT} AS at "
+        f"FROM dead WHERE type = ?) WHERE at IS NOT NULL{cond} "
+        "ORDER BY at DESC, id DESC LIMIT ?",
+        (automation_type, *args, limit + 1),
+    ).fetchall()
+    out: list[TaskSummary] = []
+    for _tid, raw in rows:
+        try:
+            b = read_body(raw)
+        except Unreadable:
+            continue
+        out.append(
+            TaskSummary(
+                id=b.id,
+                state="dead",
+                priority=b.priority,
+                group=b.group,
+                run=b.run,
+                attempt=b.attempt,
+                enqueued_at=b.enqueued_at,
+                last_error=b.last_error,
+                failed_at=b.failed_at,
+            )
+        )
+    return out
+
+
+def dead_select(
+    conn: sqlite3.Connection, automation_type: str, task_ids: Sequence[str], replay: bool
+) -> tuple[DeadSelection, int]:
+    """Replay or delete the named dead letters (one transaction); the selection and
+    how many tasks became pending."""
+    done: list[str] = []
+    skipped: list[str] = []
+    unknown: list[str] = []
+    t = now()
+    for tid in dict.fromkeys(task_ids):
+        there = conn.execute(
+            "SELECT 1 FROM dead WHERE type = ? AND id = ? LIMIT 1", (automation_type, tid)
+        ).fetchone()
+        if there is None:
+            unknown.append(tid)
+        elif not replay:
+            conn.execute("DELETE FROM dead WHERE type = ? AND id = ?", (automation_type, tid))
+            done.append(tid)
+        elif qa.dead_replay(conn, automation_type, n=None, task_ids=[tid], now=t):
+            done.append(tid)
+        else:
+            skipped.append(tid)  # a live task of the id won, or the body is unreadable
+    return DeadSelection(tuple(done), tuple(skipped), tuple(unknown)), len(done) if replay else 0
+
+
+class SQLiteBrowse(Browse):
+    """:class:`~fleet.core.capabilities.browse.Browse` on SQLite.
+
+    Args:
+        db: The backend's database.
+        wake: Called with a type and how many of its tasks became pending.
+    """
+
+    def __init__(self, db: SQLiteDB, wake: Callable[[str, int], None]) -> None:
+        self._db = db
+        self._wake = wake
+
+    async def page(
+        self, automation_type: str, state: BrowseState, limit: int, cursor: str | None
+    ) -> TaskPage:
+        check_page_args(state, limit)
+        pos = None if cursor is None else decode_cursor(cursor)
+        if state == "dead":
+            found = await self._db.read(lambda c: dead_page(c, automation_type, limit, pos))
+        else:
+            found = await self._db.read(lambda c: live_page(c, automation_type, state, limit, pos))
+        return page_of(found, limit)
+
+    async def dead_select(
+        self, automation_type: str, task_ids: Sequence[str], *, replay: bool
+    ) -> DeadSelection:
+        picked, ready = await self._db.write(
+            lambda c: dead_select(c, automation_type, task_ids, replay)
+        )
+        if ready:
+            self._wake(automation_type, ready)
+        return picked

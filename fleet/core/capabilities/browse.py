@@ -1,0 +1,194 @@
+"""Browse: every task of a type findable by state, newest first, in pages; and the
+dead letters a user selected, replayed or deleted by id.
+
+The order is ``(enqueued_at, id)`` descending. ``enqueued_at`` is the time of the
+task's first submit and never changes while the task moves (retries, sweeps,
+replays keep it), so a page's last ``(enqueued_at, id)`` is a position that stays
+meaningful while tasks move: the next page answers the tasks of the state strictly
+before it. Within one walk of a quiet queue no task is listed twice and none is
+missed. Under concurrent change a walk never repeats a task either (positions only
+decrease), but a task that enters the state at a position the walk already passed
+(a new submit, a retry, a replay) is not listed by it, and one that leaves the state
+is simply absent from the pages after that; start a new walk to see them.
+"""
+
+from __future__ import annotations
+
+import abc
+import base64
+import binascii
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from fleet.core.records import Tier, tier_of
+
+#: The states a page lists (``pending`` is ``queued`` in :class:`TaskInfo` terms).
+BrowseState = Literal["pending", "scheduled", "processing", "dead"]
+BROWSE_STATES: tuple[BrowseState, ...] = ("pending", "scheduled", "processing", "dead")
+#: Bounds of a page's size.
+MIN_LIMIT = 1
+MAX_LIMIT = 500
+#: Most ids one DLQ selection may name.
+MAX_SELECTION = 1_000
+
+
+class BadCursor(ValueError):
+    """A cursor that was not made by :func:`encode_cursor` (or was altered)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """A place in the newest-first order: the page after it starts strictly before."""
+
+    enqueued_at: float
+    task_id: str
+
+
+def encode_cursor(pos: Position) -> str:
+    """The opaque ``next_cursor`` text of a position (URL-safe, no padding)."""
+    raw = json.dumps([pos.enqueued_at, pos.task_id], separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor: str) -> Position:
+    """The position a cursor names.
+
+    Raises:
+        BadCursor: ``cursor`` is not one :func:`encode_cursor` made.
+    """
+    if len(cursor) > 4096:
+        raise BadCursor("cursor too long")
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8")
+        value = json.loads(text)
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise BadCursor("not a cursor") from exc
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or isinstance(value[0], bool)
+        or not isinstance(value[0], int | float)
+        or not isinstance(value[1], str)
+        or not math.isfinite(float(value[0]))
+    ):
+        raise BadCursor("not a cursor")
+    return Position(float(value[0]), value[1])
+
+
+def before(enqueued_at: float, task_id: str, pos: Position | None) -> bool:
+    """True if ``(enqueued_at, task_id)`` comes after ``pos`` in newest-first order
+    (strictly older, ties broken by id descending); always True without a position."""
+    if pos is None:
+        return True
+    return (enqueued_at, task_id) < (pos.enqueued_at, pos.task_id)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSummary:
+    """One task of a page.
+
+    Attributes:
+        id: The task id.
+        state: The state it was listed in.
+        priority: Its priority; ``tier`` the tier it selects.
+        group: Its flow-control group, if any.
+        run: The run it belongs to, if any.
+        attempt: Attempts charged so far.
+        enqueued_at: When it was first submitted (Unix seconds).
+        ready_at: When a scheduled task becomes pending (scheduled only, where known).
+        deadline: A processing task's lease deadline (where known).
+        last_error: The last failure's message (dead tasks, and retried ones where known).
+        failed_at: When it last failed, where known.
+    """
+
+    id: str
+    state: BrowseState
+    priority: int
+    group: str | None
+    run: str | None
+    attempt: int
+    enqueued_at: float
+    ready_at: float | None = None
+    deadline: float | None = None
+    last_error: str | None = None
+    failed_at: float | None = None
+
+    @property
+    def tier(self) -> Tier:
+        return tier_of(self.priority)
+
+    @property
+    def position(self) -> Position:
+        return Position(self.enqueued_at, self.id)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPage:
+    """One page: ``items`` newest first; ``next_cursor`` None on the last page."""
+
+    items: tuple[TaskSummary, ...]
+    next_cursor: str | None
+
+
+def page_of(found: Sequence[TaskSummary], limit: int) -> TaskPage:
+    """The page of ``found`` (newest first, at most ``limit + 1`` long: one more than
+    the page tells whether another follows)."""
+    items = tuple(found[:limit])
+    more = len(found) > limit and items
+    return TaskPage(items, encode_cursor(items[-1].position) if more else None)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadSelection:
+    """What a DLQ selection did, each id in the order first given.
+
+    Attributes:
+        done: Ids acted on (replayed, or deleted).
+        skipped: Ids in the DLQ that a replay took out without queueing them (a live
+            task of the id was pushed meanwhile and wins) or left in place (the
+            stored body cannot be read). Always empty for a delete.
+        unknown: Ids not in the DLQ.
+    """
+
+    done: tuple[str, ...]
+    skipped: tuple[str, ...]
+    unknown: tuple[str, ...]
+
+
+def check_page_args(state: str, limit: int) -> None:
+    """Raise ``ValueError`` for a state or limit a page does not take."""
+    if state not in BROWSE_STATES:
+        raise ValueError(f"state must be one of {', '.join(BROWSE_STATES)}")
+    if not MIN_LIMIT <= limit <= MAX_LIMIT:
+        raise ValueError(f"limit must be {MIN_LIMIT}..{MAX_LIMIT}")
+
+
+class Browse(abc.ABC):
+    """Pages of a type's tasks by state, and DLQ selections (``backend.browse``)."""
+
+    @abc.abstractmethod
+    async def page(
+        self, automation_type: str, state: BrowseState, limit: int, cursor: str | None
+    ) -> TaskPage:
+        """The ``limit`` (1..500) newest tasks of ``state`` strictly before ``cursor``
+        (the ``next_cursor`` of the page before; None: from the newest), ordered by
+        ``(enqueued_at, id)`` descending (see the module docstring for what a walk
+        sees under concurrent change). Dead letters whose stored body cannot be read
+        are not listed (``dead_peek`` shows them).
+
+        Raises:
+            BadCursor: ``cursor`` is not a cursor.
+            ValueError: ``state`` or ``limit`` out of range.
+        """
+
+    @abc.abstractmethod
+    async def dead_select(
+        self, automation_type: str, task_ids: Sequence[str], *, replay: bool
+    ) -> DeadSelection:
+        """Replay (as :meth:`TaskQueues.dead_replay` does, with ``attempt=0``) or
+        delete the dead letters of the given ids, in one atomic step; ids not in the
+        DLQ are reported ``unknown``, duplicates count once. Deleting leaves the
+        runs' counters as :meth:`TaskQueues.dead_clear` does."""

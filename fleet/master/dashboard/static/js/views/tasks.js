@@ -1,0 +1,322 @@
+// Every task findable: the task browser of an automation page (by state, newest
+// first, paged; search by id; dead letters replayed or deleted by selection) and
+// one task's page (#/task/<type>/<id>).
+
+import { api, seg } from "../api.js";
+import { store } from "../store.js";
+import { h, mount, note, fmtAgo, fmtJSON, fmtTime, table } from "../render.js";
+
+const STATES = ["pending", "scheduled", "processing", "dead"];
+const PAGE = 50;
+
+function taskLink(type, id) {
+  return h("a", { href: `#/task/${seg(type)}/${seg(id)}`, class: "mono" }, id);
+}
+
+/** The task browser panel of one type's page. */
+export function tasksPanel(type) {
+  const base = `/automations/${seg(type)}`;
+  const msg = h("div", { class: "messages", "aria-live": "polite" });
+  const body = h("div", { "data-role": "task-list" });
+  const tabs = h("div", { class: "window-picker", role: "group", "aria-label": "task state" });
+  const pager = h("div", { class: "toolbar" });
+  const actions = h("div", { class: "toolbar" });
+  let state = "pending";
+  // Cursors of the pages before the one shown (null: the first page), for "Newer".
+  let trail = [];
+  let cursor = null;
+  let loads = 0;
+
+  const search = h("input", { type: "search", name: "task-id", placeholder: "task id", "aria-label": "find a task by id", spellcheck: "false" });
+  const el = h(
+    "section",
+    { class: "panel span", id: "tasks" },
+    h("h3", {}, "Tasks"),
+    h(
+      "form",
+      {
+        class: "toolbar",
+        role: "search",
+        onsubmit: (e) => {
+          e.preventDefault();
+          const id = search.value.trim();
+          if (id) location.hash = `#/task/${seg(type)}/${seg(id)}`;
+        },
+      },
+      search,
+      h("button", { type: "submit", class: "btn" }, "Find"),
+    ),
+    tabs,
+    msg,
+    actions,
+    body,
+    pager,
+  );
+
+  function selected() {
+    return [...body.querySelectorAll("input[name=task-pick]:checked")].map((box) => box.value);
+  }
+
+  async function act(action) {
+    const ids = selected();
+    if (!ids.length) {
+      mount(msg, note("info", `Select dead tasks to ${action} first.`));
+      return;
+    }
+    if (action === "delete" && !window.confirm(`Delete ${ids.length} dead task(s) of ${type}? This cannot be undone.`)) return;
+    try {
+      const res = await api(`${base}/dead/selection`, { method: "POST", body: { ids, action } });
+      const parts = [`${res.done.length} ${action === "replay" ? "replayed" : "deleted"}`];
+      if (res.unknown.length) parts.push(`${res.unknown.length} no longer dead`);
+      if (res.skipped.length) parts.push(`${res.skipped.length} skipped`);
+      mount(msg, note("ok", `${action === "replay" ? "Replay" : "Delete"}: ${parts.join(", ")}.`));
+    } catch (err) {
+      mount(msg, note("error", `${action}: ${err.summary || err.message}`));
+    }
+    store.refreshSoon(0);
+    load(cursor);
+  }
+
+  function renderTabs() {
+    mount(
+      tabs,
+      STATES.map((s) =>
+        h(
+          "button",
+          {
+            type: "button",
+            class: s === state ? "btn small active" : "btn small",
+            "data-state": s,
+            "aria-pressed": s === state ? "true" : "false",
+            onclick: () => {
+              state = s;
+              trail = [];
+              mount(msg);
+              load(null);
+            },
+          },
+          s,
+        ),
+      ),
+    );
+    mount(
+      actions,
+      state === "dead"
+        ? [
+            h("button", { type: "button", class: "btn", "data-action": "replay-picked", onclick: () => act("replay") }, "Replay selected"),
+            h("button", { type: "button", class: "btn danger", "data-action": "delete-picked", onclick: () => act("delete") }, "Delete selected…"),
+          ]
+        : null,
+    );
+  }
+
+  async function load(from) {
+    const mine = ++loads;
+    renderTabs();
+    let page;
+    try {
+      const q = `state=${state}&limit=${PAGE}${from ? `&cursor=${encodeURIComponent(from)}` : ""}`;
+      page = await api(`${base}/tasks?${q}`);
+    } catch (err) {
+      if (mine === loads) mount(body, note("error", `Could not list ${state} tasks: ${err.summary || err.message}`));
+      return;
+    }
+    if (mine !== loads) return;
+    cursor = from;
+    const dead = state === "dead";
+    const picked = new Set(selected()); // a reload keeps what the user ticked
+    if (!page.items.length) {
+      mount(body, h("p", { class: "empty" }, from ? "No more tasks." : `No ${state} task.`));
+    } else {
+      const rows = page.items.map((t) =>
+        h(
+          "tr",
+          { "data-task": t.id },
+          dead ? h("td", {}, h("input", { type: "checkbox", name: "task-pick", value: t.id, checked: picked.has(t.id), "aria-label": `select ${t.id}` })) : null,
+          h("td", {}, taskLink(type, t.id)),
+          h("td", {}, h("span", { class: "tier", "data-tier": t.tier }, t.tier)),
+          h("td", {}, t.group || h("span", { class: "muted" }, "—")),
+          h("td", {}, t.run ? h("a", { href: `#/run/${seg(t.run)}`, class: "mono" }, t.run) : h("span", { class: "muted" }, "—")),
+          h("td", { class: "num" }, String(t.attempt)),
+          h("td", {}, fmtAgo(t.enqueued_at)),
+          h(
+            "td",
+            {},
+            state === "scheduled" && t.ready_at ? `ready ${fmtTime(t.ready_at)}` : state === "processing" && t.deadline ? `lease to ${fmtTime(t.deadline)}` : "",
+            t.last_error ? h("span", { class: "error-text" }, t.last_error) : null,
+          ),
+        ),
+      );
+      const head = [...(dead ? [""] : []), "task", "tier", "group", "run", "attempt", "submitted", "note"];
+      mount(body, h("div", { class: "scroll" }, table(head, rows, { class: "tasks" })));
+    }
+    mount(
+      pager,
+      trail.length
+        ? h(
+            "button",
+            {
+              type: "button",
+              class: "btn",
+              "data-action": "newer",
+              onclick: () => load(trail.pop()),
+            },
+            "← Newer",
+          )
+        : null,
+      page.next_cursor
+        ? h(
+            "button",
+            {
+              type: "button",
+              class: "btn",
+              "data-action": "older",
+              onclick: () => {
+                trail.push(from);
+                load(page.next_cursor);
+              },
+            },
+            "Older →",
+          )
+        : null,
+    );
+  }
+
+  /** Reload the page shown when `key` (the type's queue counts) changes. */
+  let lastKey = null;
+  function update(key) {
+    if (key === lastKey) return;
+    lastKey = key;
+    load(cursor);
+  }
+
+  return { el, update };
+}
+
+function field(label, value, attrs) {
+  return [h("dt", {}, label), h("dd", attrs || {}, value === null || value === undefined || value === "" ? h("span", { class: "muted" }, "—") : value)];
+}
+
+/** One task's page: "#/task/<type>/<id>". */
+export function taskView(root, type, taskId) {
+  const base = `/automations/${seg(type)}/tasks/${seg(taskId)}`;
+  const head = h("div", {});
+  const msg = h("div", { class: "messages", "aria-live": "polite" });
+  const body = h("div", { "data-role": "task-detail" });
+  let timer = null;
+  mount(
+    root,
+    h(
+      "section",
+      { class: "view", id: "task", "data-task": taskId },
+      h("p", {}, h("a", { href: `#/automation/${seg(type)}` }, `← ${type}`)),
+      head,
+      msg,
+      body,
+    ),
+  );
+
+  async function cancel() {
+    if (!window.confirm(`Cancel task ${taskId}?`)) return;
+    try {
+      const res = await api(base, { method: "DELETE" });
+      mount(msg, note("ok", `Cancel: ${res.outcome}.`));
+    } catch (err) {
+      mount(msg, note("error", `Cancel: ${err.summary || err.message}`));
+    }
+    update();
+  }
+
+  function render(t, dead) {
+    const live = ["queued", "scheduled", "processing"].includes(t.state);
+    mount(
+      head,
+      h("h2", {}, "Task ", h("span", { class: "mono" }, taskId), " ", h("span", { class: `badge task-${t.state}`, "data-state": t.state }, t.state)),
+      live ? h("button", { type: "button", class: "btn danger", "data-action": "cancel-task", onclick: cancel }, "Cancel task…") : null,
+    );
+    const progress = t.progress
+      ? `${typeof t.progress.fraction === "number" ? `${Math.round(t.progress.fraction * 100)} % ` : ""}${t.progress.message || ""} (attempt ${t.progress.attempt})`
+      : null;
+    const traceback = (dead && dead.traceback) || t.traceback;
+    const payload = t.payload !== undefined ? t.payload : dead ? dead.payload : undefined;
+    mount(
+      body,
+      h(
+        "dl",
+        { class: "fields" },
+        field("type", h("a", { href: `#/automation/${seg(type)}` }, type)),
+        field("attempts", `${t.attempt} / ${t.max_attempts ?? "default"}`, { "data-field": "attempts" }),
+        field("priority", String(t.priority ?? 0)),
+        field("group", t.group),
+        field("run", t.run ? h("a", { href: `#/run/${seg(t.run)}`, class: "mono" }, t.run) : null),
+        field("submitted", t.submitted_at ? `${fmtTime(t.submitted_at)} (${fmtAgo(t.submitted_at)})` : null),
+        field("started", t.started_at ? fmtTime(t.started_at) : null),
+        field("finished", t.finished_at ? fmtTime(t.finished_at) : null),
+        field("ready at", t.ready_at ? fmtTime(t.ready_at) : null),
+        field("lease until", t.deadline ? fmtTime(t.deadline) : null),
+        field("progress", progress, { "data-field": "progress" }),
+        field("trace id", t.trace_id ? h("span", { class: "mono" }, t.trace_id) : null, { "data-field": "trace" }),
+      ),
+      t.last_error
+        ? h(
+            "section",
+            { class: "panel", "data-role": "error" },
+            h("h3", {}, "Last error"),
+            h("p", { class: "error-text" }, t.last_error),
+            traceback ? h("details", { open: true }, h("summary", {}, "traceback"), h("pre", {}, traceback)) : null,
+          )
+        : null,
+      payload !== undefined ? [h("h3", {}, "Payload"), h("pre", { class: "payload", "data-role": "payload" }, fmtJSON(payload))] : null,
+      h("h3", {}, `Outputs (${t.outputs_total || 0})`),
+      t.outputs && t.outputs.length
+        ? table(
+            ["id", "time", "attempt", "payload"],
+            t.outputs.map((o) =>
+              h("tr", { "data-output": o.id }, h("td", { class: "mono" }, o.id), h("td", {}, fmtTime(o.ts)), h("td", { class: "num" }, String(o.attempt)), h("td", {}, h("pre", { class: "payload" }, fmtJSON(o.payload)))),
+            ),
+            { class: "outputs" },
+          )
+        : h("p", { class: "empty" }, "No output."),
+    );
+  }
+
+  async function deadEntry() {
+    // The DLQ peek holds a dead task's payload and traceback.
+    try {
+      const dead = await api(`/automations/${seg(type)}/dead?n=500`);
+      return dead.find((d) => d.id === taskId) || null;
+    } catch {
+      return null;
+    }
+  }
+
+  async function update() {
+    let t;
+    try {
+      t = await api(base);
+    } catch (err) {
+      mount(head, h("h2", {}, "Task ", h("span", { class: "mono" }, taskId)));
+      mount(body, note("error", err.summary || err.message));
+      return;
+    }
+    if (t.state === "unknown") {
+      mount(head, h("h2", {}, "Task ", h("span", { class: "mono" }, taskId), " ", h("span", { class: "badge", "data-state": "unknown" }, "unknown")));
+      mount(body, note("info", `No task ${taskId} of ${type}: never submitted, dropped by its ttl, or its finished record was pruned.`));
+      return;
+    }
+    render(t, t.state === "dead" ? await deadEntry() : null);
+    if (!["queued", "scheduled", "processing"].includes(t.state) && timer !== null) {
+      clearInterval(timer);
+      timer = null;
+    }
+  }
+
+  update();
+  timer = setInterval(update, 2000);
+  return {
+    update() {},
+    destroy() {
+      if (timer !== null) clearInterval(timer);
+    },
+  };
+}

@@ -1,0 +1,63 @@
+"""Routes of the task browser: every task of a type findable by state (paged, newest
+first), and dead letters replayed or deleted by a selection of ids."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query
+
+from fleet.backends.base import Backend
+from fleet.core.capabilities.browse import MAX_LIMIT, MIN_LIMIT, BrowseState
+from fleet.master.http.auth import admin_access, type_read_access
+from fleet.master.http.models import (
+    DeadSelectionBody,
+    DeadSelectionResult,
+    TaskPageBody,
+    TypeName,
+    error_responses,
+)
+from fleet.master.services import browse
+from fleet.master.state import backend_dependency
+
+router = APIRouter(tags=["task browser"], responses=error_responses(401, 403, 404, 503))
+
+
+@router.get(
+    "/automations/{automation_type}/tasks",
+    response_model=TaskPageBody,
+    summary="List a type's tasks by state",
+)
+async def task_page(
+    automation_type: TypeName,
+    state: BrowseState = Query("pending", description="pending, scheduled, processing or dead."),
+    limit: int = Query(50, ge=MIN_LIMIT, le=MAX_LIMIT),
+    cursor: str | None = Query(
+        None, max_length=4096, description="The ``next_cursor`` of the page before."
+    ),
+    _: Any = Depends(type_read_access),
+    backend: Backend = Depends(backend_dependency),
+) -> TaskPageBody:
+    """The ``limit`` newest tasks of ``state`` (by first submit time, then id),
+    strictly after ``cursor``. A walk lists no task twice; tasks that enter the
+    state behind it (new submits, retries, replays) show in the next walk."""
+    return await browse.task_page(backend, automation_type, state, limit, cursor)
+
+
+@router.post(
+    "/automations/{automation_type}/dead/selection",
+    response_model=DeadSelectionResult,
+    responses=error_responses(400, 413),
+    summary="Replay or delete selected dead tasks",
+)
+async def dead_selection(
+    automation_type: TypeName,
+    body: DeadSelectionBody,
+    _: Any = Depends(admin_access),
+    backend: Backend = Depends(backend_dependency),
+) -> DeadSelectionResult:
+    """Replay (``attempt=0``, priority kept) or delete the dead letters of ``ids``
+    (at most 1,000) in one atomic step; ids not in the DLQ come back in ``unknown``."""
+    return await browse.dead_selection(
+        backend, automation_type, body.ids, replay=body.action == "replay"
+    )

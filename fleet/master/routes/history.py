@@ -1,0 +1,67 @@
+"""The route over a type's history (services/history.py): counts and run times by
+minute or hour, the same whichever master answers."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, Field
+
+from fleet.backends.base import Backend
+from fleet.master.http.auth import type_read_access
+from fleet.master.http.models import TypeName, error_responses
+from fleet.master.services import history
+from fleet.master.state import backend_dependency
+
+router = APIRouter(tags=["history"], responses=error_responses(401, 403, 404, 503))
+
+
+class HistoryPointOut(BaseModel):
+    """What happened to a type's tasks from ``t`` for ``step_seconds``."""
+
+    t: int = Field(description="The point's start (Unix seconds).")
+    submitted: int
+    completed: int
+    failed: int = Field(description="Failed attempts that were retried.")
+    dead: int = Field(description="Tasks moved to the dead letters.")
+    expired: int = Field(description="Tasks dropped at reserve because their ttl passed.")
+    throttled: int
+    cancelled: int
+    timed_out: int = Field(description="Attempts cancelled past their timeout_seconds.")
+    p50: float | None = Field(description="Median run time (seconds); null without runs.")
+    p95: float | None = Field(description="95th percentile run time (seconds).")
+
+
+class HistoryOut(BaseModel):
+    """A window of a type's history, oldest point first, the last one still running."""
+
+    type: str
+    window: str
+    step_seconds: int
+    points: list[HistoryPointOut]
+
+
+@router.get(
+    "/automations/{automation_type}/history",
+    summary="A type's history",
+    response_model=HistoryOut,
+)
+async def type_history(
+    automation_type: TypeName,
+    window: Literal["1h", "24h", "30d"] = Query(
+        "1h", description="1h: by minute; 24h: by 15 minutes; 30d: by hour."
+    ),
+    _: Any = Depends(type_read_access),
+    backend: Backend = Depends(backend_dependency),
+) -> HistoryOut:
+    """Counts (submitted, completed, failed, dead, expired, throttled, cancelled, timed
+    out) and run-time p50/p95 of every point of the window, kept in the backend."""
+    series = await history.read(backend, automation_type, window)
+    return HistoryOut(
+        type=series.automation_type,
+        window=series.window,
+        step_seconds=series.step_seconds,
+        points=[HistoryPointOut(**asdict(p)) for p in series.points],
+    )
