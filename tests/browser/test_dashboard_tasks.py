@@ -104,6 +104,7 @@ def test_find_a_task_by_id_and_open_its_page(page: tuple[Page, Watch], stack: St
     expect(view.locator("h2 [data-state]")).to_have_text("done")
     expect(view.locator("[data-field=attempts]")).to_contain_text("1 /")
     expect(view.locator("table.outputs")).to_contain_text(text)  # the echo it emitted
+    expect(view.locator("[data-role=payload]")).to_contain_text("Not kept")  # finished
     p.goto(f"{stack.url}/#/task/{TYPE}/no-such-task")
     expect(p.locator("#task [data-role=task-detail]")).to_contain_text("No task no-such-task")
     assert not watch.errors, watch.errors
@@ -185,6 +186,13 @@ def test_paging_through_10000_pending_tasks(
         shot(p, "tasks", tmp_path)
         p.click("#tasks [data-action=newer]")
         expect(rows.first).to_have_attribute("data-task", walked[100])
+        # A pending task deep in the queue: its page shows its payload.
+        deep = walked[6_000]
+        p.goto(f"{stack.url}/#/task/{TYPE}/{deep}")
+        view = p.locator(f"#task[data-task='{deep}']")
+        expect(view.locator("h2 [data-state]")).to_have_text("queued")
+        text = f"{tag} {ids.index(deep)}"
+        expect(view.locator("[data-role=payload]")).to_contain_text(f'"{text}"')
     finally:
         stack.api("POST", f"{A}/workers/{stack.worker_id}/resume")
     assert not watch.errors, watch.errors

@@ -213,3 +213,39 @@ async def test_task_state_shows_the_traceback(backend: Backend) -> None:
         "Trace k",
         "Trace k",
     )
+
+
+async def test_the_stored_body_of_a_task_in_each_state(backend: Backend) -> None:
+    """``browse.body``: the payload the task page shows, wherever the task's state keeps
+    it (pending in a tier or a group list, scheduled, processing, dead); a finished
+    task keeps none."""
+    t = now()
+    await backend.push(
+        TYPE,
+        [
+            _req("later", t, delay=600.0),
+            _req("plain", t - 3, priority=-1),
+            _req("grouped", t - 2, group="shop"),
+            *[_req(f"filler{i}", t - 10 - i) for i in range(30)],
+        ],
+    )
+    got = await backend.browse.body(TYPE, "plain")
+    assert got is not None and got.payload == {"id": "plain"} and got.priority == -1
+    got = await backend.browse.body(TYPE, "grouped")
+    assert got is not None and got.payload == {"id": "grouped"} and got.group == "shop"
+    later = await backend.browse.body(TYPE, "later")
+    assert later is not None and later.payload == {"id": "later"}
+    held = await reserve_one(backend)
+    got = await backend.browse.body(TYPE, held.body.id)
+    assert got is not None and got.id == held.body.id
+    await backend.ack(TYPE, [(held.body.id, held.token)])
+    assert await backend.browse.body(TYPE, held.body.id) is None  # finished: not kept
+    dead = await _kill(backend)
+    got = await backend.browse.body(TYPE, dead)
+    assert got is not None and got.id == dead
+    assert await backend.browse.body(TYPE, "never-seen") is None
+
+
+def _req(tid: str, at: float, delay: float = 0.0, **kw: object) -> PushRequest:
+    body = TaskBody(id=tid, payload={"id": tid}, enqueued_at=at, **kw)  # type: ignore[arg-type]
+    return PushRequest(body, delay, None, 0.0)

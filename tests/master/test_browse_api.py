@@ -177,3 +177,21 @@ async def test_dead_selection_replay_and_delete(live: tuple[httpx.AsyncClient, B
     )
     assert r.status_code == 200 and len(r.json()["unknown"]) == 1_000
     assert (await side.depths(SCRAPE)).dead == 1
+
+
+async def test_a_task_record_with_its_payload(live: tuple[httpx.AsyncClient, Backend]) -> None:
+    client, side = live
+    t = now()
+    await side.push(SCRAPE, [_req("p1", t, group="shop"), _req("p2", t + 1)])
+    r = await client.get(f"{TASKS}/p1", params={"payload": "true"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["state"] == "queued" and body["payload"] == {"url": "u"}
+    assert body["group"] == "shop" and body["run"] is None
+    plain = (await client.get(f"{TASKS}/p1")).json()
+    assert "payload" not in plain  # only when asked: a lookup can cost a list search
+    got = await side.reserve(SCRAPE, k=2)
+    await side.ack(SCRAPE, [(x.body.id, x.token) for x in got])
+    done = (await client.get(f"{TASKS}/p1", params={"payload": "true"})).json()
+    assert done["state"] == "done" and done["payload"] is None  # not kept once finished
+    assert (await client.get(f"{TASKS}/p1", params={"payload": "maybe"})).status_code == 422

@@ -99,6 +99,14 @@ class MemoryBrowse(Browse):
             newest = [_live(t, state) for t in tasks]
         return page_of(newest, limit)
 
+    async def body(self, automation_type: str, task_id: str) -> TaskBody | None:
+        await asyncio.sleep(0)
+        q = self._state(automation_type)
+        if task_id in q.dead:
+            return q.dead[task_id]
+        t = q.tasks.get(task_id)
+        return t.body if t is not None and t.state in _LIVE.values() else None
+
     async def dead_select(
         self, automation_type: str, task_ids: Sequence[str], *, replay: bool
     ) -> DeadSelection:

@@ -3,7 +3,9 @@
 which every record carries (the ``d`` field: the body's ``enqueued_at``), so a page
 reads no body; the records' JSON tail holds the group (``g``), the run (``rn``) and
 the last error (``e``). One script call per page, O(N) in the type's tasks of the hash
-walked (a few milliseconds for 10,000). A DLQ selection is one ``lua/dead.lua`` call."""
+walked (a few milliseconds for 10,000). A DLQ selection is one ``lua/dead.lua`` call.
+A task's body (the task page's payload) is read from where its state keeps it: the
+lease hash, the scheduled record, or a bounded chunked search of its lists."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from fleet.backends.redis.core import RedisCore, RedisPart
 from fleet.backends.redis.records import parse_record
 from fleet.backends.redis.scripts import LuaScript
 from fleet.core.capabilities.browse import (
+    BODY_SCAN_LIMIT,
     Browse,
     BrowseState,
     DeadSelection,
@@ -25,11 +28,13 @@ from fleet.core.capabilities.browse import (
     decode_cursor,
     page_of,
 )
-from fleet.core.records import now
+from fleet.core.records import TaskBody, now
+from fleet.core.stored import Unreadable, read_body
 
 _LETTER = {"pending": "q", "scheduled": "s", "processing": "p", "dead": "*"}
 # Indexes in keys.QUEUE_KEY_PARTS.
-_PROCESSING, _SCHEDULED, _TASKS, _DEADINFO = 3, 5, 7, 11
+_NORMAL, _HIGH, _LOW, _PROCESSING, _PROCESSING_BODY = 0, 1, 2, 3, 4
+_SCHEDULED, _DEAD, _TASKS, _DEADINFO = 5, 6, 7, 11
 
 
 def _tail(raw: str) -> dict[str, Any]:
@@ -45,6 +50,15 @@ def _tail(raw: str) -> dict[str, Any]:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _body(raw: Any) -> TaskBody | None:
+    if raw is None:
+        return None
+    try:
+        return read_body(raw)
+    except Unreadable:
+        return None
 
 
 def summary(state: BrowseState, task_id: str, raw: str, time: str) -> TaskSummary | None:
@@ -101,6 +115,65 @@ class RedisBrowse(RedisPart, Browse):
             is not None
         ]
         return page_of(found, limit)
+
+    async def body(self, automation_type: str, task_id: str) -> TaskBody | None:
+        q = keys.queue_keys(automation_type, now())
+        with self._guard():
+            raw = await self._lane.execute("HGET", q[_TASKS], task_id)
+            if raw is None:
+                dead = await self._lane.execute("HEXISTS", q[_DEADINFO], task_id)
+                return await self._find_in_lists(task_id, [q[_DEAD]]) if dead else None
+            try:
+                rec = parse_record(str(raw))
+            except (ValueError, TypeError):
+                return None
+            if rec.state == "p":
+                return _body(await self._lane.execute("HGET", q[_PROCESSING_BODY], task_id))
+            if rec.state == "s":
+                if rec.scheduled_body is not None:
+                    return _body(rec.scheduled_body)
+                return await self._find_scheduled(task_id, q[_SCHEDULED])
+            if rec.state != "q":
+                return None  # finished: no body is kept
+            group = _text(_tail(str(raw)).get("g"))
+            if group is not None:
+                base = f"{keys.queue(automation_type)}:g:{group}:"
+                lists = [base + tier for tier in ("high", "normal", "low")]
+            else:
+                lists = [q[_HIGH], q[_NORMAL], q[_LOW]]
+            return await self._find_in_lists(task_id, lists)
+
+    async def _find_in_lists(self, task_id: str, lists: list[str]) -> TaskBody | None:
+        # No index by id: read the lists a chunk at a time (never one long call),
+        # at most BODY_SCAN_LIMIT entries in all.
+        budget = BODY_SCAN_LIMIT
+        for key in lists:
+            start = 0
+            while budget > 0:
+                chunk = await self._lane.execute("LRANGE", key, start, start + 999)
+                for raw in chunk:
+                    if task_id in raw and (b := _body(raw)) is not None and b.id == task_id:
+                        return b
+                budget -= len(chunk)
+                if len(chunk) < 1000:
+                    break
+                start += 1000
+        return None
+
+    async def _find_scheduled(self, task_id: str, zset: str) -> TaskBody | None:
+        cursor, budget = "0", BODY_SCAN_LIMIT
+        pattern = f"*{keys._glob_escape(task_id)}*"
+        while budget > 0:
+            cursor, flat = await self._lane.execute(
+                "ZSCAN", zset, cursor, "MATCH", pattern, "COUNT", 1000
+            )
+            for raw in flat[::2]:
+                if (b := _body(raw)) is not None and b.id == task_id:
+                    return b
+            budget -= 1000
+            if str(cursor) == "0":
+                break
+        return None
 
     async def dead_select(
         self, automation_type: str, task_ids: Sequence[str], *, replay: bool

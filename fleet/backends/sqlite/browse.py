@@ -24,7 +24,7 @@ from fleet.core.capabilities.browse import (
     decode_cursor,
     page_of,
 )
-from fleet.core.records import now
+from fleet.core.records import TaskBody, now
 from fleet.core.stored import Unreadable, read_body
 
 _LIVE = {"pending": "queued", "scheduled": "scheduled", "processing": "processing"}
@@ -117,6 +117,22 @@ def dead_page(
     return out
 
 
+def stored_body(conn: sqlite3.Connection, automation_type: str, task_id: str) -> TaskBody | None:
+    """The body of a live (not finished) or dead task of the id, if readable."""
+    row = conn.execute(
+        "SELECT CAST(body AS BLOB) FROM tasks WHERE type = ? AND id = ? AND state IN "
+        "('queued', 'scheduled', 'processing') UNION ALL "
+        "SELECT CAST(body AS BLOB) FROM dead WHERE type = ? AND id = ? LIMIT 1",
+        (automation_type, task_id, automation_type, task_id),
+    ).fetchone()
+    if row is None:
+        return None
+    try:
+        return read_body(row[0])
+    except Unreadable:
+        return None
+
+
 def dead_select(
     conn: sqlite3.Connection, automation_type: str, task_ids: Sequence[str], replay: bool
 ) -> tuple[DeadSelection, int]:
@@ -164,6 +180,9 @@ class SQLiteBrowse(Browse):
         else:
             found = await self._db.read(lambda c: live_page(c, automation_type, state, limit, pos))
         return page_of(found, limit)
+
+    async def body(self, automation_type: str, task_id: str) -> TaskBody | None:
+        return await self._db.read(lambda c: stored_body(c, automation_type, task_id))
 
     async def dead_select(
         self, automation_type: str, task_ids: Sequence[str], *, replay: bool

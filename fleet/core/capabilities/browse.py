@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from fleet.core.records import Tier, tier_of
+from fleet.core.records import TaskBody, Tier, tier_of
 
 #: The states a page lists (``pending`` is ``queued`` in :class:`TaskInfo` terms).
 BrowseState = Literal["pending", "scheduled", "processing", "dead"]
@@ -33,6 +33,9 @@ MIN_LIMIT = 1
 MAX_LIMIT = 500
 #: Most ids one DLQ selection may name.
 MAX_SELECTION = 1_000
+#: Most queued entries :meth:`Browse.body` searches on a backend that keeps pending
+#: bodies in lists without an index by id (Redis).
+BODY_SCAN_LIMIT = 100_000
 
 
 class BadCursor(ValueError):
@@ -183,6 +186,13 @@ class Browse(abc.ABC):
             BadCursor: ``cursor`` is not a cursor.
             ValueError: ``state`` or ``limit`` out of range.
         """
+
+    @abc.abstractmethod
+    async def body(self, automation_type: str, task_id: str) -> TaskBody | None:
+        """The stored body (its payload) of a task that is pending, scheduled,
+        processing or dead, for the task page; None when none is kept (a finished
+        task keeps none) or the stored body cannot be read. On Redis a pending body
+        is searched in the type's lists, at most :data:`BODY_SCAN_LIMIT` entries."""
 
     @abc.abstractmethod
     async def dead_select(

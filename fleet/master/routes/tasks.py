@@ -83,13 +83,17 @@ async def task_state(
     wait: float | None = Query(
         None, gt=0, le=MAX_WAIT_SECONDS, description="Hold the answer until the task ends."
     ),
+    payload: bool = Query(
+        False, description="Also the task's payload, group and run, where a body is kept."
+    ),
     _: Any = Depends(type_read_access),
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """``state`` (queued, scheduled, processing, dead, done, cancelled or unknown),
     attempt, times, last error, progress and outputs. ``?wait=`` (at most 60 s)
-    answers when the task ends or the time is up."""
-    return await tasks.state_of(backend, automation_type, task_id, wait)
+    answers when the task ends or the time is up; ``?payload=true`` adds the
+    payload, group and run of a pending, scheduled, processing or dead task."""
+    return await tasks.state_of(backend, automation_type, task_id, wait, payload)
 
 
 @router.delete("/automations/{automation_type}/tasks/{task_id}", summary="Cancel a task")

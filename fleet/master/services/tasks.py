@@ -217,11 +217,17 @@ WAIT_POLL_MAX = 0.25
 
 
 async def state_of(
-    backend: Backend, automation_type: str, task_id: str, wait: float | None = None
+    backend: Backend,
+    automation_type: str,
+    task_id: str,
+    wait: float | None = None,
+    with_payload: bool = False,
 ) -> dict[str, Any]:
     """A task's record (``state``, attempt, times, last error, progress, outputs),
     secrets masked. With ``wait`` seconds, answers once the task ended (done,
     dead, cancelled; or unknown) or when the time is up, whichever comes first.
+    With ``with_payload``, also its ``payload``, ``group`` and ``run`` from the
+    stored body (null where none is kept: a finished task keeps none).
 
     Raises:
         HTTPException: 404 for an unknown type.
@@ -239,6 +245,12 @@ async def state_of(
             pause = min(pause * 2, WAIT_POLL_MAX)
             info = await backend.task_state(automation_type, task_id)
     shown = mask_task(info.to_dict())
+    if with_payload:
+        # The stored body, where one is kept (pending, scheduled, processing, dead).
+        body = await backend.browse.body(automation_type, task_id)
+        shown["payload"] = None if body is None else body.payload
+        shown["group"] = None if body is None else body.group
+        shown["run"] = None if body is None else body.run
     progress = shown.get("progress")
     if isinstance(progress, dict) and isinstance(progress.get("message"), str):
         shown["progress"] = {**progress, "message": mask_credentials(progress["message"])}

@@ -238,7 +238,7 @@ export function taskView(root, type, taskId) {
       ? `${typeof t.progress.fraction === "number" ? `${Math.round(t.progress.fraction * 100)} % ` : ""}${t.progress.message || ""} (attempt ${t.progress.attempt})`
       : null;
     const traceback = (dead && dead.traceback) || t.traceback;
-    const payload = t.payload !== undefined ? t.payload : dead ? dead.payload : undefined;
+    const payload = t.payload !== undefined && t.payload !== null ? t.payload : dead ? dead.payload : undefined;
     mount(
       body,
       h(
@@ -266,7 +266,10 @@ export function taskView(root, type, taskId) {
             traceback ? h("details", { open: true }, h("summary", {}, "traceback"), h("pre", {}, traceback)) : null,
           )
         : null,
-      payload !== undefined ? [h("h3", {}, "Payload"), h("pre", { class: "payload", "data-role": "payload" }, fmtJSON(payload))] : null,
+      h("h3", {}, "Payload"),
+      payload !== undefined
+        ? h("pre", { class: "payload", "data-role": "payload" }, fmtJSON(payload))
+        : h("p", { class: "muted", "data-role": "payload" }, "Not kept: a finished task keeps its outputs, not its payload."),
       h("h3", {}, `Outputs (${t.outputs_total || 0})`),
       t.outputs && t.outputs.length
         ? table(
@@ -290,10 +293,16 @@ export function taskView(root, type, taskId) {
     }
   }
 
+  // The payload is read once (on Redis a pending one is searched for in its lists),
+  // then kept while the page follows the task's state.
+  let stored = null;
+
   async function update() {
     let t;
     try {
-      t = await api(base);
+      t = await api(stored === null ? `${base}?payload=true` : base);
+      if (stored === null) stored = { payload: t.payload, group: t.group, run: t.run };
+      else Object.assign(t, stored);
     } catch (err) {
       mount(head, h("h2", {}, "Task ", h("span", { class: "mono" }, taskId)));
       mount(body, note("error", err.summary || err.message));
