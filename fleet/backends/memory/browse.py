@@ -31,20 +31,6 @@ def _order(b: TaskBody) -> tuple[float, str]:
     return (b.enqueued_at, b.id)
 
 
-def _dead(b: TaskBody) -> TaskSummary:
-    return TaskSummary(
-        id=b.id,
-        state="dead",
-        priority=b.priority,
-        group=b.group,
-        run=b.run,
-        attempt=b.attempt,
-        enqueued_at=b.enqueued_at,
-        last_error=b.last_error,
-        failed_at=b.failed_at,
-    )
-
-
 def _live(t: _Task, state: BrowseState) -> TaskSummary:
     return TaskSummary(
         id=t.body.id,
@@ -84,7 +70,7 @@ class MemoryBrowse(Browse):
                 (b for b in q.dead.values() if before(b.enqueued_at, b.id, pos)),
                 key=_order,
             )
-            newest = [_dead(b) for b in bodies]
+            newest = [TaskSummary.of_dead(b) for b in bodies]
         else:
             live = _LIVE[state]
             tasks = heapq.nlargest(

@@ -116,8 +116,7 @@ def sentinel_endpoint(
         ValueError: See :func:`parse_sentinel_url`.
     """
     target = parse_sentinel_url(url)
-    connect = _float(target.options, "socket_connect_timeout", connect_timeout) or connect_timeout
-    command = _float(target.options, "socket_timeout", command_timeout)
+    connect, command = _timeouts(target, connect_timeout, command_timeout)
 
     async def locate() -> tuple[str, int]:
         return await discover_primary(target, connect)
@@ -130,6 +129,16 @@ def sentinel_endpoint(
         command_timeout=command,
         client_name=client_name,
         locate=locate,
+    )
+
+
+def _timeouts(
+    target: SentinelTarget, connect: float, command: float | None
+) -> tuple[float, float | None]:
+    """The connect and command timeouts: the URL's options win over the defaults."""
+    return (
+        _float(target.options, "socket_connect_timeout", connect) or connect,
+        _float(target.options, "socket_timeout", command),
     )
 
 
@@ -154,8 +163,7 @@ def sentinel_client(
     """A redis.asyncio client of the primary ``target`` names (via ``master_for``)."""
     from redis.asyncio.sentinel import Sentinel
 
-    connect = _float(target.options, "socket_connect_timeout", connect_timeout)
-    timeout = _float(target.options, "socket_timeout", command_timeout)
+    connect, timeout = _timeouts(target, connect_timeout, command_timeout)
     sentinel_kwargs: dict[str, Any] = {"socket_timeout": connect, "socket_connect_timeout": connect}
     if target.sentinel_password is not None:
         sentinel_kwargs["password"] = target.sentinel_password

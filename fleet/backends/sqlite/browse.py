@@ -101,19 +101,7 @@ def dead_page(
             b = read_body(raw)
         except Unreadable:
             continue
-        out.append(
-            TaskSummary(
-                id=b.id,
-                state="dead",
-                priority=b.priority,
-                group=b.group,
-                run=b.run,
-                attempt=b.attempt,
-                enqueued_at=b.enqueued_at,
-                last_error=b.last_error,
-                failed_at=b.failed_at,
-            )
-        )
+        out.append(TaskSummary.of_dead(b))
     return out
 
 

@@ -119,6 +119,22 @@ class TaskSummary:
     last_error: str | None = None
     failed_at: float | None = None
 
+    @classmethod
+    def of_dead(cls, b: TaskBody) -> TaskSummary:
+        """The page item of a dead letter, from its stored body (which keeps its
+        group, run, attempts and last failure)."""
+        return cls(
+            id=b.id,
+            state="dead",
+            priority=b.priority,
+            group=b.group,
+            run=b.run,
+            attempt=b.attempt,
+            enqueued_at=b.enqueued_at,
+            last_error=b.last_error,
+            failed_at=b.failed_at,
+        )
+
     @property
     def tier(self) -> Tier:
         return tier_of(self.priority)

@@ -69,9 +69,10 @@ async def gather_reports(backend: Backend) -> dict[str, Reported]:
     (counted 0) and jump back by all of its totals if it reported again.
     """
     reports: dict[str, Reported] = dict.fromkeys(await backend.catalog_all(), Reported())
-    for automation_type, wid in await backend.workers_all():
+    pairs = await backend.workers_all()
+    # One batched read of every worker record (pipelined on Redis), not one a worker.
+    for (automation_type, _), record in zip(pairs, await backend.workers_get(pairs), strict=True):
         so_far = reports.setdefault(automation_type, Reported())
-        record = await backend.worker_get(automation_type, wid)
         if record is not None:
             reports[automation_type] = summed(so_far, worker_report(record.stats))
     return reports

@@ -177,8 +177,7 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
             ts.unreadable["catalog"] = 1
     now = time.time()
     plugin_snaps: dict[str, list[dict[str, Any]]] = {}
-    for t, wid in pairs:
-        record = await backend.worker_get(t, wid)
+    for (t, wid), record in zip(pairs, await backend.workers_get(pairs), strict=True):
         if record is None:
             continue
         ts = snap.types[t]
