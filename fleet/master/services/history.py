@@ -12,20 +12,17 @@ histograms come from their stats frames), then makes one ``record`` call per typ
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import math
 from typing import Any
 
 from fleet.backends.base import Backend
-from fleet.core.errors import BackendError
 from fleet.core.history import HistorySeries, Reported
 from fleet.core.metrics import BUCKETS
-from fleet.core.outage import OutageLog, is_outage
 from fleet.core.records import now
 from fleet.master.services.catalog import require_entry
 from fleet.master.services.metrics import DURATION_KEYS
+from fleet.master.services.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +75,7 @@ async def gather_reports(backend: Backend) -> dict[str, Reported]:
     return reports
 
 
-class HistoryRecorder:
+class HistoryRecorder(Periodic):
     """Records every type's history periodically.
 
     Args:
@@ -86,12 +83,14 @@ class HistoryRecorder:
         period: Seconds between passes (``FLEET_HISTORY_INTERVAL_SECONDS``).
     """
 
+    name = "history"
+    hint = "history is not recorded meanwhile"
+    skipped = "history not recorded: backend error (%s)"
+    failed = "history record failed"
+
     def __init__(self, backend: Backend, period: float) -> None:
-        self.backend = backend
-        self.period = period
+        super().__init__(backend, period, log)
         self.passes = 0
-        self._task: asyncio.Task[None] | None = None
-        self._outages = OutageLog(log)
 
     async def tick(self) -> int:
         """Record every type once; how many records added to a bucket."""
@@ -102,34 +101,6 @@ class HistoryRecorder:
             wrote += await self.backend.history.record(automation_type, at, reported)
         self.passes += 1
         return wrote
-
-    async def run(self) -> None:
-        """Record every period until cancelled; errors are logged, never fatal."""
-        while True:
-            try:
-                await self.tick()
-                self._outages.recovered("history")
-            except BackendError as exc:
-                if is_outage(exc):
-                    self._outages.failed("history", exc, hint="history is not recorded meanwhile")
-                else:
-                    log.warning("history not recorded: backend error (%s)", exc)
-            except Exception:
-                log.exception("history record failed")
-            await asyncio.sleep(self.period)
-
-    def start(self) -> None:
-        """Run :meth:`run` in a background task."""
-        if self._task is None:
-            self._task = asyncio.create_task(self.run(), name="fleet-history")
-
-    async def stop(self) -> None:
-        """Stop recording."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
 
 
 async def read(backend: Backend, automation_type: str, window: str) -> HistorySeries:

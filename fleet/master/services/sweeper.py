@@ -8,15 +8,13 @@ another master takes over within a few periods.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
 
 from fleet.backends.base import Backend
-from fleet.core.errors import BackendError
-from fleet.core.outage import OutageLog, is_outage
 from fleet.core.records import new_token, now
+from fleet.master.services.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +34,7 @@ class SweepReport:
     pool_items_pruned: int
 
 
-class Sweeper:
+class Sweeper(Periodic):
     """Periodic sweeps of one master, guarded by the backend lock.
 
     Args:
@@ -44,15 +42,17 @@ class Sweeper:
         period: Seconds between ticks (``FLEET_SWEEP_SECONDS``).
     """
 
+    name = "sweeper"
+    hint = "skipping sweeps until it is back"
+    skipped = "sweep skipped: backend error (%s)"
+    failed = "sweep failed"
+
     def __init__(self, backend: Backend, period: float) -> None:
-        self.backend = backend
-        self.period = period
+        super().__init__(backend, period, log)
         self.token = new_token()
         self.leader = False
         self.sweeps = 0
         self.last: SweepReport | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._outages = OutageLog(log)
 
     @property
     def hold_seconds(self) -> float:
@@ -91,34 +91,12 @@ class Sweeper:
             )
         return self.last
 
-    async def run(self) -> None:
-        """Tick every period until cancelled; errors are logged, never fatal."""
-        while True:
-            try:
-                await self.tick()
-                self._outages.recovered("sweeper")
-            except BackendError as exc:
-                self.leader = False
-                if is_outage(exc):
-                    self._outages.failed("sweeper", exc, hint="skipping sweeps until it is back")
-                else:
-                    log.warning("sweep skipped: backend error (%s)", exc)
-            except Exception:
-                log.exception("sweep failed")
-            await asyncio.sleep(self.period)
-
-    def start(self) -> None:
-        """Run :meth:`run` in a background task."""
-        if self._task is None:
-            self._task = asyncio.create_task(self.run(), name="fleet-sweeper")
+    def on_backend_error(self) -> None:
+        self.leader = False  # the lock may have run out meanwhile: take it again
 
     async def stop(self) -> None:
         """Stop ticking and give the lock up so another master can take over at once."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await super().stop()
         if self.leader:
             with contextlib.suppress(Exception):
                 await self.backend.lock_release(LOCK_NAME, self.token)
