@@ -121,26 +121,7 @@ if op == 'replay' then
     end
   end
 elseif op == 'replay_ids' then
-  local want = {}
-  local left = 0
-  for i = 2, #ARGV do
-    if not want[ARGV[i]] then left = left + 1 end
-    want[ARGV[i]] = true
-  end
-  local len = redis.call('LLEN', K_DEAD)
-  local hits = {}
-  local start, chunk = 0, 1000
-  while start < len and left > 0 do
-    for _, raw in ipairs(redis.call('LRANGE', K_DEAD, start, start + chunk - 1)) do
-      local body, id = decode_body(raw)
-      if body and want[id] then
-        want[id] = nil
-        left = left - 1
-        hits[#hits + 1] = raw
-      end
-    end
-    start = start + chunk
-  end
+  local hits = find_ids()
   for _, raw in ipairs(hits) do
     redis.call('LREM', K_DEAD, 1, raw)
     replayed = replayed + replay_one(raw)
