@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,3 +174,26 @@ class Stack:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def running_stack(
+    request: Any, tmp_path_factory: Any, name: str, extra_env: dict[str, str] | None = None
+) -> Iterator[Stack]:
+    """A started :class:`Stack` on a fresh backend of the kind ``request.param`` names
+    (``sqlite``, or ``redis``: the session's server, flushed), stopped after use."""
+    logs = tmp_path_factory.mktemp(f"{name}-{request.param}")
+    if request.param == "sqlite":
+        url = f"sqlite:///{logs / 'fleet.db'}"
+    else:
+        import redis
+
+        url = request.getfixturevalue("redis_server").url
+        client = redis.Redis.from_url(url)
+        client.flushall()
+        client.close()
+    s = Stack(backend_url=url, logs=logs, extra_env=dict(extra_env or {}))
+    try:
+        s.start()
+        yield s
+    finally:
+        s.stop()

@@ -28,6 +28,7 @@ from tests.browser.stack import (
     REPO,
     SCOPED_TOKEN,
     Stack,
+    running_stack,
 )
 from tests.support.redis_server import require_redis
 
@@ -55,22 +56,7 @@ def stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
     """A master and a worker on a fresh backend of each kind."""
-    logs = tmp_path_factory.mktemp(f"dash-{request.param}")
-    if request.param == "sqlite":
-        url = f"sqlite:///{logs / 'fleet.db'}"
-    else:
-        import redis
-
-        url = request.getfixturevalue("redis_server").url
-        client = redis.Redis.from_url(url)
-        client.flushall()
-        client.close()
-    s = Stack(backend_url=url, logs=logs)
-    try:
-        s.start()
-        yield s
-    finally:
-        s.stop()
+    yield from running_stack(request, tmp_path_factory, "dash")
 
 
 class Watch:

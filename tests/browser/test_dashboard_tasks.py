@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.stack import Stack
+from tests.browser.stack import Stack, running_stack
 from tests.browser.test_dashboard import Watch, browser, page, shot, sign_in
 
 __all__ = ["browser", "page"]  # the fixtures this module reuses
@@ -31,22 +31,9 @@ def stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
     """A master recording history every second, and a worker, per backend kind."""
-    logs = tmp_path_factory.mktemp(f"dash-tasks-{request.param}")
-    if request.param == "sqlite":
-        url = f"sqlite:///{logs / 'fleet.db'}"
-    else:
-        import redis
-
-        url = request.getfixturevalue("redis_server").url
-        client = redis.Redis.from_url(url)
-        client.flushall()
-        client.close()
-    s = Stack(backend_url=url, logs=logs, extra_env={"FLEET_HISTORY_INTERVAL_SECONDS": "1"})
-    try:
-        s.start()
-        yield s
-    finally:
-        s.stop()
+    yield from running_stack(
+        request, tmp_path_factory, "dash-tasks", {"FLEET_HISTORY_INTERVAL_SECONDS": "1"}
+    )
 
 
 def _batch(stack: Stack, tasks: list[dict[str, object]]) -> list[str]:
