@@ -47,7 +47,7 @@ async def main(url, n, slots):
         await b.config_set("noop", {"slots": slots})
     cpu0, t0 = time.process_time(), time.perf_counter()
     for i in range(n):
-        await b.push_one("noop", make_push_request({"i": i}))
+        await b.queues.push_one("noop", make_push_request({"i": i}))
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     print(n / wall, cpu / n * 1e3)
     await b.close()

@@ -63,20 +63,20 @@ async def simulate(url: str, first: int, count: int, heartbeat: float, seconds: 
         t = TYPES[n % len(TYPES)]
         wid = f"sim-{n}"
         await asyncio.sleep(random.random() * heartbeat)  # spread them out
-        await backend.worker_register(t, wid, hardware)
-        await backend.worker_set_state(t, wid, fields("RUNNING"))
-        await backend.publish(worker_topic(t), {"worker_id": wid, "state": "RUNNING"})
+        await backend.workers.register(t, wid, hardware)
+        await backend.workers.set_state(t, wid, fields("RUNNING"))
+        await backend.events.publish(worker_topic(t), {"worker_id": wid, "state": "RUNNING"})
         next_beat = time.monotonic() + heartbeat
         while time.monotonic() < deadline:
-            got = await backend.reserve(t, k=1, visibility_seconds=30)
+            got = await backend.queues.reserve(t, k=1, visibility_seconds=30)
             if got:
-                await backend.ack(t, [(r.body.id, r.token) for r in got])
+                await backend.queues.ack(t, [(r.body.id, r.token) for r in got])
             if time.monotonic() >= next_beat:
                 next_beat += heartbeat
-                await backend.worker_register(t, wid, hardware)
-                await backend.worker_set_state(t, wid, fields("RUNNING"))
+                await backend.workers.register(t, wid, hardware)
+                await backend.workers.set_state(t, wid, fields("RUNNING"))
                 stats = {"ts": time.time(), "slots": [], "per_second": 0.0, "cpu_percent": 1.0}
-                await backend.worker_put_stats(t, wid, stats)
+                await backend.workers.put_stats(t, wid, stats)
             await asyncio.sleep(1.0)
 
     try:
@@ -94,7 +94,7 @@ async def feed(url: str, seconds: float, rate: float) -> None:
     try:
         while time.monotonic() < deadline:
             for t in TYPES:
-                await backend.push(t, [make_push_request({"n": 1})])
+                await backend.queues.push(t, [make_push_request({"n": 1})])
             await asyncio.sleep(len(TYPES) / rate)
     finally:
         await backend.close()
@@ -146,8 +146,10 @@ async def event_delays(base: str, url: str, seconds: float) -> list[float]:
             n += 1
             marker = f"probe-state-{n}"
             sent[marker] = time.monotonic()
-            await backend.worker_set_state(TYPES[0], "sim-0", {"last_error": marker})
-            await backend.publish(worker_topic(TYPES[0]), {"worker_id": "sim-0", "state": marker})
+            await backend.workers.set_state(TYPES[0], "sim-0", {"last_error": marker})
+            await backend.events.publish(
+                worker_topic(TYPES[0]), {"worker_id": "sim-0", "state": marker}
+            )
     finally:
         task.cancel()
         await backend.close()

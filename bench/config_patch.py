@@ -65,12 +65,12 @@ async def one_size(url: str, workers: int, patches: int) -> tuple[float, float, 
     """p50 and p99 latency (ms) and Redis commands per PATCH with ``workers`` workers."""
     async with await open_backend(url) as b:
         await b.purge_type(TYPE)
-        for wid in list(await b.worker_ids(TYPE)):
-            await b.worker_forget(TYPE, wid)
-        await b.catalog_put(TYPE, catalog_entry(BenchConfigured))
+        for wid in list(await b.workers.ids(TYPE)):
+            await b.workers.forget(TYPE, wid)
+        await b.catalog.put(TYPE, catalog_entry(BenchConfigured))
         for i in range(workers):
             wid = f"w{i}"
-            await b.worker_register(TYPE, wid, {})
+            await b.workers.register(TYPE, wid, {})
             await b.configs.put_desired(TYPE, wid, {}, await b.configs.next_generation(TYPE))
     settings = Settings(backend_url=url, admin_token=TOKEN)
     app = create_app(settings, plugins=False, sweeper=False)

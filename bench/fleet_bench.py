@@ -72,7 +72,7 @@ async def _get() -> Backend:
 
 async def enqueue_one(i: int) -> None:
     backend = await _get()
-    await backend.push_one(TYPE, make_push_request({"i": i}))
+    await backend.queues.push_one(TYPE, make_push_request({"i": i}))
 
 
 async def enqueue_bulk(n: int) -> None:
@@ -80,7 +80,7 @@ async def enqueue_bulk(n: int) -> None:
     chunk = 5000
     for start in range(0, n, chunk):
         reqs = [make_push_request({"i": i}) for i in range(start, min(n, start + chunk))]
-        await backend.push(TYPE, reqs)
+        await backend.queues.push(TYPE, reqs)
 
 
 async def setup() -> None:
@@ -106,7 +106,7 @@ if __name__ == "__main__":
             worker_cmd=worker_cmd(common.REDIS_URL, "noop_plugin", TYPE),
             enqueue_one=enqueue_one,
             enqueue_bulk=enqueue_bulk,
-            bulk_desc="Backend.push of 5,000-task chunks (one pipeline each)",
+            bulk_desc="TaskQueues.push of 5,000-task chunks (one pipeline each)",
             setup=setup,
             worker_env={"PYTHONPATH": HERE},
             notes="leases with fencing tokens, attempts charged at reserve, priority tiers",

@@ -62,14 +62,14 @@ def grouped(n: int, groups: int) -> list[PushRequest]:
 async def fill(b: Backend, n: int, groups: int) -> None:
     reqs = grouped(n, groups)
     for start in range(0, n, 1000):
-        await b.push(TYPE, reqs[start : start + 1000])
+        await b.queues.push(TYPE, reqs[start : start + 1000])
 
 
 async def time_reserves(b: Backend, calls: int) -> list[float]:
     out: list[float] = []
     for _ in range(calls):
         t0 = time.perf_counter()
-        got = await b.reserve(TYPE, k=1)
+        got = await b.queues.reserve(TYPE, k=1)
         out.append((time.perf_counter() - t0) * 1e6)
         assert got, "the queue ran dry: push more tasks"
     return out
@@ -112,19 +112,19 @@ async def time_saturated(b: Backend, groups: int, calls: int) -> list[float]:
     """Every group capped at one running task and holding one: each round acks one
     reservation (its group gets budget back) and times one reserve, which must find
     that group while every other one is set aside."""
-    await b.group_defaults_set(TYPE, GroupLimits(concurrency=1), gen=1)
+    await b.groups.set_defaults(TYPE, GroupLimits(concurrency=1), gen=1)
     held: list[Any] = []
     while len(held) < groups:
-        got = await b.reserve(TYPE, k=1000)
+        got = await b.queues.reserve(TYPE, k=1000)
         if not got:
             break
         held += got
     out: list[float] = []
     for i in range(calls):
         victim = held[i % len(held)]
-        await b.ack(TYPE, [(victim.body.id, victim.token)])
+        await b.queues.ack(TYPE, [(victim.body.id, victim.token)])
         t0 = time.perf_counter()
-        got = await b.reserve(TYPE, k=1)
+        got = await b.queues.reserve(TYPE, k=1)
         out.append((time.perf_counter() - t0) * 1e6)
         assert len(got) == 1, "the freed group was not found"
         held[i % len(held)] = got[0]
@@ -143,7 +143,7 @@ async def main(url, n, groups):
     reqs = [PushRequest(TaskBody(id=new_id(), payload={"i": i}, enqueued_at=t,
             group=None if groups == 0 else f"g{i % groups}")) for i in range(n)]
     for s in range(0, n, 1000):
-        await b.push("noop", reqs[s:s + 1000])
+        await b.queues.push("noop", reqs[s:s + 1000])
     await b.close()
 
 asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))

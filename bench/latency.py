@@ -2,7 +2,7 @@
 
 Starts a private redis-server (or uses ``--url``) and one ``fleet worker``
 (10 slots) idle on the ``latency`` type, then submits ``--tasks`` tasks one at a
-time through ``Backend.push_one`` (the path of ``ctx.submit`` and the client),
+time through ``TaskQueues.push_one`` (the path of ``ctx.submit`` and the client),
 ``--interval`` seconds apart, so the worker is idle and blocked in its reserve
 when each task arrives. Each payload carries ``time.time()`` at submit;
 ``run_one`` records its own start time (bench/latency_plugin.py). Prints p50,
@@ -39,7 +39,7 @@ async def main(args: argparse.Namespace) -> None:
         worker = spawn(worker_cmd(url, "latency_plugin", TYPE), env={"REDIS_URL": url})
         try:
             # warm up: wait until the worker runs a task (imports, connections)
-            await backend.push_one(TYPE, make_push_request({"submitted": time.time()}))
+            await backend.queues.push_one(TYPE, make_push_request({"submitted": time.time()}))
             deadline = time.monotonic() + 60
             while await r.llen(LAT_KEY) < 1:
                 if time.monotonic() > deadline:
@@ -49,7 +49,7 @@ async def main(args: argparse.Namespace) -> None:
             await r.delete(LAT_KEY)
             print(f"load average at start: {loadavg()}")
             for _ in range(args.tasks):
-                await backend.push_one(TYPE, make_push_request({"submitted": time.time()}))
+                await backend.queues.push_one(TYPE, make_push_request({"submitted": time.time()}))
                 await asyncio.sleep(args.interval)
             deadline = time.monotonic() + 30
             while await r.llen(LAT_KEY) < args.tasks and time.monotonic() < deadline:  # noqa: ASYNC110

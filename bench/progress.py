@@ -67,8 +67,8 @@ async def main(args: argparse.Namespace) -> None:
         try:
             await backend.purge_type(TYPE)
             reqs = [make_push_request({"i": i}) for i in range(args.slots)]
-            await backend.push(TYPE, reqs)
-            got = await backend.reserve(TYPE, k=args.slots, visibility_seconds=600)
+            await backend.queues.push(TYPE, reqs)
+            got = await backend.queues.reserve(TYPE, k=args.slots, visibility_seconds=600)
             ctxs = []
             for i, r in enumerate(got):
                 ctx: Context[BaseConfig] = Context(
@@ -95,7 +95,7 @@ async def main(args: argparse.Namespace) -> None:
             cpu = time.process_time() - cpu0
             rcpu1, rcmd1 = await redis_stats(url)
             writes = sum(c._progress.writes for c in ctxs)
-            info = await backend.task_state(TYPE, got[0].body.id)
+            info = await backend.queues.state(TYPE, got[0].body.id)
         finally:
             await backend.close()
     print(

@@ -2,7 +2,7 @@
 (a script, not a test).
 
 * memory: ``INFO memory`` used_memory before and after pushing ``--tasks``
-  no-op tasks (``{"i": n}`` payloads) through ``Backend.push``, divided by the
+  no-op tasks (``{"i": n}`` payloads) through ``TaskQueues.push``, divided by the
   number of tasks;
 * idle: one ``fleet worker`` with ``--slots`` slots and nothing to do; after it
   settled, the change of ``total_commands_processed`` over ``--seconds`` (our
@@ -33,9 +33,9 @@ async def memory_per_task(backend: Any, r: Any, tasks: int) -> None:
     before = int((await r.info("memory"))["used_memory"])
     for start in range(0, tasks, 5000):
         chunk = [make_push_request({"i": i}) for i in range(start, min(tasks, start + 5000))]
-        await backend.push("mem", chunk)
+        await backend.queues.push("mem", chunk)
     after = int((await r.info("memory"))["used_memory"])
-    depth = await backend.depths("mem")
+    depth = await backend.queues.depths("mem")
     print(
         f"memory: {tasks:,} queued tasks (depth {depth.normal:,}) use "
         f"{(after - before) / 2**20:.1f} MiB: "

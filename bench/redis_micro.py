@@ -65,12 +65,12 @@ async def bench_push(b: RedisBackend, n_single: int, n_batch: int) -> None:
     reqs = bodies(n_single)
     async with Meter(b) as m:
         for r in reqs:
-            await b.push("bench-push", [r])
+            await b.queues.push("bench-push", [r])
     print(m.line("push, one call per task:", n_single))
     reqs = bodies(n_batch)
     async with Meter(b) as m:
         for i in range(0, n_batch, 1000):
-            await b.push("bench-push", reqs[i : i + 1000])
+            await b.queues.push("bench-push", reqs[i : i + 1000])
     print(m.line("push, batches of 1000:", n_batch))
     await b.purge_type("bench-push")
 
@@ -78,16 +78,16 @@ async def bench_push(b: RedisBackend, n_single: int, n_batch: int) -> None:
 async def bench_drain(b: RedisBackend, n: int, k: int, loops: int = 1) -> None:
     t = f"bench-drain-{k}-{loops}"
     for i in range(0, n, 1000):
-        await b.push(t, bodies(min(1000, n - i)))
+        await b.queues.push(t, bodies(min(1000, n - i)))
     done = 0
 
     async def drain() -> None:
         nonlocal done
         while True:
-            got = await b.reserve(t, k=k, visibility_seconds=60)
+            got = await b.queues.reserve(t, k=k, visibility_seconds=60)
             if not got:
                 return
-            acked = await b.ack(t, [(r.body.id, r.token) for r in got])
+            acked = await b.queues.ack(t, [(r.body.id, r.token) for r in got])
             done += sum(acked)
 
     async with Meter(b) as m:
@@ -104,7 +104,7 @@ async def bench_pool(b: RedisBackend, size: int, samples: int) -> None:
 
     async def put(i: int) -> None:
         async with sem:
-            await b.pool_put(name, {"cookie": i}, {"site": sites[i % 10]}, ttl_seconds=3600 + i)
+            await b.pools.put(name, {"cookie": i}, {"site": sites[i % 10]}, ttl_seconds=3600 + i)
 
     for start in range(0, size, 5000):
         await asyncio.gather(*(put(i) for i in range(start, min(size, start + 5000))))
@@ -112,15 +112,15 @@ async def bench_pool(b: RedisBackend, size: int, samples: int) -> None:
         lat: list[float] = []
         for _ in range(samples):
             t0 = time.perf_counter()
-            claim = await b.pool_claim(name, where=where, hold_seconds=30)
+            claim = await b.pools.claim(name, where=where, hold_seconds=30)
             lat.append(time.perf_counter() - t0)
             assert claim is not None
-            await b.pool_release(name, claim.item.id, claim.token)
+            await b.pools.release(name, claim.item.id, claim.token)
         print(
             f"pool claim at {size:>7,} items ({label:10}): "
             f"p50 {pct(lat, 0.5) * 1e6:6.0f} us   p99 {pct(lat, 0.99) * 1e6:6.0f} us"
         )
-    await b.pool_drop(name)
+    await b.pools.drop(name)
 
 
 async def commands_processed(b: RedisBackend) -> tuple[int, int]:
@@ -136,7 +136,7 @@ async def bench_idle(b: RedisBackend, slots: int, seconds: float, timeout: float
 
     async def slot() -> None:
         while not stop.is_set():
-            await b.reserve("bench-idle", k=1, timeout=timeout)
+            await b.queues.reserve("bench-idle", k=1, timeout=timeout)
 
     tasks = [asyncio.create_task(slot()) for _ in range(slots)]
     await asyncio.sleep(0.5)  # let every slot block
@@ -161,7 +161,7 @@ async def bench_idle_feeder(b: RedisBackend, seconds: float, timeout: float) -> 
 
     async def feeder() -> None:
         while not stop.is_set():
-            await b.reserve("bench-idle", k=10, timeout=timeout)
+            await b.queues.reserve("bench-idle", k=10, timeout=timeout)
 
     task = asyncio.create_task(feeder())
     await asyncio.sleep(0.5)

@@ -130,13 +130,13 @@ async def drain(url: str, tasks: int, mode: str) -> tuple[float, float]:
         ]
         started = time.perf_counter()
         for start in range(0, tasks, 500):
-            await b.push(TYPE, reqs[start : start + 500])
+            await b.queues.push(TYPE, reqs[start : start + 500])
         pushed = time.perf_counter()
         while True:
-            got = await b.reserve(TYPE, k=100, visibility_seconds=60, default_max_attempts=3)
+            got = await b.queues.reserve(TYPE, k=100, visibility_seconds=60, default_max_attempts=3)
             if not got:
                 break
-            await b.ack(TYPE, [(r.body.id, r.token) for r in got])
+            await b.queues.ack(TYPE, [(r.body.id, r.token) for r in got])
         drained = time.perf_counter()
         if run is not None:
             record = await b.runs.get(run)

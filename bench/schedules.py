@@ -60,7 +60,7 @@ async def fire(url: str, schedules: int, seconds: float) -> tuple[float, int, in
         await asyncio.sleep(seconds)
         await firer.stop()
         elapsed = time.time() - start
-        depths = await b.depths(TYPE)
+        depths = await b.queues.depths(TYPE)
         enqueued = depths.high + depths.normal + depths.low
     logging.getLogger("fleet.scheduler").removeHandler(count)
     return enqueued / elapsed, count.lines, enqueued

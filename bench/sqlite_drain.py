@@ -40,7 +40,7 @@ async def push(backend: Backend, n: int) -> float:
     started = time.perf_counter()
     for start in range(0, n, 1000):
         reqs = [PushRequest(TaskBody(id=new_id(), payload={})) for _ in range(min(1000, n - start))]
-        await backend.push(TYPE, reqs)
+        await backend.queues.push(TYPE, reqs)
     return n / (time.perf_counter() - started)
 
 
@@ -48,18 +48,18 @@ async def drain_batches(backend: Backend, batch: int) -> int:
     """Reserve and ack until the queue is empty; how many tasks."""
     done = 0
     while True:
-        got = await backend.reserve(TYPE, k=batch)
+        got = await backend.queues.reserve(TYPE, k=batch)
         if not got:
             return done
-        await backend.ack(TYPE, [(r.body.id, r.token) for r in got])
+        await backend.queues.ack(TYPE, [(r.body.id, r.token) for r in got])
         done += len(got)
 
 
 async def drain_slots(backend: Backend, slots: int) -> int:
     async def slot() -> int:
         done = 0
-        while got := await backend.reserve(TYPE, k=1):
-            await backend.ack(TYPE, [(got[0].body.id, got[0].token)])
+        while got := await backend.queues.reserve(TYPE, k=1):
+            await backend.queues.ack(TYPE, [(got[0].body.id, got[0].token)])
             done += 1
         return done
 
@@ -103,7 +103,8 @@ async def idle_polls(url: str, seconds: float) -> tuple[float, float]:
     assert isinstance(backend, SQLiteBackend)
     try:
         waiting = [
-            asyncio.create_task(backend.reserve("idle", timeout=seconds + 5)) for _ in range(10)
+            asyncio.create_task(backend.queues.reserve("idle", timeout=seconds + 5))
+            for _ in range(10)
         ]
         await asyncio.sleep(0.5)
         before, started, cpu = backend.watcher_polls, time.perf_counter(), time.process_time()

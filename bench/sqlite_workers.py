@@ -38,7 +38,7 @@ async def drain(tasks: int, procs: int, slots: int) -> None:
         await backend.configs.set(TYPE, {"slots": slots})
         for start in range(0, tasks, 1000):
             chunk = [make_push_request({"i": i}) for i in range(start, min(tasks, start + 1000))]
-            await backend.push(TYPE, chunk)
+            await backend.queues.push(TYPE, chunk)
         t0 = time.perf_counter()
         workers = [spawn(worker_cmd(url, "worker_noop", TYPE, f"bench-{i}")) for i in range(procs)]
         ps = [psutil.Process(w.pid) for w in workers]
@@ -46,7 +46,7 @@ async def drain(tasks: int, procs: int, slots: int) -> None:
         first_done = 0
         try:
             while True:
-                done = (await backend.depths(TYPE)).counters.completed
+                done = (await backend.queues.depths(TYPE)).counters.completed
                 if done and first is None:
                     first, first_done = time.perf_counter(), done
                 if done >= tasks:

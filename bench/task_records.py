@@ -39,19 +39,19 @@ async def finish_all(backend: Any, tasks: int, report: bool) -> None:
     progress report each if ``report``)."""
     for start in range(0, tasks, 1000):
         n = min(1000, tasks - start)
-        await backend.push(TYPE, [make_push_request({"i": start + i}) for i in range(n)])
-        got = await backend.reserve(TYPE, k=n, visibility_seconds=60, default_max_attempts=3)
+        await backend.queues.push(TYPE, [make_push_request({"i": start + i}) for i in range(n)])
+        got = await backend.queues.reserve(TYPE, k=n, visibility_seconds=60, default_max_attempts=3)
         leases = [(r.body.id, r.token) for r in got]
-        await backend.mark_started(TYPE, leases)
+        await backend.queues.mark_started(TYPE, leases)
         if report:
             for r in got:
-                await backend.stream_push(
+                await backend.streams.push(
                     TYPE, {"i": r.body.payload["i"]}, worker_id="b", task_id=r.body.id, attempt=1
                 )
-                await backend.task_progress(
+                await backend.streams.progress(
                     TYPE, r.body.id, attempt=1, fraction=1.0, message="step 7/7"
                 )
-        await backend.ack(TYPE, leases)
+        await backend.queues.ack(TYPE, leases)
 
 
 async def measured(
@@ -63,7 +63,7 @@ async def measured(
         before = await usage(backend)
         await finish_all(backend, tasks, report)
         # the stream is not the record: measure without it
-        while await backend.stream_pop(TYPE, 1000):
+        while await backend.streams.pop(TYPE, 1000):
             pass
         after = await usage(backend)
         return (after - before) / tasks

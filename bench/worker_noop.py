@@ -57,7 +57,7 @@ async def measure(url: str, tasks: int, slots: int) -> tuple[float, float]:
     await backend.configs.set(TYPE, {"slots": slots})
     for start in range(0, tasks, 5000):
         chunk = [make_push_request({"i": i}) for i in range(start, min(tasks, start + 5000))]
-        await backend.push(TYPE, chunk)
+        await backend.queues.push(TYPE, chunk)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT)])}
     args = [sys.executable, "-m", "fleet", "--log-level", "WARNING", "worker"]
     args += ["--plugin", "worker_noop", "--type", TYPE, "--id", "bench", "--backend", url]
@@ -68,7 +68,7 @@ async def measure(url: str, tasks: int, slots: int) -> tuple[float, float]:
         first: float | None = None
         cpu_first = 0.0
         while True:
-            done = (await backend.depths(TYPE)).counters.completed
+            done = (await backend.queues.depths(TYPE)).counters.completed
             if done and first is None:
                 first, first_done = time.perf_counter(), done
                 cpu_first = sum(cpu.cpu_times()[:2])

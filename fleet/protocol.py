@@ -21,7 +21,7 @@ def worker_id_key(worker_id: str) -> str:
 
 
 def emit_topic(automation_type: str) -> str:
-    """Event topic of a new output entry of a type (published by ``stream_push``)."""
+    """Event topic of a new output entry of a type (published by ``streams.push``)."""
     return f"{automation_type}.emit"
 
 

@@ -26,14 +26,16 @@ from __future__ import annotations
 import abc
 
 from fleet.core.capabilities import (
+    KV,
     Browse,
+    Catalog,
     Configs,
+    Counters,
     Events,
-    FleetState,
     History,
     Limiters,
+    Locks,
     Pools,
-    Primitives,
     ProxyHealth,
     Runs,
     ScheduleStore,
@@ -42,6 +44,7 @@ from fleet.core.capabilities import (
     TaskCapabilities,
     TaskGroups,
     TaskQueues,
+    Workers,
 )
 from fleet.core.capabilities.queues import log_expired
 from fleet.core.capabilities.streams import STREAM_MAX_AGE, STREAM_MAX_LEN
@@ -49,30 +52,40 @@ from fleet.core.capabilities.streams import STREAM_MAX_AGE, STREAM_MAX_LEN
 __all__ = ["STREAM_MAX_AGE", "STREAM_MAX_LEN", "Backend", "Subscription", "log_expired"]
 
 
-class Backend(
-    TaskCapabilities,
-    TaskQueues,
-    TaskGroups,
-    Streams,
-    Pools,
-    Primitives,
-    Events,
-    FleetState,
-    abc.ABC,
-):
+class Backend(TaskCapabilities, abc.ABC):
     """Storage for queues, streams, pools, primitives, limiters, events and fleet state.
 
     Create one with :func:`fleet.backends.open_backend`; call :meth:`connect`
     before use (``open_backend`` does) and :meth:`close` when done. One instance
-    is safe to share between all asyncio tasks of one event loop. Code that needs
-    one capability only (a handle, the sweeper) types against that interface.
+    is safe to share between all asyncio tasks of one event loop.
 
-    Capabilities moved to objects of their own (``backend.limits.acquire(...)``,
-    ``backend.proxies.take(...)``) are attributes; each backend package builds them
-    in its ``backend.py`` from the module of the same name.
+    Each capability is an object of its own (``backend.queues.reserve(...)``,
+    ``backend.limits.acquire(...)``); each backend package builds them in its
+    ``backend.py`` from the module of the same name. Code that needs one
+    capability receives that object, not the backend.
     """
 
     url: str
+    #: Task queues (:class:`~fleet.core.capabilities.TaskQueues`).
+    queues: TaskQueues
+    #: Task groups, fair and limited fleet-wide (:class:`~fleet.core.capabilities.TaskGroups`).
+    groups: TaskGroups
+    #: Output streams (:class:`~fleet.core.capabilities.Streams`).
+    streams: Streams
+    #: Pools (:class:`~fleet.core.capabilities.Pools`).
+    pools: Pools
+    #: Key/value (:class:`~fleet.core.capabilities.KV`).
+    kv: KV
+    #: Locks (:class:`~fleet.core.capabilities.Locks`).
+    locks: Locks
+    #: Counters (:class:`~fleet.core.capabilities.Counters`).
+    counters: Counters
+    #: Pub/sub events (:class:`~fleet.core.capabilities.Events`).
+    events: Events
+    #: The catalog (:class:`~fleet.core.capabilities.Catalog`).
+    catalog: Catalog
+    #: Worker records (:class:`~fleet.core.capabilities.Workers`).
+    workers: Workers
     #: Configs and their generations (:class:`~fleet.core.capabilities.Configs`).
     configs: Configs
     #: Runs: the tasks of one job, counted, ended once (:class:`~fleet.core.capabilities.Runs`).
@@ -98,6 +111,13 @@ class Backend(
     @abc.abstractmethod
     async def ping(self) -> bool:
         """True if the storage answers now; False (never raises) otherwise."""
+
+    @abc.abstractmethod
+    async def purge_type(self, automation_type: str) -> None:
+        """Delete every piece of state of a type: queue (all tiers and states),
+        task states, idempotency keys, counters, stream, catalog entry, config
+        and worker records (``wkr:<type>:*``, ``wkrs:<type>`` and its
+        ``wkrs:all`` members)."""
 
     async def __aenter__(self) -> Backend:
         await self.connect()

@@ -74,20 +74,20 @@ async def check_records(backend: Backend) -> list[Check]:
 
     try:
         found: list[Check] = []
-        entries = await backend.catalog_all()
+        entries = await backend.catalog.all()
         for t, entry in sorted(entries.items()):
             why = entry_unreadable(entry)
             if why is not None:
                 found.append(Check("records", "warn", f"catalog entry of {t}: {why}"))
-        pairs = await backend.workers_all()
+        pairs = await backend.workers.all()
         for t, wid in pairs:
-            record = await backend.worker_get(t, wid)
+            record = await backend.workers.get(t, wid)
             if record is not None and record.unreadable:
                 parts = ", ".join(record.unreadable)
                 found.append(Check("records", "warn", f"worker {wid} of {t}: unreadable {parts}"))
         types = sorted({*entries, *(t for t, _ in pairs)})
         for t in types:
-            for body in await backend.dead_peek(t, DEAD_SCAN):
+            for body in await backend.queues.dead_peek(t, DEAD_SCAN):
                 if isinstance(body, UnreadableBody):
                     shown = body.id or "(no id)"
                     found.append(

@@ -71,12 +71,12 @@ class Context(Generic[ConfigT]):
         self.browser = browser
         self.logger = logger or logging.getLogger(f"{automation_type}.slot.{slot_id}")
         self.metrics = metrics or Metrics()
-        self.events = Events(backend)
+        self.events = Events(backend.events)
         #: The task attempt running in this slot now (None between tasks and in a
         #: continuous slot): what its emits carry.
         self._task: tuple[str, int] | None = None
         self._run: str | None = None
-        self._progress = ProgressReporter(backend, automation_type)
+        self._progress = ProgressReporter(backend.streams, automation_type)
 
     def bind_task(self, task_id: str | None, attempt: int = 0, *, run: str | None = None) -> None:
         """The worker's: the task attempt ``run_one`` now runs (None once it ended)
@@ -143,7 +143,7 @@ class Context(Generic[ConfigT]):
 
     async def _push_output(self, payload: BaseModel) -> str:
         running = self._task
-        entry = await self._backend.stream_push(
+        entry = await self._backend.streams.push(
             self.automation_type,
             payload.model_dump(mode="json"),
             worker_id=self.worker_id,
@@ -156,13 +156,13 @@ class Context(Generic[ConfigT]):
         """A typed reader of another automation's stream."""
         if not isinstance(ref, Stream):
             raise ContractTypeError(f"ctx.stream needs a Stream reference, got {ref!r}")
-        return StreamHandle(self._backend, ref)
+        return StreamHandle(self._backend.streams, ref)
 
     def pool(self, ref: Pool[P, T]) -> PoolHandle[P, T]:
         """A typed handle of a pool."""
         if not isinstance(ref, Pool):
             raise ContractTypeError(f"ctx.pool needs a Pool reference, got {ref!r}")
-        return PoolHandle(self._backend, ref)
+        return PoolHandle(self._backend.pools, ref)
 
     async def submit(
         self,
@@ -217,17 +217,17 @@ class Context(Generic[ConfigT]):
             )
 
         if not tracing.ACTIVE:
-            return (await self._backend.push_one(ref.name, request(None))).task_id
+            return (await self._backend.queues.push_one(ref.name, request(None))).task_id
         with tracing.submit_span(ref.name) as traceparent:  # a child of this run's span
-            return (await self._backend.push_one(ref.name, request(traceparent))).task_id
+            return (await self._backend.queues.push_one(ref.name, request(traceparent))).task_id
 
     def kv(self, namespace: str) -> KV:
         """A namespaced key/value store."""
-        return KV(self._backend, namespace)
+        return KV(self._backend.kv, namespace)
 
     def lock(self, name: str, hold_seconds: float = 30.0, wait_seconds: float = 10.0) -> Lock:
         """A fleet-wide mutex; use as ``async with ctx.lock(...) as acquired``."""
-        return Lock(self._backend, name, hold_seconds=hold_seconds, wait_seconds=wait_seconds)
+        return Lock(self._backend.locks, name, hold_seconds=hold_seconds, wait_seconds=wait_seconds)
 
     def limit(
         self,
@@ -268,4 +268,4 @@ class Context(Generic[ConfigT]):
 
     def counter(self, name: str) -> Counter:
         """An atomic fleet-wide counter."""
-        return Counter(self._backend, name)
+        return Counter(self._backend.counters, name)

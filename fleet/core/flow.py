@@ -182,7 +182,7 @@ class GroupLimits:
     type's ``group_concurrency`` and ``group_rate`` (as an interval in seconds, and
     the rate's text for display).
 
-    They are stored in the backend (:meth:`TaskGroups.group_defaults_set`) and read
+    They are stored in the backend (:meth:`TaskGroups.set_defaults`) and read
     by every reserve inside its atomic step: one value for the fleet.
     """
 

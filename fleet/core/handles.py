@@ -19,8 +19,9 @@ from fleet.core.errors import ContractValueError
 from fleet.core.records import PoolStrategy, StreamEntry, new_token
 
 if TYPE_CHECKING:
+    from fleet.core.capabilities import KV as KVStore
+    from fleet.core.capabilities import Counters, Locks, Pools, Streams
     from fleet.core.capabilities import Events as EventBus
-    from fleet.core.capabilities import Pools, Primitives, Streams
 
 P = TypeVar("P", bound=BaseModel)
 T = TypeVar("T", bound=BaseModel)
@@ -43,8 +44,8 @@ class Entry(Generic[P]):
 class StreamHandle(Generic[P]):
     """Typed reader of an automation's output stream (``ctx.stream(REF)``)."""
 
-    def __init__(self, backend: Streams, ref: Stream[P]) -> None:
-        self._backend = backend
+    def __init__(self, streams: Streams, ref: Stream[P]) -> None:
+        self._streams = streams
         self.ref = ref
 
     def _typed(self, entries: list[StreamEntry]) -> list[Entry[P]]:
@@ -56,19 +57,19 @@ class StreamHandle(Generic[P]):
 
     async def pop(self, n: int = 1) -> list[Entry[P]]:
         """Remove and return the ``n`` oldest entries (competing consumers)."""
-        return self._typed(await self._backend.stream_pop(self.ref.name, n))
+        return self._typed(await self._streams.pop(self.ref.name, n))
 
     async def peek(self, n: int = 10) -> list[Entry[P]]:
         """The ``n`` oldest entries, not removed."""
-        return self._typed(await self._backend.stream_peek(self.ref.name, n))
+        return self._typed(await self._streams.peek(self.ref.name, n))
 
     async def read(self, after: str | None = None, n: int = 100) -> list[Entry[P]]:
         """Entries after the cursor ``after`` (an entry id), oldest first, not removed."""
-        return self._typed(await self._backend.stream_read(self.ref.name, after=after, n=n))
+        return self._typed(await self._streams.read(self.ref.name, after=after, n=n))
 
     async def length(self) -> int:
         """Number of entries in the stream."""
-        return await self._backend.stream_len(self.ref.name)
+        return await self._streams.length(self.ref.name)
 
 
 class ClaimedItem(Generic[P, T]):
@@ -76,7 +77,7 @@ class ClaimedItem(Generic[P, T]):
 
     def __init__(
         self,
-        backend: Pools,
+        pools: Pools,
         pool: Pool[P, T],
         item_id: str,
         payload: P,
@@ -84,7 +85,7 @@ class ClaimedItem(Generic[P, T]):
         expires_at: float | None,
         token: str,
     ) -> None:
-        self._backend = backend
+        self._pools = pools
         self._pool = pool
         self._token = token
         self.id = item_id
@@ -98,27 +99,27 @@ class ClaimedItem(Generic[P, T]):
         if self.done:
             return False
         self.done = True
-        return await self._backend.pool_release(self._pool.name, self.id, self._token)
+        return await self._pools.release(self._pool.name, self.id, self._token)
 
     async def evict(self) -> bool:
         """Remove the item from the pool for good; False if the lease was lost."""
         if self.done:
             return False
         self.done = True
-        return await self._backend.pool_evict(self._pool.name, self.id, self._token)
+        return await self._pools.evict(self._pool.name, self.id, self._token)
 
     async def extend(self, seconds: float) -> bool:
         """Hold the lease ``seconds`` from now; False if it was lost."""
         if self.done:
             return False
-        return await self._backend.pool_extend(self._pool.name, self.id, self._token, seconds)
+        return await self._pools.extend(self._pool.name, self.id, self._token, seconds)
 
 
 class PoolHandle(Generic[P, T]):
     """Typed handle of a pool (``ctx.pool(REF)``); ``where`` narrows it by tags."""
 
-    def __init__(self, backend: Pools, ref: Pool[P, T], where: dict[str, Any] | None = None):
-        self._backend = backend
+    def __init__(self, pools: Pools, ref: Pool[P, T], where: dict[str, Any] | None = None):
+        self._pools = pools
         self.ref = ref
         self._where = where or {}
 
@@ -130,7 +131,7 @@ class PoolHandle(Generic[P, T]):
         """
         self.ref.check_where(tags)
         encoded = {k: _jsonable(v) for k, v in tags.items()}
-        return PoolHandle(self._backend, self.ref, {**self._where, **encoded})
+        return PoolHandle(self._pools, self.ref, {**self._where, **encoded})
 
     async def put(
         self, *, payload: P, tags: T, ttl_seconds: float | None = None, item_id: str | None = None
@@ -144,7 +145,7 @@ class PoolHandle(Generic[P, T]):
         ensure_instance(tags, self.ref.tags, f"pool {self.ref.name!r} tags")
         if ttl_seconds is not None and ttl_seconds <= 0:
             raise ContractValueError("ttl_seconds must be > 0", field="ttl_seconds")
-        return await self._backend.pool_put(
+        return await self._pools.put(
             self.ref.name,
             payload.model_dump(mode="json"),
             tags.model_dump(mode="json"),
@@ -160,14 +161,14 @@ class PoolHandle(Generic[P, T]):
         The lease is released on leaving the block unless released/evicted."""
         if strategy not in ("freshest", "oldest", "random"):
             raise ContractValueError(f"unknown claim strategy {strategy!r}", field="strategy")
-        claim = await self._backend.pool_claim(
+        claim = await self._pools.claim(
             self.ref.name, where=self._where or None, hold_seconds=hold_seconds, strategy=strategy
         )
         if claim is None:
             yield None
             return
         item = ClaimedItem(
-            self._backend,
+            self._pools,
             self.ref,
             claim.item.id,
             self.ref.payload.model_validate(claim.item.payload),
@@ -183,7 +184,7 @@ class PoolHandle(Generic[P, T]):
 
     async def list(self, n: int = 50) -> list[tuple[str, P, T]]:
         """Up to ``n`` unclaimed, unexpired items as ``(id, payload, tags)``."""
-        items = await self._backend.pool_list(self.ref.name, where=self._where or None, n=n)
+        items = await self._pools.items(self.ref.name, where=self._where or None, n=n)
         return [
             (i.id, self.ref.payload.model_validate(i.payload), self.ref.tags.model_validate(i.tags))
             for i in items
@@ -191,11 +192,11 @@ class PoolHandle(Generic[P, T]):
 
     async def size(self) -> int:
         """Count of unclaimed, unexpired items (matching ``where``)."""
-        return await self._backend.pool_size(self.ref.name, where=self._where or None)
+        return await self._pools.size(self.ref.name, where=self._where or None)
 
     async def remove(self, item_id: str) -> bool:
         """Remove an item whatever its claim; True if it existed."""
-        return await self._backend.pool_remove(self.ref.name, item_id)
+        return await self._pools.remove(self.ref.name, item_id)
 
 
 def _jsonable(value: Any) -> Any:
@@ -213,58 +214,56 @@ def _encode(value: Any) -> str:
 class KV:
     """Namespaced key/value store with optional TTL (``ctx.kv(ns)``)."""
 
-    def __init__(self, backend: Primitives, namespace: str) -> None:
+    def __init__(self, kv: KVStore, namespace: str) -> None:
         if not namespace or not isinstance(namespace, str):
             raise ContractValueError("kv namespace must be a non-empty string", field="namespace")
-        self._backend = backend
+        self._kv = kv
         self.namespace = namespace
 
     async def set(self, key: str, value: Any, ttl_seconds: float | None = None) -> None:
         """Store a JSON-able value or a pydantic model."""
-        await self._backend.kv_set(self.namespace, key, _encode(value), ttl_seconds=ttl_seconds)
+        await self._kv.set(self.namespace, key, _encode(value), ttl_seconds=ttl_seconds)
 
     async def setnx(self, key: str, value: Any, ttl_seconds: float | None = None) -> bool:
         """Store only if absent; True if stored."""
-        return await self._backend.kv_setnx(
-            self.namespace, key, _encode(value), ttl_seconds=ttl_seconds
-        )
+        return await self._kv.setnx(self.namespace, key, _encode(value), ttl_seconds=ttl_seconds)
 
     async def get(self, key: str, default: Any = None) -> Any:
         """The decoded JSON value, or ``default``."""
-        raw = await self._backend.kv_get(self.namespace, key)
+        raw = await self._kv.get(self.namespace, key)
         return default if raw is None else json.loads(raw)
 
     async def get_as(self, key: str, model: type[M]) -> M | None:
         """The value validated into ``model``, or None if absent."""
-        raw = await self._backend.kv_get(self.namespace, key)
+        raw = await self._kv.get(self.namespace, key)
         return None if raw is None else model.model_validate_json(raw)
 
     async def delete(self, key: str) -> bool:
         """Delete; True if a value existed."""
-        return await self._backend.kv_delete(self.namespace, key)
+        return await self._kv.delete(self.namespace, key)
 
 
 class Counter:
     """An atomic fleet-wide integer (``ctx.counter(name)``)."""
 
-    def __init__(self, backend: Primitives, name: str) -> None:
-        self._backend = backend
+    def __init__(self, counters: Counters, name: str) -> None:
+        self._counters = counters
         self.name = name
 
     async def incr(self, n: int = 1) -> int:
-        return await self._backend.counter_incr(self.name, n)
+        return await self._counters.incr(self.name, n)
 
     async def decr(self, n: int = 1) -> int:
-        return await self._backend.counter_incr(self.name, -n)
+        return await self._counters.incr(self.name, -n)
 
     async def get(self) -> int:
-        return await self._backend.counter_get(self.name)
+        return await self._counters.get(self.name)
 
     async def set(self, value: int) -> None:
-        await self._backend.counter_set(self.name, value)
+        await self._counters.set(self.name, value)
 
     async def reset(self) -> None:
-        await self._backend.counter_delete(self.name)
+        await self._counters.delete(self.name)
 
 
 class Lock:
@@ -276,13 +275,13 @@ class Lock:
     """
 
     def __init__(
-        self, backend: Primitives, name: str, hold_seconds: float = 30.0, wait_seconds: float = 10.0
+        self, locks: Locks, name: str, hold_seconds: float = 30.0, wait_seconds: float = 10.0
     ) -> None:
         if hold_seconds <= 0:
             raise ContractValueError("hold_seconds must be > 0", field="hold_seconds")
         if wait_seconds < 0:
             raise ContractValueError("wait_seconds must be >= 0", field="wait_seconds")
-        self._backend = backend
+        self._locks = locks
         self.name = name
         self.hold_seconds = hold_seconds
         self.wait_seconds = wait_seconds
@@ -296,7 +295,7 @@ class Lock:
         deadline = loop.time() + self.wait_seconds
         delay = 0.01
         while True:
-            if await self._backend.lock_acquire(self.name, self._token, self.hold_seconds):
+            if await self._locks.acquire(self.name, self._token, self.hold_seconds):
                 self.acquired = True
                 self._renewer = asyncio.create_task(self._renew(), name=f"lock:{self.name}")
                 return True
@@ -309,7 +308,7 @@ class Lock:
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(self.hold_seconds / 3)
-            if not await self._backend.lock_renew(self.name, self._token, self.hold_seconds):
+            if not await self._locks.renew(self.name, self._token, self.hold_seconds):
                 self.acquired = False
                 return
 
@@ -323,7 +322,7 @@ class Lock:
         if not self.acquired:
             return False
         self.acquired = False
-        return await self._backend.lock_release(self.name, self._token)
+        return await self._locks.release(self.name, self._token)
 
     async def __aenter__(self) -> bool:
         return await self.acquire()
@@ -335,14 +334,14 @@ class Lock:
 class Events:
     """Fire-and-forget pub/sub of small JSON messages (``ctx.events``)."""
 
-    def __init__(self, backend: EventBus) -> None:
-        self._backend = backend
+    def __init__(self, events: EventBus) -> None:
+        self._events = events
 
     async def publish(self, topic: str, message: Any = None) -> None:
         """Deliver ``message`` to every current subscriber of ``topic``."""
         if isinstance(message, BaseModel):
             message = message.model_dump(mode="json")
-        await self._backend.publish(topic, message)
+        await self._events.publish(topic, message)
 
     async def subscribe(self, *topics: str) -> AsyncIterator[Any]:
         """Yield messages published to ``topics`` from now on (the message only;
@@ -354,7 +353,7 @@ class Events:
         """Yield ``(topic, message)`` pairs published to ``topics`` from now on."""
         if not topics:
             raise ContractValueError("subscribe needs at least one topic", field="topics")
-        sub = await self._backend.subscribe(*topics)
+        sub = await self._events.subscribe(*topics)
         try:
             async for item in sub:
                 yield item

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from fleet.core.capabilities import TaskCapabilities
+from fleet.core.capabilities import Streams
 from fleet.core.results import PROGRESS_INTERVAL
 
 log = logging.getLogger("fleet.progress")
@@ -28,7 +28,7 @@ class ProgressReporter:
     """The progress writer of one slot.
 
     Args:
-        backend: Where reports go (:meth:`~fleet.core.capabilities.Streams.task_progress`).
+        streams: Where reports go (:meth:`~fleet.core.capabilities.Streams.progress`).
         automation_type: The slot's type.
         interval: Shortest time between two writes (seconds).
         clock: Monotonic seconds (tests pass their own).
@@ -36,13 +36,13 @@ class ProgressReporter:
 
     def __init__(
         self,
-        backend: TaskCapabilities,
+        streams: Streams,
         automation_type: str,
         *,
         interval: float = PROGRESS_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._backend = backend
+        self._streams = streams
         self._type = automation_type
         self._interval = interval
         self._clock = clock
@@ -96,7 +96,7 @@ class ProgressReporter:
         task_id, attempt, fraction, message = pending
         self.writes += 1
         try:
-            await self._backend.task_progress(
+            await self._streams.progress(
                 self._type, task_id, attempt=attempt, fraction=fraction, message=message
             )
         except Exception as exc:  # best effort: a report must never fail the task

@@ -28,7 +28,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import SplitResult, unquote, urlsplit
 
-from fleet.core.capabilities.primitives import Primitives
+from fleet.core.capabilities.primitives import KV
 
 # ProxyPolicy is the backend's record of a type's settings; re-exported where the
 # handle that takes one always found it.
@@ -106,17 +106,17 @@ def proxy_key(url: str, salt: str | None = None) -> str:
     return key
 
 
-async def proxy_key_salt(store: Primitives) -> str:
+async def proxy_key_salt(kv: KV) -> str:
     """The backend's salt of proxy keys, made (atomically, once) if it has none yet.
 
     Raises:
         BackendError: The backend is unreachable.
     """
-    salt = await store.kv_get(SALT_NS, SALT_KEY)
+    salt = await kv.get(SALT_NS, SALT_KEY)
     if salt is None:
         # setnx: of slots starting at once on a fresh backend, one salt wins for all.
-        await store.kv_setnx(SALT_NS, SALT_KEY, secrets.token_hex(16))
-        salt = await store.kv_get(SALT_NS, SALT_KEY)
+        await kv.setnx(SALT_NS, SALT_KEY, secrets.token_hex(16))
+        salt = await kv.get(SALT_NS, SALT_KEY)
     if not salt:
         raise BackendError("the proxy-key salt vanished from the backend as it was made")
     return salt

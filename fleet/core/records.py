@@ -247,7 +247,7 @@ class Reservation:
 
 
 class LeaseStatus(StrEnum):
-    """Answer of :meth:`Backend.extend`."""
+    """Answer of :meth:`TaskQueues.extend`."""
 
     OK = "ok"  #: the lease was extended
     STALE = "stale"  #: the token no longer owns the task (swept, acked, re-reserved)
@@ -261,7 +261,7 @@ TaskStateName = Literal["queued", "scheduled", "processing", "dead", "done", "ca
 
 @dataclass(frozen=True, slots=True)
 class TaskInfo:
-    """What :meth:`Backend.task_state` knows of one task.
+    """What :meth:`TaskQueues.state` knows of one task.
 
     ``done`` and ``cancelled`` are remembered for ``FLEET_RESULT_TTL_SECONDS``
     (at most ``FLEET_RESULT_MAX_PER_TYPE`` per type); after that, and for ids never

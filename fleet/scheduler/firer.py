@@ -133,7 +133,7 @@ async def fire_due(
         steps.append((record, step, error))
     task_ids: dict[int, str] = {}
     for automation_type, items in pushes.items():
-        results = await backend.push(automation_type, [req for _, req in items])
+        results = await backend.queues.push(automation_type, [req for _, req in items])
         for (i, _), result in zip(items, results, strict=True):
             task_ids[i] = result.task_id
     swaps = []
@@ -185,7 +185,7 @@ async def run_now(backend: Backend, record: ScheduleRecord) -> str:
     """Enqueue one run of a schedule now (its own task id, outside the ticks) and
     record it as the last run; returns the task id."""
     request = _request(record, f"schedule:{record.id}:run:{new_id()}", None)
-    task_id = (await backend.push_one(record.automation_type, request)).task_id
+    task_id = (await backend.queues.push_one(record.automation_type, request)).task_id
     for _ in range(3):  # the firer may move it meanwhile: re-read and retry
         current = await backend.schedules.get(record.automation_type, record.id)
         if current is None:
@@ -228,17 +228,17 @@ class ScheduleFirer:
         if self.leading:
             self.leading = False
             try:
-                await self.backend.lock_release(LOCK, self._token)
+                await self.backend.locks.release(LOCK, self._token)
             except Exception as exc:  # the lock runs out by itself
                 log.debug("could not release the schedules lock: %s", exc)
 
     async def _lead(self) -> bool:
         if self.leading:
-            self.leading = await self.backend.lock_renew(LOCK, self._token, HOLD_SECONDS)
+            self.leading = await self.backend.locks.renew(LOCK, self._token, HOLD_SECONDS)
             if not self.leading:
                 log.info("%s no longer fires schedules (its lock ran out)", self.name)
         if not self.leading:
-            self.leading = await self.backend.lock_acquire(LOCK, self._token, HOLD_SECONDS)
+            self.leading = await self.backend.locks.acquire(LOCK, self._token, HOLD_SECONDS)
             if self.leading:
                 log.info("%s fires the fleet's schedules", self.name)
         return self.leading

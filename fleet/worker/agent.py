@@ -220,13 +220,13 @@ class Worker:
                     runner.apply(dict(self.fixed_config or {}), 0)
                 await runner.publish_limits()
             else:
-                await self.backend.worker_register(t, self.worker_id, self._hardware)
-                await self.backend.catalog_put(t, catalog_entry(runner.cls))
+                await self.backend.workers.register(t, self.worker_id, self._hardware)
+                await self.backend.catalog.put(t, catalog_entry(runner.cls))
                 await sync_declared(self.backend.schedules, {t: runner.cls})
                 runner.draining = await self._drain_flag(t)
                 await runner.sync_config()
         # Subscribed before start returns, so no event published afterwards is missed.
-        return await self.backend.subscribe(*self._topics())
+        return await self.backend.events.subscribe(*self._topics())
 
     async def shutdown(self) -> None:
         """Drain every type within the grace period, then write state STOPPED."""
@@ -248,7 +248,7 @@ class Worker:
                     await self._write_state(runner, heartbeat=True, state="STOPPED")
         if self.id_claim is not None:
             with contextlib.suppress(BackendError):
-                await self.id_claim.release(self.backend)
+                await self.id_claim.release(self.backend.kv)
         log.info("worker %s stopped", self.worker_id)
 
     # ------------------------------------------------------------------ state
@@ -277,10 +277,10 @@ class Worker:
         previous = self._written_state.get(t)
         if not heartbeat and previous == key:
             return False
-        await self.backend.worker_set_state(t, self.worker_id, fields)
+        await self.backend.workers.set_state(t, self.worker_id, fields)
         self._written_state[t] = key
         if previous is None or previous.split("|", 1)[0] != fields["state"]:
-            await self.backend.publish(
+            await self.backend.events.publish(
                 worker_topic(t), {"worker_id": self.worker_id, "state": fields["state"]}
             )
         return True
@@ -310,7 +310,7 @@ class Worker:
             await asyncio.sleep(self.heartbeat_seconds)
             if self.id_claim is not None:
                 try:
-                    await self.id_claim.renew(self.backend)
+                    await self.id_claim.renew(self.backend.kv)
                 except BackendError:
                     stop_if_cancelled()
             cpu, rss = self._sampler.sample()
@@ -318,9 +318,9 @@ class Worker:
                 runner.reconcile()  # recycles slots past recycle_seconds
                 try:
                     # Registering again is how a forgotten live worker comes back.
-                    await self.backend.worker_register(t, self.worker_id, self._hardware)
+                    await self.backend.workers.register(t, self.worker_id, self._hardware)
                     await self._write_state(runner, heartbeat=True)
-                    await self.backend.worker_put_stats(t, self.worker_id, runner.stats(cpu, rss))
+                    await self.backend.workers.put_stats(t, self.worker_id, runner.stats(cpu, rss))
                     async with self._healing:
                         await self._heal(runner)
                     await self._rewrite_unreadable_entry(runner)
@@ -342,14 +342,14 @@ class Worker:
             _, gen = await self.backend.configs.desired(t, self.worker_id)
             if gen < runner.held_gen:
                 await runner.restore_config(gen)  # sets runner.lost_data
-        if await self.backend.catalog_get(t) is None:
+        if await self.backend.catalog.get(t) is None:
             runner.lost_data = True
             log.warning("%s: catalog entry missing (the backend lost data?): publishing it", t)
-            await self.backend.catalog_put(t, catalog_entry(runner.cls))
+            await self.backend.catalog.put(t, catalog_entry(runner.cls))
         # Only after a loss: a flag missing otherwise means a resume whose event we missed.
         if runner.lost_data:
             if runner.draining and not await self._drain_flag(t):
-                await self.backend.kv_set(CONTROL_NS, drain_key(t, self.worker_id), "true")
+                await self.backend.kv.set(CONTROL_NS, drain_key(t, self.worker_id), "true")
             runner.lost_data = False
 
     async def _rewrite_unreadable_entry(self, runner: TypeRunner) -> None:
@@ -359,14 +359,14 @@ class Worker:
         a config or generation that cannot be read, by :meth:`_heal` (the backend
         answers it as missing)."""
         t = runner.automation_type
-        entry = await self.backend.catalog_get(t)
+        entry = await self.backend.catalog.get(t)
         why = None if entry is None else entry_unreadable(entry)
         if why is not None:
             log.warning("%s: the stored catalog entry cannot be read (%s): publishing it", t, why)
-            await self.backend.catalog_put(t, catalog_entry(runner.cls))
+            await self.backend.catalog.put(t, catalog_entry(runner.cls))
 
     async def _drain_flag(self, automation_type: str) -> bool:
-        value = await self.backend.kv_get(CONTROL_NS, drain_key(automation_type, self.worker_id))
+        value = await self.backend.kv.get(CONTROL_NS, drain_key(automation_type, self.worker_id))
         return value == "true"
 
     async def resync(self) -> None:
@@ -403,7 +403,7 @@ class Worker:
         while True:
             try:
                 if sub is None:
-                    sub = await self.backend.subscribe(*self._topics())
+                    sub = await self.backend.events.subscribe(*self._topics())
                 async with sub:
                     self._outages.recovered("event subscription")
                     if failures and not self.standalone:

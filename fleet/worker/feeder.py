@@ -36,7 +36,7 @@ class Feeder:
     """Reserves tasks of one type on demand.
 
     Args:
-        backend: The backend.
+        queues: The backend's task queues.
         automation_type: The batch type.
         lease_params: Returns ``(visibility_seconds, default_max_attempts)`` from the
             current config at each reserve.
@@ -51,7 +51,7 @@ class Feeder:
 
     def __init__(
         self,
-        backend: TaskQueues,
+        queues: TaskQueues,
         automation_type: str,
         lease_params: Callable[[], tuple[float, int]],
         *,
@@ -61,7 +61,7 @@ class Feeder:
         prefetch: Callable[[], int] = lambda: 0,
         hold_seconds: float = 0.5,
     ) -> None:
-        self._backend = backend
+        self._queues = queues
         self._type = automation_type
         self._params = lease_params
         self._block = block_seconds
@@ -146,7 +146,7 @@ class Feeder:
                 continue
             visibility, max_attempts = self._params()
             try:
-                got = await self._backend.reserve(
+                got = await self._queues.reserve(
                     self._type,
                     k=k,
                     visibility_seconds=visibility,
@@ -211,7 +211,7 @@ class Feeder:
         async def release() -> None:
             for res in reservations:
                 try:
-                    await self._backend.release(self._type, res.body.id, res.token)
+                    await self._queues.release(self._type, res.body.id, res.token)
                     self._outages.recovered(self._giving_back)
                 except Exception as exc:
                     # Not lost: its lease runs out and the sweeper re-queues it.

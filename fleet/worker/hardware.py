@@ -18,7 +18,7 @@ def host_name() -> str:
 
 
 def hardware() -> dict[str, object]:
-    """The hardware record of docs/protocol.md (written by ``worker_register``).
+    """The hardware record of docs/protocol.md (written by ``workers.register``).
 
     Returns:
         ``{host, platform, python, cpu_count, memory_bytes, pid, fleet_version}``.

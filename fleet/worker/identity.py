@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from fleet.core.capabilities import Primitives
+from fleet.core.capabilities import KV
 from fleet.core.errors import FleetError
 from fleet.protocol import CONTROL_NS, worker_id_key
 from fleet.worker.hardware import host_name
@@ -90,10 +90,10 @@ class IdClaim:
         self.hold_seconds = hold_seconds
         self._warned = False
 
-    async def renew(self, backend: Primitives) -> None:
+    async def renew(self, kv: KV) -> None:
         """Keep the claim alive; write it back if the backend lost it."""
         key = worker_id_key(self.worker_id)
-        current = await backend.kv_get(CONTROL_NS, key)
+        current = await kv.get(CONTROL_NS, key)
         mine = self.holder.encode()
         if current is not None and current != mine:
             other = Holder.decode(current)
@@ -102,23 +102,23 @@ class IdClaim:
                 where = f"pid {other.pid} on {other.host}" if other else "another process"
                 log.warning("worker id %s is now also claimed by %s", self.worker_id, where)
             return
-        await backend.kv_set(CONTROL_NS, key, mine, ttl_seconds=self.hold_seconds)
+        await kv.set(CONTROL_NS, key, mine, ttl_seconds=self.hold_seconds)
 
-    async def release(self, backend: Primitives) -> None:
+    async def release(self, kv: KV) -> None:
         """Give the id back (a graceful stop), so a restart takes it at once."""
         key = worker_id_key(self.worker_id)
-        if await backend.kv_get(CONTROL_NS, key) == self.holder.encode():
-            await backend.kv_delete(CONTROL_NS, key)
+        if await kv.get(CONTROL_NS, key) == self.holder.encode():
+            await kv.delete(CONTROL_NS, key)
 
 
-async def _try(backend: Primitives, worker_id: str, me: Holder, hold: float) -> Holder | None:
+async def _try(kv: KV, worker_id: str, me: Holder, hold: float) -> Holder | None:
     """Claim ``worker_id``; None on success, else the live holder."""
     key = worker_id_key(worker_id)
     value = me.encode()
     for _ in range(2):
-        if await backend.kv_setnx(CONTROL_NS, key, value, ttl_seconds=hold):
+        if await kv.setnx(CONTROL_NS, key, value, ttl_seconds=hold):
             return None
-        raw = await backend.kv_get(CONTROL_NS, key)
+        raw = await kv.get(CONTROL_NS, key)
         if raw is None:
             continue  # expired between the two calls
         holder = Holder.decode(raw)
@@ -129,13 +129,11 @@ async def _try(backend: Primitives, worker_id: str, me: Holder, hold: float) -> 
             worker_id,
             holder.pid,
         )
-        await backend.kv_delete(CONTROL_NS, key)
+        await kv.delete(CONTROL_NS, key)
     return Holder("?", 0, 0.0, "")
 
 
-async def claim_worker_id(
-    backend: Primitives, requested: str | None, *, hold_seconds: float
-) -> IdClaim:
+async def claim_worker_id(kv: KV, requested: str | None, *, hold_seconds: float) -> IdClaim:
     """Claim ``requested``, or the first free default id.
 
     Raises:
@@ -146,7 +144,7 @@ async def claim_worker_id(
     candidates = [requested] if requested else default_ids(host_name())
     holder: Holder | None = None
     for worker_id in candidates:
-        holder = await _try(backend, worker_id, me, hold_seconds)
+        holder = await _try(kv, worker_id, me, hold_seconds)
         if holder is None:
             return IdClaim(worker_id, me, hold_seconds)
     assert holder is not None

@@ -66,13 +66,13 @@ class LeaseKeeper:
     """Renews every tracked lease each ``visibility / 3`` seconds.
 
     Args:
-        backend: The backend.
+        queues: The backend's task queues.
         automation_type: The type whose leases these are.
         tick: Longest sleep between checks (seconds).
     """
 
-    def __init__(self, backend: TaskQueues, automation_type: str, tick: float = 1.0) -> None:
-        self._backend = backend
+    def __init__(self, queues: TaskQueues, automation_type: str, tick: float = 1.0) -> None:
+        self._queues = queues
         self._type = automation_type
         self._tick = tick
         self._leases: dict[str, Lease] = {}
@@ -201,7 +201,7 @@ class LeaseKeeper:
                 if not batch:
                     break
                 try:
-                    results = await self._backend.mark_started(
+                    results = await self._queues.mark_started(
                         self._type, [(m.task_id, m.token) for m in batch]
                     )
                 except Exception as exc:
@@ -229,7 +229,7 @@ class LeaseKeeper:
 
     async def _renew(self, lease: Lease) -> None:
         try:
-            status = await self._backend.extend(
+            status = await self._queues.extend(
                 self._type, lease.task_id, lease.token, lease.visibility
             )
         except Exception as exc:
@@ -271,7 +271,7 @@ class AckBatcher:
     """Collects ``(task_id, token)`` acks from all slots and sends them together.
 
     Args:
-        backend: The backend.
+        queues: The backend's task queues.
         automation_type: The type of the tasks.
         on_stale: Called with the task id of every ack the backend refused.
         on_settled: Called with ``(task_id, token)`` of every ack the backend
@@ -283,7 +283,7 @@ class AckBatcher:
 
     def __init__(
         self,
-        backend: TaskQueues,
+        queues: TaskQueues,
         automation_type: str,
         on_stale: Callable[[str], None] | None = None,
         linger_seconds: float = 0.002,
@@ -291,7 +291,7 @@ class AckBatcher:
     ) -> None:
         self._on_settled = on_settled
         self._linger = linger_seconds
-        self._backend = backend
+        self._queues = queues
         self._type = automation_type
         self._on_stale = on_stale
         self._pending: list[tuple[str, str]] = []
@@ -344,7 +344,7 @@ class AckBatcher:
                 batch, self._pending = self._pending, []
                 busy = len(batch) > 1
                 try:
-                    results = await self._backend.ack(self._type, batch)
+                    results = await self._queues.ack(self._type, batch)
                 except Exception as exc:
                     failures += 1
                     if is_outage(exc):

@@ -70,7 +70,7 @@ async def _claim_with_retry(
     outages = OutageLog(log)  # one line per outage, not one per retry
     while True:
         try:
-            claim = await claim_worker_id(backend, worker_id, hold_seconds=hold)
+            claim = await claim_worker_id(backend.kv, worker_id, hold_seconds=hold)
         except BackendUnavailable as exc:
             failures += 1
             delay = backoff_delay(failures, base=0.5, cap=30.0)

@@ -82,13 +82,13 @@ class _Emits:
 
     async def skip_old(self) -> None:
         """Start after the stream's current end."""
-        tail = await self._backend.stream_tail(self._type, 1)
+        tail = await self._backend.streams.tail(self._type, 1)
         self._cursor = tail[-1].id if tail else None
 
     async def flush(self) -> None:
         """Write every emit of ours since the last call."""
         while True:
-            entries = await self._backend.stream_read(self._type, after=self._cursor, n=500)
+            entries = await self._backend.streams.read(self._type, after=self._cursor, n=500)
             if not entries:
                 return
             for entry in entries:
@@ -159,7 +159,7 @@ async def _push(backend: Backend, cls: type[Automation[Any]], payloads: list[Any
     if issubclass(cls, BatchAutomation) and payloads:
         requests = [make_push_request(p) for p in payloads]
         for start in range(0, len(requests), 1000):
-            results = await backend.push(cls.automation_type, requests[start : start + 1000])
+            results = await backend.queues.push(cls.automation_type, requests[start : start + 1000])
             ids.extend(r.task_id for r in results)
     return ids
 
@@ -228,7 +228,7 @@ async def _follow(
 async def _check_elsewhere(backend: Backend, automation_type: str, tracker: _Tracker) -> None:
     # Tasks can also end outside our slots (expired ttl, dead at reserve, cancelled).
     for task_id in list(tracker.pending)[:200]:
-        info = await backend.task_state(automation_type, task_id)
+        info = await backend.queues.state(automation_type, task_id)
         if info.state in _FINAL:
             tracker.finish(task_id, "dead" if info.state == "dead" else "done")
 

@@ -119,11 +119,11 @@ class TypeRunner:
 
     def _add_batch_helpers(self) -> None:
         """The parts a batch type's slots share: feeder, lease keeper, ack batcher."""
-        backend, t = self.backend, self.automation_type
-        self.env.feeder = Feeder(backend, t, self._lease_params, prefetch=self._prefetch)
-        keeper = self.env.keeper = LeaseKeeper(backend, t)
+        queues, t = self.backend.queues, self.automation_type
+        self.env.feeder = Feeder(queues, t, self._lease_params, prefetch=self._prefetch)
+        keeper = self.env.keeper = LeaseKeeper(queues, t)
         self.env.acker = AckBatcher(
-            backend,
+            queues,
             t,
             self._on_stale_ack,
             on_settled=lambda task_id, token: keeper.untrack(task_id, token),
@@ -242,7 +242,7 @@ class TypeRunner:
         limits = GroupLimits.of(cfg.group_concurrency, cfg.group_rate)
         if not self.is_batch:
             limits = GroupLimits()  # no queue: only the proxy policy means anything
-        await self.backend.group_defaults_set(
+        await self.backend.groups.set_defaults(
             self.automation_type, limits, gen=self.held_gen, proxy=ProxyPolicy.of(cfg)
         )
 

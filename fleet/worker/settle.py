@@ -51,7 +51,7 @@ async def nack(slot: Slot, res: Reservation, outcome: Outcome, *, dead: bool) ->
     error = outcome.error
     delay = 0.0 if dead else env.policy.delay(body.attempt)
     try:
-        result = await env.backend.nack(
+        result = await env.backend.queues.nack(
             env.automation_type,
             body.id,
             res.token,
@@ -86,7 +86,7 @@ async def throttle(slot: Slot, res: Reservation, retry_after: float) -> None:
     env = slot.env
     body = res.body
     try:
-        ok = await env.backend.throttle(
+        ok = await env.backend.groups.throttle(
             env.automation_type, body.id, res.token, retry_after=retry_after
         )
     except Exception as exc:
@@ -107,7 +107,7 @@ async def release(slot: Slot, res: Reservation) -> None:
     """Give the task back at the head of its tier, its attempt refunded."""
     env = slot.env
     try:
-        await env.backend.release(env.automation_type, res.body.id, res.token)
+        await env.backend.queues.release(env.automation_type, res.body.id, res.token)
     except Exception as exc:
         _failed(slot, exc, "give back", res.body.id)
         return

@@ -27,7 +27,7 @@ async def _report(url: str) -> str:
         slot = ProxyHandle(urls=[BAD, GOOD], health=backend.proxies, policy=ProxyPolicy())
         await slot.ensure()
         await slot.report_bad(f"captcha through {BAD}")  # and holds a place on GOOD now
-        return await proxy_key_salt(backend)
+        return await proxy_key_salt(backend.kv)
     finally:
         await backend.close()
 

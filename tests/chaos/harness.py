@@ -140,7 +140,7 @@ async def submit(backend: Backend, payloads: list[dict[str, Any]]) -> list[str]:
     ids: list[str] = []
     for start in range(0, len(payloads), 500):
         chunk = [make_push_request(p) for p in payloads[start : start + 500]]
-        ids += [r.task_id for r in await backend.push(TYPE, chunk)]
+        ids += [r.task_id for r in await backend.queues.push(TYPE, chunk)]
     return ids
 
 
@@ -150,7 +150,7 @@ async def settled(backend: Backend, ids: list[str]) -> tuple[set[str], set[str],
     dead: set[str] = set()
     other: set[str] = set()
     for tid in ids:
-        state = (await backend.task_state(TYPE, tid)).state
+        state = (await backend.queues.state(TYPE, tid)).state
         (done if state == "done" else dead if state == "dead" else other).add(tid)
     return done, dead, other
 

@@ -164,7 +164,7 @@ async def test_backend_data_loss_heals(fleet: ChaosFleet) -> None:
                     conn.execute(f"DELETE FROM {name}")  # fmt: skip
 
         async def registered_again() -> bool:
-            return await b.catalog_get(TYPE) is not None and "a" in await b.worker_ids(TYPE)
+            return await b.catalog.get(TYPE) is not None and "a" in await b.workers.ids(TYPE)
 
         await wait_until(registered_again, timeout=10, interval=0.1, what="the fleet to heal")
         healed = time.monotonic() - lost_at

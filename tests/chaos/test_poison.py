@@ -66,14 +66,14 @@ async def test_a_poison_task_does_not_take_its_neighbours_with_it(url: str, tmp_
                     assert deaths <= 2 * MAX_ATTEMPTS, "the poison was never dead-lettered"
                     worker.start()
                 if time.monotonic() - last_sweep >= 0.5:
-                    await b.sweep(TYPE)
+                    await b.queues.sweep(TYPE)
                     last_sweep = time.monotonic()
-                states = [(await b.task_state(TYPE, t)).state for t in (poison, *neighbours)]
+                states = [(await b.queues.state(TYPE, t)).state for t in (poison, *neighbours)]
                 if states[0] == "dead" and all(s == "done" for s in states[1:]):
                     break
                 await asyncio.sleep(0.1)
-            dead = await b.dead_peek(TYPE)
-            states = {t: (await b.task_state(TYPE, t)).state for t in neighbours}
+            dead = await b.queues.dead_peek(TYPE)
+            states = {t: (await b.queues.state(TYPE, t)).state for t in neighbours}
             done = {t for t, s in states.items() if s == "done"}
             (poison_body,) = [d for d in dead if d.id == poison] or [None]
         starts, _ = fleet.ledger.read()

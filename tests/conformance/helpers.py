@@ -38,16 +38,16 @@ def req(task_id: str | None = None, **kw: Any) -> PushRequest:
 
 
 async def push(backend: Backend, *ids: str, type_: str = TYPE, **kw: Any) -> None:
-    results = await backend.push(type_, [req(i, **kw) for i in ids])
+    results = await backend.queues.push(type_, [req(i, **kw) for i in ids])
     assert all(r.queued for r in results), results
 
 
 async def reserve_ids(backend: Backend, k: int = 1, type_: str = TYPE, **kw: Any) -> list[str]:
-    return [r.body.id for r in await backend.reserve(type_, k=k, **kw)]
+    return [r.body.id for r in await backend.queues.reserve(type_, k=k, **kw)]
 
 
 async def reserve_one(backend: Backend, type_: str = TYPE, **kw: Any) -> Reservation:
-    got = await backend.reserve(type_, k=1, **kw)
+    got = await backend.queues.reserve(type_, k=1, **kw)
     assert len(got) == 1, got
     return got[0]
 
@@ -56,8 +56,8 @@ async def drain(backend: Backend, type_: str = TYPE, **kw: Any) -> list[str]:
     """Reserve (and ack) everything pending; returns ids in reserve order."""
     out: list[str] = []
     while True:
-        got = await backend.reserve(type_, k=50, **kw)
+        got = await backend.queues.reserve(type_, k=50, **kw)
         if not got:
             return out
         out += [r.body.id for r in got]
-        assert all(await backend.ack(type_, [(r.body.id, r.token) for r in got]))
+        assert all(await backend.queues.ack(type_, [(r.body.id, r.token) for r in got]))

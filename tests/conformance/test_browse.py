@@ -34,7 +34,7 @@ def _b(tid: str, at: float, **kw: object) -> PushRequest:
 
 async def _kill(backend: Backend, error: str = "boom") -> str:
     r = await reserve_one(backend)
-    await backend.nack(TYPE, r.body.id, r.token, delay_seconds=0, error=error, dead=True)
+    await backend.queues.nack(TYPE, r.body.id, r.token, delay_seconds=0, error=error, dead=True)
     return r.body.id
 
 
@@ -51,7 +51,7 @@ async def test_ten_thousand_pending_paged_newest_first(backend: Backend) -> None
         for i in range(10_000)
     ]
     for start in range(0, len(reqs), 1_000):
-        assert all(r.queued for r in await backend.push(TYPE, reqs[start : start + 1_000]))
+        assert all(r.queued for r in await backend.queues.push(TYPE, reqs[start : start + 1_000]))
     walked = await _walk(backend, "pending", 50)
     ids = [s.id for s in walked]
     expected = [
@@ -71,16 +71,16 @@ async def test_each_state_listed_with_its_fields(backend: Backend) -> None:
     t = now()
     # pend1 keeps the run open (a run whose last task died has ended and refuses
     # pushes); priorities make the reserves below take dead1, then proc1.
-    await backend.push(TYPE, [_b("dead1", t - 5, run=run_id, group="shop", priority=5)])
-    await backend.push(TYPE, [_b("pend1", t - 2, run=run_id, priority=-1)])
+    await backend.queues.push(TYPE, [_b("dead1", t - 5, run=run_id, group="shop", priority=5)])
+    await backend.queues.push(TYPE, [_b("pend1", t - 2, run=run_id, priority=-1)])
     assert await _kill(backend, "it broke") == "dead1"
-    await backend.push(TYPE, [_b("proc1", t - 4, priority=3)])
+    await backend.queues.push(TYPE, [_b("proc1", t - 4, priority=3)])
     r = await reserve_one(backend, visibility_seconds=60)
     assert r.body.id == "proc1"
-    await backend.push(
+    await backend.queues.push(
         TYPE, [PushRequest(TaskBody(id="sched1", payload=1, enqueued_at=t - 3), 120.0, None, 0.0)]
     )
-    await backend.push(TYPE, [_b("pend2", t - 1)])
+    await backend.queues.push(TYPE, [_b("pend2", t - 1)])
 
     pending = (await backend.browse.page(TYPE, "pending", 10, None)).items
     assert [s.id for s in pending] == ["pend2", "pend1"]
@@ -105,12 +105,12 @@ async def test_each_state_listed_with_its_fields(backend: Backend) -> None:
 
 async def test_each_state_walks_without_repeats(backend: Backend) -> None:
     t = now() - 1_000
-    await backend.push(TYPE, [_b(f"d{i:03d}", t + i) for i in range(30)])
+    await backend.queues.push(TYPE, [_b(f"d{i:03d}", t + i) for i in range(30)])
     for _ in range(30):
         await _kill(backend)
-    await backend.push(TYPE, [_b(f"p{i:03d}", t + i) for i in range(25)])
-    await backend.reserve(TYPE, k=25, visibility_seconds=60)
-    await backend.push(
+    await backend.queues.push(TYPE, [_b(f"p{i:03d}", t + i) for i in range(25)])
+    await backend.queues.reserve(TYPE, k=25, visibility_seconds=60)
+    await backend.queues.push(
         TYPE,
         [
             PushRequest(TaskBody(id=f"s{i:03d}", payload=1, enqueued_at=t + i), 300.0, None, 0.0)
@@ -125,13 +125,13 @@ async def test_each_state_walks_without_repeats(backend: Backend) -> None:
 
 async def test_a_walk_never_repeats_while_tasks_move(backend: Backend) -> None:
     t = now() - 1_000
-    await backend.push(TYPE, [_b(f"m{i:03d}", t + i) for i in range(100)])
+    await backend.queues.push(TYPE, [_b(f"m{i:03d}", t + i) for i in range(100)])
     first = await backend.browse.page(TYPE, "pending", 30, None)
     assert [s.id for s in first.items] == [f"m{i:03d}" for i in range(99, 69, -1)]
     # The oldest ten start (leave pending) and a newer task arrives: the walk goes on
     # from where it was, lists neither the new one nor a task twice.
-    await backend.reserve(TYPE, k=10, visibility_seconds=60)
-    await backend.push(TYPE, [_b("newer", t + 500)])
+    await backend.queues.reserve(TYPE, k=10, visibility_seconds=60)
+    await backend.queues.push(TYPE, [_b("newer", t + 500)])
     cursor = first.next_cursor
     rest: list[str] = []
     while cursor is not None:
@@ -162,8 +162,8 @@ async def test_dead_select_replay_reports_unknown(backend: Backend) -> None:
         await _kill(backend)
     picked = await backend.browse.dead_select(TYPE, ["c", "zz", "a", "c"], replay=True)
     assert (picked.done, picked.skipped, picked.unknown) == (("c", "a"), (), ("zz",))
-    assert [b.id for b in await backend.dead_peek(TYPE)] == ["b"]
-    info = await backend.task_state(TYPE, "a")
+    assert [b.id for b in await backend.queues.dead_peek(TYPE)] == ["b"]
+    info = await backend.queues.state(TYPE, "a")
     assert (info.state, info.attempt) == ("queued", 0)
     assert sorted(s.id for s in (await backend.browse.page(TYPE, "pending", 10, None)).items) == [
         "a",
@@ -177,8 +177,8 @@ async def test_dead_select_replay_skips_an_id_pushed_again(backend: Backend) -> 
     await push(backend, "x")  # a live copy of the id wins over the dead one
     picked = await backend.browse.dead_select(TYPE, ["x"], replay=True)
     assert (picked.done, picked.skipped, picked.unknown) == ((), ("x",), ())
-    assert await backend.dead_peek(TYPE) == []
-    assert (await backend.depths(TYPE)).normal == 1
+    assert await backend.queues.dead_peek(TYPE) == []
+    assert (await backend.queues.depths(TYPE)).normal == 1
 
 
 async def test_dead_select_delete(backend: Backend) -> None:
@@ -187,11 +187,11 @@ async def test_dead_select_delete(backend: Backend) -> None:
         await _kill(backend)
     picked = await backend.browse.dead_select(TYPE, ["b", "nope", "b"], replay=False)
     assert (picked.done, picked.skipped, picked.unknown) == (("b",), (), ("nope",))
-    assert [b.id for b in await backend.dead_peek(TYPE)] == ["a", "c"]
-    depths = await backend.depths(TYPE)
+    assert [b.id for b in await backend.queues.dead_peek(TYPE)] == ["a", "c"]
+    depths = await backend.queues.depths(TYPE)
     assert (depths.dead, depths.normal) == (2, 0)
     assert [s.id for s in (await backend.browse.page(TYPE, "dead", 10, None)).items] == ["c", "a"]
-    assert (await backend.task_state(TYPE, "b")).state != "dead"
+    assert (await backend.queues.state(TYPE, "b")).state != "dead"
     empty = await backend.browse.dead_select(TYPE, [], replay=False)
     assert empty.done == empty.unknown == ()
 
@@ -202,12 +202,12 @@ async def test_task_state_shows_the_traceback(backend: Backend) -> None:
     for tid, dead in (("r", False), ("k", True)):
         r = await reserve_one(backend)
         assert r.body.id == tid
-        await backend.nack(
+        await backend.queues.nack(
             TYPE, tid, r.token, delay_seconds=60, error="E", traceback=f"Trace {tid}", dead=dead
         )
-    retried = await backend.task_state(TYPE, "r")
+    retried = await backend.queues.state(TYPE, "r")
     assert (retried.state, retried.traceback) == ("scheduled", "Trace r")
-    dead = await backend.task_state(TYPE, "k")
+    dead = await backend.queues.state(TYPE, "k")
     assert (dead.state, dead.traceback, dead.to_dict()["traceback"]) == (
         "dead",
         "Trace k",
@@ -220,7 +220,7 @@ async def test_the_stored_body_of_a_task_in_each_state(backend: Backend) -> None
     it (pending in a tier or a group list, scheduled, processing, dead); a finished
     task keeps none."""
     t = now()
-    await backend.push(
+    await backend.queues.push(
         TYPE,
         [
             _req("later", t, delay=600.0),
@@ -238,7 +238,7 @@ async def test_the_stored_body_of_a_task_in_each_state(backend: Backend) -> None
     held = await reserve_one(backend)
     got = await backend.browse.body(TYPE, held.body.id)
     assert got is not None and got.id == held.body.id
-    await backend.ack(TYPE, [(held.body.id, held.token)])
+    await backend.queues.ack(TYPE, [(held.body.id, held.token)])
     assert await backend.browse.body(TYPE, held.body.id) is None  # finished: not kept
     dead = await _kill(backend)
     got = await backend.browse.body(TYPE, dead)

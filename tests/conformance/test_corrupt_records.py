@@ -36,9 +36,9 @@ def _planter(backend: Backend) -> Planter:
 
 
 async def _worker(backend: Backend, worker_id: str = "w1", t: str = TYPE) -> None:
-    await backend.worker_register(t, worker_id, HW)
-    await backend.worker_set_state(t, worker_id, {"state": "RUNNING", "last_seen": "100.5"})
-    await backend.worker_put_stats(t, worker_id, {"slots": {"busy": 1, "total": 2}})
+    await backend.workers.register(t, worker_id, HW)
+    await backend.workers.set_state(t, worker_id, {"state": "RUNNING", "last_seen": "100.5"})
+    await backend.workers.put_stats(t, worker_id, {"slots": {"busy": 1, "total": 2}})
     assert await backend.configs.put_desired(t, worker_id, {"slots": 2}, 5)
 
 
@@ -47,29 +47,29 @@ async def _worker(backend: Backend, worker_id: str = "w1", t: str = TYPE) -> Non
 async def test_an_unreadable_catalog_entry_is_marked_and_the_others_read(
     backend: Backend, damage: str
 ) -> None:
-    await backend.catalog_put("good", GOOD_ENTRY)
-    await backend.catalog_put("bad", GOOD_ENTRY | {"type": "bad"})
+    await backend.catalog.put("good", GOOD_ENTRY)
+    await backend.catalog.put("bad", GOOD_ENTRY | {"type": "bad"})
     _planter(backend).catalog("bad", GARBAGE[damage])
 
-    entries = await backend.catalog_all()
+    entries = await backend.catalog.all()
     assert entries["good"] == GOOD_ENTRY
     bad = entries["bad"]
     assert bad["type"] == "bad" and "queue" not in bad
     why = entry_unreadable(bad)
     assert why is not None and why.startswith("the stored catalog entry is ")
     assert isinstance(bad["raw"], str) and bad["raw"]
-    assert await backend.catalog_get("bad") == bad
-    assert await backend.catalog_get("good") == GOOD_ENTRY
+    assert await backend.catalog.get("bad") == bad
+    assert await backend.catalog.get("good") == GOOD_ENTRY
     assert entry_unreadable(GOOD_ENTRY) is None
 
-    await backend.catalog_put("bad", GOOD_ENTRY | {"type": "bad"})  # a worker publishes it
-    assert await backend.catalog_get("bad") == GOOD_ENTRY | {"type": "bad"}
+    await backend.catalog.put("bad", GOOD_ENTRY | {"type": "bad"})  # a worker publishes it
+    assert await backend.catalog.get("bad") == GOOD_ENTRY | {"type": "bad"}
 
 
 async def test_the_raw_text_of_an_unreadable_entry_is_cut(backend: Backend) -> None:
-    await backend.catalog_put("bad", GOOD_ENTRY)
+    await backend.catalog.put("bad", GOOD_ENTRY)
     _planter(backend).catalog("bad", "x" * 5000)
-    raw = (await backend.catalog_all())["bad"]["raw"]
+    raw = (await backend.catalog.all())["bad"]["raw"]
     assert raw == "x" * SHOWN_CHARS + "…"
 
 
@@ -82,7 +82,7 @@ async def test_an_unreadable_worker_part_is_named_and_the_rest_read(
     await _worker(backend, "w2")
     _planter(backend).worker(TYPE, "w1", part, "garbage")
 
-    rec = await backend.worker_get(TYPE, "w1")
+    rec = await backend.workers.get(TYPE, "w1")
     assert rec is not None and rec.unreadable == (part,)
     assert rec.hardware == ({} if part == "hardware" else HW)
     assert rec.config == (None if part == "config" else {"slots": 2})
@@ -90,9 +90,9 @@ async def test_an_unreadable_worker_part_is_named_and_the_rest_read(
     expected_state = {"state": "RUNNING", "last_seen": "100.5"}
     assert rec.state == ({} if part == "state" else expected_state)
     assert rec.stats == (None if part == "stats" else {"slots": {"busy": 1, "total": 2}})
-    other = await backend.worker_get(TYPE, "w2")
+    other = await backend.workers.get(TYPE, "w2")
     assert other is not None and other.unreadable == () and other.stats is not None
-    assert await backend.workers_all() == [(TYPE, "w1"), (TYPE, "w2")]
+    assert await backend.workers.all() == [(TYPE, "w1"), (TYPE, "w2")]
     # A desired config or generation that cannot be read is answered as none, so
     # that the worker writes its own back.
     desired = await backend.configs.desired(TYPE, "w1")
@@ -106,7 +106,7 @@ async def test_parts_that_are_not_utf8_or_not_objects_are_unreadable(backend: Ba
     planter.worker(TYPE, "w1", "hardware", '"a string"')
     planter.worker(TYPE, "w1", "config", "[1]")
     planter.worker(TYPE, "w1", "gen", "-3")
-    rec = await backend.worker_get(TYPE, "w1")
+    rec = await backend.workers.get(TYPE, "w1")
     assert rec is not None
     assert rec.unreadable == ("hardware", "config", "gen", "stats")
     assert rec.state == {"state": "RUNNING", "last_seen": "100.5"}
@@ -117,17 +117,17 @@ async def test_the_next_write_of_each_part_replaces_an_unreadable_one(backend: B
     planter = _planter(backend)
     for part in WORKER_PARTS:
         planter.worker(TYPE, "w1", part, "garbage")
-    rec = await backend.worker_get(TYPE, "w1")
+    rec = await backend.workers.get(TYPE, "w1")
     assert rec is not None and rec.unreadable == WORKER_PARTS
 
     # what a heartbeat writes
-    await backend.worker_register(TYPE, "w1", HW)
-    await backend.worker_set_state(TYPE, "w1", {"state": "IDLE", "last_seen": "200"})
-    await backend.worker_put_stats(TYPE, "w1", {"ts": 2})
+    await backend.workers.register(TYPE, "w1", HW)
+    await backend.workers.set_state(TYPE, "w1", {"state": "IDLE", "last_seen": "200"})
+    await backend.workers.put_stats(TYPE, "w1", {"ts": 2})
     # a desired config with any generation replaces one that cannot be read, even a
     # generation lower than the one stored before
     assert await backend.configs.put_desired(TYPE, "w1", {"slots": 3}, 2)
-    rec = await backend.worker_get(TYPE, "w1")
+    rec = await backend.workers.get(TYPE, "w1")
     assert rec is not None and rec.unreadable == ()
     assert (rec.hardware, rec.config, rec.gen) == (HW, {"slots": 3}, 2)
     assert rec.state == {"state": "IDLE", "last_seen": "200"}
@@ -160,15 +160,19 @@ async def test_an_unreadable_dead_letter_is_shown_with_its_id_and_raw_text(
 ) -> None:
     planter = _raw_only(backend)
     await push(backend, "ok-1", max_attempts=1)
-    (res,) = await backend.reserve(TYPE)
-    assert await backend.nack(TYPE, "ok-1", res.token, delay_seconds=0, error="boom") == "dead"
+    (res,) = await backend.queues.reserve(TYPE)
+    assert (
+        await backend.queues.nack(TYPE, "ok-1", res.token, delay_seconds=0, error="boom") == "dead"
+    )
     planter.dead(TYPE, "bad-1", '{"id":"bad-1","payload":' + "x" * 500)
     planter.dead(TYPE, "bad-2", NOT_UTF8)
     await push(backend, "ok-2", max_attempts=1)
-    (res,) = await backend.reserve(TYPE)
-    assert await backend.nack(TYPE, "ok-2", res.token, delay_seconds=0, error="bang") == "dead"
+    (res,) = await backend.queues.reserve(TYPE)
+    assert (
+        await backend.queues.nack(TYPE, "ok-2", res.token, delay_seconds=0, error="bang") == "dead"
+    )
 
-    dead = await backend.dead_peek(TYPE, 10)
+    dead = await backend.queues.dead_peek(TYPE, 10)
     assert [b.id for b in dead][:2] == ["ok-1", "bad-1"]
     ok1, bad1, bad2, ok2 = dead
     assert not isinstance(ok1, UnreadableBody) and ok1.last_error == "boom"
@@ -181,11 +185,11 @@ async def test_an_unreadable_dead_letter_is_shown_with_its_id_and_raw_text(
     assert bad1.raw.startswith('{"id":"bad-1","payload":xxx') and bad1.raw.endswith("…")
     # SQLite keeps the id in its own column; a Redis entry without a readable id has none
     assert bad2.id == ("bad-2" if planter.kind == "sqlite" else "")
-    assert (await backend.depths(TYPE)).dead == 4
-    state = await backend.task_state(TYPE, "bad-1")
+    assert (await backend.queues.depths(TYPE)).dead == 4
+    state = await backend.queues.state(TYPE, "bad-1")
     assert state.state in ("dead", "unknown")  # Redis indexes dead letters by record
     # replaying everything moves the readable ones; the rest stays, still shown
-    assert await backend.dead_replay(TYPE) >= 2
+    assert await backend.queues.dead_replay(TYPE) >= 2
     assert sorted(await drain(backend)) == ["ok-1", "ok-2"]
 
 
@@ -194,12 +198,12 @@ async def test_a_corrupt_dead_record_leaves_its_body_readable(backend: Backend) 
     if planter.kind != "redis":
         pytest.skip("only Redis keeps a dead letter's state record beside its body")
     await push(backend, "ok-1", max_attempts=1)
-    (res,) = await backend.reserve(TYPE)
-    await backend.nack(TYPE, "ok-1", res.token, delay_seconds=0, error="boom")
+    (res,) = await backend.queues.reserve(TYPE)
+    await backend.queues.nack(TYPE, "ok-1", res.token, delay_seconds=0, error="boom")
     client = redis.Redis.from_url(backend.url)
     client.hset(f"fleet:queue:{TYPE}:dead:info", "ok-1", "garbage")
     client.close()
-    (body,) = await backend.dead_peek(TYPE)
+    (body,) = await backend.queues.dead_peek(TYPE)
     assert body.id == "ok-1" and not isinstance(body, UnreadableBody)
 
 
@@ -216,24 +220,24 @@ async def test_a_queue_head_that_cannot_be_read_is_dead_lettered(backend: Backen
         planter.push_head(TYPE, '{"id":"odd","payload":1,"priority":"high"}')
         planter.push_head(TYPE, "{not json")
         bad_id = "odd"
-        assert await backend.dead_peek(TYPE) == []
+        assert await backend.queues.dead_peek(TYPE) == []
 
     # the queue keeps draining: one reserve takes what can be read
-    got = await backend.reserve(TYPE, k=5)
+    got = await backend.queues.reserve(TYPE, k=5)
     ids = [r.body.id for r in got]
     assert ids == (
         ["next-1", "next-2"] if planter.kind == "sqlite" else ["head", "next-1", "next-2"]
     )
-    assert await backend.ack(TYPE, [(r.body.id, r.token) for r in got]) == [True] * len(got)
+    assert await backend.queues.ack(TYPE, [(r.body.id, r.token) for r in got]) == [True] * len(got)
     assert await drain(backend) == []
 
-    dead = await backend.dead_peek(TYPE)
+    dead = await backend.queues.dead_peek(TYPE)
     found = {b.id: b for b in dead}
     assert bad_id in found
     entry = found[bad_id].to_dict()
     assert "could not be read" in (entry["last_error"] or "")
-    assert (await backend.depths(TYPE)).dead == len(dead)
-    state = await backend.task_state(TYPE, bad_id)
+    assert (await backend.queues.depths(TYPE)).dead == len(dead)
+    state = await backend.queues.state(TYPE, bad_id)
     assert state.state in ("dead", "unknown")
 
 
@@ -243,14 +247,14 @@ async def test_a_task_state_that_cannot_be_read_is_answered(backend: Backend) ->
         pytest.skip("SQLite keeps the body with the task's state")
     await push(backend, "t1")
     planter.task_body(TYPE, "t1", "{not json")
-    info = await backend.task_state(TYPE, "t1")
+    info = await backend.queues.state(TYPE, "t1")
     assert info.state == "queued" and "could not be read" in (info.last_error or "")
-    assert await backend.cancel(TYPE, "t1") == "cancelled"
+    assert await backend.queues.cancel(TYPE, "t1") == "cancelled"
 
 
 async def test_an_event_message_that_is_not_json_is_delivered_as_text(backend: Backend) -> None:
     planter = _raw_only(backend)
-    sub = await backend.subscribe("corrupt.topic")
+    sub = await backend.events.subscribe("corrupt.topic")
     try:
         if planter.kind == "sqlite":
             conn = sqlite3.connect(backend.url.removeprefix("sqlite:///"), timeout=10)
@@ -264,7 +268,7 @@ async def test_an_event_message_that_is_not_json_is_delivered_as_text(backend: B
             client = redis.Redis.from_url(backend.url)
             client.publish(event_channel("corrupt.topic"), "{x")
             client.close()
-        await backend.publish("corrupt.topic", {"ok": 1})
+        await backend.events.publish("corrupt.topic", {"ok": 1})
         first = await asyncio.wait_for(sub.__anext__(), 5)
         second = await asyncio.wait_for(sub.__anext__(), 5)
         assert first == ("corrupt.topic", "{x")
@@ -275,6 +279,6 @@ async def test_an_event_message_that_is_not_json_is_delivered_as_text(backend: B
 
 async def test_bodies_pushed_later_are_unaffected(backend: Backend) -> None:
     """A control: the marker never leaks into what push and reserve hand out."""
-    await backend.push(TYPE, [PushRequest(TaskBody(id="plain", payload={"n": 1}))])
-    (res,) = await backend.reserve(TYPE)
+    await backend.queues.push(TYPE, [PushRequest(TaskBody(id="plain", payload={"n": 1}))])
+    (res,) = await backend.queues.reserve(TYPE)
     assert type(res.body) is TaskBody and res.body.payload == {"n": 1}

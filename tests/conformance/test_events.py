@@ -10,10 +10,10 @@ from fleet.backends.base import Backend
 
 
 async def test_subscribe_then_publish_delivers(backend: Backend) -> None:
-    sub = await backend.subscribe("t1")
+    sub = await backend.events.subscribe("t1")
     try:
-        await backend.publish("t1", {"a": [1, 2]})
-        await backend.publish("t1", "second")
+        await backend.events.publish("t1", {"a": [1, 2]})
+        await backend.events.publish("t1", "second")
         assert await asyncio.wait_for(sub.__anext__(), 15) == ("t1", {"a": [1, 2]})
         assert await asyncio.wait_for(sub.__anext__(), 15) == ("t1", "second")
     finally:
@@ -21,11 +21,11 @@ async def test_subscribe_then_publish_delivers(backend: Backend) -> None:
 
 
 async def test_subscribe_multiple_topics(backend: Backend) -> None:
-    sub = await backend.subscribe("a", "b")
+    sub = await backend.events.subscribe("a", "b")
     try:
-        await backend.publish("c", 0)
-        await backend.publish("a", 1)
-        await backend.publish("b", 2)
+        await backend.events.publish("c", 0)
+        await backend.events.publish("a", 1)
+        await backend.events.publish("b", 2)
         got = [await asyncio.wait_for(sub.__anext__(), 15) for _ in range(2)]
         assert sorted(got) == [("a", 1), ("b", 2)]
     finally:
@@ -33,19 +33,19 @@ async def test_subscribe_multiple_topics(backend: Backend) -> None:
 
 
 async def test_message_published_before_subscribe_is_not_seen(backend: Backend) -> None:
-    await backend.publish("t", "early")
-    sub = await backend.subscribe("t")
+    await backend.events.publish("t", "early")
+    sub = await backend.events.subscribe("t")
     try:
-        await backend.publish("t", "late")
+        await backend.events.publish("t", "late")
         assert await asyncio.wait_for(sub.__anext__(), 15) == ("t", "late")
     finally:
         await sub.aclose()
 
 
 async def test_every_subscriber_gets_each_message(backend: Backend) -> None:
-    subs = [await backend.subscribe("fan") for _ in range(3)]
+    subs = [await backend.events.subscribe("fan") for _ in range(3)]
     try:
-        await backend.publish("fan", {"n": 1})
+        await backend.events.publish("fan", {"n": 1})
         for sub in subs:
             assert await asyncio.wait_for(sub.__anext__(), 15) == ("fan", {"n": 1})
     finally:
@@ -54,7 +54,7 @@ async def test_every_subscriber_gets_each_message(backend: Backend) -> None:
 
 
 async def test_aclose_ends_iteration(backend: Backend) -> None:
-    sub = await backend.subscribe("t")
+    sub = await backend.events.subscribe("t")
     received: list[object] = []
 
     async def consume() -> None:
@@ -62,7 +62,7 @@ async def test_aclose_ends_iteration(backend: Backend) -> None:
             received.append(message)
 
     consumer = asyncio.create_task(consume())
-    await backend.publish("t", 1)
+    await backend.events.publish("t", 1)
     for _ in range(100):
         if received:
             break
@@ -70,10 +70,10 @@ async def test_aclose_ends_iteration(backend: Backend) -> None:
     await sub.aclose()
     await asyncio.wait_for(consumer, 15)
     assert received == [1]
-    await backend.publish("t", 2)  # no subscriber left: fine
+    await backend.events.publish("t", 2)  # no subscriber left: fine
 
 
 async def test_subscription_as_context_manager(backend: Backend) -> None:
-    async with await backend.subscribe("ctx") as sub:
-        await backend.publish("ctx", True)
+    async with await backend.events.subscribe("ctx") as sub:
+        await backend.events.publish("ctx", True)
         assert await asyncio.wait_for(sub.__anext__(), 15) == ("ctx", True)

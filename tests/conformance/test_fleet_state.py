@@ -11,9 +11,9 @@ HW = {"host": "h1", "cpu_count": 2, "memory_bytes": 1 << 30}
 
 
 async def test_register_and_get(backend: Backend) -> None:
-    assert await backend.worker_get("t", "w1") is None
-    await backend.worker_register("t", "w1", HW)
-    rec = await backend.worker_get("t", "w1")
+    assert await backend.workers.get("t", "w1") is None
+    await backend.workers.register("t", "w1", HW)
+    rec = await backend.workers.get("t", "w1")
     assert rec is not None
     assert (rec.automation_type, rec.worker_id, rec.hardware) == ("t", "w1", HW)
     assert (rec.config, rec.gen, rec.stats) == (None, 0, None)
@@ -22,50 +22,50 @@ async def test_register_and_get(backend: Backend) -> None:
 
 
 async def test_state_merges_fields(backend: Backend) -> None:
-    await backend.worker_register("t", "w1", HW)
-    await backend.worker_set_state("t", "w1", {"state": "IDLE", "last_seen": "100.5"})
-    await backend.worker_set_state("t", "w1", {"state": "RUNNING", "slots": "4"})
-    rec = await backend.worker_get("t", "w1")
+    await backend.workers.register("t", "w1", HW)
+    await backend.workers.set_state("t", "w1", {"state": "IDLE", "last_seen": "100.5"})
+    await backend.workers.set_state("t", "w1", {"state": "RUNNING", "slots": "4"})
+    rec = await backend.workers.get("t", "w1")
     assert rec is not None
     assert rec.state == {"state": "RUNNING", "last_seen": "100.5", "slots": "4"}
     assert rec.last_seen == 100.5
 
 
 async def test_stats_replaced(backend: Backend) -> None:
-    await backend.worker_register("t", "w1", HW)
-    await backend.worker_put_stats("t", "w1", {"ts": 1, "slots": {"busy": 1, "total": 2}})
-    await backend.worker_put_stats("t", "w1", {"ts": 2})
-    rec = await backend.worker_get("t", "w1")
+    await backend.workers.register("t", "w1", HW)
+    await backend.workers.put_stats("t", "w1", {"ts": 1, "slots": {"busy": 1, "total": 2}})
+    await backend.workers.put_stats("t", "w1", {"ts": 2})
+    rec = await backend.workers.get("t", "w1")
     assert rec is not None and rec.stats == {"ts": 2}
 
 
 async def test_ids_and_all_sorted(backend: Backend) -> None:
-    await backend.worker_register("t", "w2", HW)
-    await backend.worker_register("t", "w1", HW)
-    await backend.worker_register("u", "w1", HW)
-    await backend.worker_register("t", "w1", {"host": "again"})  # idempotent
-    assert await backend.worker_ids("t") == ["w1", "w2"]
-    assert await backend.worker_ids("u") == ["w1"]
-    assert await backend.worker_ids("none") == []
-    assert await backend.workers_all() == [("t", "w1"), ("t", "w2"), ("u", "w1")]
-    rec = await backend.worker_get("t", "w1")
+    await backend.workers.register("t", "w2", HW)
+    await backend.workers.register("t", "w1", HW)
+    await backend.workers.register("u", "w1", HW)
+    await backend.workers.register("t", "w1", {"host": "again"})  # idempotent
+    assert await backend.workers.ids("t") == ["w1", "w2"]
+    assert await backend.workers.ids("u") == ["w1"]
+    assert await backend.workers.ids("none") == []
+    assert await backend.workers.all() == [("t", "w1"), ("t", "w2"), ("u", "w1")]
+    rec = await backend.workers.get("t", "w1")
     assert rec is not None and rec.hardware == {"host": "again"}
 
 
 async def test_forget(backend: Backend) -> None:
-    await backend.worker_register("t", "w1", HW)
-    await backend.worker_register("t", "w2", HW)
-    await backend.worker_set_state("t", "w1", {"state": "IDLE"})
-    await backend.worker_put_stats("t", "w1", {"ts": 1})
+    await backend.workers.register("t", "w1", HW)
+    await backend.workers.register("t", "w2", HW)
+    await backend.workers.set_state("t", "w1", {"state": "IDLE"})
+    await backend.workers.put_stats("t", "w1", {"ts": 1})
     await backend.configs.put_desired("t", "w1", {"slots": 1}, 1)
-    await backend.worker_forget("t", "w1")
-    assert await backend.worker_get("t", "w1") is None
-    assert await backend.worker_ids("t") == ["w2"]
-    assert await backend.workers_all() == [("t", "w2")]
+    await backend.workers.forget("t", "w1")
+    assert await backend.workers.get("t", "w1") is None
+    assert await backend.workers.ids("t") == ["w2"]
+    assert await backend.workers.all() == [("t", "w2")]
     assert await backend.configs.desired("t", "w1") == (None, 0)
     # Registering again starts from scratch.
-    await backend.worker_register("t", "w1", HW)
-    rec = await backend.worker_get("t", "w1")
+    await backend.workers.register("t", "w1", HW)
+    rec = await backend.workers.get("t", "w1")
     assert rec is not None and rec.state == {} and rec.gen == 0
 
 
@@ -100,8 +100,8 @@ async def test_worker_config_put_only_with_higher_gen(backend: Backend) -> None:
     assert not await backend.configs.put_desired("t", "w1", {"slots": 3}, 4)
     assert await backend.configs.desired("t", "w1") == ({"slots": 2}, 5)
     assert await backend.configs.put_desired("t", "w1", {"slots": 9}, 6)
-    await backend.worker_register("t", "w1", HW)
-    rec = await backend.worker_get("t", "w1")
+    await backend.workers.register("t", "w1", HW)
+    rec = await backend.workers.get("t", "w1")
     assert rec is not None and (rec.config, rec.gen) == ({"slots": 9}, 6)
 
 
@@ -117,18 +117,18 @@ async def test_worker_config_put_races_keep_highest(backend: Backend) -> None:
 
 
 async def test_catalog(backend: Backend) -> None:
-    assert await backend.catalog_get("t") is None
-    assert await backend.catalog_all() == {}
+    assert await backend.catalog.get("t") is None
+    assert await backend.catalog.all() == {}
     entry = {"config": {"type": "object"}, "output": None, "task_payload": {"x": [1]}}
-    await backend.catalog_put("t", entry)
-    await backend.catalog_put("u", {"config": {}})
-    assert await backend.catalog_get("t") == entry
-    assert await backend.catalog_all() == {"t": entry, "u": {"config": {}}}
-    await backend.catalog_put("u", {"config": {"v": 2}})
-    assert await backend.catalog_get("u") == {"config": {"v": 2}}
-    await backend.catalog_delete("t")
-    assert await backend.catalog_get("t") is None
-    assert list(await backend.catalog_all()) == ["u"]
+    await backend.catalog.put("t", entry)
+    await backend.catalog.put("u", {"config": {}})
+    assert await backend.catalog.get("t") == entry
+    assert await backend.catalog.all() == {"t": entry, "u": {"config": {}}}
+    await backend.catalog.put("u", {"config": {"v": 2}})
+    assert await backend.catalog.get("u") == {"config": {"v": 2}}
+    await backend.catalog.delete("t")
+    assert await backend.catalog.get("t") is None
+    assert list(await backend.catalog.all()) == ["u"]
 
 
 async def test_ping(backend: Backend) -> None:
@@ -136,11 +136,11 @@ async def test_ping(backend: Backend) -> None:
 
 
 async def test_returned_values_are_copies(backend: Backend) -> None:
-    await backend.catalog_put("t", {"list": [1]})
-    got = await backend.catalog_get("t")
+    await backend.catalog.put("t", {"list": [1]})
+    got = await backend.catalog.get("t")
     assert got is not None
     got["list"].append(2)
-    assert await backend.catalog_get("t") == {"list": [1]}
+    assert await backend.catalog.get("t") == {"list": [1]}
 
 
 async def test_next_generation_floor_keeps_generations_from_going_backwards(

@@ -38,14 +38,14 @@ PAGES = Stream("conf-pages", payload=Page)
 
 
 async def test_pool_where_unknown_tag_is_value_error(backend: Backend) -> None:
-    pool = PoolHandle(backend, COOKIES)
+    pool = PoolHandle(backend.pools, COOKIES)
     with pytest.raises(ValueError, match="nope"):
         pool.where(nope="x")
     pool.where(site="a", region="us")  # known fields are fine
 
 
 async def test_pool_put_wrong_types_is_type_error(backend: Backend) -> None:
-    pool = PoolHandle(backend, COOKIES)
+    pool = PoolHandle(backend.pools, COOKIES)
     with pytest.raises(TypeError):
         await pool.put(payload=Other(), tags=CookieTags(site="a"))  # type: ignore[arg-type]
     with pytest.raises(TypeError):
@@ -54,7 +54,7 @@ async def test_pool_put_wrong_types_is_type_error(backend: Backend) -> None:
 
 
 async def test_pool_claim_context_releases_on_exit(backend: Backend) -> None:
-    pool = PoolHandle(backend, COOKIES)
+    pool = PoolHandle(backend.pools, COOKIES)
     item_id = await pool.put(payload=Cookie(value="v"), tags=CookieTags(site="a"), ttl_seconds=60)
     async with pool.where(site="a").claim(hold_seconds=30) as item:
         assert item is not None
@@ -69,7 +69,7 @@ async def test_pool_claim_context_releases_on_exit(backend: Backend) -> None:
 
 
 async def test_pool_claim_releases_on_error(backend: Backend) -> None:
-    pool = PoolHandle(backend, COOKIES)
+    pool = PoolHandle(backend.pools, COOKIES)
     await pool.put(payload=Cookie(value="v"), tags=CookieTags(site="a"))
     with pytest.raises(RuntimeError):
         async with pool.claim() as item:
@@ -79,7 +79,7 @@ async def test_pool_claim_releases_on_error(backend: Backend) -> None:
 
 
 async def test_pool_claim_evict_and_extend(backend: Backend) -> None:
-    pool = PoolHandle(backend, COOKIES)
+    pool = PoolHandle(backend.pools, COOKIES)
     await pool.put(payload=Cookie(value="burnt"), tags=CookieTags(site="a"))
     async with pool.claim(hold_seconds=0.4) as item:
         assert item is not None
@@ -90,11 +90,11 @@ async def test_pool_claim_evict_and_extend(backend: Backend) -> None:
         assert await item.evict()
         assert not await item.release()
     assert await pool.size() == 0
-    assert (await backend.pool_stats(COOKIES.name)).total == 0
+    assert (await backend.pools.stats(COOKIES.name)).total == 0
 
 
 async def test_pool_where_filters_list_and_size(backend: Backend) -> None:
-    pool = PoolHandle(backend, COOKIES)
+    pool = PoolHandle(backend.pools, COOKIES)
     await pool.put(payload=Cookie(value="a1"), tags=CookieTags(site="a"))
     await pool.put(payload=Cookie(value="b1"), tags=CookieTags(site="b", region="us"))
     await pool.put(payload=Cookie(value="b2"), tags=CookieTags(site="b"))
@@ -110,7 +110,7 @@ async def test_pool_where_filters_list_and_size(backend: Backend) -> None:
 
 
 async def test_pool_claim_unknown_strategy(backend: Backend) -> None:
-    pool = PoolHandle(backend, COOKIES)
+    pool = PoolHandle(backend.pools, COOKIES)
     with pytest.raises(ValueError):
         async with pool.claim(strategy="best"):  # type: ignore[arg-type]
             pass
@@ -121,8 +121,8 @@ async def test_pool_claim_unknown_strategy(backend: Backend) -> None:
 
 async def test_stream_handle_typed_entries(backend: Backend) -> None:
     for i in range(3):
-        await backend.stream_push(PAGES.name, {"url": f"u{i}"}, worker_id="w")
-    stream = StreamHandle(backend, PAGES)
+        await backend.streams.push(PAGES.name, {"url": f"u{i}"}, worker_id="w")
+    stream = StreamHandle(backend.streams, PAGES)
     assert await stream.length() == 3
     peeked = await stream.peek(2)
     assert [e.payload for e in peeked] == [Page(url="u0"), Page(url="u1")]
@@ -137,7 +137,7 @@ async def test_stream_handle_typed_entries(backend: Backend) -> None:
 
 
 async def test_kv_handle_roundtrip_and_get_as(backend: Backend) -> None:
-    kv = KV(backend, "conf-ns")
+    kv = KV(backend.kv, "conf-ns")
     await kv.set("model", Cookie(value="v"))
     await kv.set("plain", {"a": [1, 2]})
     assert await kv.get("plain") == {"a": [1, 2]}
@@ -150,11 +150,11 @@ async def test_kv_handle_roundtrip_and_get_as(backend: Backend) -> None:
     assert await kv.get("new") is None
     assert await kv.delete("plain")
     with pytest.raises(ValueError):
-        KV(backend, "")
+        KV(backend.kv, "")
 
 
 async def test_counter_handle(backend: Backend) -> None:
-    c = Counter(backend, "conf-counter")
+    c = Counter(backend.counters, "conf-counter")
     assert await c.incr() == 1
     assert await c.incr(4) == 5
     assert await c.decr(2) == 3
@@ -165,7 +165,7 @@ async def test_counter_handle(backend: Backend) -> None:
 
 
 async def test_events_handle(backend: Backend) -> None:
-    events = Events(backend)
+    events = Events(backend.events)
     received: list[object] = []
     ready = asyncio.Event()
 
@@ -192,7 +192,7 @@ async def test_events_handle(backend: Backend) -> None:
 
 
 async def test_lock_context_waits_for_holder(backend: Backend) -> None:
-    holder = Lock(backend, "conf-lock", hold_seconds=30, wait_seconds=0)
+    holder = Lock(backend.locks, "conf-lock", hold_seconds=30, wait_seconds=0)
     assert await holder.acquire()
 
     async def release_later() -> None:
@@ -201,39 +201,39 @@ async def test_lock_context_waits_for_holder(backend: Backend) -> None:
 
     task = asyncio.create_task(release_later())
     t0 = time.monotonic()
-    async with Lock(backend, "conf-lock", hold_seconds=5, wait_seconds=10) as acquired:
+    async with Lock(backend.locks, "conf-lock", hold_seconds=5, wait_seconds=10) as acquired:
         waited = time.monotonic() - t0
         assert acquired
         assert 0.2 <= waited < 5.0  # woken by the release, not by the wait running out
-        assert not await backend.lock_acquire("conf-lock", "someone", 5)
+        assert not await backend.locks.acquire("conf-lock", "someone", 5)
     await task
-    assert await backend.lock_acquire("conf-lock", "someone", 5)
+    assert await backend.locks.acquire("conf-lock", "someone", 5)
 
 
 async def test_lock_context_gives_up_after_wait(backend: Backend) -> None:
-    assert await backend.lock_acquire("conf-lock", "other", 10)
+    assert await backend.locks.acquire("conf-lock", "other", 10)
     t0 = time.monotonic()
-    async with Lock(backend, "conf-lock", hold_seconds=5, wait_seconds=0.3) as acquired:
+    async with Lock(backend.locks, "conf-lock", hold_seconds=5, wait_seconds=0.3) as acquired:
         assert not acquired
     assert 0.25 <= time.monotonic() - t0 < 3.0
-    assert await backend.lock_release("conf-lock", "other")
+    assert await backend.locks.release("conf-lock", "other")
 
 
 async def test_lock_context_renews_while_held(backend: Backend) -> None:
-    async with Lock(backend, "conf-lock", hold_seconds=0.45, wait_seconds=0) as acquired:
+    async with Lock(backend.locks, "conf-lock", hold_seconds=0.45, wait_seconds=0) as acquired:
         assert acquired
         await asyncio.sleep(1.0)  # more than twice hold_seconds
-        assert not await backend.lock_acquire("conf-lock", "intruder", 5)
-    assert await backend.lock_acquire("conf-lock", "intruder", 5)
+        assert not await backend.locks.acquire("conf-lock", "intruder", 5)
+    assert await backend.locks.acquire("conf-lock", "intruder", 5)
 
 
 async def test_lock_release_does_not_drop_a_newer_holder(backend: Backend) -> None:
-    lock = Lock(backend, "conf-lock", hold_seconds=0.2, wait_seconds=0)
+    lock = Lock(backend.locks, "conf-lock", hold_seconds=0.2, wait_seconds=0)
     assert await lock.acquire()
     assert lock._renewer is not None
     lock._renewer.cancel()  # simulate a frozen holder: no more renewals
     await asyncio.sleep(0.3)
-    assert await backend.lock_acquire("conf-lock", "newer", 5)
+    assert await backend.locks.acquire("conf-lock", "newer", 5)
     await lock.release()
-    assert not await backend.lock_acquire("conf-lock", "third", 5)
-    assert await backend.lock_release("conf-lock", "newer")
+    assert not await backend.locks.acquire("conf-lock", "third", 5)
+    assert await backend.locks.release("conf-lock", "newer")

@@ -49,9 +49,9 @@ async def test_the_first_record_sets_the_baseline_and_then_only_changes_count(
     assert all(p == HistoryPoint(p.t) for p in series.points)
     await push(backend, "c", "d", "e")
     r = await reserve_one(backend)
-    assert await backend.ack(TYPE, [(r.body.id, r.token)]) == [True]
+    assert await backend.queues.ack(TYPE, [(r.body.id, r.token)]) == [True]
     r = await reserve_one(backend)
-    await backend.nack(TYPE, r.body.id, r.token, delay_seconds=60.0, error="boom")
+    await backend.queues.nack(TYPE, r.body.id, r.token, delay_seconds=60.0, error="boom")
     assert await backend.history.record(TYPE, t + 1, NONE) is True
     # Nothing happened since: nothing is written, and nothing counts twice.
     assert await backend.history.record(TYPE, t + 2, NONE) is False

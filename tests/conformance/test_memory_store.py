@@ -31,10 +31,10 @@ async def test_same_url_shares_one_store() -> None:
     a = await open_backend(url)
     b = await open_backend(url)
     try:
-        await a.push("t", [PushRequest(TaskBody(id="x", payload=1))])
-        got = await b.reserve("t", timeout=1)
+        await a.queues.push("t", [PushRequest(TaskBody(id="x", payload=1))])
+        got = await b.queues.reserve("t", timeout=1)
         assert [r.body.id for r in got] == ["x"]
-        assert await a.ack("t", [("x", got[0].token)]) == [True]
+        assert await a.queues.ack("t", [("x", got[0].token)]) == [True]
     finally:
         await a.close()
         await b.close()
@@ -45,8 +45,8 @@ async def test_different_names_are_independent() -> None:
     a = await open_backend(_url())
     b = await open_backend(_url())
     try:
-        await a.kv_set("ns", "k", "v")
-        assert await b.kv_get("ns", "k") is None
+        await a.kv.set("ns", "k", "v")
+        assert await b.kv.get("ns", "k") is None
     finally:
         await a.close()
         await b.close()
@@ -55,13 +55,13 @@ async def test_different_names_are_independent() -> None:
 async def test_data_outlives_close_until_dropped() -> None:
     url = _url()
     first = await open_backend(url)
-    await first.counter_incr("c", 3)
+    await first.counters.incr("c", 3)
     await first.close()
     second = await open_backend(url)
-    assert await second.counter_get("c") == 3
+    assert await second.counters.get("c") == 3
     assert drop_store(store_name(url))
     third = await open_backend(url)
-    assert await third.counter_get("c") == 0
+    assert await third.counters.get("c") == 0
     await second.close()
     await third.close()
 
@@ -71,12 +71,12 @@ def test_store_is_usable_from_successive_event_loops() -> None:
 
     async def produce() -> None:
         b = await open_backend(url)
-        await b.push("t", [PushRequest(TaskBody(id="x", payload=None))])
+        await b.queues.push("t", [PushRequest(TaskBody(id="x", payload=None))])
         await b.close()
 
     async def consume() -> list[str]:
         b = await open_backend(url)
-        got = await b.reserve("t", timeout=1)
+        got = await b.queues.reserve("t", timeout=1)
         await b.close()
         return [r.body.id for r in got]
 
@@ -90,10 +90,10 @@ async def test_blocked_reserve_wakes_from_another_backend_instance() -> None:
     waiter_side = await open_backend(url)
     pusher_side = await open_backend(url)
     try:
-        waiting = asyncio.create_task(waiter_side.reserve("t", timeout=10.0))
+        waiting = asyncio.create_task(waiter_side.queues.reserve("t", timeout=10.0))
         await asyncio.sleep(0.05)
         t0 = time.monotonic()
-        await pusher_side.push("t", [PushRequest(TaskBody(id="x", payload=None))])
+        await pusher_side.queues.push("t", [PushRequest(TaskBody(id="x", payload=None))])
         got = await waiting
         assert [r.body.id for r in got] == ["x"]
         assert time.monotonic() - t0 < 5.0
@@ -104,8 +104,8 @@ async def test_blocked_reserve_wakes_from_another_backend_instance() -> None:
 
 async def test_close_releases_blocked_reserve_and_subscriptions() -> None:
     b = await open_backend(_url())
-    waiting = asyncio.create_task(b.reserve("t", timeout=30))
-    sub = await b.subscribe("topic")
+    waiting = asyncio.create_task(b.queues.reserve("t", timeout=30))
+    sub = await b.events.subscribe("topic")
     listening = asyncio.create_task(sub.__anext__())
     await asyncio.sleep(0.05)
     t0 = time.monotonic()

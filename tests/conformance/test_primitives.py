@@ -10,93 +10,93 @@ from fleet.backends.base import Backend
 
 
 async def test_kv_set_get_delete(backend: Backend) -> None:
-    assert await backend.kv_get("ns", "k") is None
-    await backend.kv_set("ns", "k", '{"a":1}')
-    assert await backend.kv_get("ns", "k") == '{"a":1}'
-    await backend.kv_set("ns", "k", "v2")
-    assert await backend.kv_get("ns", "k") == "v2"
-    assert await backend.kv_get("other-ns", "k") is None
-    assert await backend.kv_delete("ns", "k")
-    assert not await backend.kv_delete("ns", "k")
-    assert await backend.kv_get("ns", "k") is None
+    assert await backend.kv.get("ns", "k") is None
+    await backend.kv.set("ns", "k", '{"a":1}')
+    assert await backend.kv.get("ns", "k") == '{"a":1}'
+    await backend.kv.set("ns", "k", "v2")
+    assert await backend.kv.get("ns", "k") == "v2"
+    assert await backend.kv.get("other-ns", "k") is None
+    assert await backend.kv.delete("ns", "k")
+    assert not await backend.kv.delete("ns", "k")
+    assert await backend.kv.get("ns", "k") is None
 
 
 async def test_kv_namespaces_do_not_collide(backend: Backend) -> None:
-    await backend.kv_set("a", "b:c", "1")
-    await backend.kv_set("a:b", "c", "2")
-    assert await backend.kv_get("a", "b:c") == "1"
-    assert await backend.kv_get("a:b", "c") == "2"
+    await backend.kv.set("a", "b:c", "1")
+    await backend.kv.set("a:b", "c", "2")
+    assert await backend.kv.get("a", "b:c") == "1"
+    assert await backend.kv.get("a:b", "c") == "2"
 
 
 async def test_kv_ttl(backend: Backend) -> None:
-    await backend.kv_set("ns", "k", "v", ttl_seconds=0.4)
-    assert await backend.kv_get("ns", "k") == "v"
+    await backend.kv.set("ns", "k", "v", ttl_seconds=0.4)
+    assert await backend.kv.get("ns", "k") == "v"
     await asyncio.sleep(0.5)
-    assert await backend.kv_get("ns", "k") is None
-    assert not await backend.kv_delete("ns", "k")
+    assert await backend.kv.get("ns", "k") is None
+    assert not await backend.kv.delete("ns", "k")
 
 
 async def test_kv_set_replaces_ttl(backend: Backend) -> None:
-    await backend.kv_set("ns", "k", "v", ttl_seconds=0.2)
-    await backend.kv_set("ns", "k", "v2")
+    await backend.kv.set("ns", "k", "v", ttl_seconds=0.2)
+    await backend.kv.set("ns", "k", "v2")
     await asyncio.sleep(0.3)
-    assert await backend.kv_get("ns", "k") == "v2"
+    assert await backend.kv.get("ns", "k") == "v2"
 
 
 async def test_kv_setnx(backend: Backend) -> None:
-    assert await backend.kv_setnx("ns", "k", "first")
-    assert not await backend.kv_setnx("ns", "k", "second")
-    assert await backend.kv_get("ns", "k") == "first"
+    assert await backend.kv.setnx("ns", "k", "first")
+    assert not await backend.kv.setnx("ns", "k", "second")
+    assert await backend.kv.get("ns", "k") == "first"
 
 
 async def test_kv_setnx_after_expiry(backend: Backend) -> None:
-    assert await backend.kv_setnx("ns", "k", "first", ttl_seconds=0.2)
+    assert await backend.kv.setnx("ns", "k", "first", ttl_seconds=0.2)
     await asyncio.sleep(0.3)
-    assert await backend.kv_setnx("ns", "k", "second")
-    assert await backend.kv_get("ns", "k") == "second"
+    assert await backend.kv.setnx("ns", "k", "second")
+    assert await backend.kv.get("ns", "k") == "second"
 
 
 async def test_kv_concurrent_setnx_exactly_one_wins(backend: Backend) -> None:
-    results = await asyncio.gather(*(backend.kv_setnx("ns", "race", str(i)) for i in range(20)))
+    results = await asyncio.gather(*(backend.kv.setnx("ns", "race", str(i)) for i in range(20)))
     assert results.count(True) == 1
     winner = results.index(True)
-    assert await backend.kv_get("ns", "race") == str(winner)
+    assert await backend.kv.get("ns", "race") == str(winner)
 
 
 # ------------------------------------------------------------ locks
 
 
 async def test_lock_acquire_release_token_semantics(backend: Backend) -> None:
-    assert await backend.lock_acquire("L", "t1", 10)
-    assert not await backend.lock_acquire("L", "t2", 10)
-    assert not await backend.lock_acquire("L", "t1", 10)  # not re-entrant
-    assert not await backend.lock_release("L", "t2")
-    assert await backend.lock_release("L", "t1")
-    assert not await backend.lock_release("L", "t1")
-    assert await backend.lock_acquire("L", "t2", 10)
+    assert await backend.locks.acquire("L", "t1", 10)
+    assert not await backend.locks.acquire("L", "t2", 10)
+    assert not await backend.locks.acquire("L", "t1", 10)  # not re-entrant
+    assert not await backend.locks.release("L", "t2")
+    assert await backend.locks.release("L", "t1")
+    assert not await backend.locks.release("L", "t1")
+    assert await backend.locks.acquire("L", "t2", 10)
 
 
 async def test_lock_expires(backend: Backend) -> None:
-    assert await backend.lock_acquire("L", "t1", 0.2)
+    assert await backend.locks.acquire("L", "t1", 0.2)
     await asyncio.sleep(0.3)
-    assert await backend.lock_acquire("L", "t2", 10)
+    assert await backend.locks.acquire("L", "t2", 10)
     # The expired holder can neither renew nor release the new holder's lock.
-    assert not await backend.lock_renew("L", "t1", 10)
-    assert not await backend.lock_release("L", "t1")
-    assert await backend.lock_release("L", "t2")
+    assert not await backend.locks.renew("L", "t1", 10)
+    assert not await backend.locks.release("L", "t1")
+    assert await backend.locks.release("L", "t2")
 
 
 async def test_lock_renew(backend: Backend) -> None:
-    assert await backend.lock_acquire("L", "t1", 0.4)
-    assert await backend.lock_renew("L", "t1", 2)
-    assert not await backend.lock_renew("L", "t2", 2)
+    assert await backend.locks.acquire("L", "t1", 0.4)
+    assert await backend.locks.renew("L", "t1", 2)
+    assert not await backend.locks.renew("L", "t2", 2)
     await asyncio.sleep(0.5)
-    assert not await backend.lock_acquire("L", "t2", 10)
-    assert not await backend.lock_renew("free-lock", "t1", 2)
+    assert not await backend.locks.acquire("L", "t2", 10)
+    assert not await backend.locks.renew("free-lock", "t1", 2)
 
 
 async def test_lock_concurrent_acquire_one_winner(backend: Backend) -> None:
-    results = await asyncio.gather(*(backend.lock_acquire("L", f"t{i}", 5) for i in range(10)))
+    results = await asyncio.gather(*(backend.locks.acquire("L", f"t{i}", 5) for i in range(10)))
     assert results.count(True) == 1
 
 
@@ -104,18 +104,18 @@ async def test_lock_concurrent_acquire_one_winner(backend: Backend) -> None:
 
 
 async def test_counters(backend: Backend) -> None:
-    assert await backend.counter_get("c") == 0
-    assert await backend.counter_incr("c") == 1
-    assert await backend.counter_incr("c", 5) == 6
-    assert await backend.counter_incr("c", -10) == -4
-    assert await backend.counter_get("c") == -4
-    await backend.counter_set("c", 42)
-    assert await backend.counter_get("c") == 42
-    await backend.counter_delete("c")
-    assert await backend.counter_get("c") == 0
-    assert await backend.counter_incr("absent", -1) == -1
+    assert await backend.counters.get("c") == 0
+    assert await backend.counters.incr("c") == 1
+    assert await backend.counters.incr("c", 5) == 6
+    assert await backend.counters.incr("c", -10) == -4
+    assert await backend.counters.get("c") == -4
+    await backend.counters.set("c", 42)
+    assert await backend.counters.get("c") == 42
+    await backend.counters.delete("c")
+    assert await backend.counters.get("c") == 0
+    assert await backend.counters.incr("absent", -1) == -1
 
 
 async def test_counter_concurrent_increments(backend: Backend) -> None:
-    await asyncio.gather(*(backend.counter_incr("c", 2) for _ in range(50)))
-    assert await backend.counter_get("c") == 100
+    await asyncio.gather(*(backend.counters.incr("c", 2) for _ in range(50)))
+    assert await backend.counters.get("c") == 100

@@ -44,13 +44,13 @@ def cools_for(until: float | None, before: float, seconds: float) -> bool:
 
 
 async def store(backend: Backend, policy: ProxyPolicy | None, gen: int, t: str = TYPE) -> bool:
-    return await backend.group_defaults_set(t, GroupLimits(), gen=gen, proxy=policy)
+    return await backend.groups.set_defaults(t, GroupLimits(), gen=gen, proxy=policy)
 
 
 async def test_nothing_stored(backend: Backend) -> None:
     assert await backend.proxies.policy(TYPE) == (None, -1)
     # Group limits alone: a record without a policy.
-    assert await backend.group_defaults_set(TYPE, GroupLimits.of(2, None), gen=3)
+    assert await backend.groups.set_defaults(TYPE, GroupLimits.of(2, None), gen=3)
     assert await backend.proxies.policy(TYPE) == (None, 3)
     before = time.time()
     assert cools_for(await bad(backend, A, cooldown=7.0), before, 7.0)  # the caller's
@@ -117,7 +117,7 @@ async def test_an_older_generation_does_not_overwrite_a_newer_policy(backend: Ba
     assert await store(backend, newer, gen=5)
     # A worker applying generation 4 late: refused, the policy of 5 stays.
     assert not await store(backend, ProxyPolicy(cooldown_seconds=5.0), gen=4)
-    assert not await backend.group_defaults_set(TYPE, GroupLimits.of(9, None), gen=4)
+    assert not await backend.groups.set_defaults(TYPE, GroupLimits.of(9, None), gen=4)
     assert await backend.proxies.policy(TYPE) == (newer, 5)
     before = time.time()
     assert cools_for(await bad(backend, A, cooldown=5.0), before, 50.0)
@@ -135,12 +135,12 @@ async def test_an_older_generation_does_not_overwrite_a_newer_policy(backend: Ba
 async def test_the_policy_shares_its_record_with_the_group_limits(backend: Backend) -> None:
     policy = ProxyPolicy(bad_threshold=3, cooldown_seconds=0.0, max_concurrency=2)
     limits = GroupLimits.of(4, "10/m")
-    assert await backend.group_defaults_set(TYPE, limits, gen=2, proxy=policy)
-    assert await backend.group_defaults(TYPE) == (limits, 2)
+    assert await backend.groups.set_defaults(TYPE, limits, gen=2, proxy=policy)
+    assert await backend.groups.defaults(TYPE) == (limits, 2)
     assert await backend.proxies.policy(TYPE) == (policy, 2)
     # Changing one half keeps the generation rule for both.
-    assert not await backend.group_defaults_set(TYPE, GroupLimits(), gen=1, proxy=None)
-    assert await backend.group_defaults(TYPE) == (limits, 2)
+    assert not await backend.groups.set_defaults(TYPE, GroupLimits(), gen=1, proxy=None)
+    assert await backend.groups.defaults(TYPE) == (limits, 2)
     assert await backend.proxies.policy(TYPE) == (policy, 2)
 
 

@@ -160,7 +160,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
         # ------------------------------------------------------------ rules
         @initialize()
         def start_empty(self) -> None:
-            depths = self.run(self.backend.depths(self.type))
+            depths = self.run(self.backend.queues.depths(self.type))
             assert depths.pending == depths.processing == depths.dead == 0
 
         @precondition(lambda self: len(self.tasks) < MAX_TASKS)
@@ -178,7 +178,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
                 max_attempts=max_attempts,
                 enqueued_at=now(),
             )
-            result = self.run(self.backend.push(self.type, [PushRequest(body)]))
+            result = self.run(self.backend.queues.push(self.type, [PushRequest(body)]))
             assert result[0].queued and result[0].task_id == tid
             task = ModelTask(tid, priority, max_attempts)
             self.tasks[tid] = task
@@ -188,7 +188,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
         def reserve(self, k: int, short: bool) -> None:
             visibility = SHORT_VISIBILITY if short else LONG_VISIBILITY
             got = self.run(
-                self.backend.reserve(
+                self.backend.queues.reserve(
                     self.type,
                     k=k,
                     visibility_seconds=visibility,
@@ -202,7 +202,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
             for tid in list(self.pending_ids()):
                 task = self.tasks[tid]
                 if task.cancel or not task.deliverable():
-                    state = self.run(self.backend.task_state(self.type, tid)).state
+                    state = self.run(self.backend.queues.state(self.type, tid)).state
                     gone = "cancelled" if task.cancel else "dead"
                     assert state in ("queued", gone), (tid, state)
                     if state != "queued":
@@ -234,7 +234,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
         def ack(self, data: st.DataObject) -> None:
             task = data.draw(st.sampled_from(sorted(self.processing.values(), key=lambda t: t.id)))
             assert task.token is not None
-            assert self.run(self.backend.ack(self.type, [(task.id, task.token)])) == [True]
+            assert self.run(self.backend.queues.ack(self.type, [(task.id, task.token)])) == [True]
             self.lose_lease(task)
             self.settle(task, "cancelled" if task.cancel else "done")
 
@@ -244,7 +244,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
             task = data.draw(st.sampled_from(sorted(self.processing.values(), key=lambda t: t.id)))
             assert task.token is not None
             outcome = self.run(
-                self.backend.nack(
+                self.backend.queues.nack(
                     self.type,
                     task.id,
                     task.token,
@@ -266,7 +266,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
         def release(self, data: st.DataObject) -> None:
             task = data.draw(st.sampled_from(sorted(self.processing.values(), key=lambda t: t.id)))
             assert task.token is not None
-            assert self.run(self.backend.release(self.type, task.id, task.token))
+            assert self.run(self.backend.queues.release(self.type, task.id, task.token))
             self.lose_lease(task)
             task.attempt -= 1
             self.tiers[task.tier].appendleft({task.id})
@@ -277,7 +277,10 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
             task = data.draw(st.sampled_from(sorted(self.processing.values(), key=lambda t: t.id)))
             assert task.token is not None
             lease = (task.id, task.token)
-            assert self.run(self.backend.mark_started(self.type, [lease, lease])) == [True, True]
+            assert self.run(self.backend.queues.mark_started(self.type, [lease, lease])) == [
+                True,
+                True,
+            ]
             task.started = True
 
         @precondition(lambda self: self.processing)
@@ -285,7 +288,9 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
         def extend(self, data: st.DataObject) -> None:
             task = data.draw(st.sampled_from(sorted(self.processing.values(), key=lambda t: t.id)))
             assert task.token is not None
-            status = self.run(self.backend.extend(self.type, task.id, task.token, LONG_VISIBILITY))
+            status = self.run(
+                self.backend.queues.extend(self.type, task.id, task.token, LONG_VISIBILITY)
+            )
             assert status == (LeaseStatus.CANCELLED if task.cancel else LeaseStatus.OK)
             task.short_lease = False
 
@@ -293,7 +298,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
         def expire_and_sweep(self) -> None:
             if any(t.short_lease for t in self.processing.values()):
                 time.sleep(SHORT_VISIBILITY * 1.5)
-            swept = self.run(self.backend.sweep(self.type))
+            swept = self.run(self.backend.queues.sweep(self.type))
             expired = [t for t in self.processing.values() if t.short_lease]
             assert swept == len(expired)
             by_tier: dict[Tier, set[str]] = {t: set() for t in TIERS}
@@ -313,21 +318,21 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
         def stale_token_is_refused(self, data: st.DataObject) -> None:
             tid, token = data.draw(st.sampled_from(self.stale))
             b, ty = self.backend, self.type
-            assert self.run(b.ack(ty, [(tid, token)])) == [False]
-            assert self.run(b.mark_started(ty, [(tid, token)])) == [False]
-            assert self.run(b.nack(ty, tid, token, delay_seconds=0, dead=True)) == "stale"
-            assert self.run(b.extend(ty, tid, token, 1)) == LeaseStatus.STALE
-            assert not self.run(b.release(ty, tid, token))
+            assert self.run(b.queues.ack(ty, [(tid, token)])) == [False]
+            assert self.run(b.queues.mark_started(ty, [(tid, token)])) == [False]
+            assert self.run(b.queues.nack(ty, tid, token, delay_seconds=0, dead=True)) == "stale"
+            assert self.run(b.queues.extend(ty, tid, token, 1)) == LeaseStatus.STALE
+            assert not self.run(b.queues.release(ty, tid, token))
 
         @precondition(lambda self: any(self.tasks[i].cancel is False for i in self.dead))
         @rule()
         def replay_dead(self) -> None:
             chosen = {i for i in self.dead if self.tasks[i].cancel is False}
             if chosen == self.dead:
-                replayed = self.run(self.backend.dead_replay(self.type))
+                replayed = self.run(self.backend.queues.dead_replay(self.type))
             else:
                 ids = sorted(chosen)
-                replayed = self.run(self.backend.dead_replay(self.type, task_ids=ids))
+                replayed = self.run(self.backend.queues.dead_replay(self.type, task_ids=ids))
             assert replayed == len(chosen)
             by_tier: dict[Tier, set[str]] = {t: set() for t in TIERS}
             for tid in chosen:
@@ -344,7 +349,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
         def cancel(self, data: st.DataObject) -> None:
             tid = data.draw(st.sampled_from(sorted(self.tasks)))
             task = self.tasks[tid]
-            outcome = self.run(self.backend.cancel(self.type, tid))
+            outcome = self.run(self.backend.queues.cancel(self.type, tid))
             if tid in self.processing:
                 assert outcome == "cancelling"
                 task.cancel = True
@@ -373,7 +378,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
             assert sorted(seen) == sorted(self.tasks), "model lost or duplicated a task"
             for place, ids in places.items():
                 for tid in ids:
-                    state = self.run(self.backend.task_state(self.type, tid))
+                    state = self.run(self.backend.queues.state(self.type, tid))
                     allowed = ("scheduled", "queued") if place == "due" else (place,)
                     assert state.state in allowed, (tid, place, state)
                     if place in ("queued", "processing", "scheduled", "due"):
@@ -381,7 +386,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
 
         @invariant()
         def depths_match(self) -> None:
-            d = self.run(self.backend.depths(self.type))
+            d = self.run(self.backend.queues.depths(self.type))
             assert d.processing == len(self.processing)
             assert d.dead == len(self.dead)
             assert d.pending + d.scheduled == len(self.pending_ids()) + len(self.due) + len(
@@ -396,7 +401,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
 
         @invariant()
         def dead_letters_match(self) -> None:
-            dead = self.run(self.backend.dead_peek(self.type, n=100))
+            dead = self.run(self.backend.queues.dead_peek(self.type, n=100))
             assert {b.id for b in dead} == self.dead
             for b in dead:
                 assert b.last_error

@@ -31,15 +31,17 @@ async def test_high_before_normal_before_low(backend: Backend) -> None:
 
 async def test_reserve_k_takes_at_most_k(backend: Backend) -> None:
     await push(backend, *[f"t{i}" for i in range(5)])
-    got = await backend.reserve(TYPE, k=3)
+    got = await backend.queues.reserve(TYPE, k=3)
     assert [r.body.id for r in got] == ["t0", "t1", "t2"]
     assert len({r.token for r in got}) == 3
-    depths = await backend.depths(TYPE)
+    depths = await backend.queues.depths(TYPE)
     assert (depths.normal, depths.processing) == (2, 3)
 
 
 async def test_reservation_carries_lease_and_payload(backend: Backend) -> None:
-    await backend.push(TYPE, [req("a", payload={"url": "https://x", "n": [1, 2]}, priority=2)])
+    await backend.queues.push(
+        TYPE, [req("a", payload={"url": "https://x", "n": [1, 2]}, priority=2)]
+    )
     before = now()
     r = await reserve_one(backend, visibility_seconds=30)
     assert r.body.payload == {"url": "https://x", "n": [1, 2]}
@@ -51,13 +53,13 @@ async def test_reservation_carries_lease_and_payload(backend: Backend) -> None:
 
 async def test_reserve_on_empty_queue_returns_at_once(backend: Backend) -> None:
     t0 = time.monotonic()
-    assert await backend.reserve(TYPE, timeout=0) == []
+    assert await backend.queues.reserve(TYPE, timeout=0) == []
     assert time.monotonic() - t0 < 2.0
 
 
 async def test_blocking_reserve_times_out_empty(backend: Backend) -> None:
     t0 = time.monotonic()
-    assert await backend.reserve(TYPE, timeout=0.3) == []
+    assert await backend.queues.reserve(TYPE, timeout=0.3) == []
     waited = time.monotonic() - t0
     assert 0.25 <= waited < 3.0
 
@@ -69,7 +71,7 @@ async def test_blocking_reserve_wakes_on_push_promptly(backend: Backend) -> None
         return time.monotonic()
 
     pusher = asyncio.create_task(push_later())
-    got = await backend.reserve(TYPE, timeout=10.0)
+    got = await backend.queues.reserve(TYPE, timeout=10.0)
     woke = time.monotonic()
     pushed_at = await pusher
     assert [r.body.id for r in got] == ["late"]
@@ -77,7 +79,7 @@ async def test_blocking_reserve_wakes_on_push_promptly(backend: Backend) -> None
 
 
 async def test_many_blocked_reservers_each_get_one_task(backend: Backend) -> None:
-    waiters = [asyncio.create_task(backend.reserve(TYPE, timeout=10.0)) for _ in range(4)]
+    waiters = [asyncio.create_task(backend.queues.reserve(TYPE, timeout=10.0)) for _ in range(4)]
     await asyncio.sleep(0.1)
     await push(backend, "a", "b", "c", "d")
     results = await asyncio.gather(*waiters)
@@ -86,7 +88,7 @@ async def test_many_blocked_reservers_each_get_one_task(backend: Backend) -> Non
 
 
 async def test_cancelled_reserver_loses_no_task(backend: Backend) -> None:
-    waiter = asyncio.create_task(backend.reserve(TYPE, timeout=2.5))
+    waiter = asyncio.create_task(backend.queues.reserve(TYPE, timeout=2.5))
     await asyncio.sleep(0.05)
     waiter.cancel()
     await push(backend, "kept")
@@ -96,9 +98,9 @@ async def test_cancelled_reserver_loses_no_task(backend: Backend) -> None:
 
 
 async def test_wake_up_of_a_cancelled_reserver_is_not_lost(backend: Backend) -> None:
-    first = asyncio.create_task(backend.reserve(TYPE, timeout=10.0))
+    first = asyncio.create_task(backend.queues.reserve(TYPE, timeout=10.0))
     await asyncio.sleep(0.05)
-    second = asyncio.create_task(backend.reserve(TYPE, timeout=10.0))
+    second = asyncio.create_task(backend.queues.reserve(TYPE, timeout=10.0))
     await asyncio.sleep(0.05)
     await push(backend, "x")
     t0 = time.monotonic()
@@ -117,10 +119,10 @@ async def test_wake_up_of_a_cancelled_reserver_is_not_lost(backend: Backend) -> 
 
 
 async def test_delayed_push_is_scheduled_until_due(backend: Backend) -> None:
-    await backend.push(TYPE, [req("later", delay_seconds=0.4)])
-    depths = await backend.depths(TYPE)
+    await backend.queues.push(TYPE, [req("later", delay_seconds=0.4)])
+    depths = await backend.queues.depths(TYPE)
     assert (depths.scheduled, depths.pending) == (1, 0)
-    state = await backend.task_state(TYPE, "later")
+    state = await backend.queues.state(TYPE, "later")
     assert state.state == "scheduled"
     assert state.ready_at is not None and state.ready_at > now()
     assert await reserve_ids(backend) == []
@@ -129,9 +131,9 @@ async def test_delayed_push_is_scheduled_until_due(backend: Backend) -> None:
 
 
 async def test_blocked_reserve_wakes_for_scheduled_task(backend: Backend) -> None:
-    await backend.push(TYPE, [req("soon", delay_seconds=0.3)])
+    await backend.queues.push(TYPE, [req("soon", delay_seconds=0.3)])
     t0 = time.monotonic()
-    got = await backend.reserve(TYPE, timeout=10.0)
+    got = await backend.queues.reserve(TYPE, timeout=10.0)
     waited = time.monotonic() - t0
     assert [r.body.id for r in got] == ["soon"]
     assert 0.2 <= waited < 5.0
@@ -140,18 +142,18 @@ async def test_blocked_reserve_wakes_for_scheduled_task(backend: Backend) -> Non
 async def test_blocked_reserve_wakes_for_task_scheduled_while_waiting(backend: Backend) -> None:
     async def schedule_later() -> None:
         await asyncio.sleep(0.1)
-        await backend.push(TYPE, [req("sched", delay_seconds=0.2)])
+        await backend.queues.push(TYPE, [req("sched", delay_seconds=0.2)])
 
     task = asyncio.create_task(schedule_later())
     t0 = time.monotonic()
-    got = await backend.reserve(TYPE, timeout=10.0)
+    got = await backend.queues.reserve(TYPE, timeout=10.0)
     await task
     assert [r.body.id for r in got] == ["sched"]
     assert time.monotonic() - t0 < 5.0
 
 
 async def test_due_scheduled_task_goes_to_tail_of_its_tier(backend: Backend) -> None:
-    await backend.push(TYPE, [req("sched", delay_seconds=0.2, priority=1)])
+    await backend.queues.push(TYPE, [req("sched", delay_seconds=0.2, priority=1)])
     await push(backend, "h1", priority=1)
     await asyncio.sleep(0.3)
     await push(backend, "h2", priority=1)
@@ -167,12 +169,12 @@ async def test_attempt_is_charged_at_reserve(backend: Backend) -> None:
     await push(backend, "a", max_attempts=5)
     r1 = await reserve_one(backend, visibility_seconds=SHORT)
     assert r1.body.attempt == 1
-    assert await backend.mark_started(TYPE, [("a", r1.token)]) == [True]
+    assert await backend.queues.mark_started(TYPE, [("a", r1.token)]) == [True]
     await asyncio.sleep(SHORT + 0.1)
-    assert await backend.sweep(TYPE) == 1
+    assert await backend.queues.sweep(TYPE) == 1
     r2 = await reserve_one(backend)
     assert r2.body.attempt == 2
-    info = await backend.task_state(TYPE, "a")
+    info = await backend.queues.state(TYPE, "a")
     assert (info.state, info.attempt, info.max_attempts) == ("processing", 2, 5)
 
 
@@ -180,9 +182,9 @@ async def test_default_max_attempts_is_applied_and_stored(backend: Backend) -> N
     await push(backend, "a")
     r = await reserve_one(backend, default_max_attempts=7)
     assert r.body.max_attempts == 7
-    assert (await backend.task_state(TYPE, "a")).max_attempts == 7
+    assert (await backend.queues.state(TYPE, "a")).max_attempts == 7
     # A later reserve with another default does not change the stored value.
-    assert await backend.release(TYPE, "a", r.token)
+    assert await backend.queues.release(TYPE, "a", r.token)
     r = await reserve_one(backend, default_max_attempts=2)
     assert r.body.max_attempts == 7
 
@@ -198,17 +200,17 @@ async def test_reserve_dead_letters_when_lost_attempts_exhaust(backend: Backend)
     for attempt in (1, 2):
         r = await reserve_one(backend, visibility_seconds=0.05)
         assert r.body.attempt == attempt
-        assert await backend.mark_started(TYPE, [("poison", r.token)]) == [True]
+        assert await backend.queues.mark_started(TYPE, [("poison", r.token)]) == [True]
         await asyncio.sleep(0.1)
-        assert await backend.sweep(TYPE) == 1  # the worker "crashed" while it ran
-    assert await backend.reserve(TYPE, k=5) == []
-    dead = await backend.dead_peek(TYPE)
+        assert await backend.queues.sweep(TYPE) == 1  # the worker "crashed" while it ran
+    assert await backend.queues.reserve(TYPE, k=5) == []
+    dead = await backend.queues.dead_peek(TYPE)
     assert [b.id for b in dead] == ["poison"]
     assert dead[0].last_error
-    depths = await backend.depths(TYPE)
+    depths = await backend.queues.depths(TYPE)
     assert (depths.dead, depths.pending, depths.processing) == (1, 0, 0)
     assert depths.counters.dead == 1
-    assert (await backend.task_state(TYPE, "poison")).state == "dead"
+    assert (await backend.queues.state(TYPE, "poison")).state == "dead"
 
 
 async def test_expired_ttl_task_is_dropped_and_counted(backend: Backend) -> None:
@@ -216,15 +218,15 @@ async def test_expired_ttl_task_is_dropped_and_counted(backend: Backend) -> None
     await push(backend, "fresh", ttl_seconds=60)
     await asyncio.sleep(0.2)
     assert await reserve_ids(backend, k=5) == ["fresh"]
-    depths = await backend.depths(TYPE)
+    depths = await backend.queues.depths(TYPE)
     assert depths.counters.expired == 1
     assert depths.pending == 0
-    assert (await backend.task_state(TYPE, "stale")).state == "unknown"
+    assert (await backend.queues.state(TYPE, "stale")).state == "unknown"
 
 
 async def test_enqueued_at_is_kept(backend: Backend) -> None:
     b = body("a")
-    await backend.push(TYPE, [PushRequest(b)])
+    await backend.queues.push(TYPE, [PushRequest(b)])
     r = await reserve_one(backend)
     assert abs(r.body.enqueued_at - b.enqueued_at) < 1e-3
 
@@ -238,10 +240,10 @@ async def test_types_are_independent(backend: Backend) -> None:
 
 async def test_payload_mutation_does_not_leak_into_queue(backend: Backend) -> None:
     payload = {"items": [1]}
-    await backend.push(TYPE, [req("a", payload=payload)])
+    await backend.queues.push(TYPE, [req("a", payload=payload)])
     payload["items"].append(2)
     r = await reserve_one(backend, visibility_seconds=SHORT)
     assert r.body.payload == {"items": [1]}
     r.body.payload["items"].append(3)
-    assert await backend.release(TYPE, "a", r.token)
+    assert await backend.queues.release(TYPE, "a", r.token)
     assert (await reserve_one(backend)).body.payload == {"items": [1]}

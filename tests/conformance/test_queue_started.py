@@ -24,9 +24,9 @@ async def lose(backend: Backend, *, started: bool) -> Reservation:
     """Reserve the head task, mark it started or not, and let its worker "die"."""
     r = await reserve_one(backend, visibility_seconds=LOST)
     if started:
-        assert await backend.mark_started(TYPE, [(r.body.id, r.token)]) == [True]
+        assert await backend.queues.mark_started(TYPE, [(r.body.id, r.token)]) == [True]
     await asyncio.sleep(LOST * 2)
-    assert await backend.sweep(TYPE) == 1
+    assert await backend.queues.sweep(TYPE) == 1
     return r
 
 
@@ -35,14 +35,14 @@ async def test_unstarted_lost_reservation_gets_its_attempt_back(backend: Backend
     for n in (1, 2):
         r = await lose(backend, started=False)
         assert (r.body.attempt, r.body.refunds) == (1, n - 1)
-        info = await backend.task_state(TYPE, "a")
+        info = await backend.queues.state(TYPE, "a")
         assert (info.state, info.attempt) == ("queued", 0)
     # Lost max_attempts times without ever running: still deliverable, not dead.
     r = await reserve_one(backend)
     assert (r.body.attempt, r.body.refunds, r.body.max_attempts) == (1, 2, 2)
-    assert await backend.ack(TYPE, [("a", r.token)]) == [True]
-    assert await backend.dead_peek(TYPE) == []
-    assert (await backend.task_state(TYPE, "a")).state == "done"
+    assert await backend.queues.ack(TYPE, [("a", r.token)]) == [True]
+    assert await backend.queues.dead_peek(TYPE) == []
+    assert (await backend.queues.state(TYPE, "a")).state == "done"
 
 
 async def test_started_lost_reservation_stays_charged(backend: Backend) -> None:
@@ -63,13 +63,13 @@ async def test_refund_cap_charges_again_and_dead_letters(backend: Backend) -> No
         (1, 2),
         (2, 2),
     ]
-    assert await backend.reserve(TYPE, k=5) == []  # attempt 3 > 2: dead-lettered
-    (dead,) = await backend.dead_peek(TYPE)
+    assert await backend.queues.reserve(TYPE, k=5) == []  # attempt 3 > 2: dead-lettered
+    (dead,) = await backend.queues.dead_peek(TYPE)
     assert dead.id == "poison"
     assert dead.refunds == 2
     assert dead.last_error is not None and "exceeds max_attempts=2" in dead.last_error
-    assert (await backend.task_state(TYPE, "poison")).state == "dead"
-    assert (await backend.depths(TYPE)).counters.dead == 1
+    assert (await backend.queues.state(TYPE, "poison")).state == "dead"
+    assert (await backend.queues.depths(TYPE)).counters.dead == 1
 
 
 async def test_a_single_attempt_task_gets_two_refunds(backend: Backend) -> None:
@@ -78,8 +78,10 @@ async def test_a_single_attempt_task_gets_two_refunds(backend: Backend) -> None:
         await lose(backend, started=False)
     r = await lose(backend, started=False)  # the cap (2) reached: charged
     assert (r.body.attempt, r.body.refunds) == (1, 2)
-    assert await backend.reserve(TYPE) == []
-    assert [(b.id, b.attempt, b.refunds) for b in await backend.dead_peek(TYPE)] == [("one", 1, 2)]
+    assert await backend.queues.reserve(TYPE) == []
+    assert [(b.id, b.attempt, b.refunds) for b in await backend.queues.dead_peek(TYPE)] == [
+        ("one", 1, 2)
+    ]
 
 
 async def test_a_mark_belongs_to_one_reservation(backend: Backend) -> None:
@@ -95,34 +97,36 @@ async def test_stale_tokens_cannot_mark(backend: Backend) -> None:
     old = await lose(backend, started=False)
     fresh = await reserve_one(backend, visibility_seconds=LOST)
     assert fresh.body.id == "a"
-    assert await backend.mark_started(TYPE, [("a", old.token), ("a", "nope"), ("zz", "t")]) == [
+    assert await backend.queues.mark_started(
+        TYPE, [("a", old.token), ("a", "nope"), ("zz", "t")]
+    ) == [
         False,
         False,
         False,
     ]
     # The stale marks left the current reservation unmarked: its loss is refunded.
     await asyncio.sleep(LOST * 2)
-    assert await backend.sweep(TYPE) == 1
+    assert await backend.queues.sweep(TYPE) == 1
     again = await reserve_one(backend)
     assert (again.body.id, again.body.attempt, again.body.refunds) == ("a", 1, 2)
     # A finished lease cannot be marked either; a batch answers per lease.
     other = await reserve_one(backend)
-    assert await backend.ack(TYPE, [("a", again.token)]) == [True]
+    assert await backend.queues.ack(TYPE, [("a", again.token)]) == [True]
     leases = [("a", again.token), ("b", other.token), ("b", other.token)]
-    assert await backend.mark_started(TYPE, leases) == [False, True, True]
-    assert await backend.mark_started(TYPE, []) == []
+    assert await backend.queues.mark_started(TYPE, leases) == [False, True, True]
+    assert await backend.queues.mark_started(TYPE, []) == []
 
 
 async def test_release_is_not_a_refund(backend: Backend) -> None:
     await push(backend, "a", max_attempts=3)
     r = await reserve_one(backend)
-    assert await backend.mark_started(TYPE, [("a", r.token)]) == [True]
-    assert await backend.release(TYPE, "a", r.token)
+    assert await backend.queues.mark_started(TYPE, [("a", r.token)]) == [True]
+    assert await backend.queues.release(TYPE, "a", r.token)
     r = await reserve_one(backend, visibility_seconds=LOST)
     assert (r.body.attempt, r.body.refunds) == (1, 0)
     # The released lease's mark went with it: this one is unmarked, so refunded.
     await asyncio.sleep(LOST * 2)
-    assert await backend.sweep(TYPE) == 1
+    assert await backend.queues.sweep(TYPE) == 1
     r = await reserve_one(backend)
     assert (r.body.attempt, r.body.refunds) == (1, 1)
 
@@ -131,28 +135,28 @@ async def test_refunds_survive_retries_and_replay_resets_them(backend: Backend) 
     await push(backend, "a", max_attempts=2)
     await lose(backend, started=False)
     r = await reserve_one(backend)
-    assert await backend.nack(TYPE, "a", r.token, delay_seconds=0, error="e1") == "retry"
+    assert await backend.queues.nack(TYPE, "a", r.token, delay_seconds=0, error="e1") == "retry"
     r = await reserve_one(backend, timeout=1.0)
     assert (r.body.attempt, r.body.refunds) == (2, 1)
-    assert await backend.nack(TYPE, "a", r.token, delay_seconds=0, error="e2") == "dead"
-    (dead,) = await backend.dead_peek(TYPE)
+    assert await backend.queues.nack(TYPE, "a", r.token, delay_seconds=0, error="e2") == "dead"
+    (dead,) = await backend.queues.dead_peek(TYPE)
     assert (dead.attempt, dead.refunds, dead.last_error) == (2, 1, "e2")
-    assert await backend.dead_replay(TYPE) == 1
+    assert await backend.queues.dead_replay(TYPE) == 1
     r = await reserve_one(backend)
     assert (r.body.attempt, r.body.refunds) == (1, 0)
 
 
 async def test_a_marked_lease_is_settled_as_before(backend: Backend) -> None:
     await push(backend, "a", "b", max_attempts=3)
-    ra, rb = await backend.reserve(TYPE, k=2)
+    ra, rb = await backend.queues.reserve(TYPE, k=2)
     marks = [("a", ra.token), ("b", rb.token)]
-    assert await backend.mark_started(TYPE, marks) == [True, True]
-    assert await backend.ack(TYPE, [("a", ra.token)]) == [True]
-    assert await backend.nack(TYPE, "b", rb.token, delay_seconds=0) == "retry"
+    assert await backend.queues.mark_started(TYPE, marks) == [True, True]
+    assert await backend.queues.ack(TYPE, [("a", ra.token)]) == [True]
+    assert await backend.queues.nack(TYPE, "b", rb.token, delay_seconds=0) == "retry"
     rb2 = await reserve_one(backend, timeout=1.0, visibility_seconds=LOST)
     assert (rb2.body.id, rb2.body.attempt) == ("b", 2)
     # The nacked lease's mark ended with it: the retry's lease is unmarked.
     await asyncio.sleep(LOST * 2)
-    assert await backend.sweep(TYPE) == 1
+    assert await backend.queues.sweep(TYPE) == 1
     r = await reserve_one(backend)
     assert (r.body.attempt, r.body.refunds) == (2, 1)

@@ -46,7 +46,7 @@ async def test_each_ttl_drop_is_logged_with_type_id_and_age(
         ("old2", TYPE, "0.1"),
     ]
     assert all(0.3 <= float(d["age"]) < 10 for d in got)
-    assert (await backend.depths(TYPE)).counters.expired == 2
+    assert (await backend.queues.depths(TYPE)).counters.expired == 2
 
 
 async def test_a_reserve_that_only_drops_logs_too(
@@ -56,7 +56,7 @@ async def test_a_reserve_that_only_drops_logs_too(
     await asyncio.sleep(0.2)
     # Nothing is delivered (the Redis reply then carries only the drops), and a
     # blocking reserve logs the drop once, not once per look.
-    assert await backend.reserve(TYPE, k=3, timeout=0.3) == []
+    assert await backend.queues.reserve(TYPE, k=3, timeout=0.3) == []
     assert [d["id"] for d in drops(caplog)] == ["gone"]
     assert await reserve_ids(backend, k=3) == []
     assert len(drops(caplog)) == 1

@@ -42,7 +42,7 @@ async def push_run(
 ) -> list[Any]:
     delay = kw.pop("delay_seconds", 0.0)
     reqs = [PushRequest(rbody(run, i, **kw), delay, unique_key=unique) for i in ids]
-    return await b.push(type_, reqs)
+    return await b.queues.push(type_, reqs)
 
 
 async def counters(b: Backend, run: str) -> dict[str, int]:
@@ -68,22 +68,22 @@ async def test_counters_through_a_lifecycle_and_callback_once(runs_backend: Back
     results = await push_run(b, run, "a", "b", "c", max_attempts=1)
     assert all(r.queued for r in results)
     assert await counters(b, run) == {"submitted": 3, "pending": 3}
-    got = await b.reserve(TYPE, k=3, visibility_seconds=30)
+    got = await b.queues.reserve(TYPE, k=3, visibility_seconds=30)
     assert len(got) == 3
     assert await counters(b, run) == {"submitted": 3, "running": 3}
     by_id = {r.body.id: r for r in got}
     assert by_id["a"].body.run == run
-    await b.ack(TYPE, [("a", by_id["a"].token)])
-    assert await b.nack(TYPE, "b", by_id["b"].token, delay_seconds=0) == "dead"
+    await b.queues.ack(TYPE, [("a", by_id["a"].token)])
+    assert await b.queues.nack(TYPE, "b", by_id["b"].token, delay_seconds=0) == "dead"
     assert await counters(b, run) == {"submitted": 3, "running": 1, "done": 1, "dead": 1}
-    assert await b.depths(CB) is not None
-    assert await b.reserve(CB, k=5) == []  # not ended yet: no callback
-    await b.ack(TYPE, [("c", by_id["c"].token)])
+    assert await b.queues.depths(CB) is not None
+    assert await b.queues.reserve(CB, k=5) == []  # not ended yet: no callback
+    await b.queues.ack(TYPE, [("c", by_id["c"].token)])
     rec = await b.runs.get(run)
     assert rec is not None and rec.state == "done" and rec.finished_at is not None
     assert rec.counters["done"] == 2 and rec.counters["pending"] == rec.counters["running"] == 0
     assert rec.by_type[TYPE]["done"] == 2
-    cb = await b.reserve(CB, k=5)
+    cb = await b.queues.reserve(CB, k=5)
     assert [r.body.id for r in cb] == [callback_task_id(run)]
     payload = cb[0].body.payload
     assert payload["x"] == 1
@@ -95,31 +95,31 @@ async def test_retry_does_not_end_the_run(runs_backend: Backend) -> None:
     b = runs_backend
     run = await b.runs.create(on_complete={"type": CB})
     await push_run(b, run, "t", max_attempts=3)
-    res = (await b.reserve(TYPE, k=1))[0]
-    assert await b.nack(TYPE, "t", res.token, delay_seconds=0) == "retry"
+    res = (await b.queues.reserve(TYPE, k=1))[0]
+    assert await b.queues.nack(TYPE, "t", res.token, delay_seconds=0) == "retry"
     rec = await b.runs.get(run)
     assert rec is not None and rec.state == "running"
     assert await counters(b, run) == {"submitted": 1, "pending": 1}
-    res = (await b.reserve(TYPE, k=1))[0]
+    res = (await b.queues.reserve(TYPE, k=1))[0]
     assert res.body.attempt == 2
-    await b.ack(TYPE, [("t", res.token)])
+    await b.queues.ack(TYPE, [("t", res.token)])
     assert await counters(b, run) == {"submitted": 1, "done": 1}
-    assert len(await b.reserve(CB, k=5)) == 1
+    assert len(await b.queues.reserve(CB, k=5)) == 1
 
 
 async def test_redelivery_is_not_counted_twice(runs_backend: Backend) -> None:
     b = runs_backend
     run = await b.runs.create()
     await push_run(b, run, "t")
-    first = (await b.reserve(TYPE, k=1, visibility_seconds=SHORT))[0]
+    first = (await b.queues.reserve(TYPE, k=1, visibility_seconds=SHORT))[0]
     await asyncio.sleep(SHORT + 0.3)
-    assert await b.sweep(TYPE) == 1
+    assert await b.queues.sweep(TYPE) == 1
     assert await counters(b, run) == {"submitted": 1, "pending": 1}
-    second = (await b.reserve(TYPE, k=1))[0]
+    second = (await b.queues.reserve(TYPE, k=1))[0]
     assert second.token != first.token
-    assert await b.ack(TYPE, [("t", first.token)]) == [False]  # the zombie cannot end it
+    assert await b.queues.ack(TYPE, [("t", first.token)]) == [False]  # the zombie cannot end it
     assert await counters(b, run) == {"submitted": 1, "running": 1}
-    await b.ack(TYPE, [("t", second.token)])
+    await b.queues.ack(TYPE, [("t", second.token)])
     rec = await b.runs.get(run)
     assert rec is not None and rec.state == "done"
     assert await counters(b, run) == {"submitted": 1, "done": 1}
@@ -131,33 +131,33 @@ async def test_ttl_expiry_and_cancel_of_queued_tasks_count(runs_backend: Backend
     await push_run(b, run, "old", ttl_seconds=0.05)
     await push_run(b, run, "later", delay_seconds=30)
     await asyncio.sleep(0.15)
-    assert await b.cancel(TYPE, "later") == "cancelled"
-    assert await b.reserve(TYPE, k=5) == []
+    assert await b.queues.cancel(TYPE, "later") == "cancelled"
+    assert await b.queues.reserve(TYPE, k=5) == []
     rec = await b.runs.get(run)
     assert rec is not None and rec.state == "done"
     assert await counters(b, run) == {"submitted": 2, "expired": 1, "cancelled": 1}
-    assert len(await b.reserve(CB, k=5)) == 1
+    assert len(await b.queues.reserve(CB, k=5)) == 1
 
 
 async def test_tasks_spawned_by_tasks_keep_it_running(runs_backend: Backend) -> None:
     b = runs_backend
     run = await b.runs.create(on_complete={"type": CB})
     await push_run(b, run, "seed")
-    seed = (await b.reserve(TYPE, k=1))[0]
+    seed = (await b.queues.reserve(TYPE, k=1))[0]
     await push_run(b, run, "child1", "child2", type_="conf-other")
-    await b.ack(TYPE, [("seed", seed.token)])
+    await b.queues.ack(TYPE, [("seed", seed.token)])
     rec = await b.runs.get(run)
     assert rec is not None and rec.state == "running"
-    for r in await b.reserve("conf-other", k=5):
-        await b.ack("conf-other", [(r.body.id, r.token)])
+    for r in await b.queues.reserve("conf-other", k=5):
+        await b.queues.ack("conf-other", [(r.body.id, r.token)])
     rec = await b.runs.get(run)
     assert rec is not None and rec.state == "done"
     assert rec.by_type["conf-other"]["done"] == 2 and rec.by_type[TYPE]["done"] == 1
-    assert len(await b.reserve(CB, k=5)) == 1
+    assert len(await b.queues.reserve(CB, k=5)) == 1
     # Nothing more can join it once it ended.
     late = await push_run(b, run, "late")
     assert not late[0].queued and not late[0].duplicate
-    assert len(await b.reserve(CB, k=5)) == 0
+    assert len(await b.queues.reserve(CB, k=5)) == 0
 
 
 async def test_unique_key_deduplicates_within_a_run(runs_backend: Backend) -> None:
@@ -173,8 +173,8 @@ async def test_unique_key_deduplicates_within_a_run(runs_backend: Backend) -> No
     assert await counters(b, run) == {"submitted": 1, "pending": 1, "duplicates": 1}
     # Still a duplicate after the first one finished: the key lives as long as the run.
     await push_run(b, run, "keep")
-    r = (await b.reserve(TYPE, k=1))[0]
-    await b.ack(TYPE, [(r.body.id, r.token)])
+    r = (await b.queues.reserve(TYPE, k=1))[0]
+    await b.queues.ack(TYPE, [(r.body.id, r.token)])
     again = await push_run(b, run, "u4", unique="https://x/1")
     assert again[0].duplicate
     rec = await b.runs.get(run)
@@ -186,22 +186,22 @@ async def test_cancel_a_run(runs_backend: Backend) -> None:
     run = await b.runs.create(on_complete={"type": CB})
     await push_run(b, run, "q1", "q2", "running")
     await push_run(b, run, "sched", delay_seconds=30)
-    held = (await b.reserve(TYPE, k=1))[0]
+    held = (await b.queues.reserve(TYPE, k=1))[0]
     done = await b.runs.cancel(run)
     assert done is not None
     rec = done.record
     assert rec.state == "cancelled" and rec.finished_at is not None
     assert done.stopping == ((TYPE, held.body.id),)
-    assert await b.reserve(TYPE, k=5) == []
+    assert await b.queues.reserve(TYPE, k=5) == []
     from fleet.core.records import LeaseStatus
 
-    assert await b.extend(TYPE, held.body.id, held.token, 30) == LeaseStatus.CANCELLED
-    await b.ack(TYPE, [(held.body.id, held.token)])
+    assert await b.queues.extend(TYPE, held.body.id, held.token, 30) == LeaseStatus.CANCELLED
+    await b.queues.ack(TYPE, [(held.body.id, held.token)])
     rec = await b.runs.get(run)
     assert rec is not None and rec.state == "cancelled"
     assert rec.counters["cancelled"] == 4 and rec.counters["pending"] == 0
     assert rec.counters["running"] == 0
-    assert await b.reserve(CB, k=5) == []  # no on_complete for a cancelled run
+    assert await b.queues.reserve(CB, k=5) == []  # no on_complete for a cancelled run
     refused = await push_run(b, run, "more")
     assert not refused[0].queued
     assert await b.runs.cancel("nope") is None
@@ -231,8 +231,8 @@ async def test_ended_runs_expire(runs_backend: Backend, monkeypatch: pytest.Monk
 async def _expiry(b: Backend) -> None:
     run = await b.runs.create()
     await push_run(b, run, "t")
-    r = (await b.reserve(TYPE, k=1))[0]
-    await b.ack(TYPE, [("t", r.token)])
+    r = (await b.queues.reserve(TYPE, k=1))[0]
+    await b.queues.ack(TYPE, [("t", r.token)])
     assert await b.runs.get(run) is not None
     await asyncio.sleep(0.5)
     await b.runs.create()  # any write prunes

@@ -23,7 +23,7 @@ from .helpers import SHORT, TYPE, push, reserve_one
 
 
 async def emit(backend: Backend, task_id: str, attempt: int, n: int) -> str:
-    entry = await backend.stream_push(
+    entry = await backend.streams.push(
         TYPE, {"n": n}, worker_id="w1", task_id=task_id, attempt=attempt
     )
     return entry.id
@@ -33,15 +33,15 @@ async def test_record_of_a_done_task(backend: Backend) -> None:
     before = now()
     await push(backend, "a")
     r = await reserve_one(backend)
-    assert await backend.mark_started(TYPE, [("a", r.token)]) == [True]
+    assert await backend.queues.mark_started(TYPE, [("a", r.token)]) == [True]
     ids = [await emit(backend, "a", 1, n) for n in range(3)]
-    await backend.task_progress(TYPE, "a", attempt=1, fraction=0.5, message="step 2/4")
-    running = await backend.task_state(TYPE, "a")
+    await backend.streams.progress(TYPE, "a", attempt=1, fraction=0.5, message="step 2/4")
+    running = await backend.queues.state(TYPE, "a")
     assert running.state == "processing"
     assert running.progress is not None and running.progress["fraction"] == 0.5
-    assert await backend.ack(TYPE, [("a", r.token)]) == [True]
+    assert await backend.queues.ack(TYPE, [("a", r.token)]) == [True]
 
-    info = await backend.task_state(TYPE, "a")
+    info = await backend.queues.state(TYPE, "a")
     assert info.state == "done" and info.attempt == 1
     assert info.submitted_at is not None and before - 1 <= info.submitted_at <= now()
     assert info.started_at is not None and info.submitted_at <= info.started_at
@@ -60,16 +60,16 @@ async def test_record_of_a_done_task(backend: Backend) -> None:
 async def test_redelivered_outputs_tell_their_attempts_apart(backend: Backend) -> None:
     await push(backend, "a", max_attempts=3)
     first = await reserve_one(backend, visibility_seconds=SHORT)
-    assert await backend.mark_started(TYPE, [("a", first.token)]) == [True]
+    assert await backend.queues.mark_started(TYPE, [("a", first.token)]) == [True]
     await emit(backend, "a", first.body.attempt, 1)
     await asyncio.sleep(SHORT * 2)  # the worker is lost; the lease runs out
-    assert await backend.sweep(TYPE) == 1
+    assert await backend.queues.sweep(TYPE) == 1
     second = await reserve_one(backend)
     assert second.body.attempt == 2
     await emit(backend, "a", second.body.attempt, 1)
     await emit(backend, "a", second.body.attempt, 2)
-    assert await backend.ack(TYPE, [("a", second.token)]) == [True]
-    info = await backend.task_state(TYPE, "a")
+    assert await backend.queues.ack(TYPE, [("a", second.token)]) == [True]
+    info = await backend.queues.state(TYPE, "a")
     assert [(o["attempt"], o["payload"]["n"]) for o in info.outputs] == [(1, 1), (2, 1), (2, 2)]
     # A consumer keeps the final attempt's outputs only.
     final = [o for o in info.outputs if o["attempt"] == info.attempt]
@@ -80,12 +80,12 @@ async def test_dead_task_keeps_its_record(backend: Backend) -> None:
     await push(backend, "a", max_attempts=1)
     r = await reserve_one(backend)
     await emit(backend, "a", 1, 7)
-    await backend.task_progress(TYPE, "a", attempt=1, fraction=None, message="stuck")
-    outcome = await backend.nack(
+    await backend.streams.progress(TYPE, "a", attempt=1, fraction=None, message="stuck")
+    outcome = await backend.queues.nack(
         TYPE, "a", r.token, delay_seconds=0, error="Boom: no", traceback=None
     )
     assert outcome == "dead"
-    info = await backend.task_state(TYPE, "a")
+    info = await backend.queues.state(TYPE, "a")
     assert info.state == "dead" and info.last_error == "Boom: no"
     assert info.finished_at is not None
     assert [o["payload"] for o in info.outputs] == [{"n": 7}]
@@ -98,8 +98,8 @@ async def test_outputs_keep_the_newest_hundred(backend: Backend) -> None:
     r = await reserve_one(backend)
     for n in range(RECORD_MAX_OUTPUTS + 5):
         await emit(backend, "a", 1, n)
-    assert await backend.ack(TYPE, [("a", r.token)]) == [True]
-    info = await backend.task_state(TYPE, "a")
+    assert await backend.queues.ack(TYPE, [("a", r.token)]) == [True]
+    info = await backend.queues.state(TYPE, "a")
     assert len(info.outputs) == RECORD_MAX_OUTPUTS
     assert info.outputs[0]["payload"] == {"n": 5}
     assert info.outputs[-1]["payload"] == {"n": RECORD_MAX_OUTPUTS + 4}
@@ -107,9 +107,9 @@ async def test_outputs_keep_the_newest_hundred(backend: Backend) -> None:
 
 
 async def test_emits_without_a_task_leave_no_record(backend: Backend) -> None:
-    await backend.stream_push(TYPE, {"n": 1}, worker_id="w1")
+    await backend.streams.push(TYPE, {"n": 1}, worker_id="w1")
     await push(backend, "a")
-    info = await backend.task_state(TYPE, "a")
+    info = await backend.queues.state(TYPE, "a")
     assert info.state == "queued" and info.outputs == () and info.progress is None
     assert info.started_at is None and info.submitted_at is not None
 
@@ -117,9 +117,9 @@ async def test_emits_without_a_task_leave_no_record(backend: Backend) -> None:
 async def test_progress_is_published(backend: Backend) -> None:
     await push(backend, "a")
     await reserve_one(backend)
-    sub = await backend.subscribe(progress_topic(TYPE))
+    sub = await backend.events.subscribe(progress_topic(TYPE))
     try:
-        await backend.task_progress(TYPE, "a", attempt=1, fraction=0.25, message=None)
+        await backend.streams.progress(TYPE, "a", attempt=1, fraction=0.25, message=None)
         topic, message = await asyncio.wait_for(sub.__anext__(), 5)
     finally:
         await sub.aclose()
@@ -129,7 +129,7 @@ async def test_progress_is_published(backend: Backend) -> None:
 
 
 async def test_unknown_task_has_no_record(backend: Backend) -> None:
-    info = await backend.task_state(TYPE, "nope")
+    info = await backend.queues.state(TYPE, "nope")
     assert info.state == "unknown" and info.outputs == () and info.submitted_at is None
 
 
@@ -150,9 +150,9 @@ async def test_finished_records_are_bounded_per_type(bounded: Backend) -> None:
         await push(bounded, tid)
         r = await reserve_one(bounded)
         await emit(bounded, tid, 1, 1)
-        assert await bounded.ack(TYPE, [(tid, r.token)]) == [True]
-        await bounded.sweep(TYPE)  # SQLite bounds the count in its sweep
-    states = [(await bounded.task_state(TYPE, tid)).state for tid in ids]
+        assert await bounded.queues.ack(TYPE, [(tid, r.token)]) == [True]
+        await bounded.queues.sweep(TYPE)  # SQLite bounds the count in its sweep
+    states = [(await bounded.queues.state(TYPE, tid)).state for tid in ids]
     assert states[-3:] == ["done"] * 3
     assert states[:3] == ["unknown"] * 3
 
@@ -173,13 +173,13 @@ async def test_finished_records_expire_after_the_result_ttl(short_lived: Backend
     await push(b, "old")
     r = await reserve_one(b)
     await emit(b, "old", 1, 1)
-    assert await b.ack(TYPE, [("old", r.token)]) == [True]
-    assert (await b.task_state(TYPE, "old")).outputs_total == 1
+    assert await b.queues.ack(TYPE, [("old", r.token)]) == [True]
+    assert (await b.queues.state(TYPE, "old")).outputs_total == 1
     await asyncio.sleep(1.3)
     await push(b, "new")  # a later finish prunes what is past the ttl
     r = await reserve_one(b)
-    assert await b.ack(TYPE, [("new", r.token)]) == [True]
-    await b.sweep(TYPE)
-    old = await b.task_state(TYPE, "old")
+    assert await b.queues.ack(TYPE, [("new", r.token)]) == [True]
+    await b.queues.sweep(TYPE)
+    old = await b.queues.state(TYPE, "old")
     assert old.state == "unknown" and old.outputs == ()
-    assert (await b.task_state(TYPE, "new")).state == "done"
+    assert (await b.queues.state(TYPE, "new")).state == "done"

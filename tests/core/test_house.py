@@ -6,6 +6,7 @@ routes, the HTTP edge imports neither), no module grows past 600 lines, and no f
 
 from __future__ import annotations
 
+import abc
 import ast
 import subprocess
 import sys
@@ -328,9 +329,34 @@ def test_no_function_in_the_worker_over_60_lines() -> None:
 MAX_ABSTRACT_METHODS = 16
 #: Capabilities that are objects of their own (``backend.<attr>``), by the module each
 #: backend package builds them in.
+#: Every capability of ``Backend`` is an attribute, built from the module of this
+#: name in each backend package.
 CAPABILITY_OBJECTS = {
-    name: name for name in ("limits", "proxies", "configs", "runs", "schedules", "history")
+    **{
+        name: name
+        for name in (
+            "queues",
+            "groups",
+            "streams",
+            "pools",
+            "events",
+            "browse",
+            "limits",
+            "proxies",
+            "configs",
+            "runs",
+            "schedules",
+            "history",
+        )
+    },
+    "kv": "primitives",
+    "locks": "primitives",
+    "counters": "primitives",
+    "catalog": "state",
+    "workers": "state",
 }
+#: What a backend class itself defines: its lifecycle, nothing of a capability.
+LIFECYCLE = {"connect", "close", "ping", "purge_type"}
 
 
 def abstract_methods(path: Path) -> dict[str, int]:
@@ -372,3 +398,31 @@ def test_capability_objects_have_their_module_in_every_backend_package() -> None
             assert (PKG / "backends" / package / f"{module}.py").exists(), (package, module)
         base = (PKG / "backends" / "base.py").read_text()
         assert f"    {attr}: " in base, attr  # an attribute of Backend, not mixed in
+
+
+def test_backend_classes_only_wire_capabilities() -> None:
+    from fleet.backends.base import Backend
+    from fleet.backends.memory import MemoryBackend
+    from fleet.backends.redis import RedisBackend
+    from fleet.backends.sqlite import SQLiteBackend
+    from fleet.core.capabilities import TaskCapabilities
+
+    assert Backend.__bases__ == (TaskCapabilities, abc.ABC)  # nothing mixed in
+    for cls in (MemoryBackend, SQLiteBackend, RedisBackend):
+        public = {
+            name
+            for name, value in vars(cls).items()
+            if callable(value) and not name.startswith("_")
+        }
+        assert public <= LIFECYCLE, (cls.__name__, public - LIFECYCLE)
+    for attr in CAPABILITY_OBJECTS:
+        assert attr in Backend.__annotations__, attr
+
+
+def test_the_backend_wiring_checker_sees_a_capability_method(tmp_path: Path) -> None:
+    class Leaky:
+        async def connect(self) -> None: ...
+        async def push(self) -> None: ...
+
+    public = {n for n, v in vars(Leaky).items() if callable(v) and not n.startswith("_")}
+    assert public - LIFECYCLE == {"push"}

@@ -40,10 +40,10 @@ def _block(phrase: str) -> str:
 async def test_the_browser_selection_and_history_blocks_run_as_written(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'fleet.db'}"
     async with await open_backend(url) as b:
-        await b.catalog_put(TYPE, catalog_entry(Scraper))
-        await b.push(TYPE, [make_push_request({"url": f"u{i}"}) for i in range(3)])
-        for r in await b.reserve(TYPE, k=2):
-            await b.nack(TYPE, r.body.id, r.token, delay_seconds=0, error="boom", dead=True)
+        await b.catalog.put(TYPE, catalog_entry(Scraper))
+        await b.queues.push(TYPE, [make_push_request({"url": f"u{i}"}) for i in range(3)])
+        for r in await b.queues.reserve(TYPE, k=2):
+            await b.queues.nack(TYPE, r.body.id, r.token, delay_seconds=0, error="boom", dead=True)
     master = MasterProcess(url, tmp_path)
     try:
         await master.wait_ready()

@@ -103,9 +103,9 @@ async def test_scraper_on_a_dry_pool_requests_one_harvest_and_retries_later(
         with pytest.raises(NoCookie):
             await Scraper().run_one(scrape_task(f"{demo_site.url}/products/1", task_id), ctx)
     # Three dry slots, one harvest task (the idempotency key is per site and minute).
-    depths = await mem_backend.depths("cf-cookie-harvester")
+    depths = await mem_backend.queues.depths("cf-cookie-harvester")
     assert depths.pending == 1
-    [reservation] = await mem_backend.reserve("cf-cookie-harvester")
+    [reservation] = await mem_backend.queues.reserve("cf-cookie-harvester")
     assert reservation.body.payload == {"site": demo_site.site}
     assert await ctx.stream(SCRAPER_OUT).length() == 0
 
@@ -122,7 +122,7 @@ async def test_scraper_evicts_a_rejected_cookie_and_requests_a_harvest(
         await Scraper().run_one(scrape_task(f"{demo_site.url}/products/1"), ctx)
 
     assert await pool.size() == 0 and await pool.list() == []
-    assert (await mem_backend.depths("cf-cookie-harvester")).pending == 1
+    assert (await mem_backend.queues.depths("cf-cookie-harvester")).pending == 1
     assert demo_site.state.stats.pages_rejected == 1
 
 
@@ -165,7 +165,7 @@ async def test_scraper_on_a_dry_pool_waits_quietly_for_the_harvest(
     await asyncio.sleep(0.3)
     assert not any(s.done() for s in scrapes)  # still waiting, none failed
     # One harvest was asked for; run it as the harvester's worker would.
-    [reservation] = await mem_backend.reserve("cf-cookie-harvester")
+    [reservation] = await mem_backend.queues.reserve("cf-cookie-harvester")
     assert reservation.body.payload == {"site": demo_site.site}
     await CookieHarvester().run_one(
         harvest_task(demo_site.site), make_ctx(CookieHarvester, cookies_per_site=1)

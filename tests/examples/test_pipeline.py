@@ -54,27 +54,27 @@ async def test_scrapes_trigger_a_harvest_then_emit_and_a_broken_page_dies(
 
     ctx: Context[Any] = Context(backend=mem_backend, automation_type="test", config=lambda: None)
     # Retries are fast (0.05-0.2 s): allow enough attempts to outlast the harvest.
-    await mem_backend.push("cf-scraper", [scrape(p, 50) for p in range(1, 7)])
+    await mem_backend.queues.push("cf-scraper", [scrape(p, 50) for p in range(1, 7)])
 
     async with running_worker(mem_backend, [CookieHarvester, Scraper]):
 
         async def six_done() -> bool:
-            return (await mem_backend.depths("cf-scraper")).counters.completed == 6
+            return (await mem_backend.queues.depths("cf-scraper")).counters.completed == 6
 
         assert await eventually(six_done, timeout=20)
         # Now that the pool holds cookies, a broken page fails on the site's 500s.
-        await mem_backend.push("cf-scraper", [scrape(13, 2)])
+        await mem_backend.queues.push("cf-scraper", [scrape(13, 2)])
 
         async def one_dead() -> bool:
-            return (await mem_backend.depths("cf-scraper")).dead == 1
+            return (await mem_backend.queues.depths("cf-scraper")).dead == 1
 
         assert await eventually(one_dead, timeout=10)
 
     out = await ctx.stream(SCRAPER_OUT).peek(n=20)
     assert sorted(int(e.payload.url.rsplit("/", 1)[1]) for e in out) == [1, 2, 3, 4, 5, 6]
-    [dead] = await mem_backend.dead_peek("cf-scraper")
+    [dead] = await mem_backend.queues.dead_peek("cf-scraper")
     assert dead.payload["url"].endswith("/products/13") and "500" in (dead.last_error or "")
-    harvests = (await mem_backend.depths("cf-cookie-harvester")).counters.submitted
+    harvests = (await mem_backend.queues.depths("cf-cookie-harvester")).counters.submitted
     assert 1 <= harvests <= 2  # one per site and minute (two if a minute turned over)
     # Every harvested cookie is back in the pool; one harvest tops it up to 3.
     solved = demo_site.state.stats.challenges_solved
@@ -91,9 +91,9 @@ async def test_pinger_runs_in_a_worker_slot_until_the_worker_stops(
     async with running_worker(mem_backend, [Pinger]):
 
         async def pinged() -> bool:
-            return await mem_backend.stream_len("pinger") >= 3
+            return await mem_backend.streams.length("pinger") >= 3
 
         assert await eventually(pinged)
-    count = await mem_backend.stream_len("pinger")
+    count = await mem_backend.streams.length("pinger")
     await asyncio.sleep(0.2)
-    assert await mem_backend.stream_len("pinger") == count  # the slot stopped with the worker
+    assert await mem_backend.streams.length("pinger") == count  # the slot stopped with the worker

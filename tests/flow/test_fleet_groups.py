@@ -67,7 +67,7 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
 async def wait_done(b: Backend, ids: list[str], timeout: float) -> None:
     async def done() -> bool:
         for tid in ids:
-            if (await b.task_state(TYPE, tid)).state != "done":
+            if (await b.queues.state(TYPE, tid)).state != "done":
                 return False
         return True
 
@@ -80,27 +80,27 @@ async def test_three_workers_keep_every_group_limit(shared_url: str, tmp_path: P
     env = fleet_env(FLEET_FLOW_LEDGER=str(ledger), FLEET_ENTRY_POINTS="0")
     async with await open_backend(url) as b:
         await b.configs.set(TYPE, {"slots": 6, "visibility_seconds": 30, "group_concurrency": 2})
-        await b.group_set(TYPE, "rated", GroupSettings(rate="5/s", concurrency=4))
-        await b.group_set(TYPE, "held", GroupSettings(paused=True))
+        await b.groups.set(TYPE, "rated", GroupSettings(rate="5/s", concurrency=4))
+        await b.groups.set(TYPE, "held", GroupSettings(paused=True))
         with worker_processes(url, PLUGIN, TYPE, WORKERS, tmp_path, env):
             await wait_up(b, TYPE, WORKERS)
-            rated = await b.push(TYPE, requests("rated", 160, ms=10))
-            big = await b.push(TYPE, requests("big", 500, ms=40))
-            small = await b.push(TYPE, requests("small", 5, ms=40))
-            held = await b.push(TYPE, requests("held", 10, ms=10))
-            angry = await b.push(TYPE, requests("angry", 1, ms=40, throttle=4.0))
-            angry += await b.push(TYPE, requests("angry", 5, ms=40))
-            plain = await b.push(TYPE, requests(None, 200, ms=20))
+            rated = await b.queues.push(TYPE, requests("rated", 160, ms=10))
+            big = await b.queues.push(TYPE, requests("big", 500, ms=40))
+            small = await b.queues.push(TYPE, requests("small", 5, ms=40))
+            held = await b.queues.push(TYPE, requests("held", 10, ms=10))
+            angry = await b.queues.push(TYPE, requests("angry", 1, ms=40, throttle=4.0))
+            angry += await b.queues.push(TYPE, requests("angry", 5, ms=40))
+            plain = await b.queues.push(TYPE, requests(None, 200, ms=20))
             # The paused group holds while the others drain; then it is resumed.
             await asyncio.sleep(15)
-            assert (await b.group_info(TYPE, "held")).pending == 10
+            assert (await b.groups.info(TYPE, "held")).pending == 10
             resumed_at = time.time()
-            await b.group_set(TYPE, "held", GroupSettings())
+            await b.groups.set(TYPE, "held", GroupSettings())
             every = [r.task_id for r in [*rated, *big, *small, *held, *angry, *plain]]
             await wait_done(b, every, timeout=90)
             for tid in (r.task_id for r in angry):
-                assert (await b.task_state(TYPE, tid)).attempt == 1  # Throttled charged nothing
-            depths = await b.depths(TYPE)
+                assert (await b.queues.state(TYPE, tid)).attempt == 1  # Throttled charged nothing
+            depths = await b.queues.depths(TYPE)
             assert depths.counters.throttled == 1
 
     rows = read_ledger(ledger)

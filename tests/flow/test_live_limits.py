@@ -88,7 +88,7 @@ async def test_a_patched_cap_holds_from_the_next_reserve(shared_url: str, tmp_pa
 
                     async def drained(ids: list[str] = ids) -> bool:
                         for tid in ids:
-                            if (await b.task_state(TYPE, tid)).state != "done":
+                            if (await b.queues.state(TYPE, tid)).state != "done":
                                 return False
                         return True
 

@@ -28,7 +28,7 @@ async def live(
     """A live master, an admin client of it, and the backend as a worker sees it."""
     master = live_factory(shared_url, sweeper=False)
     side = await open_backend(shared_url)
-    await side.catalog_put(SCRAPE, catalog_entry(Scraper))
+    await side.catalog.put(SCRAPE, catalog_entry(Scraper))
     try:
         async with httpx.AsyncClient(
             base_url=master.url, headers=auth(ADMIN), timeout=30
@@ -44,8 +44,8 @@ def _req(tid: str, at: float, **kw: Any) -> PushRequest:
 
 async def _kill(side: Backend, n: int, error: str = "boom") -> list[str]:
     out: list[str] = []
-    for r in await side.reserve(SCRAPE, k=n):
-        await side.nack(SCRAPE, r.body.id, r.token, delay_seconds=0, error=error, dead=True)
+    for r in await side.queues.reserve(SCRAPE, k=n):
+        await side.queues.nack(SCRAPE, r.body.id, r.token, delay_seconds=0, error=error, dead=True)
         out.append(r.body.id)
     return out
 
@@ -53,7 +53,7 @@ async def _kill(side: Backend, n: int, error: str = "boom") -> list[str]:
 async def test_walks_pending_newest_first(live: tuple[httpx.AsyncClient, Backend]) -> None:
     client, side = live
     t = now() - 1_000
-    await side.push(
+    await side.queues.push(
         SCRAPE, [_req(f"t{i:03d}", t + i, group="g" if i % 2 else None) for i in range(120)]
     )
     seen: list[str] = []
@@ -89,7 +89,7 @@ async def test_walks_pending_newest_first(live: tuple[httpx.AsyncClient, Backend
 
 async def test_dead_page_masks_credentials(live: tuple[httpx.AsyncClient, Backend]) -> None:
     client, side = live
-    await side.push(SCRAPE, [_req("d1", now() - 5)])
+    await side.queues.push(SCRAPE, [_req("d1", now() - 5)])
     await _kill(side, 1, error="GET http://bob:hunter2@proxy.example:8080 failed")
     r = await client.get(TASKS, params={"state": "dead"})
     assert r.status_code == 200, r.text
@@ -120,7 +120,7 @@ async def test_bad_requests_are_422_never_500(live: tuple[httpx.AsyncClient, Bac
 
 async def test_tokens_and_scopes(live: tuple[httpx.AsyncClient, Backend]) -> None:
     client, side = live
-    await side.push(SCRAPE, [_req("s1", now())])
+    await side.queues.push(SCRAPE, [_req("s1", now())])
     await _kill(side, 1)
     body = {"ids": ["s1"], "action": "delete"}
     assert (await client.get(TASKS, headers={"Authorization": ""})).status_code == 401
@@ -134,13 +134,13 @@ async def test_tokens_and_scopes(live: tuple[httpx.AsyncClient, Backend]) -> Non
     assert (
         await client.post(SELECTION, json=body, headers={"Authorization": ""})
     ).status_code == 401
-    assert (await side.depths(SCRAPE)).dead == 1  # none of those touched the DLQ
+    assert (await side.queues.depths(SCRAPE)).dead == 1  # none of those touched the DLQ
 
 
 async def test_dead_selection_replay_and_delete(live: tuple[httpx.AsyncClient, Backend]) -> None:
     client, side = live
     t = now() - 100
-    await side.push(SCRAPE, [_req(f"d{i}", t + i, priority=-1) for i in range(4)])
+    await side.queues.push(SCRAPE, [_req(f"d{i}", t + i, priority=-1) for i in range(4)])
     assert sorted(await _kill(side, 4)) == ["d0", "d1", "d2", "d3"]
 
     r = await client.post(SELECTION, json={"ids": ["d2", "nope", "d0", "d2"], "action": "replay"})
@@ -151,7 +151,7 @@ async def test_dead_selection_replay_and_delete(live: tuple[httpx.AsyncClient, B
         "skipped": [],
         "unknown": ["nope"],
     }
-    info = await side.task_state(SCRAPE, "d2")
+    info = await side.queues.state(SCRAPE, "d2")
     assert (info.state, info.attempt, info.priority) == ("queued", 0, -1)
     pending = (await client.get(TASKS, params={"state": "pending"})).json()["items"]
     assert [i["id"] for i in pending] == ["d2", "d0"]
@@ -176,13 +176,13 @@ async def test_dead_selection_replay_and_delete(live: tuple[httpx.AsyncClient, B
         SELECTION, json={"ids": [f"x{i}" for i in range(1_000)], "action": "replay"}
     )
     assert r.status_code == 200 and len(r.json()["unknown"]) == 1_000
-    assert (await side.depths(SCRAPE)).dead == 1
+    assert (await side.queues.depths(SCRAPE)).dead == 1
 
 
 async def test_a_task_record_with_its_payload(live: tuple[httpx.AsyncClient, Backend]) -> None:
     client, side = live
     t = now()
-    await side.push(SCRAPE, [_req("p1", t, group="shop"), _req("p2", t + 1)])
+    await side.queues.push(SCRAPE, [_req("p1", t, group="shop"), _req("p2", t + 1)])
     r = await client.get(f"{TASKS}/p1", params={"payload": "true"})
     assert r.status_code == 200, r.text
     body = r.json()
@@ -190,8 +190,8 @@ async def test_a_task_record_with_its_payload(live: tuple[httpx.AsyncClient, Bac
     assert body["group"] == "shop" and body["run"] is None
     plain = (await client.get(f"{TASKS}/p1")).json()
     assert "payload" not in plain  # only when asked: a lookup can cost a list search
-    got = await side.reserve(SCRAPE, k=2)
-    await side.ack(SCRAPE, [(x.body.id, x.token) for x in got])
+    got = await side.queues.reserve(SCRAPE, k=2)
+    await side.queues.ack(SCRAPE, [(x.body.id, x.token) for x in got])
     done = (await client.get(f"{TASKS}/p1", params={"payload": "true"})).json()
     assert done["state"] == "done" and done["payload"] is None  # not kept once finished
     assert (await client.get(f"{TASKS}/p1", params={"payload": "maybe"})).status_code == 422

@@ -164,13 +164,13 @@ async def _seed(url: str) -> None:
     b = await open_backend(url)
     try:
         for i in range(3):
-            await b.stream_push("m-loop", {"text": f"line{i}"}, worker_id="w")
+            await b.streams.push("m-loop", {"text": f"line{i}"}, worker_id="w")
         body = TaskBody(id="dead-1", payload={"url": "d"}, max_attempts=1, priority=4)
-        await b.push(SCRAPE, [PushRequest(body=body)])
-        (res,) = await b.reserve(SCRAPE)
-        await b.nack(SCRAPE, "dead-1", res.token, delay_seconds=0, error="kaput")
-        await b.worker_register(SCRAPE, "w1", {"host": "box"})
-        await b.worker_set_state(SCRAPE, "w1", {"state": "IDLE", "last_seen": str(time.time())})
+        await b.queues.push(SCRAPE, [PushRequest(body=body)])
+        (res,) = await b.queues.reserve(SCRAPE)
+        await b.queues.nack(SCRAPE, "dead-1", res.token, delay_seconds=0, error="kaput")
+        await b.workers.register(SCRAPE, "w1", {"host": "box"})
+        await b.workers.set_state(SCRAPE, "w1", {"state": "IDLE", "last_seen": str(time.time())})
     finally:
         await b.close()
 
@@ -217,7 +217,7 @@ def test_client_follows_events(live: Any, sqlite_url: str) -> None:
     async def emit() -> None:
         b = await open_backend(sqlite_url)
         try:
-            await b.stream_push("m-loop", {"text": "live"}, worker_id="w")
+            await b.streams.push("m-loop", {"text": "live"}, worker_id="w")
         finally:
             await b.close()
 

@@ -33,7 +33,7 @@ def live(live_factory: Any, sqlite_url: str) -> Any:
             entry = {"type": HARVEST, "kind": "batch", "config": {}, "stream": None,
                      "queue": {"name": HARVEST, "payload": {"type": "object"}},
                      "pools": {ATTRIBUTE: {"name": POOL, "payload": {}, "tags": {}}}}  # fmt: skip
-            await backend.catalog_put(HARVEST, entry)
+            await backend.catalog.put(HARVEST, entry)
         finally:
             await backend.close()
 

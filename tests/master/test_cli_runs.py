@@ -52,8 +52,8 @@ def test_create_submit_list_show_watch(live: Any) -> None:
     def drain() -> None:
         async def go() -> None:
             async with await open_backend(live.backend_url) as b:
-                while got := await b.reserve(SCRAPE, k=10):
-                    await b.ack(SCRAPE, [(x.body.id, x.token) for x in got])
+                while got := await b.queues.reserve(SCRAPE, k=10):
+                    await b.queues.ack(SCRAPE, [(x.body.id, x.token) for x in got])
 
         time.sleep(0.5)
         asyncio.run(go())

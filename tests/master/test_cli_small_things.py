@@ -42,7 +42,7 @@ def emit(backend_url: str, *texts: str) -> list[str]:
     async def push() -> list[str]:
         b = await open_backend(backend_url)
         try:
-            return [(await b.stream_push(LOOP, {"text": t}, worker_id="w")).id for t in texts]
+            return [(await b.streams.push(LOOP, {"text": t}, worker_id="w")).id for t in texts]
         finally:
             await b.close()
 

@@ -45,16 +45,18 @@ async def fleet(backend_url: str) -> AsyncIterator[tuple[InProcess, Planter]]:
     b = inproc.backend
     entry = catalog_entry(Scraper)
     for t in (GOOD, BAD):
-        await b.catalog_put(t, entry | {"type": t})
+        await b.catalog.put(t, entry | {"type": t})
     for wid in ("w-ok", "w-bad", "w-state"):
-        await b.worker_register(GOOD, wid, {"host": "h", "pid": 7})
-        await b.worker_set_state(GOOD, wid, {"state": "RUNNING", "last_seen": str(time.time())})
-        await b.worker_put_stats(GOOD, wid, {"slots": {"busy": 0, "total": 1}})
+        await b.workers.register(GOOD, wid, {"host": "h", "pid": 7})
+        await b.workers.set_state(GOOD, wid, {"state": "RUNNING", "last_seen": str(time.time())})
+        await b.workers.put_stats(GOOD, wid, {"slots": {"busy": 0, "total": 1}})
         assert await b.configs.put_desired(GOOD, wid, {"slots": 1}, 3)
-    await b.worker_register(BAD, "w-of-bad", {"host": "h"})
-    await b.push(GOOD, [PushRequest(TaskBody(id="dead-ok", payload={"url": "u"}, max_attempts=1))])
-    (res,) = await b.reserve(GOOD)
-    assert await b.nack(GOOD, "dead-ok", res.token, delay_seconds=0, error="boom") == "dead"
+    await b.workers.register(BAD, "w-of-bad", {"host": "h"})
+    await b.queues.push(
+        GOOD, [PushRequest(TaskBody(id="dead-ok", payload={"url": "u"}, max_attempts=1))]
+    )
+    (res,) = await b.queues.reserve(GOOD)
+    assert await b.queues.nack(GOOD, "dead-ok", res.token, delay_seconds=0, error="boom") == "dead"
 
     planter = Planter(backend_url)
     planter.catalog(BAD, "{not json at all")
@@ -193,11 +195,11 @@ async def test_the_master_republishes_its_own_entry_that_cannot_be_read(
         settings_for(backend_url), sweeper=False, catalog_check_seconds=0.1
     )
     try:
-        assert await inproc.backend.catalog_get(SCRAPE) is not None
+        assert await inproc.backend.catalog.get(SCRAPE) is not None
         Planter(backend_url).catalog(SCRAPE, NOT_UTF8)
 
         async def readable() -> bool:
-            entry = await inproc.backend.catalog_get(SCRAPE)
+            entry = await inproc.backend.catalog.get(SCRAPE)
             return entry is not None and entry_unreadable(entry) is None
 
         deadline = time.monotonic() + 10

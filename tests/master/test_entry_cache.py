@@ -38,11 +38,11 @@ class Clock:
 async def test_entry_is_reused_until_its_time_is_up(master: InProcess) -> None:
     clock = Clock()
     master.app.state.fleet.entries = EntryCache(ttl=1.0, clock=clock)
-    await master.backend.catalog_put(GHOST, entry(WANTS_INT))
+    await master.backend.catalog.put(GHOST, entry(WANTS_INT))
     r = await master.client.post(TASKS, json={"payload": {"n": 1}}, headers=H)
     assert r.status_code == 202
     # A worker re-publishes the type with another payload schema.
-    await master.backend.catalog_put(GHOST, entry(WANTS_STR))
+    await master.backend.catalog.put(GHOST, entry(WANTS_STR))
     clock.now += 0.9
     r = await master.client.post(TASKS, json={"payload": {"n": 2}}, headers=H)
     assert r.status_code == 202  # still the entry fetched 0.9 s ago
@@ -59,7 +59,7 @@ async def test_unknown_types_are_not_cached_and_a_delete_is_seen_at_once(
     master.app.state.fleet.entries = EntryCache(ttl=3600.0)
     r = await master.client.post(TASKS, json={"payload": {"n": 1}}, headers=H)
     assert r.status_code == 404
-    await master.backend.catalog_put(GHOST, entry(WANTS_INT))
+    await master.backend.catalog.put(GHOST, entry(WANTS_INT))
     r = await master.client.post(
         f"{TASKS}/batch", json={"tasks": [{"payload": {"n": 1}}]}, headers=H
     )

@@ -53,9 +53,9 @@ class Frames:
 async def test_clients_share_one_subscription_and_see_only_their_types() -> None:
     backend = await open_backend(memory_url())
     hub = EventHub(backend, heartbeat_seconds=5.0)
-    await backend.catalog_put("hub-a", {"queue": {"type": "object"}})
-    await backend.catalog_put("hub-b", {"queue": {"type": "object"}})
-    await backend.push("hub-a", [PushRequest(TaskBody(id="t1", payload={}))])
+    await backend.catalog.put("hub-a", {"queue": {"type": "object"}})
+    await backend.catalog.put("hub-b", {"queue": {"type": "object"}})
+    await backend.queues.push("hub-a", [PushRequest(TaskBody(id="t1", payload={}))])
     every = Frames(hub.stream(0.2))
     only_b = Frames(hub.stream(0.2, {"hub-b"}))
     try:
@@ -67,8 +67,8 @@ async def test_clients_share_one_subscription_and_see_only_their_types() -> None
         assert set(depths_b) == {"hub-b"}
         assert hub.clients == 2 and hub.subscriptions_opened == 1
 
-        await backend.publish("hub-a.emit", {"n": 1})
-        await backend.publish("hub-b.emit", {"n": 2})
+        await backend.events.publish("hub-a.emit", {"n": 1})
+        await backend.events.publish("hub-b.emit", {"n": 2})
         assert (await every.next("emit"))[1] == {"type": "hub-a", "data": {"n": 1}}
         assert (await every.next("emit"))[1] == {"type": "hub-b", "data": {"n": 2}}
         # only_b never sees hub-a's emit: its first emit is hub-b's
@@ -83,7 +83,7 @@ async def test_clients_share_one_subscription_and_see_only_their_types() -> None
 async def test_a_late_client_hears_hello_and_the_last_snapshot_at_once() -> None:
     backend = await open_backend(memory_url())
     hub = EventHub(backend, heartbeat_seconds=5.0)
-    await backend.catalog_put("hub-late", {"queue": {"type": "object"}})
+    await backend.catalog.put("hub-late", {"queue": {"type": "object"}})
     first = Frames(hub.stream(0.2))
     try:
         await first.next("depths")
@@ -108,12 +108,12 @@ async def test_types_frames_carry_the_automations_rows_only_when_they_change() -
     backend = await open_backend(memory_url())
     hub = EventHub(backend, heartbeat_seconds=5.0)
     schema = {"type": "object"}
-    await backend.catalog_put(
+    await backend.catalog.put(
         "hub-q", {"kind": "BatchAutomation", "queue": schema, "stream": schema}
     )
-    await backend.catalog_put("hub-c", {"kind": "ContinuousAutomation"})
-    await backend.worker_register("hub-x", "w9", {"host": "box"})
-    await backend.worker_set_state("hub-x", "w9", {"state": "RUNNING", "last_seen": "1"})
+    await backend.catalog.put("hub-c", {"kind": "ContinuousAutomation"})
+    await backend.workers.register("hub-x", "w9", {"host": "box"})
+    await backend.workers.set_state("hub-x", "w9", {"state": "RUNNING", "last_seen": "1"})
     every = Frames(hub.stream(0.2))
     only_q = Frames(hub.stream(0.2, {"hub-q"}))
     try:
@@ -153,7 +153,7 @@ async def test_types_frames_carry_the_automations_rows_only_when_they_change() -
         seen = [(await every.next())[0] for _ in range(6)]
         assert "types" not in seen and seen.count("depths") >= 2
         # a new type: hello again, then a types frame with the new row
-        await backend.catalog_put("hub-new", {"kind": "BatchAutomation", "queue": schema})
+        await backend.catalog.put("hub-new", {"kind": "BatchAutomation", "queue": schema})
         assert "hub-new" in (await every.next("hello"))[1]["types"]
         rows = (await every.next("types"))[1]
         assert [r["type"] for r in rows] == ["hub-c", "hub-new", "hub-q", "hub-x"]
@@ -188,19 +188,19 @@ async def test_a_client_that_stops_reading_is_cut_off(monkeypatch: pytest.Monkey
     monkeypatch.setattr(event_hub, "MAX_PENDING", 20)
     backend = await open_backend(memory_url())
     hub = EventHub(backend, heartbeat_seconds=5.0)
-    await backend.catalog_put("hub-slow", {})
+    await backend.catalog.put("hub-slow", {})
     slow = Frames(hub.stream(30.0))
     reader = Frames(hub.stream(30.0))
     try:
         await slow.next("hello")
         await reader.next("hello")
         for i in range(40):
-            await backend.publish("hub-slow.emit", {"i": i})
+            await backend.events.publish("hub-slow.emit", {"i": i})
             await reader.next("emit")  # the reading client keeps up and stays
         names = await slow.rest()
         assert names[-1] == "error" and names.count("emit") <= 20
         assert hub.clients == 1
-        await backend.publish("hub-slow.emit", {"i": "after"})
+        await backend.events.publish("hub-slow.emit", {"i": "after"})
         assert (await reader.next("emit"))[1]["data"] == {"i": "after"}
     finally:
         await reader.stream.aclose()  # type: ignore[attr-defined]
@@ -215,7 +215,7 @@ async def test_backend_loss_ends_every_stream_with_an_error() -> None:
     backend = await open_backend(server.url)
     hub = EventHub(backend, heartbeat_seconds=5.0)
     try:
-        await backend.catalog_put("hub-down", {})
+        await backend.catalog.put("hub-down", {})
         clients = [Frames(hub.stream(0.3)) for _ in range(2)]
         for client in clients:
             await client.next("hello")

@@ -215,13 +215,13 @@ async def test_deleting_an_unknown_type_or_pool_is_404(master: InProcess) -> Non
     r = await master.client.delete("/api/v1/pools/never-heard-of", headers=H)
     assert r.status_code == 404 and "unknown pool" in r.text
     # A type with only leftover state (no catalog entry) is still deletable.
-    await master.backend.push("leftover", [])
+    await master.backend.queues.push("leftover", [])
     from fleet.core.submission import make_push_request
 
-    await master.backend.push("leftover", [make_push_request({"x": 1})])
+    await master.backend.queues.push("leftover", [make_push_request({"x": 1})])
     r = await master.client.delete("/api/v1/automations/leftover", headers=H)
     assert r.status_code == 200
-    await master.backend.pool_put("adhoc", {"v": 1}, {})
+    await master.backend.pools.put("adhoc", {"v": 1}, {})
     assert (await master.client.delete("/api/v1/pools/adhoc", headers=H)).json() == {"dropped": 1}
 
 

@@ -37,7 +37,7 @@ async def test_submit_with_a_group_and_list_it(master: InProcess) -> None:
     ]
     assert body["next"] is None
     assert body["defaults"] == {"concurrency": None, "rate": None}
-    reserved = await master.backend.reserve(SCRAPE, k=10)
+    reserved = await master.backend.queues.reserve(SCRAPE, k=10)
     assert {r.body.group for r in reserved} == {"a.example", "b.example", None}
 
 
@@ -63,7 +63,7 @@ async def test_bad_groups_are_422_and_store_nothing(master: InProcess) -> None:
     r = await master.client.post(f"{BASE}/tasks/batch", json={"tasks": tasks}, headers=H)
     results = r.json()["results"]
     assert results[0]["queued"] is True and "error" in results[1]
-    assert (await master.backend.depths(SCRAPE)).pending == 1
+    assert (await master.backend.queues.depths(SCRAPE)).pending == 1
 
 
 async def test_effective_limits_follow_the_type_config_and_overrides(master: InProcess) -> None:
@@ -81,13 +81,13 @@ async def test_effective_limits_follow_the_type_config_and_overrides(master: InP
     g = r.json()
     assert (g["concurrency"], g["rate"], g["paused"]) == (3, "1/s", True)
     assert g["settings"] == {"concurrency": None, "rate": "1/s", "paused": True}
-    info = await master.backend.group_info(SCRAPE, "shop.example")
+    info = await master.backend.groups.info(SCRAPE, "shop.example")
     assert info.settings == GroupSettings(rate="1/s", paused=True)
-    assert await master.backend.reserve(SCRAPE, k=10) == []  # paused, fleet-wide
+    assert await master.backend.queues.reserve(SCRAPE, k=10) == []  # paused, fleet-wide
     r = await master.client.delete(f"{BASE}/groups/shop.example", headers=H)
     assert r.status_code == 200
     assert (r.json()["rate"], r.json()["paused"], r.json()["settings"]) == ("10/s", False, None)
-    assert len(await master.backend.reserve(SCRAPE, k=10)) == 1
+    assert len(await master.backend.queues.reserve(SCRAPE, k=10)) == 1
 
 
 async def test_bad_group_settings_are_422(master: InProcess) -> None:
@@ -99,7 +99,7 @@ async def test_bad_group_settings_are_422(master: InProcess) -> None:
     assert r.status_code == 422
     r = await master.client.patch(f"{BASE}/config", json={"group_concurrency": 0}, headers=H)
     assert r.status_code == 422
-    assert (await master.backend.group_list(SCRAPE)).groups == []
+    assert (await master.backend.groups.page(SCRAPE)).groups == []
 
 
 async def test_group_names_with_slashes_and_unknown_groups(master: InProcess) -> None:
@@ -151,8 +151,8 @@ async def test_metrics_show_throttles_and_the_busiest_groups(master: InProcess) 
     for i in range(30):
         for _ in range(i % 4 + 1):
             await submit(master, "u", f"g{i:02d}")
-    (res,) = await master.backend.reserve(SCRAPE, k=1)
-    assert await master.backend.throttle(SCRAPE, res.body.id, res.token, retry_after=60)
+    (res,) = await master.backend.queues.reserve(SCRAPE, k=1)
+    assert await master.backend.groups.throttle(SCRAPE, res.body.id, res.token, retry_after=60)
     text = (await master.client.get("/metrics", headers=H)).text
     assert f'fleet_tasks_throttled_total{{type="{SCRAPE}"}} 1.0' in text
     assert f'fleet_groups{{type="{SCRAPE}"}} 30.0' in text

@@ -36,9 +36,11 @@ URL = f"/api/v1/automations/{TYPE}/history"
 
 
 async def _worker_reports(b: Backend, timed_out: int, durations: list[int]) -> None:
-    await b.worker_set_state(TYPE, "w1", {"state": "RUNNING", "last_seen": str(time.time())})
+    await b.workers.set_state(TYPE, "w1", {"state": "RUNNING", "last_seen": str(time.time())})
     hist = {"count": sum(durations), "sum": 1.0, "buckets": durations}
-    await b.worker_put_stats(TYPE, "w1", {"tasks": {"timed_out": timed_out}, "task_duration": hist})
+    await b.workers.put_stats(
+        TYPE, "w1", {"tasks": {"timed_out": timed_out}, "task_duration": hist}
+    )
 
 
 async def _busy_points(http: httpx.AsyncClient, window: str) -> list[dict[str, Any]]:
@@ -67,8 +69,8 @@ async def test_history_survives_a_restart_and_answers_only_allowed_tokens(
 ) -> None:
     b = await open_backend(shared_url)
     try:
-        await b.catalog_put(TYPE, catalog_entry(Scraper) | {"type": TYPE})
-        await b.worker_register(TYPE, "w1", {"host": "h", "pid": 1})
+        await b.catalog.put(TYPE, catalog_entry(Scraper) | {"type": TYPE})
+        await b.workers.register(TYPE, "w1", {"host": "h", "pid": 1})
         zeros = [0] * len(BUCKETS)
         await _worker_reports(b, 0, zeros)
         # The baseline is set before any master runs, so the first pass counts what follows.
@@ -78,9 +80,9 @@ async def test_history_survives_a_restart_and_answers_only_allowed_tokens(
         try:
             await first.wait_ready()
             reqs = [PushRequest(TaskBody(id=f"t{i}", payload={"url": "u"})) for i in range(3)]
-            await b.push(TYPE, reqs)
-            (r,) = await b.reserve(TYPE)
-            assert await b.ack(TYPE, [(r.body.id, r.token)]) == [True]
+            await b.queues.push(TYPE, reqs)
+            (r,) = await b.queues.reserve(TYPE)
+            assert await b.queues.ack(TYPE, [(r.body.id, r.token)]) == [True]
             await _worker_reports(b, 1, [0, 0, 0, 0, 0, 4, *zeros[6:]])
             before = await _recorded(first)
             assert first.interrupt() == 0
@@ -141,7 +143,7 @@ async def test_the_recorder_sums_every_worker_and_reads_a_bad_frame_as_zeros() -
     b = await open_backend(memory_url())
     try:
         t = "hist-recorder"
-        await b.catalog_put(t, catalog_entry(Scraper) | {"type": t})
+        await b.catalog.put(t, catalog_entry(Scraper) | {"type": t})
         frames: dict[str, Any] = {
             "w1": {"tasks": {"timed_out": 2}, "task_duration": {"buckets": [1] * len(BUCKETS)}},
             "w2": {"tasks": {"timed_out": 3}, "task_duration": {"buckets": [2] * len(BUCKETS)}},
@@ -149,9 +151,9 @@ async def test_the_recorder_sums_every_worker_and_reads_a_bad_frame_as_zeros() -
             "none": None,
         }
         for wid, frame in frames.items():
-            await b.worker_register(t, wid, {"host": "h"})
+            await b.workers.register(t, wid, {"host": "h"})
             if frame is not None:
-                await b.worker_put_stats(t, wid, frame)
+                await b.workers.put_stats(t, wid, frame)
         reports = await gather_reports(b)
         assert reports[t] == Reported(5, (3,) * len(BUCKETS))
         assert worker_report({"tasks": [], "task_duration": {"buckets": [-1.0] * 14}}) == Reported(
@@ -159,7 +161,7 @@ async def test_the_recorder_sums_every_worker_and_reads_a_bad_frame_as_zeros() -
         )
         recorder = HistoryRecorder(b, 3600)
         assert await recorder.tick() == 0  # the baseline
-        await b.push(t, [PushRequest(TaskBody(id="x", payload={"url": "u"}))])
+        await b.queues.push(t, [PushRequest(TaskBody(id="x", payload={"url": "u"}))])
         assert await recorder.tick() == 1 and await recorder.tick() == 0
         points = (await b.history.read(t, "1h")).points
         assert sum(p.submitted for p in points) == 1

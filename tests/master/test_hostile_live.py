@@ -43,7 +43,7 @@ async def test_hostile_requests_against_a_real_master(url: str, tmp_path: Path) 
                  "config": {"type": "object", "properties": {"proxy_url": {"type": "string"}}},
                  "queue": {"name": GHOST, "payload": {"type": "object"}}, "stream": None,
                  "pools": {}}  # fmt: skip
-        await b.catalog_put(GHOST, entry)
+        await b.catalog.put(GHOST, entry)
         await b.configs.set(GHOST, {"proxy_url": "http://user:pr0xy-secret@10.1.1.1:3128"})
     master = MasterProcess(url, tmp_path)
     try:

@@ -57,7 +57,7 @@ async def test_every_body_route_refuses_deep_and_surrogate_bodies(
     r = await master.client.request(method, path, content=lone, headers=H)
     assert r.status_code == 422, r.text
     assert r.json()["detail"][0]["loc"][:2] == ["body", "payload"]
-    assert (await master.backend.depths(SCRAPE)).pending == 0
+    assert (await master.backend.queues.depths(SCRAPE)).pending == 0
 
 
 async def test_a_deep_payload_from_a_scoped_token_is_never_stored(master: InProcess) -> None:
@@ -87,4 +87,4 @@ async def test_ids_and_keys_with_surrogates_or_control_characters_are_422(
         r = await master.client.post(path, json={"payload": {"url": "u"}, field: value}, headers=H)
         assert r.status_code == 422, (field, value, r.text)
         assert r.json()["detail"][0]["loc"][-1] == field
-    assert (await master.backend.depths(SCRAPE)).pending == 0
+    assert (await master.backend.queues.depths(SCRAPE)).pending == 0

@@ -22,17 +22,19 @@ H = auth(ADMIN)
 
 async def test_metrics_exports_queues_workers_and_plugin_metrics(master: InProcess) -> None:
     b = master.backend
-    await b.push(SCRAPE, [PushRequest(body=TaskBody(id=f"t{i}", payload={})) for i in range(3)])
-    await b.reserve(SCRAPE, k=1)
-    await b.worker_register(SCRAPE, "w1", {"host": "h"})
-    await b.worker_set_state(SCRAPE, "w1", {"state": "RUNNING", "last_seen": str(time.time())})
+    await b.queues.push(
+        SCRAPE, [PushRequest(body=TaskBody(id=f"t{i}", payload={})) for i in range(3)]
+    )
+    await b.queues.reserve(SCRAPE, k=1)
+    await b.workers.register(SCRAPE, "w1", {"host": "h"})
+    await b.workers.set_state(SCRAPE, "w1", {"state": "RUNNING", "last_seen": str(time.time())})
     m = Metrics()
     m.incr("pages_fetched", 4)
     m.set("lag", 1.5)
     m.observe("fetch_seconds", 0.3)
     duration = Metrics()
     duration.observe("d", 0.02)
-    await b.worker_put_stats(
+    await b.workers.put_stats(
         SCRAPE,
         "w1",
         {
@@ -45,8 +47,8 @@ async def test_metrics_exports_queues_workers_and_plugin_metrics(master: InProce
             "task_duration": duration.snapshot()["histograms"]["d"],
         },
     )
-    await b.worker_register(LOOP, "gone", {})
-    await b.worker_set_state(LOOP, "gone", {"state": "RUNNING", "last_seen": "1"})
+    await b.workers.register(LOOP, "gone", {})
+    await b.workers.set_state(LOOP, "gone", {"state": "RUNNING", "last_seen": "1"})
     r = await master.client.get("/metrics", headers=auth("read-secret-token"))
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/plain")
@@ -119,13 +121,13 @@ async def test_sse_delivers_emits_config_and_depths(
             events = EventReader(response)
             hello = await events.next("hello")
             assert SCRAPE in hello["types"]
-            await worker_side.stream_push(LOOP, {"text": "hi"}, worker_id="w9")
+            await worker_side.streams.push(LOOP, {"text": "hi"}, worker_id="w9")
             emit = await events.next("emit")
             assert emit["type"] == LOOP and emit["data"]["payload"] == {"text": "hi"}
             r = await client.patch(f"/api/v1/automations/{SCRAPE}/config", json={"slots": 2})
             config = await events.next("config")
             assert config == {"type": SCRAPE, "data": {"worker_id": None, "gen": r.json()["gen"]}}
-            await worker_side.push(
+            await worker_side.queues.push(
                 SCRAPE, [PushRequest(body=TaskBody(id="q1", payload={"url": "u"}))]
             )
             depths = await events.next("depths")
@@ -133,8 +135,8 @@ async def test_sse_delivers_emits_config_and_depths(
             while depths[SCRAPE]["pending_total"] != 1 and time.monotonic() < deadline:
                 depths = await events.next("depths")
             assert depths[SCRAPE]["pending_total"] == 1
-            await worker_side.worker_register(SCRAPE, "w-sse", {"host": "h"})
-            await worker_side.worker_set_state(
+            await worker_side.workers.register(SCRAPE, "w-sse", {"host": "h"})
+            await worker_side.workers.set_state(
                 SCRAPE, "w-sse", {"state": "RUNNING", "last_seen": str(time.time())}
             )
             workers = await events.next("workers")

@@ -20,18 +20,19 @@ A = f"/api/v1/automations/{SCRAPE}"
 async def register_worker(
     backend: Any, wid: str, automation_type: str = SCRAPE, **state: str
 ) -> None:
-    await backend.worker_register(automation_type, wid, {"host": "h1", "pid": 42})
+    await backend.workers.register(automation_type, wid, {"host": "h1", "pid": 42})
     fields = {"state": "RUNNING", "last_seen": str(time.time()), "applied_gen": "0", "slots": "2"}
     fields.update(state)
-    await backend.worker_set_state(automation_type, wid, fields)
+    await backend.workers.set_state(automation_type, wid, fields)
 
 
 async def dead_task(backend: Any, task_id: str, priority: int = 0) -> None:
     body = TaskBody(id=task_id, payload={"url": task_id}, priority=priority, max_attempts=1)
-    await backend.push(SCRAPE, [PushRequest(body=body)])
-    (res,) = await backend.reserve(SCRAPE, k=1)
+    await backend.queues.push(SCRAPE, [PushRequest(body=body)])
+    (res,) = await backend.queues.reserve(SCRAPE, k=1)
     assert (
-        await backend.nack(SCRAPE, res.body.id, res.token, delay_seconds=0, error="boom") == "dead"
+        await backend.queues.nack(SCRAPE, res.body.id, res.token, delay_seconds=0, error="boom")
+        == "dead"
     )
 
 
@@ -46,10 +47,10 @@ async def test_dlq_peek_replay_and_drain(master: InProcess) -> None:
     assert dead[0]["last_error"] == "boom" and dead[0]["attempt"] == 1
     r = await master.client.post(f"{A}/dead/replay", json={"task_ids": []}, headers=H)
     assert r.json() == {"replayed": 0}
-    assert (await b.depths(SCRAPE)).dead == 3
+    assert (await b.queues.depths(SCRAPE)).dead == 3
     r = await master.client.post(f"{A}/dead/replay", json={"task_ids": ["t0"]}, headers=H)
     assert r.json() == {"replayed": 1}
-    depths = await b.depths(SCRAPE)
+    depths = await b.queues.depths(SCRAPE)
     assert depths.high == 1 and depths.dead == 2  # priority kept
     info = (await master.client.get(f"{A}/tasks/t0", headers=H)).json()
     assert info["state"] == "queued" and info["attempt"] == 0
@@ -57,7 +58,7 @@ async def test_dlq_peek_replay_and_drain(master: InProcess) -> None:
     assert r.json() == {"replayed": 1}
     r = await master.client.delete(f"{A}/dead", headers=H)
     assert r.json() == {"drained": 1}
-    assert (await b.depths(SCRAPE)).dead == 0
+    assert (await b.queues.depths(SCRAPE)).dead == 0
     r = await master.client.post(f"{A}/dead/replay", headers=H)  # no body: all (none left)
     assert r.json() == {"replayed": 0}
 
@@ -68,8 +69,8 @@ async def test_cancel_queued_and_processing_tasks(master: InProcess) -> None:
     for url in ("a", "b"):
         r = await master.client.post(f"{A}/tasks", json={"payload": {"url": url}}, headers=H)
         ids.append(r.json()["task_id"])
-    (res,) = await b.reserve(SCRAPE, k=1)
-    async with await b.subscribe(f"cancel.{SCRAPE}") as sub:
+    (res,) = await b.queues.reserve(SCRAPE, k=1)
+    async with await b.events.subscribe(f"cancel.{SCRAPE}") as sub:
         r = await master.client.delete(f"{A}/tasks/{res.body.id}", headers=H)
         assert r.json()["outcome"] == "cancelling"
         topic, message = await sub.__anext__()
@@ -86,13 +87,13 @@ async def test_cancel_queued_and_processing_tasks(master: InProcess) -> None:
 async def test_output_peek_and_pop(master: InProcess) -> None:
     b = master.backend
     for i in range(3):
-        await b.stream_push(LOOP, {"text": f"l{i}"}, worker_id="w1")
+        await b.streams.push(LOOP, {"text": f"l{i}"}, worker_id="w1")
     path = f"/api/v1/automations/{LOOP}/output"
     r = await master.client.get(f"{path}?n=2", headers=auth(READ))
     assert [e["payload"]["text"] for e in r.json()] == ["l0", "l1"]
     r = await master.client.post(f"{path}/pop", json={"n": 2}, headers=H)
     assert [e["payload"]["text"] for e in r.json()] == ["l0", "l1"]
-    assert await b.stream_len(LOOP) == 1
+    assert await b.streams.length(LOOP) == 1
     r = await master.client.post(f"{path}/pop", json={"n": 0}, headers=H)
     assert r.status_code == 422
 
@@ -105,7 +106,7 @@ async def test_config_patch_bumps_generations_and_keeps_overrides(master: InProc
     assert r.status_code == 200
     gen_w2 = r.json()["gen"]
     assert r.json()["workers"] == ["w2"]
-    async with await b.subscribe(f"config.{SCRAPE}") as sub:
+    async with await b.events.subscribe(f"config.{SCRAPE}") as sub:
         r = await master.client.patch(
             f"{A}/config", json={"slots": 3, "user_agent": "ua"}, headers=H
         )
@@ -131,7 +132,7 @@ async def test_config_patch_bumps_generations_and_keeps_overrides(master: InProc
     views = {v["worker_id"]: v for v in r.json()}
     assert views["w1"]["gen"] == {"desired": body["gen"], "applied": 0}
     assert views["w1"]["lagging"] is True and views["w1"]["up"] is True
-    await b.worker_set_state(SCRAPE, "w1", {"applied_gen": str(body["gen"])})
+    await b.workers.set_state(SCRAPE, "w1", {"applied_gen": str(body["gen"])})
     r = await master.client.get(f"{A}/workers/w1", headers=H)
     one = r.json()
     assert one["lagging"] is False
@@ -172,19 +173,19 @@ async def test_required_plugin_fields_are_reported_missing(master: InProcess) ->
 async def test_drain_resume_and_forget(master: InProcess) -> None:
     b = master.backend
     await register_worker(b, "w1")
-    async with await b.subscribe(f"control.{SCRAPE}") as sub:
+    async with await b.events.subscribe(f"control.{SCRAPE}") as sub:
         r = await master.client.post(f"{A}/workers/w1/drain", headers=H)
         assert r.status_code == 200
         assert (await sub.__anext__())[1] == {"worker_id": "w1", "action": "drain"}
-        assert await b.kv_get("fleet-control", f"drain:{SCRAPE}:w1") == "true"
+        assert await b.kv.get("fleet-control", f"drain:{SCRAPE}:w1") == "true"
         r = await master.client.post(f"{A}/workers/w1/resume", headers=H)
         assert (await sub.__anext__())[1] == {"worker_id": "w1", "action": "resume"}
-    assert await b.kv_get("fleet-control", f"drain:{SCRAPE}:w1") is None
+    assert await b.kv.get("fleet-control", f"drain:{SCRAPE}:w1") is None
     r = await master.client.post(f"{A}/workers/ghost/drain", headers=H)
     assert r.status_code == 404
     r = await master.client.delete(f"{A}/workers/w1", headers=H)
     assert r.json()["forgotten"] is True
-    assert await b.worker_ids(SCRAPE) == []
+    assert await b.workers.ids(SCRAPE) == []
     r = await master.client.get(f"{A}/workers/w1", headers=H)
     assert r.status_code == 404
 
@@ -202,8 +203,8 @@ async def test_worker_down_when_heartbeats_stop(master: InProcess) -> None:
 
 async def test_pools_payload_only_for_admin_and_drop(master: InProcess) -> None:
     b = master.backend
-    await b.pool_put("cookies", {"secret": "s"}, {"site": "a"})
-    await b.pool_put("cookies", {"secret": "t"}, {"site": "b"})
+    await b.pools.put("cookies", {"secret": "s"}, {"site": "a"})
+    await b.pools.put("cookies", {"secret": "t"}, {"site": "b"})
     r = await master.client.get("/api/v1/pools", headers=auth(READ))
     # (by name: pools that automations registered in this process declare are listed too)
     assert {p["name"]: p for p in r.json()}["cookies"]["total"] == 2
@@ -215,7 +216,7 @@ async def test_pools_payload_only_for_admin_and_drop(master: InProcess) -> None:
     assert (await master.client.get("/api/v1/pools/none", headers=H)).status_code == 404
     r = await master.client.delete("/api/v1/pools/cookies", headers=H)
     assert r.json() == {"dropped": 2}
-    assert await b.pool_names() == []
+    assert await b.pools.names() == []
 
 
 async def test_delete_type_removes_its_state(master: InProcess) -> None:
@@ -224,11 +225,11 @@ async def test_delete_type_removes_its_state(master: InProcess) -> None:
     await master.client.post(f"{A}/workers/w1/drain", headers=H)
     await master.client.post(f"{A}/tasks", json={"payload": {"url": "u"}}, headers=H)
     r = await master.client.delete(A, headers=H)
-    assert await b.kv_get("fleet-control", f"drain:{SCRAPE}:w1") is None
+    assert await b.kv.get("fleet-control", f"drain:{SCRAPE}:w1") is None
     assert r.json() == {"deleted": SCRAPE}
-    assert await b.catalog_get(SCRAPE) is None
-    assert (await b.depths(SCRAPE)).pending == 0
-    assert await b.worker_ids(SCRAPE) == []
+    assert await b.catalog.get(SCRAPE) is None
+    assert (await b.queues.depths(SCRAPE)).pending == 0
+    assert await b.workers.ids(SCRAPE) == []
     r = await master.client.get(f"{A}/queue", headers=H)
     assert r.status_code == 404
 
@@ -250,7 +251,7 @@ async def test_names_with_glob_characters_are_refused(master: InProcess) -> None
     for path in ("/api/v1/automations/%2A", "/api/v1/automations/m-%3F", "/api/v1/pools/%2A"):
         r = await master.client.delete(path, headers=H)
         assert r.status_code == 422, path
-    assert (await b.depths(SCRAPE)).pending == 1
+    assert (await b.queues.depths(SCRAPE)).pending == 1
     r = await master.client.get("/api/v1/automations/..bad/queue", headers=H)
     assert r.status_code == 422
 
@@ -294,7 +295,7 @@ async def test_delete_type_refuses_while_a_running_run_holds_its_tasks(
     assert r.status_code in (200, 201, 202), r.text
     r = await master.client.delete(A, headers=H)
     assert r.status_code == 409 and run in r.json()["detail"], r.text
-    assert (await b.depths(SCRAPE)).pending == 1  # nothing purged
+    assert (await b.queues.depths(SCRAPE)).pending == 1  # nothing purged
     assert (await master.client.delete(f"/api/v1/runs/{run}", headers=H)).status_code == 200
     r = await master.client.delete(A, headers=H)
     assert r.status_code == 200 and r.json() == {"deleted": SCRAPE}

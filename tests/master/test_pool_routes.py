@@ -53,7 +53,7 @@ class Harvester(BatchAutomation[BaseConfig]):
 async def master(backend_url: str) -> AsyncIterator[InProcess]:
     """An in-process master on a fresh backend of each kind, a pool declared."""
     inproc, lifespan = await start_in_process(settings_for(backend_url), sweeper=False)
-    await inproc.backend.catalog_put(Harvester.automation_type, catalog_entry(Harvester))
+    await inproc.backend.catalog.put(Harvester.automation_type, catalog_entry(Harvester))
     try:
         yield inproc
     finally:
@@ -86,7 +86,7 @@ async def test_declared_empty_pool_is_200_and_unknown_pool_is_404(master: InProc
 
 async def test_declared_pool_stays_after_its_items_go(master: InProcess) -> None:
     b = master.backend
-    await b.pool_put(DECLARED, {"value": "v"}, {"site": "a"})
+    await b.pools.put(DECLARED, {"value": "v"}, {"site": "a"})
     r = await master.client.get(f"/api/v1/pools/{DECLARED}", headers=H)
     assert r.json()["total"] == 1 and len(r.json()["items"]) == 1
     assert (await master.client.delete(f"/api/v1/pools/{DECLARED}", headers=H)).json() == {
@@ -98,9 +98,9 @@ async def test_declared_pool_stays_after_its_items_go(master: InProcess) -> None
 
 async def test_undeclared_pool_exists_while_it_holds_unexpired_items(master: InProcess) -> None:
     b = master.backend
-    await b.pool_put("adhoc", {"value": "v"}, {"site": "a"}, ttl_seconds=3.0)
-    claimed_id = await b.pool_put("held", {"value": "w"}, {"site": "b"})
-    assert await b.pool_claim("held") is not None
+    await b.pools.put("adhoc", {"value": "v"}, {"site": "a"}, ttl_seconds=3.0)
+    claimed_id = await b.pools.put("held", {"value": "w"}, {"site": "b"})
+    assert await b.pools.claim("held") is not None
     r = await master.client.get("/api/v1/pools", headers=H)
     assert [p["name"] for p in listed(r)] == ["adhoc", DECLARED, "held"]
     # A claimed item still makes its pool exist (it is only not available).
@@ -114,5 +114,5 @@ async def test_undeclared_pool_exists_while_it_holds_unexpired_items(master: InP
     r = await master.client.get("/api/v1/pools", headers=H)
     assert [p["name"] for p in listed(r)] == [DECLARED, "held"]
 
-    assert await b.pool_remove("held", claimed_id)
+    assert await b.pools.remove("held", claimed_id)
     assert (await master.client.get("/api/v1/pools/held", headers=H)).status_code == 404

@@ -24,7 +24,7 @@ async def test_proxies_are_listed_without_credentials(master: InProcess) -> None
     assert "s3cret" not in r.text and "alice" not in r.text
     assert (body["cooling"], body["in_use"]) == (1, 1)
     first, second = body["proxies"]
-    salt = await proxy_key_salt(master.backend)
+    salt = await proxy_key_salt(master.backend.kv)
     assert first["proxy"] == proxy_key(URLS[0], salt)
     assert (first["cooling"], first["failures"], first["uses"], first["in_use"]) == (
         True,

@@ -36,14 +36,14 @@ async def test_a_run_counts_its_tasks_and_ends_with_its_callback(master: InProce
 
     async def finish() -> None:
         await asyncio.sleep(0.2)
-        res = (await master.backend.reserve(SCRAPE, k=1))[0]
-        await master.backend.ack(SCRAPE, [(res.body.id, res.token)])
+        res = (await master.backend.queues.reserve(SCRAPE, k=1))[0]
+        await master.backend.queues.ack(SCRAPE, [(res.body.id, res.token)])
 
     finisher = asyncio.create_task(finish())
     r = await master.client.get(f"/api/v1/runs/{run}?wait=5", headers=H)
     await finisher
     assert r.json()["state"] == "done" and r.json()["counters"]["done"] == 1
-    cb = await master.backend.reserve(SCRAPE, k=5)
+    cb = await master.backend.queues.reserve(SCRAPE, k=5)
     assert [c.body.id for c in cb] == [callback_task_id(run)]
     assert cb[0].body.payload["run"]["counters"]["done"] == 1
     r = await master.client.post(TASKS, json={"payload": {"url": "b"}, "run": run}, headers=H)
@@ -82,7 +82,7 @@ async def test_list_and_cancel(master: InProcess) -> None:
     r = await master.client.delete(f"/api/v1/runs/{runs[0]}", headers=H)
     assert r.status_code == 200 and r.json()["state"] == "cancelled"
     assert r.json()["counters"]["cancelled"] == 1
-    assert (await master.backend.depths(SCRAPE)).pending == 0
+    assert (await master.backend.queues.depths(SCRAPE)).pending == 0
     assert (await master.client.delete("/api/v1/runs/nope", headers=H)).status_code == 404
 
 

@@ -180,7 +180,7 @@ async def test_a_crawl_run_ends_once_through_a_worker_kill(
             assert expected <= c["duplicates"] <= expected + rerun, (c, expected, rerun)
             await _until("the report", lambda: _reported(b, run), 30)
             await asyncio.sleep(1.0)  # a second report would have shown by now
-            reports = await b.stream_read("crawl-report", n=10)
+            reports = await b.streams.read("crawl-report", n=10)
             assert len(reports) == 1, reports
             assert reports[0].payload["run"]["run_id"] == run
             assert reports[0].payload["run"]["counters"]["done"] == PAGES
@@ -198,5 +198,5 @@ async def _ready(value: bool) -> bool:
 
 
 async def _reported(b: Any, run: str) -> bool:
-    info = await b.task_state("crawl-report", callback_task_id(run))
+    info = await b.queues.state("crawl-report", callback_task_id(run))
     return bool(info.state == "done")

@@ -94,7 +94,7 @@ async def test_a_2000_page_crawl_through_four_kills(
             assert expected <= c["duplicates"] <= expected + rerun, (c, expected, rerun)
             await crawl._until("the report", lambda: crawl._reported(b, run), 30)
             await asyncio.sleep(1.0)
-            reports = await b.stream_read("crawl-report", n=10)
+            reports = await b.streams.read("crawl-report", n=10)
             assert len(reports) == 1, reports
             assert reports[0].payload["run"]["counters"]["done"] == PAGES
     finally:

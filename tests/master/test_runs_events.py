@@ -32,9 +32,9 @@ async def test_a_run_ending_is_an_event(
             events = EventReader(response)
             await events.next("hello")
             run = (await client.post("/api/v1/runs", json={"name": "r"})).json()["run_id"]
-            await worker_side.push(SCRAPE, [make_push_request({"url": "u"}, run=run)])
-            got = await worker_side.reserve(SCRAPE, k=1)
-            await worker_side.ack(SCRAPE, [(got[0].body.id, got[0].token)])
+            await worker_side.queues.push(SCRAPE, [make_push_request({"url": "u"}, run=run)])
+            got = await worker_side.queues.reserve(SCRAPE, k=1)
+            await worker_side.queues.ack(SCRAPE, [(got[0].body.id, got[0].token)])
             ended = await events.next("run")
             assert ended["run_id"] == run and ended["event"] == "ended"
             assert ended["state"] == "done" and ended["counters"]["done"] == 1

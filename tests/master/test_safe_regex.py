@@ -43,7 +43,7 @@ async def longest_block_during(coro: Any) -> tuple[Any, float]:
 
 
 async def test_a_catastrophic_pattern_is_matched_in_linear_time(master: InProcess) -> None:
-    await master.backend.catalog_put(GHOST, entry({"s": {"type": "string", "pattern": "^(a+)+$"}}))
+    await master.backend.catalog.put(GHOST, entry({"s": {"type": "string", "pattern": "^(a+)+$"}}))
     path = f"/api/v1/automations/{GHOST}/tasks"
     r, worst = await longest_block_during(
         master.client.post(path, json={"payload": {"s": "a" * 40 + "!"}}, headers=auth(ADMIN))
@@ -56,7 +56,7 @@ async def test_a_catastrophic_pattern_is_matched_in_linear_time(master: InProces
 
 
 async def test_pattern_properties_and_patterns_re2_cannot_compile(master: InProcess) -> None:
-    await master.backend.catalog_put(
+    await master.backend.catalog.put(
         GHOST,
         entry(
             {"b": {"type": "string", "pattern": "^(x)\\1$"}},  # a back-reference

@@ -216,9 +216,9 @@ async def test_run_now_enqueues_one_task(master: InProcess) -> None:
     assert r.status_code == 202, r.text
     task_id = r.json()["task_id"]
     assert task_id.startswith("schedule:r:run:")
-    assert (await master.backend.depths(SCRAPE)).pending == 1
-    assert (await master.backend.task_state(SCRAPE, task_id)).state == "queued"
-    (task,) = await master.backend.reserve(SCRAPE, k=1)
+    assert (await master.backend.queues.depths(SCRAPE)).pending == 1
+    assert (await master.backend.queues.state(SCRAPE, task_id)).state == "queued"
+    (task,) = await master.backend.queues.reserve(SCRAPE, k=1)
     assert (task.body.id, task.body.payload, task.body.group) == (
         task_id,
         {"url": "https://example.com/"},
@@ -296,7 +296,7 @@ async def test_an_unreadable_record_is_listed_and_can_be_deleted(master: InProce
     assert [s["id"] for s in (await master.client.get(BASE, headers=H)).json()["schedules"]] == [
         "fine"
     ]
-    assert (await master.backend.depths(SCRAPE)).pending == 0
+    assert (await master.backend.queues.depths(SCRAPE)).pending == 0
 
 
 async def test_a_declared_schedule_is_marked(master: InProcess) -> None:

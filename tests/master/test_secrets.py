@@ -144,11 +144,11 @@ async def setup(backend: Backend) -> None:
     entry = {"type": GHOST, "kind": "BatchAutomation", "config": SCHEMA,
              "queue": {"name": GHOST, "payload": {"type": "object"}}, "stream": None,
              "pools": {}}  # fmt: skip
-    await backend.catalog_put(GHOST, entry)
+    await backend.catalog.put(GHOST, entry)
     await backend.configs.set(GHOST, CONFIG)
     await backend.configs.set(GHOST, {"proxy_url": FORMS[1]}, "w1")
-    await backend.worker_register(GHOST, "w1", {"host": "h"})
-    await backend.worker_set_state(
+    await backend.workers.register(GHOST, "w1", {"host": "h"})
+    await backend.workers.set_state(
         GHOST,
         "w1",
         {
@@ -157,7 +157,7 @@ async def setup(backend: Backend) -> None:
             "last_error": "ConnectError: could not connect through " + " ".join(FORMS),
         },
     )
-    await backend.worker_put_stats(GHOST, "w1", {"note": f"via {FORMS[2]}", "proxy": FORMS[5]})
+    await backend.workers.put_stats(GHOST, "w1", {"note": f"via {FORMS[2]}", "proxy": FORMS[5]})
     assert await backend.configs.put_desired(GHOST, "w1", CONFIG, 1)
 
 

@@ -33,13 +33,13 @@ async def test_a_new_type_renews_the_subscription_and_says_hello_again() -> None
     stream = event_stream(backend, interval=0.2)
     it = frames(stream)
     try:
-        await backend.catalog_put("sse-a", {})
+        await backend.catalog.put("sse-a", {})
         assert await next_named(it, "hello") == {"types": ["sse-a"]}
-        await backend.catalog_put("sse-b", {})
+        await backend.catalog.put("sse-b", {})
         # Renewed at the next tick: events of the old topics published while the
         # new subscription was set up may be missing, so the client hears hello.
         assert await next_named(it, "hello") == {"types": ["sse-a", "sse-b"]}
-        await backend.publish("sse-b.emit", {"id": "1"})
+        await backend.events.publish("sse-b.emit", {"id": "1"})
         assert await next_named(it, "emit") == {"type": "sse-b", "data": {"id": "1"}}
     finally:
         await stream.aclose()  # type: ignore[attr-defined]

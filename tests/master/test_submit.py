@@ -30,7 +30,7 @@ async def test_invalid_payload_is_422_pointing_at_the_field(master: InProcess) -
     assert [e["loc"] for e in r.json()["detail"]] == [["body", "payload", "depth"]]
     r = await master.client.post(TASKS, json={"payload": {}}, headers=H)
     assert r.json()["detail"][0]["loc"] == ["body", "payload", "url"]
-    depths = await master.backend.depths(SCRAPE)
+    depths = await master.backend.queues.depths(SCRAPE)
     assert depths.pending == 0
 
 
@@ -43,7 +43,7 @@ async def test_type_without_local_plugin_is_validated_from_the_catalog(master: I
         "stream": None,
         "pools": {},
     }
-    await master.backend.catalog_put(GHOST, entry)
+    await master.backend.catalog.put(GHOST, entry)
     path = f"/api/v1/automations/{GHOST}/tasks"
     r = await master.client.post(path, json={"payload": {"url": 7}}, headers=H)
     assert r.status_code == 422
@@ -96,7 +96,7 @@ async def test_idempotent_submit_returns_the_first_task(master: InProcess) -> No
     first = (await master.client.post(TASKS, json=body, headers=H)).json()
     second = (await master.client.post(TASKS, json=body, headers=H)).json()
     assert second == {"task_id": first["task_id"], "queued": False, "duplicate": True}
-    assert (await master.backend.depths(SCRAPE)).pending == 1
+    assert (await master.backend.queues.depths(SCRAPE)).pending == 1
 
 
 async def test_batch_mixed_valid_and_invalid(master: InProcess) -> None:
@@ -122,7 +122,7 @@ async def test_batch_mixed_valid_and_invalid(master: InProcess) -> None:
     assert results[2] == {"task_id": "fixed-1", "queued": True, "duplicate": False}
     assert "error" in results[3]
     assert results[4]["duplicate"] is True
-    assert (await master.backend.depths(SCRAPE)).pending == 2
+    assert (await master.backend.queues.depths(SCRAPE)).pending == 2
 
 
 async def test_batch_of_10000_is_accepted_and_10001_refused(master: InProcess) -> None:

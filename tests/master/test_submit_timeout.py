@@ -16,7 +16,7 @@ TASKS = f"/api/v1/automations/{SCRAPE}/tasks"
 
 
 async def _stored_limit(master: InProcess) -> Any:
-    (res,) = await master.backend.reserve(SCRAPE, k=1)
+    (res,) = await master.backend.queues.reserve(SCRAPE, k=1)
     return res.body.timeout_seconds
 
 
@@ -31,7 +31,7 @@ async def test_a_bad_timeout_is_422_naming_the_field(master: InProcess) -> None:
         content = b'{"payload": {"url": "u"}, "timeout_seconds": ' + raw + b"}"
         r = await master.client.post(TASKS, content=content, headers=headers)
         assert r.status_code == 422, (raw, r.text)
-    assert (await master.backend.depths(SCRAPE)).pending == 0
+    assert (await master.backend.queues.depths(SCRAPE)).pending == 0
 
 
 async def test_the_timeout_is_kept_with_the_task(master: InProcess) -> None:

@@ -23,11 +23,13 @@ async def test_two_masters_one_sweeper_and_failover(sqlite_url: str) -> None:
         follower_sweeps = follower.sweeps
         # A reservation past its deadline is re-queued by the leader's sweep.
         backend = first.backend
-        await backend.push(SCRAPE, [PushRequest(body=TaskBody(id="t1", payload={"url": "u"}))])
-        await backend.reserve(SCRAPE, k=1, visibility_seconds=0.05)
+        await backend.queues.push(
+            SCRAPE, [PushRequest(body=TaskBody(id="t1", payload={"url": "u"}))]
+        )
+        await backend.queues.reserve(SCRAPE, k=1, visibility_seconds=0.05)
 
         async def requeued() -> bool:
-            return (await backend.task_state(SCRAPE, "t1")).state == "queued"
+            return (await backend.queues.state(SCRAPE, "t1")).state == "queued"
 
         await wait_for(requeued)
         assert leader.last is not None
@@ -51,12 +53,12 @@ async def test_sweeper_waits_for_an_expired_lock_of_a_dead_master(sqlite_url: st
     backend = await open_backend(sqlite_url)
     try:
         # A master that died holding the lock: nobody renews it.
-        assert await backend.lock_acquire(LOCK_NAME, "dead-master", 0.3)
+        assert await backend.locks.acquire(LOCK_NAME, "dead-master", 0.3)
         sweeper = Sweeper(backend, period=0.1)
         assert await sweeper.tick() is None
         await wait_for(lambda: _ticked(sweeper))
         assert sweeper.leader
-        await backend.pool_put("p", {"x": 1}, {}, ttl_seconds=0.01)
+        await backend.pools.put("p", {"x": 1}, {}, ttl_seconds=0.01)
         await wait_for(lambda: _pruned(sweeper))
     finally:
         await backend.close()

@@ -45,11 +45,13 @@ async def test_the_wait_answers_when_the_task_ends(master: InProcess) -> None:
 
     async def work() -> None:
         await asyncio.sleep(0.3)
-        (res,) = await backend.reserve(SCRAPE, k=1)
-        await backend.mark_started(SCRAPE, [(task_id, res.token)])
-        await backend.stream_push(SCRAPE, {"title": "t"}, worker_id="w", task_id=task_id, attempt=1)
-        await backend.task_progress(SCRAPE, task_id, attempt=1, fraction=1.0, message="ok")
-        assert await backend.ack(SCRAPE, [(task_id, res.token)]) == [True]
+        (res,) = await backend.queues.reserve(SCRAPE, k=1)
+        await backend.queues.mark_started(SCRAPE, [(task_id, res.token)])
+        await backend.streams.push(
+            SCRAPE, {"title": "t"}, worker_id="w", task_id=task_id, attempt=1
+        )
+        await backend.streams.progress(SCRAPE, task_id, attempt=1, fraction=1.0, message="ok")
+        assert await backend.queues.ack(SCRAPE, [(task_id, res.token)]) == [True]
 
     worker = asyncio.create_task(work())
     started = time.monotonic()
@@ -66,8 +68,8 @@ async def test_the_wait_answers_when_the_task_ends(master: InProcess) -> None:
 async def test_a_progress_message_is_masked(master: InProcess) -> None:
     task_id = await _submit(master)
     backend = master.backend
-    await backend.reserve(SCRAPE, k=1)
+    await backend.queues.reserve(SCRAPE, k=1)
     secret = "via http://user:hunter2@proxy.example:8080"
-    await backend.task_progress(SCRAPE, task_id, attempt=1, fraction=None, message=secret)
+    await backend.streams.progress(SCRAPE, task_id, attempt=1, fraction=None, message=secret)
     r = await master.client.get(f"{TASKS}/{task_id}", headers=H)
     assert "hunter2" not in r.text and r.json()["progress"]["message"].startswith("via http://")

@@ -74,6 +74,6 @@ async def test_a_blocked_page_cools_its_proxy_and_the_retry_moves(mem: Backend) 
     assert sum(t >= reported for t in blocked.forbidden) <= 1
     assert target.hits >= 1  # the page (and its favicon) came through the good proxy
     listed = {p.key: p for p in await mem.proxies.listing()}
-    salt = await proxy_key_salt(mem)
+    salt = await proxy_key_salt(mem.kv)
     assert listed[proxy_key(blocked.url(), salt)].cooling_until is not None
     assert listed[proxy_key(good.url(), salt)].oks == 1

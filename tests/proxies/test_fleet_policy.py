@@ -76,7 +76,7 @@ async def test_a_patch_holds_for_a_worker_that_has_not_applied_it(
                 # One task per worker, each holding its worker's event loop. The first
                 # worker, held, cannot take the second task.
                 for n in range(2):
-                    await b.push(TYPE, [make_push_request({"n": n})])
+                    await b.queues.push(TYPE, [make_push_request({"n": n})])
                     await wait_until(
                         lambda n=n: len(ready_pids(gate)) == n + 1,
                         timeout=30,
@@ -92,7 +92,7 @@ async def test_a_patch_holds_for_a_worker_that_has_not_applied_it(
                     return path.exists() and len(path.read_text().splitlines()) == 2
 
                 await wait_until(reported, timeout=30, what="both reports")
-                salt = await proxy_key_salt(b)
+                salt = await proxy_key_salt(b.kv)
                 key = proxy_key(PROXY, salt)
 
                 async def cooling() -> bool:
@@ -150,7 +150,7 @@ async def test_the_patch_stores_the_policy_for_every_kind(
     # The fields the PATCH left alone take the schema's defaults (threshold 1).
     assert await mem.proxies.policy("t") == (ProxyPolicy(1, 30.0, 4), write.gen)
     limits = GroupLimits.of(2, None) if groups else GroupLimits()
-    assert await mem.group_defaults("t") == (limits, write.gen)
+    assert await mem.groups.defaults("t") == (limits, write.gen)
     # A later PATCH replaces it under its own, newer generation.
     again = await patch_type_config(mem, "t", entry, {"proxy_max_concurrency": None})
     assert again.gen > write.gen
@@ -160,7 +160,7 @@ async def test_the_patch_stores_the_policy_for_every_kind(
 async def test_a_stale_handle_follows_the_stored_policy(backend: Backend) -> None:
     stale = ProxyPolicy(bad_threshold=5, cooldown_seconds=1.0, max_concurrency=None)
     stored = ProxyPolicy(bad_threshold=1, cooldown_seconds=77.0, max_concurrency=1)
-    assert await backend.group_defaults_set("shop", GroupLimits(), gen=1, proxy=stored)
+    assert await backend.groups.set_defaults("shop", GroupLimits(), gen=1, proxy=stored)
     urls = ["http://one.test:8080"]
     a = ProxyHandle(urls=urls, health=backend.proxies, policy=stale, owner="shop")
     b = ProxyHandle(urls=urls, health=backend.proxies, policy=stale, owner="shop", wait_seconds=0.3)

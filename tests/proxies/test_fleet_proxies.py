@@ -68,12 +68,12 @@ async def net() -> AsyncIterator[tuple[Target, list[ForwardProxy]]]:
 
 
 async def completed(backend: Backend) -> int:
-    return (await backend.depths(TYPE)).counters.completed
+    return (await backend.queues.depths(TYPE)).counters.completed
 
 
 async def run_tasks(backend: Backend, payloads: list[dict[str, Any]], timeout: float) -> None:
     goal = await completed(backend) + len(payloads)
-    await backend.push(TYPE, [make_push_request(p) for p in payloads])
+    await backend.queues.push(TYPE, [make_push_request(p) for p in payloads])
 
     async def done() -> bool:
         return await completed(backend) >= goal
@@ -89,7 +89,7 @@ async def test_two_workers_share_proxy_health(
     ledger = tmp_path / "ledger.jsonl"
     backend = await open_backend(redis_url)
     try:
-        salt = await proxy_key_salt(backend)  # the workers key proxies with it too
+        salt = await proxy_key_salt(backend.kv)  # the workers key proxies with it too
         keys = {p.name: proxy_key(p.url(), salt) for p in proxies}
         await _scenario(backend, redis_url, target, proxies, b, keys, ledger, tmp_path)
     finally:

@@ -43,7 +43,7 @@ async def backend() -> AsyncIterator[Backend]:
 
 async def skey(backend: Backend, url: str) -> str:
     """``url``'s key as the backend knows it (salted with the backend's salt)."""
-    return proxy_key(url, await proxy_key_salt(backend))
+    return proxy_key(url, await proxy_key_salt(backend.kv))
 
 
 def handle(backend: Backend, index: int = 0, **policy: Any) -> ProxyHandle:

@@ -17,8 +17,8 @@ URLS = ["http://apikey-abc@gate.test:7000", "bob:hunter2@gate.test:7000"]
 async def test_one_salt_per_backend_shared_by_every_connection(
     backend: Backend, backend_url: str
 ) -> None:
-    salt = await proxy_key_salt(backend)
-    assert len(salt) == 32 and await proxy_key_salt(backend) == salt
+    salt = await proxy_key_salt(backend.kv)
+    assert len(salt) == 32 and await proxy_key_salt(backend.kv) == salt
     other = backend if backend_url.startswith("memory") else await open_backend(backend_url)
     try:
         # Two "workers" (two connections) report the same proxy: one key, one health.

@@ -74,7 +74,7 @@ async def test_a_recovered_proxy_takes_its_share_again(
         )
         # Enough work to keep the six slots busy for the whole run (~25 requests/s).
         payloads = [{"target": f"{target.url}/t{i}"} for i in range(1800)]
-        await backend.push(TYPE, [make_push_request(p) for p in payloads])
+        await backend.queues.push(TYPE, [make_push_request(p) for p in payloads])
         env = fleet_env(FLEET_ENTRY_POINTS="0")
         for wid in ("w1", "w2"):
             log = (tmp_path / f"{wid}.log").open("wb")
@@ -90,7 +90,7 @@ async def test_a_recovered_proxy_takes_its_share_again(
 
         async def cooling_until() -> float | None:
             listed = {p.key: p for p in await backend.proxies.listing()}
-            info = listed.get(proxy_key(a.url(), await proxy_key_salt(backend)))
+            info = listed.get(proxy_key(a.url(), await proxy_key_salt(backend.kv)))
             return None if info is None else info.cooling_until
 
         async def cooled() -> bool:

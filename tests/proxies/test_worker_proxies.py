@@ -66,12 +66,12 @@ async def test_cap_cool_down_and_places(
         ids = await push(mem, T, *[{"target": f"{target.url}/{i}"} for i in range(8)])
 
         async def all_done() -> bool:
-            states = [(await mem.task_state(T, i)).state for i in ids]
+            states = [(await mem.queues.state(T, i)).state for i in ids]
             return all(s == "done" for s in states)
 
         await wait_until(all_done, timeout=30, what="every task done")
         lines = ledger(path)
-        salt = await proxy_key_salt(mem)  # what the worker's slots key proxies with
+        salt = await proxy_key_salt(mem.kv)  # what the worker's slots key proxies with
         # The blocked proxy answered one 403, was reported and never used again.
         blocked_key = proxy_key(blocked.url(), salt)
         assert [line["status"] for line in lines if line["proxy"] == blocked_key] == [403]
@@ -94,7 +94,7 @@ async def test_cap_cool_down_and_places(
             (tid,) = await push(mem, T, {"target": f"{target.url}/after"})
 
             async def done() -> bool:
-                return (await mem.task_state(T, tid)).state == "done"
+                return (await mem.queues.state(T, tid)).state == "done"
 
             await wait_until(done, timeout=10, what="a task through the new proxy")
             assert len(fresh.requests) == 1

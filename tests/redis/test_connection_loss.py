@@ -33,19 +33,19 @@ async def test_calls_fail_fast_then_recover(server: RedisServer) -> None:
     b = RedisBackend(server.url)
     await b.connect()
     try:
-        await b.push("t", [req()])
+        await b.queues.push("t", [req()])
         server.stop()
         calls = [
-            lambda: b.push("t", [req()]),
-            lambda: b.reserve("t", k=5),
-            lambda: b.ack("t", [("x", "y")]),
-            lambda: b.depths("t"),
-            lambda: b.pool_claim("p"),
-            lambda: b.kv_get("ns", "k"),
-            lambda: b.stream_push("t", 1, worker_id="w"),
-            lambda: b.publish("topic", 1),
-            lambda: b.subscribe("topic"),
-            lambda: b.worker_get("t", "w"),
+            lambda: b.queues.push("t", [req()]),
+            lambda: b.queues.reserve("t", k=5),
+            lambda: b.queues.ack("t", [("x", "y")]),
+            lambda: b.queues.depths("t"),
+            lambda: b.pools.claim("p"),
+            lambda: b.kv.get("ns", "k"),
+            lambda: b.streams.push("t", 1, worker_id="w"),
+            lambda: b.events.publish("topic", 1),
+            lambda: b.events.subscribe("topic"),
+            lambda: b.workers.get("t", "w"),
         ]
         for call in calls:
             t0 = time.monotonic()
@@ -57,11 +57,11 @@ async def test_calls_fail_fast_then_recover(server: RedisServer) -> None:
         server.start()  # same port, empty data, empty script cache
         assert await b.ping() is True
         # Scripts are loaded again on NOSCRIPT, transparently.
-        result = await b.push("t", [req()])
+        result = await b.queues.push("t", [req()])
         assert result[0].queued
-        got = await b.reserve("t", k=1)
+        got = await b.queues.reserve("t", k=1)
         assert len(got) == 1
-        assert await b.ack("t", [(got[0].body.id, got[0].token)]) == [True]
+        assert await b.queues.ack("t", [(got[0].body.id, got[0].token)]) == [True]
     finally:
         await b.close()
 
@@ -70,7 +70,7 @@ async def test_blocked_reserve_fails_when_redis_dies(server: RedisServer) -> Non
     b = RedisBackend(server.url)
     await b.connect()
     try:
-        waiter = asyncio.create_task(b.reserve("t", timeout=30))
+        waiter = asyncio.create_task(b.queues.reserve("t", timeout=30))
         await asyncio.sleep(0.3)
         t0 = time.monotonic()
         server.stop(kill=True)
@@ -78,9 +78,9 @@ async def test_blocked_reserve_fails_when_redis_dies(server: RedisServer) -> Non
             await asyncio.wait_for(waiter, 10)
         assert time.monotonic() - t0 < 5.0
         server.start()
-        waiter = asyncio.create_task(b.reserve("t", timeout=20))
+        waiter = asyncio.create_task(b.queues.reserve("t", timeout=20))
         await asyncio.sleep(0.2)
-        await b.push("t", [req()])
+        await b.queues.push("t", [req()])
         assert len(await asyncio.wait_for(waiter, 15)) == 1
     finally:
         await b.close()
@@ -90,7 +90,7 @@ async def test_subscription_fails_when_redis_dies(server: RedisServer) -> None:
     b = RedisBackend(server.url)
     await b.connect()
     try:
-        sub = await b.subscribe("topic")
+        sub = await b.events.subscribe("topic")
         server.stop()
         with pytest.raises(BackendUnavailable):
             await asyncio.wait_for(sub.__anext__(), 10)

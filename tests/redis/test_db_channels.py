@@ -61,13 +61,13 @@ async def test_subscribers_of_each_database_see_only_their_own_events(
     raw = probe.pubsub()
     await raw.psubscribe("event:*")
     assert (await raw.get_message(timeout=5))["type"] == "psubscribe"
-    sub0 = await b0.subscribe("news", EMIT)
-    sub1 = await b1.subscribe("news", EMIT)
+    sub0 = await b0.events.subscribe("news", EMIT)
+    sub1 = await b1.events.subscribe("news", EMIT)
     try:
-        await b0.publish("news", {"from": 0})
-        await b1.publish("news", {"from": 1})
-        e0 = await b0.stream_push(T, {"from": 0}, worker_id="w0")
-        e1 = await b1.stream_push(T, {"from": 1}, worker_id="w1")
+        await b0.events.publish("news", {"from": 0})
+        await b1.events.publish("news", {"from": 1})
+        e0 = await b0.streams.push(T, {"from": 0}, worker_id="w0")
+        e1 = await b1.streams.push(T, {"from": 1}, worker_id="w1")
 
         channels: list[str] = []
         while len(channels) < 4:
@@ -97,9 +97,9 @@ async def test_the_same_database_still_hears_itself_across_instances(
     _, b1 = dbs
     other = RedisBackend(redis_url.rsplit("/", 1)[0] + "/1")
     await other.connect()
-    sub = await other.subscribe("config.t")
+    sub = await other.events.subscribe("config.t")
     try:
-        await b1.publish("config.t", {"gen": 7})
+        await b1.events.publish("config.t", {"gen": 7})
         assert await take(sub, 1) == [("config.t", {"gen": 7})]
     finally:
         await sub.aclose()

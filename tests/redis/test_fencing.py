@@ -16,29 +16,29 @@ def reqs(n: int) -> list[PushRequest]:
 
 async def test_ack_racing_sweep_never_redelivers_a_finished_task(rb: RedisBackend) -> None:
     for _ in range(5):
-        await rb.push("t", reqs(40))
-        held = await rb.reserve("t", k=40, visibility_seconds=0.05)
+        await rb.queues.push("t", reqs(40))
+        held = await rb.queues.reserve("t", k=40, visibility_seconds=0.05)
         assert len(held) == 40
         await asyncio.sleep(0.08)
         results = await asyncio.gather(
-            *[rb.ack("t", [(r.body.id, r.token)]) for r in held[:20]],
-            rb.sweep("t"),
-            *[rb.ack("t", [(r.body.id, r.token)]) for r in held[20:]],
+            *[rb.queues.ack("t", [(r.body.id, r.token)]) for r in held[:20]],
+            rb.queues.sweep("t"),
+            *[rb.queues.ack("t", [(r.body.id, r.token)]) for r in held[20:]],
         )
         swept = results[20]
         assert isinstance(swept, int)
         oks = [r[0] for r in results[:20] + results[21:] if isinstance(r, list)]
         acked = {r.body.id for r, ok in zip(held, oks, strict=True) if ok}
-        again = await rb.reserve("t", k=100)
+        again = await rb.queues.reserve("t", k=100)
         again_ids = {r.body.id for r in again}
         assert not acked & again_ids
         assert len(acked) + len(again_ids) == 40
         assert swept == len(again_ids)
-        assert all(await rb.ack("t", [(r.body.id, r.token) for r in again]))
+        assert all(await rb.queues.ack("t", [(r.body.id, r.token) for r in again]))
         for r in held:
             if r.body.id in again_ids:  # the old token lost the task for good
-                assert await rb.ack("t", [(r.body.id, r.token)]) == [False]
-    depths = await rb.depths("t")
+                assert await rb.queues.ack("t", [(r.body.id, r.token)]) == [False]
+    depths = await rb.queues.depths("t")
     assert depths.pending == depths.processing == 0
     assert depths.counters.completed == 200
 
@@ -46,16 +46,16 @@ async def test_ack_racing_sweep_never_redelivers_a_finished_task(rb: RedisBacken
 async def test_concurrent_reservers_get_each_task_once(redis_url: str, rb: RedisBackend) -> None:
     others = [RedisBackend(redis_url) for _ in range(3)]
     try:
-        await rb.push("t", reqs(300))
+        await rb.queues.push("t", reqs(300))
         seen: list[str] = []
 
         async def drain(b: RedisBackend) -> None:
             while True:
-                got = await b.reserve("t", k=7)
+                got = await b.queues.reserve("t", k=7)
                 if not got:
                     return
                 seen.extend(r.body.id for r in got)
-                assert all(await b.ack("t", [(r.body.id, r.token) for r in got]))
+                assert all(await b.queues.ack("t", [(r.body.id, r.token) for r in got]))
 
         await asyncio.gather(*(drain(b) for b in [rb, *others, rb]))
         assert len(seen) == len(set(seen)) == 300
@@ -65,19 +65,19 @@ async def test_concurrent_reservers_get_each_task_once(redis_url: str, rb: Redis
 
 
 async def test_stale_tokens_are_refused_everywhere(rb: RedisBackend) -> None:
-    await rb.push("t", reqs(1))
-    first = (await rb.reserve("t", visibility_seconds=0.05))[0]
-    assert await rb.mark_started("t", [(first.body.id, first.token)]) == [True]
+    await rb.queues.push("t", reqs(1))
+    first = (await rb.queues.reserve("t", visibility_seconds=0.05))[0]
+    assert await rb.queues.mark_started("t", [(first.body.id, first.token)]) == [True]
     await asyncio.sleep(0.08)
-    assert await rb.sweep("t") == 1
-    second = (await rb.reserve("t"))[0]
+    assert await rb.queues.sweep("t") == 1
+    second = (await rb.queues.reserve("t"))[0]
     assert second.body.id == first.body.id and second.token != first.token
     tid = first.body.id
-    assert await rb.ack("t", [(tid, first.token)]) == [False]
-    assert await rb.nack("t", tid, first.token, delay_seconds=0) == "stale"
-    assert await rb.release("t", tid, first.token) is False
-    assert (await rb.extend("t", tid, first.token, 10)).value == "stale"
-    assert await rb.ack("t", [(tid, second.token)]) == [True]
+    assert await rb.queues.ack("t", [(tid, first.token)]) == [False]
+    assert await rb.queues.nack("t", tid, first.token, delay_seconds=0) == "stale"
+    assert await rb.queues.release("t", tid, first.token) is False
+    assert (await rb.queues.extend("t", tid, first.token, 10)).value == "stale"
+    assert await rb.queues.ack("t", [(tid, second.token)]) == [True]
     # The sweep kept the attempt charged (it was marked started): the second attempt.
     assert second.body.attempt == 2
 
@@ -85,17 +85,17 @@ async def test_stale_tokens_are_refused_everywhere(rb: RedisBackend) -> None:
 async def test_sweep_requeues_everything_in_bounded_calls(
     rb: RedisBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fleet.backends.redis import queue as redis_queue
+    from fleet.backends.redis import queues as redis_queue
 
     monkeypatch.setattr(redis_queue, "SWEEP_CHUNK", 4)
-    await rb.push("t", reqs(10))
-    got = await rb.reserve("t", k=10, visibility_seconds=0.05)
-    assert await rb.mark_started("t", [(r.body.id, r.token) for r in got[:5]]) == [True] * 5
+    await rb.queues.push("t", reqs(10))
+    got = await rb.queues.reserve("t", k=10, visibility_seconds=0.05)
+    assert await rb.queues.mark_started("t", [(r.body.id, r.token) for r in got[:5]]) == [True] * 5
     await asyncio.sleep(0.08)
-    assert await rb.sweep("t") == 10
-    depths = await rb.depths("t")
+    assert await rb.queues.sweep("t") == 10
+    depths = await rb.queues.depths("t")
     assert (depths.pending, depths.processing) == (10, 0)
-    again = await rb.reserve("t", k=10)
+    again = await rb.queues.reserve("t", k=10)
     started = {r.body.id for r in got[:5]}
     # Marked started: charged; never started: refunded (across the chunked calls).
     assert sorted(r.body.attempt for r in again) == [1] * 5 + [2] * 5

@@ -27,7 +27,7 @@ async def fill(rb: RedisBackend, name: str, n: int) -> None:
     async def put(i: int) -> None:
         async with sem:
             tags = {"site": f"s{i % 5}", "region": "eu" if i % 2 else "us"}
-            await rb.pool_put(name, {"i": i}, tags, ttl_seconds=1000 + i)
+            await rb.pools.put(name, {"i": i}, tags, ttl_seconds=1000 + i)
 
     await asyncio.gather(*(put(i) for i in range(n)))
 
@@ -39,42 +39,42 @@ async def script_commands(raw: aioredis.Redis) -> int:
 
 async def test_where_on_several_fields(rb: RedisBackend) -> None:
     await fill(rb, "p", 40)
-    got = await rb.pool_claim("p", where={"site": "s3", "region": "eu"}, strategy="freshest")
+    got = await rb.pools.claim("p", where={"site": "s3", "region": "eu"}, strategy="freshest")
     assert got is not None
     assert got.item.tags == {"site": "s3", "region": "eu"}
     assert got.item.payload == {"i": 33}  # the freshest (largest ttl) matching item
-    oldest = await rb.pool_claim("p", where={"region": "eu", "site": "s3"}, strategy="oldest")
+    oldest = await rb.pools.claim("p", where={"region": "eu", "site": "s3"}, strategy="oldest")
     assert oldest is not None and oldest.item.payload == {"i": 3}
-    assert await rb.pool_size("p", where={"site": "s3", "region": "eu"}) == 2
-    listed = await rb.pool_list("p", where={"site": "s3", "region": "us"}, n=10)
+    assert await rb.pools.size("p", where={"site": "s3", "region": "eu"}) == 2
+    listed = await rb.pools.items("p", where={"site": "s3", "region": "us"}, n=10)
     assert [it.payload["i"] for it in listed] == [38, 28, 18, 8]
-    assert await rb.pool_claim("p", where={"site": "s3", "region": "mars"}) is None
-    assert await rb.pool_claim("p", where={"site": "nowhere"}) is None
+    assert await rb.pools.claim("p", where={"site": "s3", "region": "mars"}) is None
+    assert await rb.pools.claim("p", where={"site": "nowhere"}) is None
 
 
 async def test_indexes_are_cleaned_up(rb: RedisBackend, raw: aioredis.Redis) -> None:
     await fill(rb, "p", 10)
-    short = await rb.pool_put("p", 1, {"site": "s0"}, ttl_seconds=1.0)
-    claim = await rb.pool_claim("p", where={"site": "s1"})
+    short = await rb.pools.put("p", 1, {"site": "s0"}, ttl_seconds=1.0)
+    claim = await rb.pools.claim("p", where={"site": "s1"})
     assert claim is not None
-    assert await rb.pool_evict("p", claim.item.id, claim.token)
+    assert await rb.pools.evict("p", claim.item.id, claim.token)
     await asyncio.sleep(1.1)
-    assert await rb.pool_prune("p") == 1
+    assert await rb.pools.prune("p") == 1
     assert await raw.hexists("fleet:pool:p", short) == 0
-    for item in await rb.pool_list("p", n=100):
-        assert await rb.pool_remove("p", item.id)
+    for item in await rb.pools.items("p", n=100):
+        assert await rb.pools.remove("p", item.id)
     assert await raw.keys("fleet:pool:p*") == []
-    assert await rb.pool_names() == []
+    assert await rb.pools.names() == []
 
 
 async def test_claim_runs_out_and_comes_back(rb: RedisBackend, raw: aioredis.Redis) -> None:
-    item = await rb.pool_put("p", {"c": 1}, {})
-    claim = await rb.pool_claim("p", hold_seconds=0.5)
-    assert claim is not None and await rb.pool_claim("p") is None
+    item = await rb.pools.put("p", {"c": 1}, {})
+    claim = await rb.pools.claim("p", hold_seconds=0.5)
+    assert claim is not None and await rb.pools.claim("p") is None
     await asyncio.sleep(0.6)
-    again = await rb.pool_claim("p")
+    again = await rb.pools.claim("p")
     assert again is not None and again.item.id == item
-    assert not await rb.pool_release("p", item, claim.token)
+    assert not await rb.pools.release("p", item, claim.token)
     assert await raw.get(f"fleet:pool:p:claim:{item}") == again.token
 
 
@@ -87,10 +87,10 @@ async def test_claim_cost_does_not_grow_with_the_pool(
     for name in ("small", "big"):
         for where in (None, {"site": "s2"}, {"site": "s2", "region": "us"}):
             before = await script_commands(raw)
-            claim = await rb.pool_claim(name, where=where)
+            claim = await rb.pools.claim(name, where=where)
             after = await script_commands(raw)
             assert claim is not None
-            await rb.pool_release(name, claim.item.id, claim.token)
+            await rb.pools.release(name, claim.item.id, claim.token)
             costs.setdefault(name, []).append(after - before)
     assert costs["big"] == costs["small"], costs
     assert max(costs["big"]) < 40
@@ -102,14 +102,14 @@ async def test_prune_and_drop_work_in_bounded_chunks(
     from fleet.backends.redis import pools as redis_pools
 
     monkeypatch.setattr(redis_pools, "POOL_CHUNK", 7)
-    await asyncio.gather(*(rb.pool_put("p", i, {"k": i % 3}) for i in range(20)))
+    await asyncio.gather(*(rb.pools.put("p", i, {"k": i % 3}) for i in range(20)))
     # Long enough that no put prunes an earlier one on its way (puts prune too).
-    await asyncio.gather(*(rb.pool_put("p", i, {"k": i % 3}, ttl_seconds=1.5) for i in range(30)))
+    await asyncio.gather(*(rb.pools.put("p", i, {"k": i % 3}, ttl_seconds=1.5) for i in range(30)))
     await asyncio.sleep(1.6)
-    assert await rb.pool_prune("p") == 30
-    assert (await rb.pool_stats("p")).total == 20
-    claim = await rb.pool_claim("p")
+    assert await rb.pools.prune("p") == 30
+    assert (await rb.pools.stats("p")).total == 20
+    claim = await rb.pools.claim("p")
     assert claim is not None
-    assert await rb.pool_drop("p") == 20
+    assert await rb.pools.drop("p") == 20
     assert await raw.keys("fleet:pool:p*") == []
-    assert await rb.pool_names() == []
+    assert await rb.pools.names() == []

@@ -198,12 +198,14 @@ async def test_readonly_replica_is_unavailable_and_the_lane_reconnects(tmp_path:
             await b.connect()  # PING, INFO and SCRIPT LOAD work on a replica
             try:
                 with pytest.raises(BackendUnavailable, match="READONLY"):
-                    await b.kv_set("ns", "k", "v")  # the lane, a plain command
+                    await b.kv.set("ns", "k", "v")  # the lane, a plain command
                 with pytest.raises(BackendUnavailable, match="READONLY"):
-                    await b.push("t", [PushRequest(TaskBody(id=new_id(), payload=1))])  # a script
+                    await b.queues.push(
+                        "t", [PushRequest(TaskBody(id=new_id(), payload=1))]
+                    )  # a script
                 with pytest.raises(BackendUnavailable, match="READONLY"):
-                    await b.catalog_put("t", {"x": 1})  # redis-py's ReadOnlyError
-                assert await b.kv_get("ns", "k") is None  # reads are served
+                    await b.catalog.put("t", {"x": 1})  # redis-py's ReadOnlyError
+                assert await b.kv.get("ns", "k") is None  # reads are served
             finally:
                 await b.close()
 
@@ -222,7 +224,7 @@ async def test_masterdown_is_unavailable(tmp_path: Path) -> None:
         b = RedisBackend(replica.url)
         try:
             with pytest.raises(BackendUnavailable, match="MASTERDOWN"):
-                await b.kv_get("ns", "k")
+                await b.kv.get("ns", "k")
             with pytest.raises(BackendUnavailable, match="MASTERDOWN"):
                 await b.connect()  # redis-py's MasterDownError on PING
         finally:
@@ -242,11 +244,11 @@ async def test_busy_server_is_unavailable_until_the_script_is_killed(tmp_path: P
             await asyncio.sleep(0.4)  # past the threshold: others get BUSY
             t0 = time.monotonic()
             with pytest.raises(BackendUnavailable, match="BUSY"):
-                await b.kv_get("ns", "k")
+                await b.kv.get("ns", "k")
             with pytest.raises(BackendUnavailable, match="BUSY"):
-                await b.push("t", [PushRequest(TaskBody(id=new_id(), payload=1))])
+                await b.queues.push("t", [PushRequest(TaskBody(id=new_id(), payload=1))])
             with pytest.raises(BackendUnavailable, match="BUSY"):
-                await b.catalog_get("t")  # redis-py: a plain ResponseError "BUSY ..."
+                await b.catalog.get("t")  # redis-py: a plain ResponseError "BUSY ..."
             assert time.monotonic() - t0 < 3.0
             admin = redis.Redis.from_url(srv.url)
             admin.script_kill()
@@ -255,8 +257,8 @@ async def test_busy_server_is_unavailable_until_the_script_is_killed(tmp_path: P
                 await asyncio.wait_for(busy, 5)
             assert "SCRIPT KILL" in str(info.value)
             # the same backend serves again, on the same connection
-            await b.kv_set("ns", "k", "v")
-            assert await b.kv_get("ns", "k") == "v"
+            await b.kv.set("ns", "k", "v")
+            assert await b.kv.get("ns", "k") == "v"
         finally:
             await hog.close()
             await b.close()
@@ -281,7 +283,7 @@ async def test_loading_server_is_unavailable_then_serves(tmp_path: Path) -> None
                 await client.execute("GET", "k1")
             assert info.value.code == "LOADING"
             with pytest.raises(BackendUnavailable, match="LOADING"):
-                await b.kv_get("ns", "k")
+                await b.kv.get("ns", "k")
             with pytest.raises(BackendUnavailable):
                 await b.connect()  # redis-py's BusyLoadingError on PING
             deadline = time.monotonic() + 10
@@ -290,7 +292,7 @@ async def test_loading_server_is_unavailable_then_serves(tmp_path: Path) -> None
                 await asyncio.sleep(0.05)
             await b.connect()
             assert await client.execute("GET", "k1") == "1"
-            assert await b.counter_get("missing") == 0
+            assert await b.counters.get("missing") == 0
         finally:
             await client.close()
             await b.close()
@@ -301,11 +303,13 @@ async def test_loading_server_is_unavailable_then_serves(tmp_path: Path) -> None
 
 async def test_noscript_is_reloaded_for_every_pipelined_caller(rb: RedisBackend) -> None:
     await rb._r.script_flush()
-    pushes = [rb.push("t", [PushRequest(TaskBody(id=f"n{i}", payload=i))]) for i in range(50)]
+    pushes = [
+        rb.queues.push("t", [PushRequest(TaskBody(id=f"n{i}", payload=i))]) for i in range(50)
+    ]
     results = await asyncio.gather(*pushes)
     assert all(r[0].queued for r in results)
     assert all(await rb._r.script_exists(scripts().push.sha))
-    got = await rb.reserve("t", k=50)
+    got = await rb.queues.reserve("t", k=50)
     assert sorted(r.body.id for r in got) == sorted(f"n{i}" for i in range(50))
 
 
@@ -337,11 +341,11 @@ async def test_an_undecodable_reply_fails_only_its_own_call(
 async def test_an_undecodable_value_is_a_backend_error(rb: RedisBackend) -> None:
     await rb._r.set("fleet:kv:ns:bad", b"\xff")
     with pytest.raises(BackendError) as info:
-        await rb.kv_get("ns", "bad")
+        await rb.kv.get("ns", "bad")
     assert not isinstance(info.value, BackendUnavailable)
     assert "UTF-8" in str(info.value)
-    await rb.kv_set("ns", "good", "v")
-    assert await rb.kv_get("ns", "good") == "v"
+    await rb.kv.set("ns", "good", "v")
+    assert await rb.kv.get("ns", "good") == "v"
 
 
 async def test_an_unparsable_stream_drops_the_connection() -> None:

@@ -22,7 +22,7 @@ async def _push(rb: RedisBackend, run: str, start: int, n: int) -> tuple[int, in
     ]
     queued = dupes = 0
     for at in range(0, n, 500):
-        for res in await rb.push(TYPE, reqs[at : at + 500]):
+        for res in await rb.queues.push(TYPE, reqs[at : at + 500]):
             queued += res.queued
             dupes += res.duplicate
     return queued, dupes
@@ -43,8 +43,8 @@ async def test_unique_keys_in_a_bloom_filter(rb: RedisBackend, redis_url: str) -
         assert levels == 3  # 1,024 + 2,048 + (4,096 of which 2,928 used)
         sizes = [await r.strlen(f"fleet:run:{run}:keys:{i}") for i in range(levels)]
         assert sizes == [5544, 11453, 23641]  # ceil(m / 8) of each level
-        while got := await rb.reserve(TYPE, k=500):
-            await rb.ack(TYPE, [(x.body.id, x.token) for x in got])
+        while got := await rb.queues.reserve(TYPE, k=500):
+            await rb.queues.ack(TYPE, [(x.body.id, x.token) for x in got])
         record = await rb.runs.get(run)
         assert record is not None and record.state == "done"
         assert not await r.exists(*(f"fleet:run:{run}:keys:{i}" for i in range(levels)))
@@ -62,11 +62,11 @@ async def test_a_cancelled_runs_task_popped_before_its_own_cancel_is_dropped(
     from fleet.core.records import now
 
     run = await rb.runs.create()
-    await rb.push(TYPE, [make_push_request({"i": i}, run=run) for i in range(3)])
+    await rb.queues.push(TYPE, [make_push_request({"i": i}, run=run) for i in range(3)])
     # The first step alone, as if the master stopped right after it.
     answer = await rb._scripts.run_cancel(rb._lane, [keys.run(run)], [repr(now()), "60000"])
     assert answer is not None and answer[0] == "running" and len(answer) == 4
-    assert await rb.reserve(TYPE, k=10) == []
+    assert await rb.queues.reserve(TYPE, k=10) == []
     record = await rb.runs.get(run)
     assert record is not None and record.state == "cancelled"
     assert record.counters["cancelled"] == 3 and record.counters["pending"] == 0

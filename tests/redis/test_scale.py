@@ -13,10 +13,10 @@ async def commands(rb: RedisBackend) -> int:
 
 async def cost_of_one_cycle(rb: RedisBackend, t: str) -> tuple[int, int]:
     before = await commands(rb)
-    got = await rb.reserve(t, k=5, visibility_seconds=60)
+    got = await rb.queues.reserve(t, k=5, visibility_seconds=60)
     mid = await commands(rb)
     assert len(got) == 5
-    assert all(await rb.ack(t, [(r.body.id, r.token) for r in got]))
+    assert all(await rb.queues.ack(t, [(r.body.id, r.token) for r in got]))
     after = await commands(rb)
     return mid - before, after - mid
 
@@ -24,8 +24,8 @@ async def cost_of_one_cycle(rb: RedisBackend, t: str) -> tuple[int, int]:
 async def test_reserve_and_ack_cost_is_flat(rb: RedisBackend) -> None:
     for t, n in (("small", 10), ("big", 5000)):
         reqs = [PushRequest(TaskBody(id=new_id(), payload=i)) for i in range(n)]
-        await rb.push(t, reqs)
+        await rb.queues.push(t, reqs)
         # Leases held by others and scheduled retries must not cost anything either.
-        await rb.reserve(t, k=min(n // 2, 1000), visibility_seconds=60)
-        await rb.push(t, [PushRequest(TaskBody(id=new_id(), payload=0), delay_seconds=60)])
+        await rb.queues.reserve(t, k=min(n // 2, 1000), visibility_seconds=60)
+        await rb.queues.push(t, [PushRequest(TaskBody(id=new_id(), payload=0), delay_seconds=60)])
     assert await cost_of_one_cycle(rb, "small") == await cost_of_one_cycle(rb, "big")

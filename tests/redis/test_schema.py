@@ -30,7 +30,7 @@ def req(task_id: str, priority: int = 0, delay: float = 0.0) -> PushRequest:
 
 
 async def test_queue_keys(rb: RedisBackend, raw: aioredis.Redis) -> None:
-    await rb.push("t", [req("n1"), req("h1", 5), req("l1", -5), req("s1", delay=60)])
+    await rb.queues.push("t", [req("n1"), req("h1", 5), req("l1", -5), req("s1", delay=60)])
     assert [json.loads(b)["id"] for b in await raw.lrange("fleet:queue:t", 0, -1)] == ["n1"]
     body = json.loads((await raw.lrange("fleet:queue:t", 0, -1))[0])
     assert body["payload"] == {"x": "n1"} and body["enqueued_at"] > 0
@@ -38,12 +38,15 @@ async def test_queue_keys(rb: RedisBackend, raw: aioredis.Redis) -> None:
     assert await raw.llen("fleet:queue:t:low") == 1
     sched = await raw.zrange("fleet:queue:t:scheduled", 0, -1, withscores=True)
     assert json.loads(sched[0][0])["id"] == "s1"
-    res = (await rb.reserve("t", k=1, visibility_seconds=30))[0]
+    res = (await rb.queues.reserve("t", k=1, visibility_seconds=30))[0]
     assert res.body.id == "h1"
     deadline = await raw.zscore("fleet:queue:t:processing", "h1")
     assert deadline == pytest.approx(res.deadline, abs=1e-3)
     assert json.loads(await raw.hget("fleet:queue:t:processing:body", "h1"))["id"] == "h1"
-    assert await rb.nack("t", "h1", res.token, delay_seconds=0, error="boom", dead=True) == "dead"
+    assert (
+        await rb.queues.nack("t", "h1", res.token, delay_seconds=0, error="boom", dead=True)
+        == "dead"
+    )
     assert json.loads((await raw.lrange("fleet:queue:t:dead", 0, -1))[0])["id"] == "h1"
     assert await raw.zcard("fleet:queue:t:processing") == 0
     counters = await raw.hgetall("fleet:queue:t:counters")
@@ -54,43 +57,43 @@ async def test_push_by_hand_with_rpush_is_delivered(rb: RedisBackend, raw: aiore
     # The spec: ctx.submit does RPUSH of {"id", "payload"}; a hand-made body works.
     await raw.rpush("fleet:queue:t", json.dumps({"id": "hand", "payload": {"a": 1}}))
     await raw.rpush("fleet:queue:t", "not json")
-    got = await rb.reserve("t", k=2)
+    got = await rb.queues.reserve("t", k=2)
     assert [r.body.id for r in got] == ["hand"]
     assert got[0].body.attempt == 1 and got[0].body.payload == {"a": 1}
-    assert await rb.ack("t", [(got[0].body.id, got[0].token)]) == [True]
+    assert await rb.queues.ack("t", [(got[0].body.id, got[0].token)]) == [True]
     # The unusable body was dead-lettered, not lost and not looping.
     assert await raw.lrange("fleet:queue:t:dead", 0, -1) == ["not json"]
 
 
 async def test_pool_keys(rb: RedisBackend, raw: aioredis.Redis) -> None:
-    item_id = await rb.pool_put("cookies", {"c": 1}, {"site": "a.com"}, ttl_seconds=100)
+    item_id = await rb.pools.put("cookies", {"c": 1}, {"site": "a.com"}, ttl_seconds=100)
     stored = json.loads(await raw.hget("fleet:pool:cookies", item_id))
     assert json.loads(base64.b64decode(stored["p"])) == {"c": 1}
     assert stored["t"] == {"site": "a.com"} and stored["x"] > 0
-    claim = await rb.pool_claim("cookies", hold_seconds=30)
+    claim = await rb.pools.claim("cookies", hold_seconds=30)
     assert claim is not None
     key = f"fleet:pool:cookies:claim:{item_id}"
     assert await raw.get(key) == claim.token
     assert 29_000 < await raw.pttl(key) <= 30_000
-    assert await rb.pool_release("cookies", item_id, claim.token)
+    assert await rb.pools.release("cookies", item_id, claim.token)
     assert await raw.exists(key) == 0
     assert await raw.smembers("fleet:pools") == {"cookies"}
-    assert await rb.pool_drop("cookies") == 1
+    assert await rb.pools.drop("cookies") == 1
     assert await raw.keys("fleet:pool:*") == []
 
 
 async def test_primitive_worker_and_stream_keys(rb: RedisBackend, raw: aioredis.Redis) -> None:
-    assert await rb.lock_acquire("L", "tok", 10)
+    assert await rb.locks.acquire("L", "tok", 10)
     assert await raw.get("fleet:lock:L") == "tok"
-    await rb.counter_incr("C", 3)
+    await rb.counters.incr("C", 3)
     assert await raw.get("fleet:counter:C") == "3"
-    await rb.kv_set("ns", "k", "v", ttl_seconds=10)
+    await rb.kv.set("ns", "k", "v", ttl_seconds=10)
     assert await raw.get("fleet:kv:ns:k") == "v" and await raw.ttl("fleet:kv:ns:k") > 0
-    await rb.catalog_put("t", {"config": {}})
+    await rb.catalog.put("t", {"config": {}})
     assert json.loads(await raw.hget("fleet:catalog", "t")) == {"config": {}}
-    await rb.worker_register("t", "w1", {"host": "h"})
-    await rb.worker_set_state("t", "w1", {"state": "IDLE", "last_seen": "1"})
-    await rb.worker_put_stats("t", "w1", {"ts": 1})
+    await rb.workers.register("t", "w1", {"host": "h"})
+    await rb.workers.set_state("t", "w1", {"state": "IDLE", "last_seen": "1"})
+    await rb.workers.put_stats("t", "w1", {"ts": 1})
     assert await rb.configs.put_desired("t", "w1", {"slots": 2}, 7)
     assert json.loads(await raw.get("wkr:t:w1:hardware")) == {"host": "h"}
     assert await raw.hgetall("wkr:t:w1:state") == {"state": "IDLE", "last_seen": "1"}
@@ -99,24 +102,24 @@ async def test_primitive_worker_and_stream_keys(rb: RedisBackend, raw: aioredis.
     assert await raw.get("wkr:t:w1:gen") == "7"
     assert await raw.smembers("wkrs:t") == {"w1"}
     assert await raw.smembers("wkrs:all") == {"t|w1"}
-    entry = await rb.stream_push("t", {"out": 1}, worker_id="w1")
+    entry = await rb.streams.push("t", {"out": 1}, worker_id="w1")
     members = await raw.zrange("stream:t", 0, -1, withscores=True)
     assert json.loads(members[0][0]) == entry.to_dict()
     assert members[0][1] == pytest.approx(entry.ts)
 
 
 async def test_purge_type_leaves_no_key(rb: RedisBackend, raw: aioredis.Redis) -> None:
-    await rb.push("t", [req("a"), req("b", 1), req("c", -1), req("d", delay=5)])
-    await rb.push("t", [PushRequest(TaskBody(id="e", payload=1), idempotency_key="k")])
-    res = await rb.reserve("t", k=1)
-    await rb.ack("t", [(res[0].body.id, res[0].token)])
-    await rb.stream_push("t", 1, worker_id="w")
+    await rb.queues.push("t", [req("a"), req("b", 1), req("c", -1), req("d", delay=5)])
+    await rb.queues.push("t", [PushRequest(TaskBody(id="e", payload=1), idempotency_key="k")])
+    res = await rb.queues.reserve("t", k=1)
+    await rb.queues.ack("t", [(res[0].body.id, res[0].token)])
+    await rb.streams.push("t", 1, worker_id="w")
     await rb.configs.set("t", {"a": 1})
     await rb.configs.set("t", {"a": 2}, worker_id="w")
     await rb.configs.next_generation("t")
-    await rb.worker_register("t", "w", {})
-    await rb.worker_register("other", "w", {})
-    await rb.catalog_put("t", {})
+    await rb.workers.register("t", "w", {})
+    await rb.workers.register("other", "w", {})
+    await rb.catalog.put("t", {})
     await rb.purge_type("t")
     left = sorted(await raw.keys("*"))
     assert left == ["wkr:other:w:hardware", "wkrs:all", "wkrs:other"]
@@ -126,23 +129,23 @@ async def test_purge_type_leaves_no_key(rb: RedisBackend, raw: aioredis.Redis) -
 async def test_payloads_and_ids_survive_byte_for_byte(rb: RedisBackend) -> None:
     payload = {"big": 12345678901234567890, "f": 0.1, "emoji": '😀 ü \\ " /', "e": [], "o": {}}
     task_id = 'id "quoted" \\ ü 😀'
-    await rb.push("t", [PushRequest(TaskBody(id=task_id, payload=payload, ttl_seconds=60))])
-    got = await rb.reserve("t")
+    await rb.queues.push("t", [PushRequest(TaskBody(id=task_id, payload=payload, ttl_seconds=60))])
+    got = await rb.queues.reserve("t")
     assert got[0].body.id == task_id
     assert got[0].body.payload == payload
     assert json.dumps(got[0].body.payload) == json.dumps(payload)
-    assert (await rb.task_state("t", task_id)).state == "processing"
-    assert await rb.ack("t", [(task_id, got[0].token)]) == [True]
-    assert (await rb.task_state("t", task_id)).state == "done"
+    assert (await rb.queues.state("t", task_id)).state == "processing"
+    assert await rb.queues.ack("t", [(task_id, got[0].token)]) == [True]
+    assert (await rb.queues.state("t", task_id)).state == "done"
 
 
 async def test_cancel_a_queued_task_whose_id_needs_escaping(rb: RedisBackend) -> None:
     odd = 'a "quoted" \\ id'
-    await rb.push("t", [req("x"), PushRequest(TaskBody(id=odd, payload=1)), req("y")])
-    assert await rb.cancel("t", odd) == "cancelled"
-    got = await rb.reserve("t", k=10)
+    await rb.queues.push("t", [req("x"), PushRequest(TaskBody(id=odd, payload=1)), req("y")])
+    assert await rb.queues.cancel("t", odd) == "cancelled"
+    got = await rb.queues.reserve("t", k=10)
     assert [r.body.id for r in got] == ["x", "y"]
-    assert (await rb.depths("t")).pending == 0
+    assert (await rb.queues.depths("t")).pending == 0
 
 
 async def test_limiter_keys_carry_ttls_and_go_away(rb: RedisBackend, raw: aioredis.Redis) -> None:
@@ -174,7 +177,7 @@ async def test_limiter_keys_carry_ttls_and_go_away(rb: RedisBackend, raw: aiored
 async def test_history_keys(rb: RedisBackend, raw: aioredis.Redis) -> None:
     t = now()
     await rb.history.record("t", t, Reported())
-    await rb.push("t", [req("a"), req("b")])
+    await rb.queues.push("t", [req("a"), req("b")])
     assert await rb.history.record("t", t, Reported(timed_out=1))
     minute, hour = bucket_start(t, 60), bucket_start(t, 3600)
     stored = await raw.hgetall("fleet:history:t:buckets")

@@ -19,9 +19,9 @@ async def test_flushed_script_cache_is_reloaded(rb: RedisBackend) -> None:
     await rb._r.script_flush()
     shas = [s.sha for s in scripts().all.values()]
     assert not any(await rb._r.script_exists(*shas))
-    await rb.push("t", [PushRequest(TaskBody(id="a", payload=1))])
-    got = await rb.reserve("t")
-    assert await rb.ack("t", [("a", got[0].token)]) == [True]
-    assert await rb.pool_claim("nothing") is None
+    await rb.queues.push("t", [PushRequest(TaskBody(id="a", payload=1))])
+    got = await rb.queues.reserve("t")
+    assert await rb.queues.ack("t", [("a", got[0].token)]) == [True]
+    assert await rb.pools.claim("nothing") is None
     exists = await rb._r.script_exists(*[scripts().all[n].sha for n in ("push", "reserve")])
     assert all(exists)

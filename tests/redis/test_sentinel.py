@@ -60,7 +60,7 @@ async def test_no_sentinel_answers_is_unavailable_not_a_hang() -> None:
     b = await open_backend_lazy("redis+sentinel://127.0.0.1:1,127.0.0.1:2/svc")
     started = time.monotonic()
     with pytest.raises(BackendUnavailable):
-        await b.push(TYPE, [make_push_request({"n": 1})])
+        await b.queues.push(TYPE, [make_push_request({"n": 1})])
     assert time.monotonic() - started < 15
     await b.close()
 
@@ -75,14 +75,14 @@ async def open_backend_lazy(url: str) -> Backend:
 async def test_the_backend_works_through_sentinel(sentinels: SentinelSet) -> None:
     async with await open_backend(sentinels.url) as b:
         assert await b.ping()
-        await b.push(TYPE, [make_push_request({"n": i}) for i in range(5)])
-        got = await b.reserve(TYPE, k=5, visibility_seconds=30, default_max_attempts=3)
+        await b.queues.push(TYPE, [make_push_request({"n": i}) for i in range(5)])
+        got = await b.queues.reserve(TYPE, k=5, visibility_seconds=30, default_max_attempts=3)
         assert len(got) == 5
-        assert await b.ack(TYPE, [(r.body.id, r.token) for r in got]) == [True] * 5
+        assert await b.queues.ack(TYPE, [(r.body.id, r.token) for r in got]) == [True] * 5
         # the blocking client (redis-py through master_for) reaches the primary too
-        got = await b.reserve(TYPE, k=1, visibility_seconds=30, timeout=0.3)
+        got = await b.queues.reserve(TYPE, k=1, visibility_seconds=30, timeout=0.3)
         assert got == []
-        assert (await b.depths(TYPE)).counters.completed == 5
+        assert (await b.queues.depths(TYPE)).counters.completed == 5
 
 
 async def test_failover_mid_drain(sentinels: SentinelSet, tmp_path: Path) -> None:
@@ -151,7 +151,7 @@ def _wait_promoted(s: SentinelSet, old: int | None) -> int:
 async def _completed(b: Backend) -> int:
     """The type's completed counter, or -1 while no primary answers."""
     try:
-        return int((await b.depths(TYPE)).counters.completed)
+        return int((await b.queues.depths(TYPE)).counters.completed)
     except BackendUnavailable:
         return -1
 

@@ -122,10 +122,10 @@ async def test_rediss_url(tls_port: int) -> None:
     b = await open_when_up(url)
     try:
         assert "tls-secret" not in repr(b)
-        await b.push("t", [PushRequest(TaskBody(id="a", payload={"tls": True}))])
-        got = await b.reserve("t")
+        await b.queues.push("t", [PushRequest(TaskBody(id="a", payload={"tls": True}))])
+        got = await b.queues.reserve("t")
         assert got[0].body.payload == {"tls": True}
-        assert await b.ack("t", [("a", got[0].token)]) == [True]
+        assert await b.queues.ack("t", [("a", got[0].token)]) == [True]
     finally:
         await b.close()
 
@@ -138,11 +138,11 @@ async def test_verified_mutual_tls(mtls_port: int, tmp_path: Path) -> None:
     url = f"{base}?ssl_ca_certs={cert}&ssl_certfile={cert}&ssl_keyfile={key}"
     b = await open_when_up(url)
     try:
-        await b.push("t", [PushRequest(TaskBody(id="m", payload={"mtls": True}))])
-        got = await b.reserve("t")
+        await b.queues.push("t", [PushRequest(TaskBody(id="m", payload={"mtls": True}))])
+        got = await b.queues.reserve("t")
         assert got[0].body.payload == {"mtls": True}
-        assert await b.ack("t", [("m", got[0].token)]) == [True]
-        assert await b.kv_get("ns", "missing") is None
+        assert await b.queues.ack("t", [("m", got[0].token)]) == [True]
+        assert await b.kv.get("ns", "missing") is None
     finally:
         await b.close()
     # without a client certificate the server refuses us

@@ -59,10 +59,10 @@ async def roundtrip(url: str) -> None:
     b = await open_backend(url)
     try:
         assert isinstance(b, RedisBackend)
-        await b.push("t", [PushRequest(TaskBody(id="a", payload=1))])
-        got = await b.reserve("t")
+        await b.queues.push("t", [PushRequest(TaskBody(id="a", payload=1))])
+        got = await b.queues.reserve("t")
         assert [r.body.id for r in got] == ["a"]
-        assert await b.ack("t", [("a", got[0].token)]) == [True]
+        assert await b.queues.ack("t", [("a", got[0].token)]) == [True]
     finally:
         await b.close()
 

@@ -29,9 +29,9 @@ async def every(backend: Backend, sid: str, seconds: float, **kw: Any) -> Any:
 
 async def drain_ids(backend: Backend) -> list[str]:
     out: list[str] = []
-    while got := await backend.reserve(TYPE, k=100):
+    while got := await backend.queues.reserve(TYPE, k=100):
         out += [r.body.id for r in got]
-        await backend.ack(TYPE, [(r.body.id, r.token) for r in got])
+        await backend.queues.ack(TYPE, [(r.body.id, r.token) for r in got])
     return out
 
 
@@ -130,7 +130,7 @@ async def test_pause_resume_and_run_now(backend: Backend) -> None:
     assert (await fire_due(backend)).fired == 0
     task_id = await run_now(backend, rec)
     assert task_id.startswith("schedule:p:run:")
-    assert (await backend.task_state(TYPE, task_id)).state == "queued"
+    assert (await backend.queues.state(TYPE, task_id)).state == "queued"
     stored = await backend.schedules.get(TYPE, "p")
     assert stored is not None and stored.last_task_id == task_id
     resumed = stored.evolve(definition={**stored.definition, "enabled": True})

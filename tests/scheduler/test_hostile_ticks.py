@@ -68,11 +68,11 @@ async def test_a_scoped_token_can_neither_suppress_nor_replace_a_tick(master: In
     # The tick fires with the schedule's own payload, and records its own task.
     report = await fire_due(master.backend, tick + 0.1)
     assert report.fired == 1
-    state = await master.backend.task_state(SCRAPE, forged)
+    state = await master.backend.queues.state(SCRAPE, forged)
     assert state.state == "queued"
     got = await master.client.get(f"{SCHEDULES}/s-h", headers=auth(ADMIN))
     assert got.json()["last_task_id"] == forged
-    (res,) = await master.backend.reserve(SCRAPE, k=10)
+    (res,) = await master.backend.queues.reserve(SCRAPE, k=10)
     assert res.body.id == forged and res.body.payload == {"url": "https://admin/"}
     assert res.body.priority == 0
 
@@ -91,7 +91,7 @@ def _ghost_entry() -> dict[str, Any]:
 async def test_an_outdated_payload_is_not_enqueued(
     backend: Backend, caplog: pytest.LogCaptureFixture
 ) -> None:
-    await backend.catalog_put("ghost", _ghost_entry())
+    await backend.catalog.put("ghost", _ghost_entry())
     record = new_record("ghost", "old", {"every_seconds": 10, "payload": {"url": "u"}}, now=1000.0)
     await backend.schedules.put(record)
     check = catalog_check(backend)
@@ -99,7 +99,7 @@ async def test_an_outdated_payload_is_not_enqueued(
         first = await fire_due(backend, record.next_run + 0.1, check)
         second = await fire_due(backend, record.next_run + 10.1, check)
     assert (first.fired, first.refused, second.fired, second.refused) == (0, 1, 0, 1)
-    assert (await backend.depths("ghost")).normal == 0
+    assert (await backend.queues.depths("ghost")).normal == 0
     stored = await backend.schedules.get("ghost", "old")
     assert isinstance(stored, ScheduleRecord)
     assert stored.last_error is not None and "sku" in stored.last_error

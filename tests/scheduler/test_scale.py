@@ -49,7 +49,7 @@ async def test_a_thousand_one_second_schedules_keep_up(
             await firer.stop()
             elapsed = time.time() - start
         ids: list[str] = []
-        while got := await b.reserve(TYPE, k=1000):
+        while got := await b.queues.reserve(TYPE, k=1000):
             ids += [r.body.id for r in got]
         per_schedule = Counter(i.split(":")[1] for i in ids)
     assert len(set(ids)) == len(ids)  # one task per tick

@@ -70,7 +70,7 @@ async def push_many(backend: Backend, n: int, automation_type: str = TYPE) -> li
     ids = [new_id() for _ in range(n)]
     for start in range(0, n, 2000):
         chunk = ids[start : start + 2000]
-        results = await backend.push(
+        results = await backend.queues.push(
             automation_type, [PushRequest(TaskBody(id=i, payload={"noop": True})) for i in chunk]
         )
         assert all(r.queued for r in results)

@@ -46,16 +46,18 @@ async def _drain(backend: Backend, automation_type: str, out: str, *rest: str) -
     with _append(out) as log:
         while True:
             if sweep and time.monotonic() - last_sweep > 0.2:
-                await backend.sweep(automation_type)
+                await backend.queues.sweep(automation_type)
                 last_sweep = time.monotonic()
-            got = await backend.reserve(
+            got = await backend.queues.reserve(
                 automation_type, k=20, visibility_seconds=visibility, timeout=0.2
             )
             if got:
                 idle_since = None
                 # They run now: marked started like a worker's slot does, so a kill
                 # charges their attempt (unstarted ones would be refunded).
-                await backend.mark_started(automation_type, [(r.body.id, r.token) for r in got])
+                await backend.queues.mark_started(
+                    automation_type, [(r.body.id, r.token) for r in got]
+                )
                 log.write("".join(f"{r.body.id} {r.body.attempt}\n" for r in got))
                 log.flush()
                 logged += len(got)
@@ -63,10 +65,12 @@ async def _drain(backend: Backend, automation_type: str, out: str, *rest: str) -
                     await asyncio.Event().wait()
                 if work:
                     await asyncio.sleep(work)
-                acked = await backend.ack(automation_type, [(r.body.id, r.token) for r in got])
+                acked = await backend.queues.ack(
+                    automation_type, [(r.body.id, r.token) for r in got]
+                )
                 assert all(acked), acked
                 continue
-            depths = await backend.depths(automation_type)
+            depths = await backend.queues.depths(automation_type)
             left = depths.pending + (depths.processing + depths.scheduled if sweep else 0)
             if left == 0:
                 idle_since = idle_since or time.monotonic()
@@ -76,24 +80,24 @@ async def _drain(backend: Backend, automation_type: str, out: str, *rest: str) -
 
 async def _prims(backend: Backend, pool: str, out: str, n: str) -> None:
     with _append(out) as log:
-        while (claim := await backend.pool_claim(pool, hold_seconds=60)) is not None:
+        while (claim := await backend.pools.claim(pool, hold_seconds=60)) is not None:
             log.write(claim.item.id + "\n")
     for _ in range(int(n)):
-        await backend.counter_incr("hits")
+        await backend.counters.incr("hits")
 
 
 async def _latency(backend: Backend, automation_type: str, n: str) -> None:
     for _ in range(int(n)):
         print("waiting", flush=True)
-        got = await backend.reserve(automation_type, timeout=20.0)
+        got = await backend.queues.reserve(automation_type, timeout=20.0)
         arrived = time.time()
         assert len(got) == 1, got
-        await backend.ack(automation_type, [(got[0].body.id, got[0].token)])
+        await backend.queues.ack(automation_type, [(got[0].body.id, got[0].token)])
         print(f"latency {arrived - float(got[0].body.payload['t']):.6f}", flush=True)
 
 
 async def _listen(backend: Backend, topics: str, n: str) -> None:
-    async with await backend.subscribe(*topics.split(",")) as sub:
+    async with await backend.events.subscribe(*topics.split(",")) as sub:
         print("ready", flush=True)
         seen = 0
         async for got_topic, message in sub:

@@ -34,7 +34,7 @@ async def test_four_processes_execute_10000_tasks_exactly_once(tmp_path: Path) -
         assert max(per_task.values()) == 1
         # Every process took a share: the file really was contended.
         assert all(log.exists() and log.stat().st_size > 0 for log in logs)
-        depths = await backend.depths(TYPE)
+        depths = await backend.queues.depths(TYPE)
         assert (depths.pending, depths.processing, depths.dead) == (0, 0, 0)
         assert depths.counters.completed == 10_000
     finally:
@@ -58,7 +58,7 @@ async def test_sigkilled_worker_loses_nothing(tmp_path: Path) -> None:
         await asyncio.to_thread(victim.wait)
         assert victim.returncode == -signal.SIGKILL
 
-        held = await backend.depths(TYPE)
+        held = await backend.queues.depths(TYPE)
         assert held.processing > 0, "the victim held no reservation when killed"
         survivor = spawn("drain", url, TYPE, str(survivor_log), "30", "--sweep")
         assert await wait_all([survivor]) == [0]
@@ -73,10 +73,10 @@ async def test_sigkilled_worker_loses_nothing(tmp_path: Path) -> None:
         # Only the batch the victim held comes back, as a second attempt.
         assert 0 < len(redone) <= held.processing
         assert all(attempt == 2 for t, attempt in by_survivor if t in redone)
-        depths = await backend.depths(TYPE)
+        depths = await backend.queues.depths(TYPE)
         assert (depths.pending, depths.processing, depths.scheduled) == (0, 0, 0)
         assert depths.counters.completed == 1000
-        assert {(await backend.task_state(TYPE, t)).state for t in redone} == {"done"}
+        assert {(await backend.queues.state(TYPE, t)).state for t in redone} == {"done"}
     finally:
         await backend.close()
 
@@ -97,12 +97,12 @@ async def test_pool_claims_and_counters_are_exclusive_across_processes(tmp_path:
     url = url_for(tmp_path / "fleet.db")
     backend = await open_backend(url)
     try:
-        items = {await backend.pool_put("cookies", {"n": i}, {"site": "a"}) for i in range(300)}
+        items = {await backend.pools.put("cookies", {"n": i}, {"site": "a"}) for i in range(300)}
         logs = [tmp_path / f"claims-{i}.txt" for i in range(4)]
         procs = [spawn("prims", url, "cookies", str(log), "100") for log in logs]
         assert await wait_all(procs) == [0, 0, 0, 0]
         claimed = [line for log in logs if log.exists() for line in log.read_text().split()]
         assert sorted(claimed) == sorted(items)  # each item went to exactly one process
-        assert await backend.counter_get("hits") == 400
+        assert await backend.counters.get("hits") == 400
     finally:
         await backend.close()

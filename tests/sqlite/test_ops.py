@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from fleet.backends.sqlite import queue as q
+from fleet.backends.sqlite.events import publish
 from fleet.backends.sqlite.poller import poll
+from fleet.backends.sqlite.primitives import kv_set
 from fleet.backends.sqlite.schema import migrate
-from fleet.backends.sqlite.state import kv_set, publish
 from fleet.core.records import FINISHED_RETENTION_SECONDS, PushRequest, TaskBody
 
 T = "ops"

@@ -10,7 +10,7 @@ import pytest
 
 from fleet.backends import open_backend
 from fleet.backends.sqlite.conn import parse_url
-from fleet.backends.sqlite.groups import _HELD, _READY
+from fleet.backends.sqlite.group_book import _HELD, _READY
 from fleet.backends.sqlite.schema import SCHEMA_VERSION, migrate, read_version, split_statements
 from fleet.core.capabilities.proxies import ProxyPolicy
 from fleet.core.errors import BackendUnavailable, ConfigError, SchemaVersionError
@@ -56,7 +56,7 @@ async def test_older_file_is_migrated_keeping_its_tasks(tmp_path: Path) -> None:
 
     backend = await open_backend(url_for(path))
     try:
-        got = await backend.reserve(TYPE)
+        got = await backend.queues.reserve(TYPE)
         assert [(r.body.id, r.body.payload) for r in got] == [("old", {"v": 1})]
     finally:
         await backend.close()
@@ -134,10 +134,10 @@ async def test_a_version_9_file_keeps_its_group_limits_and_gains_a_proxy_policy(
     c.close()
     backend = await open_backend(url_for(path))
     try:
-        assert await backend.group_defaults(TYPE) == (GroupLimits.of(3, "10/m"), 4)
+        assert await backend.groups.defaults(TYPE) == (GroupLimits.of(3, "10/m"), 4)
         assert await backend.proxies.policy(TYPE) == (None, 4)  # none stored yet
         policy = ProxyPolicy(bad_threshold=2, cooldown_seconds=30.0, max_concurrency=5)
-        assert await backend.group_defaults_set(TYPE, GroupLimits(), gen=5, proxy=policy)
+        assert await backend.groups.set_defaults(TYPE, GroupLimits(), gen=5, proxy=policy)
         assert await backend.proxies.policy(TYPE) == (policy, 5)
     finally:
         await backend.close()

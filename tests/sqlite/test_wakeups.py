@@ -13,7 +13,7 @@ import pytest
 
 from fleet.backends import open_backend
 from fleet.backends.sqlite import SQLiteBackend
-from fleet.backends.sqlite.state import EVENT_RETENTION_SECONDS, publish
+from fleet.backends.sqlite.events import EVENT_RETENTION_SECONDS, publish
 from fleet.backends.sqlite.watch import SQLiteSubscription
 from fleet.core.records import PushRequest, TaskBody, new_id
 from tests.sqlite.helpers import TYPE, read_line, reap, spawn, url_for, wait_all
@@ -31,7 +31,7 @@ async def test_push_wakes_a_reserve_blocked_in_another_process(tmp_path: Path) -
             assert await read_line(child) == "waiting"
             await asyncio.sleep(0.15)  # let it block in reserve
             body = TaskBody(id=new_id(), payload={"t": time.time()})
-            await backend.push(TYPE, [PushRequest(body)])
+            await backend.queues.push(TYPE, [PushRequest(body)])
             line = await read_line(child)
             assert line.startswith("latency "), line
             latencies.append(float(line.split()[1]))
@@ -51,7 +51,7 @@ async def test_idle_waiting_reserves_cost_few_polls(tmp_path: Path) -> None:
     backend = await open_backend(url_for(tmp_path / "fleet.db"))
     assert isinstance(backend, SQLiteBackend)
     try:
-        slots = [asyncio.create_task(backend.reserve(TYPE, timeout=10.0)) for _ in range(10)]
+        slots = [asyncio.create_task(backend.queues.reserve(TYPE, timeout=10.0)) for _ in range(10)]
         await asyncio.sleep(0.3)
         before, started = backend.watcher_polls, time.monotonic()
         await asyncio.sleep(2.0)
@@ -59,7 +59,7 @@ async def test_idle_waiting_reserves_cost_few_polls(tmp_path: Path) -> None:
         print(f"idle watcher polls/s with 10 blocked reserves: {rate:.1f}")
         # One shared poller (20 ms), not one per slot (a starved thread polls less).
         assert 0 < rate < 80, rate
-        await backend.push(TYPE, [PushRequest(TaskBody(id=new_id(), payload=None))])
+        await backend.queues.push(TYPE, [PushRequest(TaskBody(id=new_id(), payload=None))])
         done, _ = await asyncio.wait(slots, timeout=15.0, return_when=asyncio.FIRST_COMPLETED)
         assert [len(t.result()) for t in done] == [1]
         for task in slots:
@@ -76,14 +76,14 @@ async def test_idle_waiting_reserves_cost_few_polls(tmp_path: Path) -> None:
 async def test_events_reach_a_subscriber_in_another_process(tmp_path: Path) -> None:
     url = url_for(tmp_path / "fleet.db")
     backend = await open_backend(url)
-    await backend.publish("hello", {"before": True})  # before subscribe: never seen
+    await backend.events.publish("hello", {"before": True})  # before subscribe: never seen
     child = spawn("listen", url, f"hello,{TYPE}.emit", "3", capture=True)
     try:
         assert await read_line(child) == "ready"
-        await backend.publish("other", {"x": 0})
-        await backend.publish("hello", {"n": 1})
-        entry = await backend.stream_push(TYPE, {"out": 2}, worker_id="w1")
-        await backend.publish("hello", {"n": 3})
+        await backend.events.publish("other", {"x": 0})
+        await backend.events.publish("hello", {"n": 1})
+        entry = await backend.streams.push(TYPE, {"out": 2}, worker_id="w1")
+        await backend.events.publish("hello", {"n": 3})
         got = [json.loads(await read_line(child)) for _ in range(3)]
         assert got == [
             ["hello", {"n": 1}],
@@ -100,9 +100,9 @@ async def test_cancelled_reserve_loses_no_task(tmp_path: Path) -> None:
     backend = await open_backend(url_for(tmp_path / "fleet.db"))
     try:
         for round_ in range(20):
-            waiter = asyncio.create_task(backend.reserve(TYPE, timeout=5.0))
+            waiter = asyncio.create_task(backend.queues.reserve(TYPE, timeout=5.0))
             await asyncio.sleep(0.01)
-            await backend.push(TYPE, [PushRequest(TaskBody(id=f"t{round_}", payload=None))])
+            await backend.queues.push(TYPE, [PushRequest(TaskBody(id=f"t{round_}", payload=None))])
             # Cancel at varying points: before, during or after its transaction.
             await asyncio.sleep(0.0005 * round_)
             waiter.cancel()
@@ -111,10 +111,10 @@ async def test_cancelled_reserve_loses_no_task(tmp_path: Path) -> None:
             except asyncio.CancelledError:
                 got = []
             if not got:
-                got = await backend.reserve(TYPE, timeout=10.0)
+                got = await backend.queues.reserve(TYPE, timeout=10.0)
             assert [r.body.id for r in got] == [f"t{round_}"]
             assert got[0].body.attempt == 1  # a given-back attempt was refunded
-            assert await backend.ack(TYPE, [(got[0].body.id, got[0].token)]) == [True]
+            assert await backend.queues.ack(TYPE, [(got[0].body.id, got[0].token)]) == [True]
     finally:
         await backend.close()
 
@@ -123,13 +123,13 @@ async def test_old_events_are_pruned_and_never_replayed(tmp_path: Path) -> None:
     path = tmp_path / "fleet.db"
     backend = await open_backend(url_for(path))
     try:
-        await backend.publish("t", {"n": 0})
+        await backend.events.publish("t", {"n": 0})
         conn = sqlite3.connect(path)
         conn.execute("UPDATE events SET ts = ts - ?", (EVENT_RETENTION_SECONDS + 1,))
         conn.commit()
         conn.close()
-        async with await backend.subscribe("t") as sub:
-            await backend.publish("t", {"n": 1})
+        async with await backend.events.subscribe("t") as sub:
+            await backend.events.publish("t", {"n": 1})
             assert await asyncio.wait_for(anext(sub), 15.0) == ("t", {"n": 1})
         conn = sqlite3.connect(path)
         messages = [m for (m,) in conn.execute("SELECT message FROM events")]
@@ -145,12 +145,12 @@ async def test_a_push_from_elsewhere_wakes_one_waiter_not_all(tmp_path: Path) ->
     waiting, pusher = await open_backend(url), await open_backend(url)
     assert isinstance(waiting, SQLiteBackend)
     try:
-        slots = [asyncio.create_task(waiting.reserve(TYPE, timeout=5.0)) for _ in range(10)]
+        slots = [asyncio.create_task(waiting.queues.reserve(TYPE, timeout=5.0)) for _ in range(10)]
         await asyncio.sleep(0.3)
         before = waiting.write_ops
         await asyncio.sleep(0.3)
         assert waiting.write_ops == before, "blocked reserves must not write while idle"
-        await pusher.push(TYPE, [PushRequest(TaskBody(id="one", payload=None))])
+        await pusher.queues.push(TYPE, [PushRequest(TaskBody(id="one", payload=None))])
         done, _ = await asyncio.wait(slots, timeout=15.0, return_when=asyncio.FIRST_COMPLETED)
         await asyncio.sleep(0.2)
         assert [r.body.id for t in done for r in t.result()] == ["one"]
@@ -199,7 +199,7 @@ async def test_subscribing_while_reserves_wait_misses_no_event(tmp_path: Path) -
     path = tmp_path / "fleet.db"
     listener = await open_backend(url_for(path))
     assert isinstance(listener, SQLiteBackend)
-    reserve = asyncio.create_task(listener.reserve(TYPE, timeout=60.0))
+    reserve = asyncio.create_task(listener.queues.reserve(TYPE, timeout=60.0))
     try:
         deadline = time.monotonic() + 30
         while listener.watcher_polls < 2:  # the poller runs for the reserve
@@ -207,7 +207,7 @@ async def test_subscribing_while_reserves_wait_misses_no_event(tmp_path: Path) -
             await asyncio.sleep(0.01)
         hits, hold = 0, 0.2
         for attempt in range(10):
-            subscribing = asyncio.create_task(listener.subscribe("t"))
+            subscribing = asyncio.create_task(listener.events.subscribe("t"))
             await asyncio.sleep(0)  # it has asked a reader thread for the newest event
             seq = _commit_while_the_loop_waits(listener, path, hold, {"attempt": attempt})
             sub = await subscribing

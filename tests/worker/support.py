@@ -62,7 +62,9 @@ async def running_worker(
 
 
 async def push(backend: Backend, automation_type: str, *payloads: Any, **opts: Any) -> list[str]:
-    results = await backend.push(automation_type, [make_push_request(p, **opts) for p in payloads])
+    results = await backend.queues.push(
+        automation_type, [make_push_request(p, **opts) for p in payloads]
+    )
     return [r.task_id for r in results]
 
 
@@ -74,22 +76,22 @@ async def push_config(
     del worker_ids  # the master no longer writes each worker's desired config
     stored = merge_config(await backend.configs.get(automation_type), patch)
     gen = await backend.configs.publish(automation_type, stored)
-    await backend.publish(f"config.{automation_type}", {"worker_id": None, "gen": gen})
+    await backend.events.publish(f"config.{automation_type}", {"worker_id": None, "gen": gen})
     return gen
 
 
 async def drain(backend: Backend, automation_type: str, worker_id: str, on: bool) -> None:
     """What the master does on a drain / resume request."""
     if on:
-        await backend.kv_set(CONTROL_NS, drain_key(automation_type, worker_id), "true")
+        await backend.kv.set(CONTROL_NS, drain_key(automation_type, worker_id), "true")
     else:
-        await backend.kv_delete(CONTROL_NS, drain_key(automation_type, worker_id))
-    await backend.publish(
+        await backend.kv.delete(CONTROL_NS, drain_key(automation_type, worker_id))
+    await backend.events.publish(
         f"control.{automation_type}",
         {"worker_id": worker_id, "action": "drain" if on else "resume"},
     )
 
 
 async def state_of(backend: Backend, automation_type: str, worker_id: str) -> dict[str, str]:
-    record = await backend.worker_get(automation_type, worker_id)
+    record = await backend.workers.get(automation_type, worker_id)
     return record.state if record is not None else {}

@@ -55,17 +55,17 @@ async def test_a_cancel_heard_before_a_slot_took_the_task_is_honoured(mem: Backe
     async with running_worker(mem, [EchoAutomation]) as worker:
         # The master published the cancel of a task this worker reserved, and no
         # slot runs it yet: the request is kept...
-        await mem.publish(f"cancel.{T}", {"task_id": "early"})
+        await mem.events.publish(f"cancel.{T}", {"task_id": "early"})
         await wait_until(lambda: len(worker.runners[T].env.cancels) == 1, what="request kept")
         # ...and the slot that takes the task settles it without running it.
         (tid,) = await push(mem, T, {"n": 1}, task_id="early")
         (other,) = await push(mem, T, {"n": 2})
 
         async def settled() -> bool:
-            states = [(await mem.task_state(T, i)).state for i in (tid, other)]
+            states = [(await mem.queues.state(T, i)).state for i in (tid, other)]
             return states == ["done", "done"]
 
         await wait_until(settled, timeout=30, what="both tasks settled")
-        assert await mem.counter_get(f"wt-echo:runs:{tid}") == 0
-        assert await mem.counter_get(f"wt-echo:runs:{other}") == 1
+        assert await mem.counters.get(f"wt-echo:runs:{tid}") == 0
+        assert await mem.counters.get(f"wt-echo:runs:{other}") == 1
         assert len(worker.runners[T].env.cancels) == 0

@@ -23,7 +23,7 @@ E = "wt-echo"
 
 
 async def done(backend: Backend, t: str, task_id: str) -> bool:
-    return (await backend.task_state(t, task_id)).state == "done"
+    return (await backend.queues.state(t, task_id)).state == "done"
 
 
 async def test_config_push_changes_ctx_config_and_slot_count_live(mem: Backend) -> None:
@@ -37,7 +37,7 @@ async def test_config_push_changes_ctx_config_and_slot_count_live(mem: Backend) 
         assert runner.slots[0] is slots_before[0]  # existing slots were not restarted
         (tid,) = await push(mem, E, {"n": 1})
         await wait_until(lambda: done(mem, E, tid), what="task done")
-        (entry,) = await mem.stream_peek(E)
+        (entry,) = await mem.streams.peek(E)
         assert entry.payload["label"] == "b"
 
         async def reported() -> bool:
@@ -56,7 +56,7 @@ async def test_scale_down_lets_the_running_task_finish(mem: Backend) -> None:
         ids = await push(mem, E, {"n": 1, "sleep": 3.0}, {"n": 2, "sleep": 3.0})
 
         async def both_running() -> bool:
-            counts = [await mem.counter_get(f"wt-echo:runs:{i}") for i in ids]
+            counts = [await mem.counters.get(f"wt-echo:runs:{i}") for i in ids]
             return counts == [1, 1]
 
         await wait_until(both_running, what="both tasks running")
@@ -92,7 +92,7 @@ async def test_per_worker_override_and_proxy_change_reach_slots(mem: Backend) ->
         await wait_until(lambda: runner.held_gen > gen, what="provider config applied")
         (tid2,) = await push(mem, E, {"n": 2})
         await wait_until(lambda: done(mem, E, tid2), what="task 2 done")
-    first, second = await mem.stream_peek(E)
+    first, second = await mem.streams.peek(E)
     assert first.payload["proxy"] == "http://override:1"
     assert (
         second.payload["proxy"].startswith("http://u-")
@@ -112,7 +112,7 @@ async def test_enabled_false_stops_slots_and_true_restarts_them(mem: Backend) ->
         await wait_until(idle, what="IDLE state")
         (tid,) = await push(mem, E, {"n": 1})
         await asyncio.sleep(0.2)
-        assert (await mem.task_state(E, tid)).state == "queued"
+        assert (await mem.queues.state(E, tid)).state == "queued"
         await push_config(mem, E, {"enabled": True}, ["w1"])
         await wait_until(lambda: done(mem, E, tid), what="task done after re-enable")
 
@@ -134,7 +134,7 @@ async def test_missing_required_field_is_error_until_a_valid_config(mem: Backend
             return s.get("state") == "RUNNING" and s.get("last_error") == ""
 
         await wait_until(running, what="RUNNING without error")
-    (entry,) = await mem.stream_peek(t)
+    (entry,) = await mem.streams.peek(t)
     assert entry.payload == {"api_key": "k-123"}
 
 
@@ -144,7 +144,7 @@ async def test_drain_and_resume(mem: Backend) -> None:
         (slow,) = await push(mem, E, {"n": 1, "sleep": 0.5})
 
         async def started() -> bool:
-            return await mem.counter_get(f"wt-echo:runs:{slow}") == 1
+            return await mem.counters.get(f"wt-echo:runs:{slow}") == 1
 
         await wait_until(started, what="slow task started")
         await drain(mem, E, "w1", True)
@@ -157,7 +157,7 @@ async def test_drain_and_resume(mem: Backend) -> None:
         await wait_until(lambda: done(mem, E, slow), what="in-flight task finished")
         await wait_until(lambda: not runner.slots, what="slots stopped")
         await asyncio.sleep(0.2)
-        assert (await mem.task_state(E, later)).state == "queued"
+        assert (await mem.queues.state(E, later)).state == "queued"
         await drain(mem, E, "w1", False)
         await wait_until(lambda: done(mem, E, later), what="task done after resume")
 
@@ -174,14 +174,14 @@ async def test_continuous_slot_is_respawned_and_cleaned_up(mem: Backend) -> None
     async with running_worker(mem, [LoopAutomation]) as worker:
 
         async def respawned() -> bool:
-            return await mem.counter_get("wt-loop:starts:1") >= 3
+            return await mem.counters.get("wt-loop:starts:1") >= 3
 
         await wait_until(respawned, what="3 starts of slot 1")
         stats = worker.runners["wt-loop"].slots[0].stats
         assert stats.failed >= 1
     for slot in (0, 1):
-        starts = await mem.counter_get(f"wt-loop:starts:{slot}")
-        assert await mem.counter_get(f"wt-loop:cleanups:{slot}") == starts
+        starts = await mem.counters.get(f"wt-loop:starts:{slot}")
+        assert await mem.counters.get(f"wt-loop:cleanups:{slot}") == starts
 
 
 async def test_continuous_returning_slot_respawns_too(mem: Backend) -> None:
@@ -189,7 +189,7 @@ async def test_continuous_returning_slot_respawns_too(mem: Backend) -> None:
     async with running_worker(mem, [LoopAutomation]):
 
         async def respawned() -> bool:
-            return await mem.counter_get("wt-loop:starts:0") >= 3
+            return await mem.counters.get("wt-loop:starts:0") >= 3
 
         await wait_until(respawned, what="3 starts")
 
@@ -199,11 +199,11 @@ async def test_recycle_restarts_old_slots_and_shutdown_reaches_run_slot(mem: Bac
     async with running_worker(mem, [LoopAutomation], heartbeat_seconds=0.1):
 
         async def recycled() -> bool:
-            return await mem.counter_get("wt-loop:starts:0") >= 3
+            return await mem.counters.get("wt-loop:starts:0") >= 3
 
         await wait_until(recycled, what="recycled twice")
-    starts = await mem.counter_get("wt-loop:starts:0")
-    assert await mem.counter_get("wt-loop:cleanups:0") == starts
+    starts = await mem.counters.get("wt-loop:starts:0")
+    assert await mem.counters.get("wt-loop:cleanups:0") == starts
 
 
 async def test_stubborn_run_slot_is_cancelled_after_grace(mem: Backend) -> None:
@@ -211,11 +211,11 @@ async def test_stubborn_run_slot_is_cancelled_after_grace(mem: Backend) -> None:
     async with running_worker(mem, [LoopAutomation], grace=0.2) as worker:
 
         async def started() -> bool:
-            return await mem.counter_get("wt-loop:starts:0") == 1
+            return await mem.counters.get("wt-loop:starts:0") == 1
 
         await wait_until(started, what="started")
     assert not worker.runners["wt-loop"].slots
-    assert await mem.counter_get("wt-loop:cleanups:0") == 1
+    assert await mem.counters.get("wt-loop:cleanups:0") == 1
 
 
 async def test_unknown_proxy_provider_is_a_config_error(mem: Backend) -> None:

@@ -22,8 +22,8 @@ HEAL_SECONDS = 4.0
 
 
 async def _intact(backend: Backend, worker_id: str, gen: int) -> bool:
-    record = await backend.worker_get(E, worker_id)
-    entry = await backend.catalog_get(E)
+    record = await backend.workers.get(E, worker_id)
+    entry = await backend.catalog.get(E)
     return (
         record is not None
         and record.unreadable == ()
@@ -54,7 +54,7 @@ async def test_a_worker_rewrites_its_own_corrupt_record(
                 planter.catalog(E, "{not json")
             else:
                 planter.worker(E, "w1", part, NOT_UTF8 if part == "config" else "garbage")
-        record = await backend.worker_get(E, "w1")
+        record = await backend.workers.get(E, "w1")
         assert record is not None
         assert set(record.unreadable) == set(parts) - {"catalog"}
 
@@ -66,7 +66,7 @@ async def test_a_worker_rewrites_its_own_corrupt_record(
         (task_id,) = await push(backend, E, {"n": 1})
 
         async def done() -> bool:
-            return (await backend.task_state(E, task_id)).state == "done"
+            return (await backend.queues.state(E, task_id)).state == "done"
 
         await wait_until(done, what="a task to run after the repair")
     failed = [
@@ -76,7 +76,7 @@ async def test_a_worker_rewrites_its_own_corrupt_record(
 
 
 async def test_a_worker_starts_over_a_corrupt_desired_config(backend: Backend) -> None:
-    await backend.worker_register(E, "w1", {"host": "h"})
+    await backend.workers.register(E, "w1", {"host": "h"})
     assert await backend.configs.put_desired(E, "w1", {"slots": 1}, 7)
     Planter(backend.url).worker(E, "w1", "config", "{not json")
     async with running_worker(backend, [EchoAutomation], heartbeat_seconds=HEARTBEAT) as worker:

@@ -15,7 +15,7 @@ T = "wt-prefetch"
 
 def feeder(backend: Backend, prefetch: int, hold: float = 0.3) -> Feeder:
     return Feeder(
-        backend,
+        backend.queues,
         T,
         lambda: (60.0, 3),
         block_seconds=0.5,
@@ -25,7 +25,7 @@ def feeder(backend: Backend, prefetch: int, hold: float = 0.3) -> Feeder:
 
 
 async def processing(backend: Backend) -> int:
-    return (await backend.depths(T)).processing
+    return (await backend.queues.depths(T)).processing
 
 
 async def test_busy_queue_holds_tasks_then_gives_them_back(mem: Backend) -> None:
@@ -49,7 +49,7 @@ async def test_busy_queue_holds_tasks_then_gives_them_back(mem: Backend) -> None
     finally:
         await f.close()
     # The attempt charged at reserve was refunded: the next delivery is attempt 1.
-    again = await mem.reserve(T, k=9)
+    again = await mem.queues.reserve(T, k=9)
     assert sorted(r.body.id for r in again) == sorted(ids[1:])
     assert {r.body.attempt for r in again} == {1}
 

@@ -38,47 +38,47 @@ def _gone_process() -> Holder:
 async def test_second_claim_on_a_host_gets_the_next_id_and_release_frees_it(
     backend: Backend,
 ) -> None:
-    first = await claim_worker_id(backend, None, hold_seconds=30)
-    second = await claim_worker_id(backend, None, hold_seconds=30)
+    first = await claim_worker_id(backend.kv, None, hold_seconds=30)
+    second = await claim_worker_id(backend.kv, None, hold_seconds=30)
     assert (first.worker_id, second.worker_id) == (HOST, f"{HOST}-2")
-    await first.release(backend)
-    again = await claim_worker_id(backend, None, hold_seconds=30)
+    await first.release(backend.kv)
+    again = await claim_worker_id(backend.kv, None, hold_seconds=30)
     assert again.worker_id == HOST  # a gracefully stopped worker's id comes back at once
-    await second.renew(backend)
-    assert await backend.kv_get(CONTROL_NS, worker_id_key(f"{HOST}-2")) == second.holder.encode()
+    await second.renew(backend.kv)
+    assert await backend.kv.get(CONTROL_NS, worker_id_key(f"{HOST}-2")) == second.holder.encode()
 
 
 async def test_an_explicit_id_held_by_a_live_process_is_refused(backend: Backend) -> None:
-    await claim_worker_id(backend, "w-a", hold_seconds=30)
+    await claim_worker_id(backend.kv, "w-a", hold_seconds=30)
     with pytest.raises(WorkerIdInUse, match=r"'w-a' is held by a live worker .*--id"):
-        await claim_worker_id(backend, "w-a", hold_seconds=30)
+        await claim_worker_id(backend.kv, "w-a", hold_seconds=30)
 
 
 async def test_a_claim_of_a_gone_process_of_this_host_is_taken_over(backend: Backend) -> None:
     dead = _gone_process()
-    await backend.kv_set(CONTROL_NS, worker_id_key("w-b"), dead.encode(), ttl_seconds=30)
-    claim = await claim_worker_id(backend, "w-b", hold_seconds=30)  # a kill -9, then restart
+    await backend.kv.set(CONTROL_NS, worker_id_key("w-b"), dead.encode(), ttl_seconds=30)
+    claim = await claim_worker_id(backend.kv, "w-b", hold_seconds=30)  # a kill -9, then restart
     assert claim.worker_id == "w-b"
-    assert await backend.kv_get(CONTROL_NS, worker_id_key("w-b")) == claim.holder.encode()
+    assert await backend.kv.get(CONTROL_NS, worker_id_key("w-b")) == claim.holder.encode()
 
 
 async def test_another_hosts_claim_holds_until_its_ttl_expires(backend: Backend) -> None:
     other = Holder("some-other-host", 1, 0.0, "x")
-    await backend.kv_set(CONTROL_NS, worker_id_key("w-c"), other.encode(), ttl_seconds=0.5)
+    await backend.kv.set(CONTROL_NS, worker_id_key("w-c"), other.encode(), ttl_seconds=0.5)
     with pytest.raises(WorkerIdInUse, match="some-other-host"):
-        await claim_worker_id(backend, "w-c", hold_seconds=30)
+        await claim_worker_id(backend.kv, "w-c", hold_seconds=30)
     await asyncio.sleep(0.6)
-    assert (await claim_worker_id(backend, "w-c", hold_seconds=30)).worker_id == "w-c"
+    assert (await claim_worker_id(backend.kv, "w-c", hold_seconds=30)).worker_id == "w-c"
 
 
 async def test_renew_does_not_steal_an_id_taken_by_another_process(backend: Backend) -> None:
-    claim = await claim_worker_id(backend, "w-d", hold_seconds=30)
+    claim = await claim_worker_id(backend.kv, "w-d", hold_seconds=30)
     other = Holder("some-other-host", 7, 0.0, "y")
-    await backend.kv_set(CONTROL_NS, worker_id_key("w-d"), other.encode(), ttl_seconds=30)
-    await claim.renew(backend)
-    assert await backend.kv_get(CONTROL_NS, worker_id_key("w-d")) == other.encode()
-    await claim.release(backend)  # not ours any more: left alone
-    assert await backend.kv_get(CONTROL_NS, worker_id_key("w-d")) == other.encode()
+    await backend.kv.set(CONTROL_NS, worker_id_key("w-d"), other.encode(), ttl_seconds=30)
+    await claim.renew(backend.kv)
+    assert await backend.kv.get(CONTROL_NS, worker_id_key("w-d")) == other.encode()
+    await claim.release(backend.kv)  # not ours any more: left alone
+    assert await backend.kv.get(CONTROL_NS, worker_id_key("w-d")) == other.encode()
 
 
 def _worker(url: str, log: Path, *extra: str) -> subprocess.Popen[bytes]:
@@ -90,7 +90,7 @@ def _worker(url: str, log: Path, *extra: str) -> subprocess.Popen[bytes]:
 
 async def _read_ids(url: str) -> list[str]:
     async with await open_backend(url) as b:
-        return sorted(await b.worker_ids("wt-noop"))
+        return sorted(await b.workers.ids("wt-noop"))
 
 
 def _ids(url: str, n: int, timeout: float = 30) -> list[str]:

@@ -62,7 +62,7 @@ async def test_worker_and_master_write_json_lines(tmp_path: Path) -> None:
             ok, flaky = await push(b, ECHO, {"n": 1}, {"n": 2, "fail_times": 1}, max_attempts=3)
 
             async def done() -> bool:
-                states = [(await b.task_state(ECHO, t)).state for t in (ok, flaky)]
+                states = [(await b.queues.state(ECHO, t)).state for t in (ok, flaky)]
                 return states == ["done", "done"]
 
             await wait_until(done, timeout=60, what="both tasks done")

@@ -61,7 +61,7 @@ def aof_redis() -> Iterator[RedisServer]:
 async def task_done(url: str, task_id: str) -> bool:
     backend: Backend = await open_backend(url)
     try:
-        return (await backend.task_state(ECHO, task_id)).state == "done"
+        return (await backend.queues.state(ECHO, task_id)).state == "done"
     finally:
         await backend.close()
 

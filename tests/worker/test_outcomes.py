@@ -60,8 +60,11 @@ def test_outcomes_without_details_are_shared() -> None:
 
 
 class _Backend:
+    """What settle reaches of a backend (its queues and groups), recording calls."""
+
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
+        self.queues = self.groups = self
 
     async def nack(self, automation_type: str, task_id: str, token: str, **kw: Any) -> str:
         self.calls.append(("nack", kw["dead"], kw["error"]))

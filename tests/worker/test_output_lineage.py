@@ -46,10 +46,10 @@ async def test_a_redelivered_tasks_outputs_tell_their_attempts_apart(backend: Ba
         (task_id,) = await push(backend, TYPE, {"n": 7}, max_attempts=3)
 
         async def done() -> bool:
-            return (await backend.task_state(TYPE, task_id)).state == "done"
+            return (await backend.queues.state(TYPE, task_id)).state == "done"
 
         await wait_until(done, what="the task done on its second attempt")
-    entries = await backend.stream_read(TYPE, n=10)
+    entries = await backend.streams.read(TYPE, n=10)
     seen = [(e.task_id, e.attempt, e.payload["part"]) for e in entries]
     assert seen == [(task_id, 1, 1), (task_id, 2, 1), (task_id, 2, 2)]
     assert all(e.worker_id == "w1" for e in entries)
@@ -57,19 +57,19 @@ async def test_a_redelivered_tasks_outputs_tell_their_attempts_apart(backend: Ba
     final = max(e.attempt or 0 for e in entries)
     assert [e.payload["part"] for e in entries if e.attempt == final] == [1, 2]
     # The typed reader of another automation sees the same lineage.
-    typed = await StreamHandle(backend, Stream[Row](TYPE, payload=Row)).read(n=10)
+    typed = await StreamHandle(backend.streams, Stream[Row](TYPE, payload=Row)).read(n=10)
     assert [(e.task_id, e.attempt, e.payload.part) for e in typed] == seen
     # Every way to read an entry back carries it: tail, peek, pop, the JSON form.
-    assert [(e.task_id, e.attempt) for e in await backend.stream_tail(TYPE, 3)] == [
+    assert [(e.task_id, e.attempt) for e in await backend.streams.tail(TYPE, 3)] == [
         (t, a) for t, a, _ in seen
     ]
-    (first,) = await backend.stream_pop(TYPE, 1)
+    (first,) = await backend.streams.pop(TYPE, 1)
     assert first.to_dict()["task_id"] == task_id and first.to_dict()["attempt"] == 1
 
 
 async def test_emits_outside_a_task_carry_no_task(backend: Backend) -> None:
-    entry = await backend.stream_push(TYPE, {"n": 1, "part": 1}, worker_id="loop")
+    entry = await backend.streams.push(TYPE, {"n": 1, "part": 1}, worker_id="loop")
     assert (entry.task_id, entry.attempt) == (None, None)
-    (read,) = await backend.stream_read(TYPE, n=1)
+    (read,) = await backend.streams.read(TYPE, n=1)
     assert (read.task_id, read.attempt) == (None, None)
     assert read.to_dict()["task_id"] is None

@@ -67,11 +67,11 @@ async def running(backend: Backend, t: str, wid: str, w: WorkerProcess) -> None:
 
 
 async def runs(backend: Backend, task_id: str) -> int:
-    return await backend.counter_get(f"wt-echo:runs:{task_id}")
+    return await backend.counters.get(f"wt-echo:runs:{task_id}")
 
 
 async def state(backend: Backend, task_id: str, t: str = E) -> str:
-    return (await backend.task_state(t, task_id)).state
+    return (await backend.queues.state(t, task_id)).state
 
 
 # ---------------------------------------------------------------- the spec's scraper
@@ -132,13 +132,13 @@ async def test_scraper_skeleton_against_a_local_site(
     for tid in ok:
         await wait_until(lambda tid=tid: _is(backend, t, tid, "done"), timeout=30, what="done")
     await wait_until(lambda: _is(backend, t, bad, "dead"), timeout=30, what="404 dead")
-    entries = sorted((e.payload for e in await backend.stream_peek(t, 10)), key=lambda p: p["url"])
+    entries = sorted((e.payload for e in await backend.streams.peek(t, 10)), key=lambda p: p["url"])
     assert entries == [
         {"url": f"{site}/page/{i}", "status": 200, "body_len": len(f"<html>/page/{i}</html>")}
         for i in range(3)
     ]
     assert set(_Site.keys) == {"secret-1"}
-    (dead,) = await backend.dead_peek(t)
+    (dead,) = await backend.queues.dead_peek(t)
     assert dead.attempt == 2 and "404" in (dead.last_error or "")
 
 
@@ -163,14 +163,14 @@ async def test_sigterm_drains_without_losing_a_task(
     w.signal(signal.SIGTERM)
     assert await asyncio.to_thread(w.wait, 20) == 0, w.log()
     assert await state(backend, short) == "done"  # finished within the grace period
-    info = await backend.task_state(E, long_)
+    info = await backend.queues.state(E, long_)
     assert info.state == "queued" and info.attempt == 0  # given back, attempt refunded
     for tid in queued:
         assert await state(backend, tid) == "queued"
     assert (await state_of(backend, E, "d1"))["state"] == "STOPPED"
-    assert await backend.counter_get("wt-echo:cleanups") == 2
+    assert await backend.counters.get("wt-echo:cleanups") == 2
     # a new worker finishes the queued ones (the minute-long one is cancelled)
-    assert await backend.cancel(E, long_) == "cancelled"
+    assert await backend.queues.cancel(E, long_) == "cancelled"
     start(workers, url, tmp_path, "d2")
     for tid in queued:
         await wait_until(lambda tid=tid: _is(backend, E, tid, "done"), timeout=30, what="done")
@@ -195,6 +195,6 @@ async def test_second_signal_exits_at_once(tmp_path: Path, workers: list[WorkerP
         assert await asyncio.to_thread(w.wait, 10) == 130
         assert "exiting now" in w.log()
         # the task was not acked: it is still leased and comes back after its deadline
-        assert (await b.task_state(E, tid)).state == "processing"
+        assert (await b.queues.state(E, tid)).state == "processing"
     finally:
         await b.close()

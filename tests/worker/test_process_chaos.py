@@ -33,7 +33,7 @@ def aof_redis() -> Iterator[RedisServer]:
 async def all_done(url: str, ids: list[str]) -> bool:
     backend: Backend = await open_backend(url)
     try:
-        states = [(await backend.task_state(E, t)).state for t in ids]
+        states = [(await backend.queues.state(E, t)).state for t in ids]
         return all(s == "done" for s in states)
     finally:
         await backend.close()

@@ -50,7 +50,7 @@ async def test_kill9_mid_task_and_long_task_runs_exactly_once(
     await backend.configs.set(E, {"slots": 2}, "keeper")
 
     async def runs(task_id: str) -> int:
-        return await backend.counter_get(f"wt-echo:runs:{task_id}")
+        return await backend.counters.get(f"wt-echo:runs:{task_id}")
 
     async def started(task_id: str) -> bool:
         return await runs(task_id) == 1
@@ -79,20 +79,20 @@ async def test_kill9_mid_task_and_long_task_runs_exactly_once(
     killed_at = time.monotonic()
     requeued_at: float | None = None
     while time.monotonic() - long_started < long_sleep + 10:
-        if await backend.sweep(E) and requeued_at is None:
+        if await backend.queues.sweep(E) and requeued_at is None:
             requeued_at = time.monotonic()
-        done = [(await backend.task_state(E, t)).state == "done" for t in (orphan, long_)]
+        done = [(await backend.queues.state(E, t)).state == "done" for t in (orphan, long_)]
         if all(done):
             break
         await asyncio.sleep(0.5)
     assert requeued_at is not None, "the orphan was never swept back"
     assert requeued_at - killed_at <= VISIBILITY + 2
     for tid in (orphan, long_):
-        assert (await backend.task_state(E, tid)).state == "done", keeper.log()
+        assert (await backend.queues.state(E, tid)).state == "done", keeper.log()
     assert await runs(orphan) == 2  # the killed attempt, then the keeper's
     assert await runs(long_) == 1  # renewed lease: never handed out again
     assert time.monotonic() - long_started >= long_sleep
-    by_n = {e.payload["n"]: e.payload for e in await backend.stream_peek(E, 10)}
+    by_n = {e.payload["n"]: e.payload for e in await backend.streams.peek(E, 10)}
     assert by_n[1]["worker"] == "keeper" and by_n[1]["attempt"] == 2
     assert by_n[2]["worker"] == "keeper" and by_n[2]["attempt"] == 1
-    assert (await backend.depths(E)).processing == 0
+    assert (await backend.queues.depths(E)).processing == 0

@@ -42,7 +42,7 @@ class MarksAutomation(BatchAutomation[BaseConfig]):
 def record_marks(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """Wrap ``mark_started``: every call's task ids, in order (and in JOURNAL)."""
     calls: list[list[str]] = []
-    real = backend.mark_started
+    real = backend.queues.mark_started
 
     async def mark_started(automation_type: str, leases: Sequence[tuple[str, str]]) -> list[bool]:
         calls.append([task_id for task_id, _ in leases])
@@ -52,16 +52,16 @@ def record_marks(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> list[list
                 JOURNAL.append(("marked", task_id, time.monotonic()))
         return answers
 
-    monkeypatch.setattr(backend, "mark_started", mark_started)
+    monkeypatch.setattr(backend.queues, "mark_started", mark_started)
     return calls
 
 
 async def make_suspects(backend: Backend, ids: list[str]) -> None:
     """Let reservations of ``ids`` die unmarked with their "worker": each gets refunds=1."""
-    got = await backend.reserve(T, k=len(ids), visibility_seconds=0.05)
+    got = await backend.queues.reserve(T, k=len(ids), visibility_seconds=0.05)
     assert sorted(r.body.id for r in got) == sorted(ids)
     await asyncio.sleep(0.1)
-    assert await backend.sweep(T) == len(ids)
+    assert await backend.queues.sweep(T) == len(ids)
 
 
 async def test_marks_of_tasks_started_together_go_in_one_call(
@@ -69,8 +69,8 @@ async def test_marks_of_tasks_started_together_go_in_one_call(
 ) -> None:
     calls = record_marks(mem, monkeypatch)
     ids = await push(mem, T, *({} for _ in range(5)))
-    got = await mem.reserve(T, k=5)
-    keeper = LeaseKeeper(mem, T)
+    got = await mem.queues.reserve(T, k=5)
+    keeper = LeaseKeeper(mem.queues, T)
     keeper.start()
     lost: list[str] = []
     try:
@@ -85,7 +85,7 @@ async def test_marks_of_tasks_started_together_go_in_one_call(
         assert lost == [ids[0]] and stale.lost  # a stale mark: the lease is lost
         # A confirmed mark waits for the backend's answer.
         (extra,) = await push(mem, T, {})
-        (r,) = await mem.reserve(T)
+        (r,) = await mem.queues.reserve(T)
         lease = keeper.track(extra, r.token, 60.0, lambda _: None, lost.append, started=False)
         assert await keeper.mark_confirmed(lease) is True
         bad = keeper.track(extra, "stale", 60.0, lambda _: None, lost.append, started=False)
@@ -104,7 +104,7 @@ async def test_a_busy_worker_marks_in_batches(
     async with running_worker(mem, [MarksAutomation]):
 
         async def all_done() -> bool:
-            return (await mem.depths(T)).counters.completed == len(ids)
+            return (await mem.queues.depths(T)).counters.completed == len(ids)
 
         await wait_until(all_done, timeout=30, what="all tasks done")
     marked = [tid for call in calls for tid in call]
@@ -125,7 +125,7 @@ async def test_suspects_start_alone_and_only_once_marked(
     async with running_worker(mem, [MarksAutomation]):
 
         async def all_done() -> bool:
-            return (await mem.depths(T)).counters.completed == 4
+            return (await mem.queues.depths(T)).counters.completed == 4
 
         await wait_until(all_done, timeout=10, what="all tasks done")
     at = {(ev, tid): t for ev, tid, t in JOURNAL}
@@ -139,5 +139,5 @@ async def test_suspects_start_alone_and_only_once_marked(
     assert at[("start", fresh[0])] < runs[-1][0]
     assert sorted(tid for call in calls for tid in call) == sorted(suspects + fresh)
     for tid in suspects + fresh:
-        info = await mem.task_state(T, tid)
+        info = await mem.queues.state(T, tid)
         assert (info.state, info.attempt) == ("done", 1)

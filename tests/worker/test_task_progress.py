@@ -47,13 +47,13 @@ class Stepper(BatchAutomation[BaseConfig]):
 
 
 async def test_progress_and_outputs_in_the_record(backend: Backend) -> None:
-    sub = await backend.subscribe(progress_topic(TYPE))
+    sub = await backend.events.subscribe(progress_topic(TYPE))
     try:
         async with running_worker(backend, [Stepper]):
             (task_id,) = await push(backend, TYPE, {"n": 5}, max_attempts=3)
 
             async def ended() -> bool:
-                info = await backend.task_state(TYPE, task_id)
+                info = await backend.queues.state(TYPE, task_id)
                 return (
                     info.state == "done"
                     and info.progress is not None
@@ -65,7 +65,7 @@ async def test_progress_and_outputs_in_the_record(backend: Backend) -> None:
     finally:
         await sub.aclose()
     assert topic == progress_topic(TYPE) and event["task_id"] == task_id
-    info = await backend.task_state(TYPE, task_id)
+    info = await backend.queues.state(TYPE, task_id)
     assert info.progress is not None and info.progress["message"] == "step 5/5"
     assert [(o["attempt"], o["payload"]["step"]) for o in info.outputs] == [
         (1, 1), (1, 2), (2, 1), (2, 2), (2, 3), (2, 4), (2, 5)
@@ -80,7 +80,7 @@ class _Backend:
     def __init__(self) -> None:
         self.calls: list[tuple[str, int, float | None, str | None]] = []
 
-    async def task_progress(
+    async def progress(
         self, automation_type: str, task_id: str, *, attempt: int, fraction: Any, message: Any
     ) -> None:
         self.calls.append((task_id, attempt, fraction, message))

@@ -181,7 +181,7 @@ def _counters(worker: Worker) -> Any:
 
 
 async def _state(backend: Backend, task_id: str) -> str:
-    return (await backend.task_state(TYPE, task_id)).state
+    return (await backend.queues.state(TYPE, task_id)).state
 
 
 async def _wait_states(backend: Backend, want: dict[str, str], what: str) -> None:
@@ -212,10 +212,10 @@ async def test_a_task_past_its_limit_is_dead_lettered_while_its_neighbours_run_o
     assert first_cancel - first_start >= 0.25
     assert any(first_start < t < first_cancel for t in record.times("done"))
     # The task's state and its dead letter say why, and where the run was.
-    info = await backend.task_state(TYPE, hung)
+    info = await backend.queues.state(TYPE, hung)
     assert info.attempt == 2
     assert info.last_error == "TaskTimeout: run_one exceeded timeout_seconds=0.3"
-    (dead,) = await backend.dead_peek(TYPE)
+    (dead,) = await backend.queues.dead_peek(TYPE)
     assert dead.id == hung and dead.last_error == info.last_error
     assert dead.traceback is not None and "run_one" in dead.traceback
 
@@ -228,11 +228,11 @@ async def test_a_tasks_own_limit_wins_over_the_configs(backend: Backend, record:
         want = {short: "dead", long: "done", plain: "dead"}
         await _wait_states(backend, want, "the per-task limits applied")
         assert _counters(worker).timed_out == 3  # short twice, plain once
-    short_info = await backend.task_state(TYPE, short)
+    short_info = await backend.queues.state(TYPE, short)
     assert short_info.attempt == 2  # the redelivered attempt kept the task's own limit
     assert short_info.last_error == "TaskTimeout: run_one exceeded timeout_seconds=0.1"
     # A task without a limit of its own has the config's.
-    plain_info = await backend.task_state(TYPE, plain)
+    plain_info = await backend.queues.state(TYPE, plain)
     assert plain_info.last_error == "TaskTimeout: run_one exceeded timeout_seconds=0.3"
     assert set(record.cleaned) >= {short, long, plain}
 
@@ -264,7 +264,7 @@ async def test_a_run_ignoring_its_cancel_loses_its_slot_to_a_fresh_one(
         frame = runner.stats(0.0, 0)
         assert frame["tasks"]["slots_abandoned"] == 1 and frame["tasks"]["timed_out"] == 1
         await _exported(backend, "w1", timed_out=1, abandoned=1)
-    info = await backend.task_state(TYPE, stubborn)
+    info = await backend.queues.state(TYPE, stubborn)
     assert info.last_error is not None and info.last_error.startswith("TaskTimeout: ")
     assert stubborn in record.cleaned  # the given-up slot's cleanup still ran
     record.release = True
@@ -280,14 +280,14 @@ async def test_a_run_past_its_limit_gives_its_browser_page_back(
         (task_id,) = await push(mem, BROWSER_TYPE, {"mode": "hang"})
 
         async def dead() -> bool:
-            return (await mem.task_state(BROWSER_TYPE, task_id)).state == "dead"
+            return (await mem.queues.state(BROWSER_TYPE, task_id)).state == "dead"
 
         await wait_until(dead, what="the task dead after two attempts past the limit")
         (pool,) = worker.browsers.values()
         assert [k for w, k, _t in record.events if w == "page"] == [(task_id, 1), (task_id, 2)]
         # Each attempt's page went back: its browser context closed, none in use.
         assert (pool.acquired, pool.in_use, _Context.closed) == (2, 0, 2)
-    info = await mem.task_state(BROWSER_TYPE, task_id)
+    info = await mem.queues.state(BROWSER_TYPE, task_id)
     assert info.last_error == "TaskTimeout: run_one exceeded timeout_seconds=0.3"
 
 
@@ -295,7 +295,7 @@ async def _exported(backend: Backend, worker_id: str, *, timed_out: int, abandon
     """The worker's stats frame reports both counters, and /metrics exports them."""
 
     async def reported() -> bool:
-        record = await backend.worker_get(TYPE, worker_id)
+        record = await backend.workers.get(TYPE, worker_id)
         tasks = ((record.stats or {}) if record is not None else {}).get("tasks", {})
         return bool(tasks.get("slots_abandoned") == abandoned)
 
@@ -321,7 +321,7 @@ async def test_a_run_that_stops_within_the_grace_period_keeps_its_slot(
         assert record.times("undone")[0] < record.times("cancelled")[0] + 5
         assert (_counters(worker).timed_out, _counters(worker).slots_abandoned) == (1, 0)
         assert runner.slots == before  # no slot given up
-    info = await mem.task_state(TYPE, task_id)
+    info = await mem.queues.state(TYPE, task_id)
     assert info.last_error == "TaskTimeout: run_one exceeded timeout_seconds=0.3"
     assert record.cleaned == [task_id]
 

@@ -81,11 +81,11 @@ def test_traceparents_are_checked_as_w3c_says() -> None:
 async def test_without_tracing_a_clients_traceparent_is_kept(backend: Backend) -> None:
     assert not tracing.ACTIVE
     (task_id,) = await push(backend, LINK, {"n": 1}, traceparent=PARENT)
-    info = await backend.task_state(LINK, task_id)
+    info = await backend.queues.state(LINK, task_id)
     assert info.trace_id == "0af7651916cd43dd8448eb211c80319c"
     assert info.to_dict()["trace_id"] == info.trace_id
     (plain,) = await push(backend, LINK, {"n": 2})
-    assert (await backend.task_state(LINK, plain)).trace_id is None
+    assert (await backend.queues.state(LINK, plain)).trace_id is None
 
 
 async def test_a_run_is_the_child_of_its_submit(backend: Backend, spans: Any) -> None:
@@ -125,13 +125,13 @@ async def test_a_run_is_the_child_of_its_submit(backend: Backend, spans: Any) ->
     assert failed["fleet.error"] == "RuntimeError: link broke"
     assert link_runs[0].status.status_code.name == "ERROR"
     assert (retried["fleet.attempt"], retried["fleet.outcome"]) == (2, "ok")
-    info = await backend.task_state(PAGE, task_id)
+    info = await backend.queues.state(PAGE, task_id)
     assert info.trace_id == _hex(trace_id, 32)
 
 
 async def test_the_rest_header_parents_the_submit(spans: Any, master: InProcess) -> None:
     exporter, _ = spans
-    await master.backend.catalog_put(LINK, catalog_entry(TracedLink))
+    await master.backend.catalog.put(LINK, catalog_entry(TracedLink))
     base = f"/api/v1/automations/{LINK}/tasks"
     headers = {**auth(ADMIN), "traceparent": PARENT}
     one = await master.client.post(base, json={"payload": {"n": 1}}, headers=headers)
@@ -200,7 +200,7 @@ async def test_a_real_worker_process_continues_the_trace(spans: Any, tmp_path: P
             assert proc.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
             assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-3000:]
             await asyncio.sleep(0.1)
-        record = await backend.task_state(PAGE, task_id)
+        record = await backend.queues.state(PAGE, task_id)
     finally:
         proc.terminate()
         proc.wait(30)
@@ -230,7 +230,7 @@ async def test_the_docs_client_example_runs_as_written(
     backend = await open_backend(sqlite_url)
     try:
         entry = {"type": "page-title", "kind": "BatchAutomation", "queue": {"type": "object"}}
-        await backend.catalog_put("page-title", entry)
+        await backend.catalog.put("page-title", entry)
     finally:
         await backend.close()
     live = live_factory(sqlite_url, sweeper=False)

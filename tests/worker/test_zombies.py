@@ -92,7 +92,7 @@ def spy_settlements(backend: Backend) -> list[tuple[str, str, str]]:
     """Record ``(call, task_id, token)`` of every ack, nack and release sent
     through ``backend`` (the instance's methods are wrapped, the class is not)."""
     calls: list[tuple[str, str, str]] = []
-    ack, nack, release = backend.ack, backend.nack, backend.release
+    ack, nack, release = backend.queues.ack, backend.queues.nack, backend.queues.release
 
     async def spy_ack(automation_type: str, leases: Any) -> list[bool]:
         calls.extend(("ack", task_id, token) for task_id, token in leases)
@@ -106,9 +106,9 @@ def spy_settlements(backend: Backend) -> list[tuple[str, str, str]]:
         calls.append(("release", task_id, token))
         return await release(automation_type, task_id, token)
 
-    backend.ack = spy_ack  # type: ignore[method-assign]
-    backend.nack = spy_nack  # type: ignore[method-assign]
-    backend.release = spy_release  # type: ignore[method-assign]
+    backend.queues.ack = spy_ack  # type: ignore[method-assign]
+    backend.queues.nack = spy_nack  # type: ignore[method-assign]
+    backend.queues.release = spy_release  # type: ignore[method-assign]
     return calls
 
 
@@ -119,10 +119,10 @@ async def lose_lease(backend: Backend, worker: Worker, task_id: str) -> str:
     assert keeper is not None
     lease = keeper.get(task_id)
     assert lease is not None
-    status = await backend.extend(T, task_id, lease.token, 0.001)  # the deadline passes...
+    status = await backend.queues.extend(T, task_id, lease.token, 0.001)  # the deadline passes...
     assert status is LeaseStatus.OK
     await asyncio.sleep(0.05)
-    assert await backend.sweep(T) == 1  # ...and the sweeper hands the task out again
+    assert await backend.queues.sweep(T) == 1  # ...and the sweeper hands the task out again
     return lease.token
 
 
@@ -157,7 +157,7 @@ async def test_a_zombie_is_cancelled_and_the_new_attempt_completes_once(
             assert runner.env.counters.completed == 0 and runner.env.counters.failed == 0
 
             async def reported() -> bool:
-                record = await b1.worker_get(T, "w1")
+                record = await b1.workers.get(T, "w1")
                 stats = (record.stats or {}) if record is not None else {}
                 return bool(stats.get("tasks", {}).get("zombies_cancelled") == 1)
 
@@ -170,8 +170,8 @@ async def test_a_zombie_is_cancelled_and_the_new_attempt_completes_once(
     assert w1_calls == []
     acks = [c for c in w2_calls if c[1] == tid]
     assert len(acks) == 1 and acks[0][0] == "ack" and acks[0][2] != lost_token
-    assert (await b1.task_state(T, tid)).state == "done"
-    depths = await b1.depths(T)
+    assert (await b1.queues.state(T, tid)).state == "done"
+    depths = await b1.queues.depths(T)
     assert depths.counters.completed == 1 and depths.counters.failed == 0
     assert depths.processing == 0 and depths.pending == 0
     assert [e[:3] for e in JOURNAL if e[0] == "start"] == [("start", "w1", 1), ("start", "w2", 2)]
@@ -200,7 +200,7 @@ async def test_a_worker_that_gets_its_own_lost_task_back_keeps_both_leases_apart
         assert live is not None and live.token != lost_token and not live.lost
 
         async def done() -> bool:
-            return (await b1.task_state(T, tid)).state == "done"
+            return (await b1.queues.state(T, tid)).state == "done"
 
         await wait_until(done, timeout=15, what="attempt 2 acked")
         assert w1.runners[T].env.counters.zombies_cancelled == 1
@@ -208,4 +208,4 @@ async def test_a_worker_that_gets_its_own_lost_task_back_keeps_both_leases_apart
     # The worker's own "ack ... was refused" line (other tests' leftovers may log too).
     refused = [r for r in caplog.records if r.name.startswith("fleet.worker")]
     assert not [r for r in refused if "refused" in r.getMessage()]
-    assert (await b1.depths(T)).counters.completed == 1
+    assert (await b1.queues.depths(T)).counters.completed == 1

@@ -1,14 +1,17 @@
-"""In-process event bus of the memory backend: one fan-out queue per subscription."""
+"""Events of the memory backend (``backend.events``): an in-process bus, one fan-out
+queue per subscription."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from collections import deque
 from typing import Any
 
-from fleet.backends.base import Subscription
 from fleet.backends.memory.wait import resolve
+from fleet.core.capabilities import Events, Subscription
+from fleet.core.errors import ContractValueError
 from fleet.core.records import dumps
 
 #: A subscriber that falls this far behind loses its oldest messages (as a slow
@@ -82,3 +85,29 @@ class MemorySubscription(Subscription):
         self._hub.unsubscribe(self)
         if self._waiter is not None:
             resolve(self._waiter)
+
+
+class MemoryEvents(Events):
+    """Publish and subscribe on the store's bus; the subscriptions of this backend
+    instance end when it closes."""
+
+    def __init__(self, hub: MemoryEventBus) -> None:
+        self._hub = hub
+        # Weak: a subscription closed by its user must not be kept alive here.
+        self._subs: weakref.WeakSet[MemorySubscription] = weakref.WeakSet()
+
+    async def publish(self, topic: str, message: Any) -> None:
+        self._hub.publish(topic, message)
+
+    async def subscribe(self, *topics: str) -> Subscription:
+        if not topics:
+            raise ContractValueError("subscribe needs at least one topic", field="topics")
+        sub = self._hub.subscribe(tuple(topics))
+        self._subs.add(sub)
+        return sub
+
+    def close(self) -> None:
+        """End every subscription made through this object."""
+        for sub in list(self._subs):
+            sub.close()
+        self._subs.clear()

@@ -27,10 +27,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from fleet.backends.memory.groups import Group, GroupBook
+from fleet.backends.memory.group_book import Group, GroupBook
 from fleet.backends.memory.queue_view import QueueView
 from fleet.backends.memory.runs import RunBook
 from fleet.backends.memory.task_records import Extras, TaskRecordKeeping
+from fleet.core.delivery import at_failure, at_take, duplicate_of, exhausted_error, refund_at_loss
 from fleet.core.flow import GroupLimits
 from fleet.core.records import (
     TIERS,
@@ -44,7 +45,6 @@ from fleet.core.records import (
     TaskInfo,
     Tier,
     new_token,
-    refund_cap,
 )
 from fleet.core.results import result_max_per_type, result_ttl
 from fleet.core.runs import RunEvent
@@ -203,7 +203,7 @@ class QueueState(QueueView, TaskRecordKeeping):
 
     # ------------------------------------------------------------ push
     def push(self, requests: Sequence[PushRequest], now: float) -> list[PushResult]:
-        """Enqueue requests in order (see ``Backend.push``)."""
+        """Enqueue requests in order (see ``TaskQueues.push``)."""
         while self.idem_heap and self.idem_heap[0][0] <= now:
             exp, old_key = heapq.heappop(self.idem_heap)
             old = self.idem.get(old_key)
@@ -214,13 +214,11 @@ class QueueState(QueueView, TaskRecordKeeping):
         for req in requests:
             body = req.body
             key = req.idempotency_key
-            if key is not None:
-                hit = self.idem.get(key)
-                if hit is not None and hit[1] > now:
-                    results.append(PushResult(hit[0], queued=False, duplicate=True))
-                    continue
-            if body.id in self.tasks:
-                results.append(PushResult(body.id, queued=False, duplicate=True))
+            hit = None if key is None else self.idem.get(key)
+            holder = hit[0] if hit is not None and hit[1] > now else None
+            dup = duplicate_of(body.id, key_holder=holder, live=body.id in self.tasks)
+            if dup is not None:
+                results.append(PushResult(dup, queued=False, duplicate=True))
                 continue
             if body.run is not None and self.runs is not None:
                 verdict = self.runs.admit(body, req.unique_key, self.automation_type, now)
@@ -342,7 +340,7 @@ class QueueState(QueueView, TaskRecordKeeping):
         now: float,
         expired: list[TaskBody] | None = None,
     ) -> list[Reservation]:
-        """Reserve up to ``k`` deliverable tasks (see ``Backend.reserve``), groups
+        """Reserve up to ``k`` deliverable tasks (see ``TaskQueues.reserve``), groups
         under the type's stored limits (``groups.defaults``).
 
         The body of every task dropped for its ttl is appended to ``expired``
@@ -377,32 +375,28 @@ class QueueState(QueueView, TaskRecordKeeping):
     ) -> Reservation | None:
         """Lease one popped task, or settle it if it must not be delivered."""
         body = task.body
-        if task.cancel:
+        if body.max_attempts is None:
+            body = body.evolve(max_attempts=default_max_attempts)
+        limit = body.max_attempts or default_max_attempts
+        verdict = at_take(
+            body, cancel=task.cancel, attempt=body.attempt + 1, max_attempts=limit, now=now
+        )
+        if verdict == "cancelled":
             self._finish(task, "cancelled", now)
             self.counters["cancelled"] += 1
             self._run(body, "cancelled", now)
             return None
-        if body.is_expired(now):
+        if verdict == "expired":
             del self.tasks[body.id]
             self.counters["expired"] += 1
             self._run(body, "expired", now)
             if expired is not None:
                 expired.append(body)
             return None
-        if body.max_attempts is None:
-            body = body.evolve(max_attempts=default_max_attempts)
-        max_attempts = body.max_attempts or default_max_attempts
-        if body.attempt + 1 > max_attempts:
+        if verdict == "exhausted":
             del self.tasks[body.id]
-            self._bury(
-                body.evolve(
-                    last_error=(
-                        f"attempt {body.attempt + 1} exceeds max_attempts={max_attempts}: "
-                        "earlier attempts were lost with their worker"
-                    ),
-                    failed_at=now,
-                )
-            )
+            error = exhausted_error(body.attempt + 1, limit)
+            self._bury(body.evolve(last_error=error, failed_at=now))
             self._run(body, "dead", now)
             return None
         body = body.evolve(attempt=body.attempt + 1)
@@ -453,8 +447,7 @@ class QueueState(QueueView, TaskRecordKeeping):
             return "stale"
         self._unlink(task)
         body = task.body.evolve(last_error=error, traceback=traceback, failed_at=now)
-        max_attempts = body.max_attempts if body.max_attempts is not None else body.attempt
-        if dead or body.attempt >= max_attempts:
+        if at_failure(dead=dead, attempt=body.attempt, max_attempts=body.max_attempts) == "dead":
             del self.tasks[tid]
             self._bury(body)
             self._run(body, "dead", now, True)
@@ -526,8 +519,12 @@ class QueueState(QueueView, TaskRecordKeeping):
         for task in reversed(expired):
             self._unlink(task)
             body = task.body
-            unstarted = not task.started and body.attempt > 0
-            if unstarted and body.refunds < refund_cap(body.max_attempts):
+            if refund_at_loss(
+                started=task.started,
+                attempt=body.attempt,
+                refunds=body.refunds,
+                max_attempts=body.max_attempts,
+            ):
                 task.body = body.evolve(attempt=body.attempt - 1, refunds=body.refunds + 1)
             task.started = False
             self._enqueue(task, head=True)

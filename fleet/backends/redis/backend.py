@@ -1,11 +1,12 @@
 """The Redis backend (``redis://``, ``rediss://``, ``unix://``): what a fleet runs on.
 
-The methods live in small mixins, one concept each:
-:mod:`~fleet.backends.redis.queue` (task queues), :mod:`~fleet.backends.redis.pools`,
-:mod:`~fleet.backends.redis.streams` (streams and events),
-:mod:`~fleet.backends.redis.state` (kv, locks, counters, catalog, workers, config) and
-:mod:`~fleet.backends.redis.limits` (the limiters of ``ctx.limit``) and
-:mod:`~fleet.backends.redis.proxies` (proxy health of ``ctx.proxy``).
+Each capability is an object over the shared :class:`~fleet.backends.redis.core.RedisCore`
+(connections, scripts), built here from the module of the same name:
+:mod:`~fleet.backends.redis.queues`, :mod:`~fleet.backends.redis.groups`,
+:mod:`~fleet.backends.redis.streams`, :mod:`~fleet.backends.redis.pools`,
+:mod:`~fleet.backends.redis.primitives` (kv, locks, counters),
+:mod:`~fleet.backends.redis.events`, :mod:`~fleet.backends.redis.state` (catalog,
+workers), :mod:`~fleet.backends.redis.limits`, :mod:`~fleet.backends.redis.proxies`, ...
 Key names come from :mod:`~fleet.backends.redis.keys`; the atomic steps are the
 Lua scripts in ``fleet/backends/lua``. The key schema is ``docs/redis-schema.md``.
 """
@@ -20,31 +21,26 @@ from fleet.backends.base import Backend
 from fleet.backends.redis import keys
 from fleet.backends.redis.browse import RedisBrowse
 from fleet.backends.redis.configs import RedisConfigs
-from fleet.backends.redis.core import CONNECT_TIMEOUT
-from fleet.backends.redis.groups import GroupOps
+from fleet.backends.redis.core import CONNECT_TIMEOUT, RedisCore
+from fleet.backends.redis.events import RedisEvents
+from fleet.backends.redis.groups import RedisGroups
 from fleet.backends.redis.history import RedisHistory
 from fleet.backends.redis.limits import RedisLimits
-from fleet.backends.redis.pools import PoolOps
+from fleet.backends.redis.pools import RedisPools
+from fleet.backends.redis.primitives import RedisCounters, RedisKV, RedisLocks
 from fleet.backends.redis.proxies import RedisProxies
-from fleet.backends.redis.queue import QueueOps
+from fleet.backends.redis.queues import RedisQueues
 from fleet.backends.redis.runs import RedisRuns
 from fleet.backends.redis.schedules import RedisSchedules
-from fleet.backends.redis.state import StateOps
-from fleet.backends.redis.streams import StreamOps
+from fleet.backends.redis.state import RedisCatalog, RedisWorkers
+from fleet.backends.redis.streams import RedisStreams
 from fleet.core.errors import UnsupportedBackend
 from fleet.core.records import now
 
 __all__ = ["RedisBackend"]
 
 
-class RedisBackend(
-    QueueOps,
-    GroupOps,
-    PoolOps,
-    StreamOps,
-    StateOps,
-    Backend,
-):
+class RedisBackend(RedisCore, Backend):
     """Backend over one Redis database.
 
     Args:
@@ -61,6 +57,16 @@ class RedisBackend(
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
+        self.queues = RedisQueues(self)
+        self.groups = RedisGroups(self)
+        self.streams = RedisStreams(self)
+        self.pools = RedisPools(self)
+        self.kv = RedisKV(self)
+        self.locks = RedisLocks(self)
+        self.counters = RedisCounters(self)
+        self.events = RedisEvents(self)
+        self.catalog = RedisCatalog(self)
+        self.workers = RedisWorkers(self)
         self.configs = RedisConfigs(self)
         self.schedules = RedisSchedules(self)
         self.runs = RedisRuns(self)
@@ -68,7 +74,7 @@ class RedisBackend(
         self.limits = RedisLimits(self)
         self.history = RedisHistory(self)
         self.proxies = RedisProxies(self)
-        self.proxies.salts = self
+        self.proxies.salts = self.kv
 
     async def connect(self) -> None:
         """Check the server answers and load every script (idempotent).

@@ -317,8 +317,8 @@ class RedisCore:
 
 
 class RedisPart:
-    """A capability of the Redis backend as an object of its own (``backend.limits``,
-    ``backend.proxies``), over the connections and scripts of the backend's core."""
+    """A capability of the Redis backend as an object of its own (``backend.queues``,
+    ``backend.limits``, ...), over the connections and scripts of the backend's core."""
 
     def __init__(self, core: RedisCore) -> None:
         self._core = core
@@ -332,5 +332,27 @@ class RedisPart:
     def _r(self) -> Any:
         return self._core._r
 
+    @property
+    def _b(self) -> Any:
+        return self._core._b
+
+    @property
+    def _closed(self) -> bool:
+        return self._core._closed
+
+    @property
+    def _blocked(self) -> set[asyncio.Future[Any]]:
+        return self._core._blocked
+
+    @property
+    def _endpoint(self) -> Any:
+        return self._core._endpoint
+
     def _guard(self) -> _Guard:
         return self._core._guard()
+
+    def _unavailable(self, exc: BaseException) -> BackendUnavailable:
+        return self._core._unavailable(exc)
+
+    def _spawn(self, coro: Any) -> None:
+        self._core._spawn(coro)

@@ -1,4 +1,4 @@
-"""Task groups on Redis: throttle a lease, list and configure groups.
+"""Task groups on Redis (``backend.groups``): throttle a lease, list and configure groups.
 
 Reserve, push and the lease ends move tasks in and out of groups inside their own
 scripts (``lua/queue_groups.lua``); these are the operator's and the slot's calls:
@@ -11,7 +11,8 @@ import json
 from typing import Any
 
 from fleet.backends.redis import keys
-from fleet.backends.redis.core import RedisCore
+from fleet.backends.redis.core import RedisPart
+from fleet.core.capabilities import TaskGroups
 from fleet.core.capabilities.proxies import ProxyPolicy
 from fleet.core.flow import GroupInfo, GroupLimits, GroupPage, GroupSettings
 from fleet.core.records import dumps, now
@@ -52,7 +53,7 @@ def _info(name: str, state: Any, pending: Any, conf: Any, t: float) -> GroupInfo
     )
 
 
-class GroupOps(RedisCore):
+class RedisGroups(RedisPart, TaskGroups):
     """``TaskGroups`` over the queue keys of ``keys.queue_keys``."""
 
     async def throttle(
@@ -72,7 +73,7 @@ class GroupOps(RedisCore):
                 self._lane, keys.queue_keys(automation_type, t), [args[0], repr(t), *args[1:]]
             )
 
-    async def group_list(
+    async def page(
         self, automation_type: str, *, after: str | None = None, limit: int = 1000
     ) -> GroupPage:
         limit = max(1, int(limit))
@@ -85,18 +86,18 @@ class GroupOps(RedisCore):
         more = len(raw) % 4 == 1
         return GroupPage(out, out[-1].name if more and out else None)
 
-    async def group_info(self, automation_type: str, group: str) -> GroupInfo:
+    async def info(self, automation_type: str, group: str) -> GroupInfo:
         state, pending, conf = await self._groups(automation_type, "info", group)
         return _info(group, state, pending, conf, now())
 
-    async def group_set(self, automation_type: str, group: str, settings: GroupSettings) -> None:
+    async def set(self, automation_type: str, group: str, settings: GroupSettings) -> None:
         stored = "" if settings.empty else dumps(settings.stored())
         await self._groups(automation_type, "set", group, stored)
 
-    async def group_reset(self, automation_type: str, group: str) -> None:
+    async def reset(self, automation_type: str, group: str) -> None:
         await self._groups(automation_type, "reset", group)
 
-    async def group_defaults_set(
+    async def set_defaults(
         self,
         automation_type: str,
         limits: GroupLimits,
@@ -124,7 +125,7 @@ class GroupOps(RedisCore):
         )
         return bool(int(raw))
 
-    async def group_defaults(self, automation_type: str) -> tuple[GroupLimits, int]:
+    async def defaults(self, automation_type: str) -> tuple[GroupLimits, int]:
         gen, conc, interval, rate = await self._groups(automation_type, "getdefaults")
         if not gen:
             return GroupLimits(), -1

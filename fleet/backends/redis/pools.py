@@ -1,4 +1,4 @@
-"""Pools of the Redis backend: the spec's hash and claim keys plus zset indexes.
+"""Pools of the Redis backend (``backend.pools``): the spec's hash and claim keys plus zset indexes.
 
 Each pool keeps, besides ``fleet:pool:<name>`` and its claim keys, an
 *available* zset (unclaimed items by expiry), a *claimed* zset (items by lease
@@ -15,7 +15,8 @@ import json
 from typing import Any
 
 from fleet.backends.redis import keys
-from fleet.backends.redis.core import RedisCore
+from fleet.backends.redis.core import RedisPart
+from fleet.core.capabilities import Pools
 from fleet.core.records import (
     PoolClaim,
     PoolItem,
@@ -73,7 +74,7 @@ def _ms(seconds: float) -> int:
     return max(1, int(seconds * 1000))
 
 
-class PoolOps(RedisCore):
+class RedisPools(RedisPart, Pools):
     """Pool methods of the Redis backend."""
 
     def _pool_call_args(self, name: str, t: float) -> tuple[list[str], list[Any]]:
@@ -89,7 +90,7 @@ class PoolOps(RedisCore):
         with self._guard():
             return await self._scripts.pool_ops(self._lane, k, [*argv, *args])
 
-    async def pool_put(
+    async def put(
         self,
         name: str,
         payload: Any,
@@ -108,7 +109,7 @@ class PoolOps(RedisCore):
             await self._scripts.pool_ops(self._lane, k, [*argv, "put", item_id, raw, expiry])
         return item_id
 
-    async def pool_claim(
+    async def claim(
         self,
         name: str,
         *,
@@ -128,19 +129,19 @@ class PoolOps(RedisCore):
             item=decode_item(raw[0], raw[1]), token=token, lease_until=t + hold_seconds
         )
 
-    async def pool_release(self, name: str, item_id: str, token: str) -> bool:
+    async def release(self, name: str, item_id: str, token: str) -> bool:
         return bool(int(await self._pool_op(name, "release", item_id, token)))
 
-    async def pool_evict(self, name: str, item_id: str, token: str) -> bool:
+    async def evict(self, name: str, item_id: str, token: str) -> bool:
         return bool(int(await self._pool_op(name, "evict", item_id, token)))
 
-    async def pool_extend(self, name: str, item_id: str, token: str, hold_seconds: float) -> bool:
+    async def extend(self, name: str, item_id: str, token: str, hold_seconds: float) -> bool:
         raw = await self._pool_op(
             name, "extend", item_id, token, repr(float(hold_seconds)), _ms(hold_seconds)
         )
         return bool(int(raw))
 
-    async def pool_list(
+    async def items(
         self, name: str, *, where: dict[str, Any] | None = None, n: int = 50
     ) -> list[PoolItem]:
         k, argv = self._pool_call_args(name, now())
@@ -150,7 +151,7 @@ class PoolOps(RedisCore):
             )
         return [decode_item(raw[i], raw[i + 1]) for i in range(0, len(raw), 2)]
 
-    async def pool_size(self, name: str, *, where: dict[str, Any] | None = None) -> int:
+    async def size(self, name: str, *, where: dict[str, Any] | None = None) -> int:
         k, argv = self._pool_call_args(name, now())
         with self._guard():
             raw = await self._scripts.pool_query(
@@ -158,10 +159,10 @@ class PoolOps(RedisCore):
             )
         return int(raw)
 
-    async def pool_remove(self, name: str, item_id: str) -> bool:
+    async def remove(self, name: str, item_id: str) -> bool:
         return bool(int(await self._pool_op(name, "remove", item_id)))
 
-    async def pool_prune(self, name: str) -> int:
+    async def prune(self, name: str) -> int:
         total = 0
         while True:
             removed, seen, back = await self._pool_op(name, "prune", POOL_CHUNK)
@@ -169,13 +170,13 @@ class PoolOps(RedisCore):
             if int(seen) < POOL_CHUNK and int(back) < POOL_CHUNK:
                 return total
 
-    async def pool_names(self) -> list[str]:
+    async def names(self) -> list[str]:
         with self._guard():
             names = await self._r.smembers(keys.POOL_NAMES)
         return sorted(names)
 
-    async def pool_stats(self, name: str) -> PoolStats:
-        await self.pool_prune(name)
+    async def stats(self, name: str) -> PoolStats:
+        await self.prune(name)
         total, avail, claimed, soon = await self._pool_op(name, "stats", EXPIRING_SOON_SECONDS)
         return PoolStats(
             name=name,
@@ -185,7 +186,7 @@ class PoolOps(RedisCore):
             expiring_soon=int(soon),
         )
 
-    async def pool_drop(self, name: str) -> int:
+    async def drop(self, name: str) -> int:
         total = 0
         while True:
             deleted, left = await self._pool_op(name, "drop", POOL_CHUNK)

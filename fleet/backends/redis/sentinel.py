@@ -167,7 +167,7 @@ def sentinel_client(
     sentinel_kwargs: dict[str, Any] = {"socket_timeout": connect, "socket_connect_timeout": connect}
     if target.sentinel_password is not None:
         sentinel_kwargs["password"] = target.sentinel_password
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+    sentinel = Sentinel(  # type: ignore[no-untyped-call,unused-ignore]
         list(target.sentinels),
         sentinel_kwargs=sentinel_kwargs,
         socket_connect_timeout=connect,

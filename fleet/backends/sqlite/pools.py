@@ -15,6 +15,8 @@ import random
 import sqlite3
 from typing import Any
 
+from fleet.backends.sqlite.conn import SQLiteDB
+from fleet.core.capabilities import Pools
 from fleet.core.records import (
     PoolClaim,
     PoolItem,
@@ -23,6 +25,7 @@ from fleet.core.records import (
     dumps,
     new_id,
     new_token,
+    now,
 )
 
 #: ``xs`` of items without expiry (a finite number so every SQLite build sorts it).
@@ -93,7 +96,7 @@ def put(
     item_id: str | None,
     now: float,
 ) -> str:
-    """Insert or replace an item, keeping an existing claim (see :meth:`Backend.pool_put`)."""
+    """Insert or replace an item, keeping an existing claim (see :meth:`Pools.put`)."""
     prune(conn, name, now)
     item_id = item_id or new_id()
     old = conn.execute(
@@ -149,7 +152,7 @@ def claim(
     strategy: PoolStrategy,
     now: float,
 ) -> PoolClaim | None:
-    """Claim one matching item (see :meth:`Backend.pool_claim`)."""
+    """Claim one matching item (see :meth:`Pools.claim`)."""
     item = _first(conn, name, where, strategy, now)
     if item is None:
         return None
@@ -258,3 +261,71 @@ def stats(conn: sqlite3.Connection, name: str, now: float) -> PoolStats:
 def drop(conn: sqlite3.Connection, name: str) -> int:
     """Delete a pool; how many items it had."""
     return conn.execute("DELETE FROM pool_items WHERE name = ?", (name,)).rowcount
+
+
+class SQLitePools(Pools):
+    """Pools of one database file (table ``pool_items``), one transaction per call."""
+
+    def __init__(self, db: SQLiteDB) -> None:
+        self._db = db
+
+    async def put(
+        self,
+        name: str,
+        payload: Any,
+        tags: dict[str, Any],
+        *,
+        ttl_seconds: float | None = None,
+        item_id: str | None = None,
+    ) -> str:
+        return await self._db.write(
+            lambda c: put(
+                c, name, payload, tags, ttl_seconds=ttl_seconds, item_id=item_id, now=now()
+            )
+        )
+
+    async def claim(
+        self,
+        name: str,
+        *,
+        where: dict[str, Any] | None = None,
+        hold_seconds: float = 60.0,
+        strategy: PoolStrategy = "freshest",
+    ) -> PoolClaim | None:
+        return await self._db.write(
+            lambda c: claim(
+                c, name, where=where, hold_seconds=hold_seconds, strategy=strategy, now=now()
+            )
+        )
+
+    async def release(self, name: str, item_id: str, token: str) -> bool:
+        return await self._db.write(lambda c: release(c, name, item_id, token, now()))
+
+    async def evict(self, name: str, item_id: str, token: str) -> bool:
+        return await self._db.write(lambda c: evict(c, name, item_id, token, now()))
+
+    async def extend(self, name: str, item_id: str, token: str, hold_seconds: float) -> bool:
+        return await self._db.write(lambda c: extend(c, name, item_id, token, hold_seconds, now()))
+
+    async def items(
+        self, name: str, *, where: dict[str, Any] | None = None, n: int = 50
+    ) -> list[PoolItem]:
+        return await self._db.read(lambda c: list_items(c, name, where, n, now()))
+
+    async def size(self, name: str, *, where: dict[str, Any] | None = None) -> int:
+        return await self._db.read(lambda c: size(c, name, where, now()))
+
+    async def remove(self, name: str, item_id: str) -> bool:
+        return await self._db.write(lambda c: remove(c, name, item_id))
+
+    async def prune(self, name: str) -> int:
+        return await self._db.write(lambda c: prune_all(c, name, now()))
+
+    async def names(self) -> list[str]:
+        return await self._db.read(names)
+
+    async def stats(self, name: str) -> PoolStats:
+        return await self._db.read(lambda c: stats(c, name, now()))
+
+    async def drop(self, name: str) -> int:
+        return await self._db.write(lambda c: drop(c, name))

@@ -1,142 +1,160 @@
-"""KV, locks, counters, catalog and workers of the SQLite backend (configs: ``configs.py``).
-
-A base class of :class:`fleet.backends.sqlite.SQLiteBackend` that holds the
-small key-value-shaped parts of the interface, so the backend module keeps
-to queues, streams, events and pools.
-"""
+"""KV, locks and counters of the SQLite backend (``backend.kv``, ``backend.locks``,
+``backend.counters``): the SQL of each step and the three capability objects."""
 
 from __future__ import annotations
 
-from typing import Any
+import sqlite3
 
-from fleet.backends.base import Backend
-from fleet.backends.sqlite import state as st
 from fleet.backends.sqlite.conn import SQLiteDB
-from fleet.core.records import WorkerRecord, dumps, now
-from fleet.core.stored import catalog_entry_of
+from fleet.core.capabilities import KV, Counters, Locks
+from fleet.core.records import now
 
 
-class SQLitePrimitives(Backend):
-    """The primitive and fleet-state methods, over ``self._db``."""
+# ------------------------------------------------------------------ kv
+def kv_set(
+    conn: sqlite3.Connection, ns: str, key: str, value: str, ttl: float | None, now: float
+) -> None:
+    _prune_kv(conn, now)
+    conn.execute(
+        "INSERT OR REPLACE INTO kv (ns, key, value, expires_at) VALUES (?, ?, ?, ?)",
+        (ns, key, value, None if ttl is None else now + ttl),
+    )
 
-    _db: SQLiteDB
 
-    # ------------------------------------------------------------ kv
-    async def kv_set(
-        self, ns: str, key: str, value: str, *, ttl_seconds: float | None = None
-    ) -> None:
-        await self._db.write(lambda c: st.kv_set(c, ns, key, value, ttl_seconds, now()))
+def _prune_kv(conn: sqlite3.Connection, now: float) -> None:
+    # Two expired keys per write: the table sheds them as fast as writes add them.
+    conn.execute(
+        "DELETE FROM kv WHERE (ns, key) IN (SELECT ns, key FROM kv WHERE expires_at <= ? LIMIT 2)",
+        (now,),
+    )
 
-    async def kv_setnx(
+
+def kv_setnx(
+    conn: sqlite3.Connection, ns: str, key: str, value: str, ttl: float | None, now: float
+) -> bool:
+    _prune_kv(conn, now)
+    changed = conn.execute(
+        "INSERT INTO kv (ns, key, value, expires_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value, "
+        "expires_at = excluded.expires_at WHERE kv.expires_at IS NOT NULL AND kv.expires_at <= ?",
+        (ns, key, value, None if ttl is None else now + ttl, now),
+    ).rowcount
+    return changed == 1
+
+
+def kv_get(conn: sqlite3.Connection, ns: str, key: str, now: float) -> str | None:
+    row = conn.execute(
+        "SELECT value FROM kv WHERE ns = ? AND key = ? AND (expires_at IS NULL OR expires_at > ?)",
+        (ns, key, now),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def kv_delete(conn: sqlite3.Connection, ns: str, key: str, now: float) -> bool:
+    row = conn.execute(
+        "DELETE FROM kv WHERE ns = ? AND key = ? RETURNING expires_at", (ns, key)
+    ).fetchone()
+    return row is not None and (row[0] is None or row[0] > now)
+
+
+# ------------------------------------------------------------------ locks
+def lock_acquire(conn: sqlite3.Connection, name: str, token: str, hold: float, now: float) -> bool:
+    changed = conn.execute(
+        "INSERT INTO locks (name, token, expires_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (name) DO UPDATE SET token = excluded.token, "
+        "expires_at = excluded.expires_at WHERE locks.expires_at <= ?",
+        (name, token, now + hold, now),
+    ).rowcount
+    return changed == 1
+
+
+def lock_renew(conn: sqlite3.Connection, name: str, token: str, hold: float, now: float) -> bool:
+    return (
+        conn.execute(
+            "UPDATE locks SET expires_at = ? WHERE name = ? AND token = ? AND expires_at > ?",
+            (now + hold, name, token, now),
+        ).rowcount
+        == 1
+    )
+
+
+def lock_release(conn: sqlite3.Connection, name: str, token: str, now: float) -> bool:
+    row = conn.execute(
+        "DELETE FROM locks WHERE name = ? AND token = ? RETURNING expires_at", (name, token)
+    ).fetchone()
+    return row is not None and row[0] > now
+
+
+# ------------------------------------------------------------------ counters
+def counter_incr(conn: sqlite3.Connection, name: str, n: int) -> int:
+    row = conn.execute(
+        "INSERT INTO counters (name, value) VALUES (?, ?) "
+        "ON CONFLICT (name) DO UPDATE SET value = value + excluded.value RETURNING value",
+        (name, n),
+    ).fetchone()
+    return int(row[0])
+
+
+def counter_get(conn: sqlite3.Connection, name: str) -> int:
+    row = conn.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+class SQLiteKV(KV):
+    """Namespaced values with a TTL (table ``kv``)."""
+
+    def __init__(self, db: SQLiteDB) -> None:
+        self._db = db
+
+    async def set(self, ns: str, key: str, value: str, *, ttl_seconds: float | None = None) -> None:
+        await self._db.write(lambda c: kv_set(c, ns, key, value, ttl_seconds, now()))
+
+    async def setnx(
         self, ns: str, key: str, value: str, *, ttl_seconds: float | None = None
     ) -> bool:
-        return await self._db.write(lambda c: st.kv_setnx(c, ns, key, value, ttl_seconds, now()))
+        return await self._db.write(lambda c: kv_setnx(c, ns, key, value, ttl_seconds, now()))
 
-    async def kv_get(self, ns: str, key: str) -> str | None:
-        return await self._db.read(lambda c: st.kv_get(c, ns, key, now()))
+    async def get(self, ns: str, key: str) -> str | None:
+        return await self._db.read(lambda c: kv_get(c, ns, key, now()))
 
-    async def kv_delete(self, ns: str, key: str) -> bool:
-        return await self._db.write(lambda c: st.kv_delete(c, ns, key, now()))
+    async def delete(self, ns: str, key: str) -> bool:
+        return await self._db.write(lambda c: kv_delete(c, ns, key, now()))
 
-    # ------------------------------------------------------------ locks
-    async def lock_acquire(self, name: str, token: str, hold_seconds: float) -> bool:
-        return await self._db.write(lambda c: st.lock_acquire(c, name, token, hold_seconds, now()))
 
-    async def lock_renew(self, name: str, token: str, hold_seconds: float) -> bool:
-        return await self._db.write(lambda c: st.lock_renew(c, name, token, hold_seconds, now()))
+class SQLiteLocks(Locks):
+    """Locks (table ``locks``)."""
 
-    async def lock_release(self, name: str, token: str) -> bool:
-        return await self._db.write(lambda c: st.lock_release(c, name, token, now()))
+    def __init__(self, db: SQLiteDB) -> None:
+        self._db = db
 
-    # ------------------------------------------------------------ counters
-    async def counter_incr(self, name: str, n: int = 1) -> int:
-        return await self._db.write(lambda c: st.counter_incr(c, name, n))
+    async def acquire(self, name: str, token: str, hold_seconds: float) -> bool:
+        return await self._db.write(lambda c: lock_acquire(c, name, token, hold_seconds, now()))
 
-    async def counter_get(self, name: str) -> int:
-        return await self._db.read(lambda c: st.counter_get(c, name))
+    async def renew(self, name: str, token: str, hold_seconds: float) -> bool:
+        return await self._db.write(lambda c: lock_renew(c, name, token, hold_seconds, now()))
 
-    async def counter_set(self, name: str, value: int) -> None:
+    async def release(self, name: str, token: str) -> bool:
+        return await self._db.write(lambda c: lock_release(c, name, token, now()))
+
+
+class SQLiteCounters(Counters):
+    """Counters (table ``counters``)."""
+
+    def __init__(self, db: SQLiteDB) -> None:
+        self._db = db
+
+    async def incr(self, name: str, n: int = 1) -> int:
+        return await self._db.write(lambda c: counter_incr(c, name, n))
+
+    async def get(self, name: str) -> int:
+        return await self._db.read(lambda c: counter_get(c, name))
+
+    async def set(self, name: str, value: int) -> None:
         await self._db.write(
             lambda c: c.execute(
                 "INSERT OR REPLACE INTO counters (name, value) VALUES (?, ?)", (name, value)
             )
         )
 
-    async def counter_delete(self, name: str) -> None:
+    async def delete(self, name: str) -> None:
         await self._db.write(lambda c: c.execute("DELETE FROM counters WHERE name = ?", (name,)))
-
-    # ------------------------------------------------------------ catalog
-    async def catalog_put(self, automation_type: str, entry: dict[str, Any]) -> None:
-        await self._db.write(
-            lambda c: c.execute(
-                "INSERT OR REPLACE INTO catalog (type, entry) VALUES (?, ?)",
-                (automation_type, dumps(entry)),
-            )
-        )
-
-    async def catalog_get(self, automation_type: str) -> dict[str, Any] | None:
-        row = await self._db.read(
-            lambda c: c.execute(
-                "SELECT CAST(entry AS BLOB) FROM catalog WHERE type = ?", (automation_type,)
-            ).fetchone()
-        )
-        return None if row is None else catalog_entry_of(automation_type, row[0])
-
-    async def catalog_all(self) -> dict[str, dict[str, Any]]:
-        # As bytes: one entry that is not UTF-8 must not fail the whole listing.
-        found = await self._db.read(
-            lambda c: c.execute(
-                "SELECT type, CAST(entry AS BLOB) FROM catalog ORDER BY type"
-            ).fetchall()
-        )
-        return {str(t): catalog_entry_of(str(t), raw) for t, raw in found}
-
-    async def catalog_delete(self, automation_type: str) -> None:
-        await self._db.write(
-            lambda c: c.execute("DELETE FROM catalog WHERE type = ?", (automation_type,))
-        )
-
-    # ------------------------------------------------------------ workers
-    async def worker_register(
-        self, automation_type: str, worker_id: str, hardware: dict[str, Any]
-    ) -> None:
-        await self._db.write(lambda c: st.worker_register(c, automation_type, worker_id, hardware))
-
-    async def worker_set_state(
-        self, automation_type: str, worker_id: str, fields: dict[str, str]
-    ) -> None:
-        await self._db.write(lambda c: st.worker_set_state(c, automation_type, worker_id, fields))
-
-    async def worker_put_stats(
-        self, automation_type: str, worker_id: str, stats: dict[str, Any]
-    ) -> None:
-        await self._db.write(
-            lambda c: st.worker_upsert(c, automation_type, worker_id, "stats", dumps(stats))
-        )
-
-    async def worker_get(self, automation_type: str, worker_id: str) -> WorkerRecord | None:
-        return await self._db.read(lambda c: st.worker_get(c, automation_type, worker_id))
-
-    async def worker_ids(self, automation_type: str) -> list[str]:
-        found = await self._db.read(
-            lambda c: c.execute(
-                "SELECT id FROM workers WHERE type = ? AND registered = 1 ORDER BY id",
-                (automation_type,),
-            ).fetchall()
-        )
-        return [str(i) for (i,) in found]
-
-    async def workers_all(self) -> list[tuple[str, str]]:
-        found = await self._db.read(
-            lambda c: c.execute(
-                "SELECT type, id FROM workers WHERE registered = 1 ORDER BY type, id"
-            ).fetchall()
-        )
-        return [(str(t), str(i)) for t, i in found]
-
-    async def worker_forget(self, automation_type: str, worker_id: str) -> None:
-        await self._db.write(
-            lambda c: c.execute(
-                "DELETE FROM workers WHERE type = ? AND id = ?", (automation_type, worker_id)
-            )
-        )

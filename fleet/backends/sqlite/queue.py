@@ -5,7 +5,7 @@ caller opens ``BEGIN IMMEDIATE`` for writes) and the current time, so each is
 one atomic step and can be tested without an event loop. Queue order lives in
 ``tasks(tier, seq)``: the tail of a tier is ``MAX(seq) + 1``, the head
 ``MIN(seq) - 1``, both one index probe; a task with a group queues in its
-group's line of its tier instead (:mod:`fleet.backends.sqlite.groups`).
+group's line of its tier instead (:mod:`fleet.backends.sqlite.group_book`).
 """
 
 from __future__ import annotations
@@ -17,14 +17,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet.backends.sqlite import records, runs
-from fleet.backends.sqlite.groups import Book
+from fleet.backends.sqlite.group_book import Book
 from fleet.backends.sqlite.tallies import SWEEP_PRUNE_LIMIT as SWEEP_PRUNE_LIMIT
 from fleet.backends.sqlite.tallies import count as count
+from fleet.backends.sqlite.tallies import is_live, key_holder
 from fleet.backends.sqlite.tallies import merged as merged
 from fleet.backends.sqlite.tallies import prune_idempotency as prune_idempotency
 from fleet.backends.sqlite.tallies import read_signal as read_signal
 from fleet.backends.sqlite.tallies import signal as signal
 from fleet.backends.sqlite.tallies import tier_num as tier_num
+from fleet.core.delivery import (
+    at_failure,
+    at_take,
+    duplicate_of,
+    exhausted_error,
+    refund_at_loss,
+)
 from fleet.core.flow import GroupLimits
 from fleet.core.records import (
     LeaseStatus,
@@ -33,7 +41,6 @@ from fleet.core.records import (
     PushResult,
     Reservation,
     TaskBody,
-    refund_cap,
 )
 from fleet.core.runs import RunEvent
 
@@ -119,7 +126,7 @@ class Pushed:
 def push(
     conn: sqlite3.Connection, automation_type: str, requests: Sequence[PushRequest], now: float
 ) -> Pushed:
-    """Enqueue ``requests`` (see :meth:`Backend.push`)."""
+    """Enqueue ``requests`` (see :meth:`TaskQueues.push`)."""
     ends = _Ends(conn, automation_type)
     book = Book(conn, automation_type, now)
     tally = runs.RunTally()
@@ -128,14 +135,14 @@ def push(
     for req in requests:
         body = req.body
         key = req.idempotency_key
-        if key is not None:
-            row = conn.execute(
-                "SELECT task_id FROM idempotency WHERE type = ? AND key = ? AND expires_at > ?",
-                (automation_type, key, now),
-            ).fetchone()
-            if row is not None:
-                results.append(PushResult(str(row[0]), queued=False, duplicate=True))
-                continue
+        holder = None if key is None else key_holder(conn, automation_type, key, now)
+        # A task of a run is checked for a live twin here, before its run is asked;
+        # any other, by the upsert below (the same rule, one statement less).
+        live = body.run is not None and is_live(conn, automation_type, body.id)
+        dup = duplicate_of(body.id, key_holder=holder, live=live)
+        if dup is not None:
+            results.append(PushResult(dup, queued=False, duplicate=True))
+            continue
         if body.run is not None:
             verdict = runs.admit(conn, body, req.unique_key, automation_type, now)
             if verdict != "ok":
@@ -165,7 +172,8 @@ def push(
             ),
         ).rowcount
         if not inserted:
-            results.append(PushResult(body.id, queued=False, duplicate=True))
+            dup = duplicate_of(body.id, key_holder=None, live=True)
+            results.append(PushResult(dup or body.id, queued=False, duplicate=True))
             continue
         tally.add(body.run, "queued")
         if not delayed:
@@ -296,7 +304,7 @@ def reserve(
     default_max_attempts: int,
     now: float,
 ) -> Reserved:
-    """Take up to ``k`` tasks (see :meth:`Backend.reserve`), never waiting: one at a
+    """Take up to ``k`` tasks (see :meth:`TaskQueues.reserve`), never waiting: one at a
     time by the group rule (:meth:`Book.pick`) while some group is in the rotation,
     else a batch of tasks without a group in one statement, as before groups."""
     promote_due(conn, automation_type, now)
@@ -369,7 +377,8 @@ def _deliver(
         # A head row that cannot be read would fail every reserve: the DLQ.
         bury_unreadable(conn, automation_type, task_id, raw, limit, exc, now)
         return None
-    if cancel:
+    verdict = at_take(body, cancel=bool(cancel), attempt=attempt, max_attempts=limit, now=now)
+    if verdict == "cancelled":
         # Dropped, not delivered: no attempt is charged.
         conn.execute(
             "UPDATE tasks SET attempt = attempt - 1 WHERE type = ? AND id = ?",
@@ -378,17 +387,14 @@ def _deliver(
         _finish(conn, automation_type, task_id, "cancelled", now)
         count(conn, automation_type, "cancelled")
         run_event(conn, body.run, automation_type, "cancelled", now)
-    elif body.is_expired(now):
+    elif verdict == "expired":
         conn.execute("DELETE FROM tasks WHERE type = ? AND id = ?", (automation_type, task_id))
         count(conn, automation_type, "expired")
         run_event(conn, body.run, automation_type, "expired", now)
         expired.append((task_id, now - body.enqueued_at, body.ttl_seconds))
-    elif attempt > limit:
-        error = (
-            f"attempt {attempt} exceeds max_attempts={limit}: "
-            "earlier attempts were lost with their worker"
-        )
+    elif verdict == "exhausted":
         # The DLQ records the attempts actually made.
+        error = exhausted_error(attempt, limit)
         lost = body.evolve(attempt=attempt - 1, last_error=error, failed_at=now)
         bury(conn, automation_type, lost, now)
     else:
@@ -411,7 +417,7 @@ def _finish(
 def ack(
     conn: sqlite3.Connection, automation_type: str, leases: Sequence[tuple[str, str]], now: float
 ) -> list[bool]:
-    """Finish owned tasks (see :meth:`Backend.ack`)."""
+    """Finish owned tasks (see :meth:`TaskQueues.ack`)."""
     out: list[bool] = []
     completed = cancelled = 0
     book = Book(conn, automation_type, now)
@@ -467,15 +473,14 @@ def nack(
     dead: bool,
     now: float,
 ) -> NackOutcome:
-    """Fail the current attempt of an owned task (see :meth:`Backend.nack`)."""
+    """Fail the current attempt of an owned task (see :meth:`TaskQueues.nack`)."""
     owned = _owned(conn, automation_type, task_id, token)
     if owned is None:
         return "stale"
     body = owned[0].evolve(last_error=error, traceback=traceback, failed_at=now)
     book = Book(conn, automation_type, now)
     book.ended(body.group)
-    limit = body.max_attempts if body.max_attempts is not None else 0
-    if dead or body.attempt >= limit:
+    if at_failure(dead=dead, attempt=body.attempt, max_attempts=body.max_attempts) == "dead":
         bury(conn, automation_type, body, now, from_running=True)
         if book.wake:
             signal(conn, automation_type, book.wake)
@@ -521,7 +526,7 @@ def extend(
     visibility_seconds: float,
     now: float,
 ) -> LeaseStatus:
-    """Move an owned lease's deadline (see :meth:`Backend.extend`)."""
+    """Move an owned lease's deadline (see :meth:`TaskQueues.extend`)."""
     row = conn.execute(
         "UPDATE tasks SET deadline = ? WHERE type = ? AND id = ? AND state = 'processing' "
         "AND token = ? RETURNING cancel",
@@ -564,7 +569,10 @@ def sweep(conn: sqlite3.Connection, automation_type: str, now: float) -> int:
     book = Book(conn, automation_type, now)
     # Latest deadline first, each at the head: the longest-lost task ends up first.
     for task_id, tier, grp, started, attempt, limit, refunds, run in expired:
-        if not started and attempt > 0 and int(refunds) < refund_cap(limit):
+        refund = refund_at_loss(
+            started=bool(started), attempt=attempt, refunds=int(refunds), max_attempts=limit
+        )
+        if refund:
             # Lost unstarted with its worker: the attempt was never made.
             conn.execute(
                 "UPDATE tasks SET state = 'queued', seq = ?, token = NULL, deadline = NULL, "

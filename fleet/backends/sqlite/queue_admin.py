@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from fleet.backends.sqlite import records, runs
-from fleet.backends.sqlite.groups import Book
+from fleet.backends.sqlite.group_book import Book
 from fleet.backends.sqlite.queue import (
     LIVE_STATES,
     count,

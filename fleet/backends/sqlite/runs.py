@@ -16,8 +16,8 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from fleet.backends.sqlite import state as st
 from fleet.backends.sqlite.conn import SQLiteDB
+from fleet.backends.sqlite.events import publish
 from fleet.backends.sqlite.watch import Watcher
 from fleet.core.capabilities.runs import Runs
 from fleet.core.records import PushRequest, TaskBody, dumps, new_id, now
@@ -217,7 +217,7 @@ def ended(
     record = get(conn, run_id, now)
     if record is None:
         return None
-    st.publish(conn, "runs", {"event": "ended", **record.to_dict()}, now)
+    publish(conn, "runs", {"event": "ended", **record.to_dict()}, now)
     if record.state != "done" or on_complete is None:
         return None
     body = TaskBody(

@@ -1,6 +1,6 @@
 """Small pieces of the SQLite task queue shared by its transactions: the per-type
-counters and change signal, the ``tier`` column, a row's body, and idempotency
-pruning (``queue.py`` re-exports them)."""
+counters and change signal, the ``tier`` column, a row's body, idempotency keys
+(lookup, pruning) and the live-id check (``queue.py`` re-exports them)."""
 
 from __future__ import annotations
 
@@ -62,3 +62,22 @@ def prune_idempotency(conn: sqlite3.Connection, now: float, limit: int) -> int:
         "(SELECT type, key FROM idempotency WHERE expires_at <= ? LIMIT ?)",
         (now, limit),
     ).rowcount
+
+
+def key_holder(conn: sqlite3.Connection, automation_type: str, key: str, now: float) -> str | None:
+    """The task a live idempotency key names (None: none, or it expired)."""
+    row = conn.execute(
+        "SELECT task_id FROM idempotency WHERE type = ? AND key = ? AND expires_at > ?",
+        (automation_type, key, now),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def is_live(conn: sqlite3.Connection, automation_type: str, task_id: str) -> bool:
+    """A task of this id is queued, scheduled or processing in the type."""
+    row = conn.execute(
+        "SELECT 1 FROM tasks WHERE type = ? AND id = ? "
+        "AND state IN ('queued', 'scheduled', 'processing')",
+        (automation_type, task_id),
+    ).fetchone()
+    return row is not None

@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from fleet.backends.base import Subscription
 from fleet.backends.sqlite.conn import SQLiteDB
 from fleet.backends.sqlite.poller import Polled, Poller
-from fleet.backends.sqlite.state import last_event
+
+
+def last_event(conn: sqlite3.Connection) -> int:
+    """The newest event's sequence number (0 if none)."""
+    row = conn.execute("SELECT MAX(seq) FROM events").fetchone()
+    return int(row[0]) if row[0] is not None else 0
 
 
 @dataclass(eq=False, slots=True)
@@ -29,7 +35,7 @@ class _Waiter:
 
 
 class SQLiteSubscription(Subscription):
-    """A subscription fed by the watcher (see :meth:`Backend.subscribe`)."""
+    """A subscription fed by the watcher (see :meth:`Events.subscribe`)."""
 
     def __init__(self, watcher: Watcher, topics: frozenset[str]) -> None:
         self.topics = topics

@@ -15,32 +15,49 @@ from fleet.core.capabilities.groups import TaskGroups
 from fleet.core.capabilities.history import History
 from fleet.core.capabilities.limits import Limiters
 from fleet.core.capabilities.pools import Pools
-from fleet.core.capabilities.primitives import Primitives
+from fleet.core.capabilities.primitives import KV, Counters, Locks
 from fleet.core.capabilities.proxies import ProxyHealth
 from fleet.core.capabilities.queues import TaskQueues
 from fleet.core.capabilities.runs import Runs
 from fleet.core.capabilities.schedules import ScheduleStore
-from fleet.core.capabilities.state import FleetState
+from fleet.core.capabilities.state import Catalog, Workers
 from fleet.core.capabilities.streams import Streams
 
 
-class TaskCapabilities(TaskQueues, Streams, Pools, Primitives, Events, abc.ABC):
-    """What a running task's ``ctx`` reaches: submit, emit, pools, streams, kv, locks,
-    counters, limiters and events (``fleet.backends.base.Backend`` is one)."""
+class TaskCapabilities(abc.ABC):
+    """What a running task's ``ctx`` reaches, one capability object each: submit,
+    emit, pools, streams, kv, locks, counters, limiters and events
+    (``fleet.backends.base.Backend`` is one)."""
 
-    #: The fleet-wide limiters of ``ctx.limit`` (a capability object).
+    #: Task queues (``ctx.submit``).
+    queues: TaskQueues
+    #: Output streams (``ctx.emit``, ``ctx.stream``, progress reports).
+    streams: Streams
+    #: ``ctx.pool``.
+    pools: Pools
+    #: ``ctx.kv``.
+    kv: KV
+    #: ``ctx.lock``.
+    locks: Locks
+    #: ``ctx.counter``.
+    counters: Counters
+    #: ``ctx.events``.
+    events: Events
+    #: The fleet-wide limiters of ``ctx.limit``.
     limits: Limiters
 
 
 __all__ = [
+    "KV",
     "Browse",
+    "Catalog",
     "Configs",
+    "Counters",
     "Events",
-    "FleetState",
     "History",
     "Limiters",
+    "Locks",
     "Pools",
-    "Primitives",
     "ProxyHealth",
     "Runs",
     "ScheduleStore",
@@ -49,4 +66,5 @@ __all__ = [
     "TaskCapabilities",
     "TaskGroups",
     "TaskQueues",
+    "Workers",
 ]

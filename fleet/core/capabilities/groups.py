@@ -22,7 +22,7 @@ The rule every backend applies, atomically within one reserve:
 * Limits. A group's own :class:`~fleet.core.flow.GroupSettings` win field by
   field; a field left None takes the type's value (``group_concurrency``,
   ``group_rate`` of its config), stored in the backend by
-  :meth:`TaskGroups.group_defaults_set` and read by reserve inside its atomic
+  :meth:`TaskGroups.set_defaults` and read by reserve inside its atomic
   step: a change holds from the next reserve on every worker, blocked or not.
 * Running. A group's running count goes up at reserve and down when the
   reservation ends: ack, nack (retry or DLQ), release, :meth:`throttle`, a sweep
@@ -61,7 +61,7 @@ class TaskGroups(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def group_list(
+    async def page(
         self, automation_type: str, *, after: str | None = None, limit: int = 1000
     ) -> GroupPage:
         """The type's groups ordered by name, at most ``limit`` of them, starting
@@ -71,19 +71,19 @@ class TaskGroups(abc.ABC):
         ``limit`` below 1 counts as 1."""
 
     @abc.abstractmethod
-    async def group_info(self, automation_type: str, group: str) -> GroupInfo:
+    async def info(self, automation_type: str, group: str) -> GroupInfo:
         """One group's counts, settings and throttle; a group never seen answers
         zeros, no settings and no throttle."""
 
     @abc.abstractmethod
-    async def group_set(self, automation_type: str, group: str, settings: GroupSettings) -> None:
+    async def set(self, automation_type: str, group: str, settings: GroupSettings) -> None:
         """Replace the group's own settings (effective at the next reserve, fleet
         wide). Resuming a paused group with pending tasks, or raising its limits,
         puts it back in the rotation and wakes one reserver. Settings that
         override nothing (:attr:`GroupSettings.empty`) are the same as none."""
 
     @abc.abstractmethod
-    async def group_defaults_set(
+    async def set_defaults(
         self,
         automation_type: str,
         limits: GroupLimits,
@@ -105,11 +105,11 @@ class TaskGroups(abc.ABC):
         ``proxy_report`` naming the type, on every worker."""
 
     @abc.abstractmethod
-    async def group_defaults(self, automation_type: str) -> tuple[GroupLimits, int]:
+    async def defaults(self, automation_type: str) -> tuple[GroupLimits, int]:
         """The stored limits of the type and their generation; ``(GroupLimits(), -1)``
         if none were ever stored (or the backend lost them)."""
 
     @abc.abstractmethod
-    async def group_reset(self, automation_type: str, group: str) -> None:
+    async def reset(self, automation_type: str, group: str) -> None:
         """Drop the group's own settings (back to the type's values) and any
         throttle in force; a group without either is left as it is."""

@@ -12,7 +12,7 @@ class Pools(abc.ABC):
     """Named pools of items that slots claim, release and evict."""
 
     @abc.abstractmethod
-    async def pool_put(
+    async def put(
         self,
         name: str,
         payload: Any,
@@ -26,7 +26,7 @@ class Pools(abc.ABC):
         items. Returns the item id."""
 
     @abc.abstractmethod
-    async def pool_claim(
+    async def claim(
         self,
         name: str,
         *,
@@ -41,43 +41,43 @@ class Pools(abc.ABC):
         item matches. Cost must not grow with the pool's size."""
 
     @abc.abstractmethod
-    async def pool_release(self, name: str, item_id: str, token: str) -> bool:
+    async def release(self, name: str, item_id: str, token: str) -> bool:
         """End a claim early if ``token`` still holds it; False and no change else."""
 
     @abc.abstractmethod
-    async def pool_evict(self, name: str, item_id: str, token: str) -> bool:
+    async def evict(self, name: str, item_id: str, token: str) -> bool:
         """Remove a claimed item for good if ``token`` still holds it; else False."""
 
     @abc.abstractmethod
-    async def pool_extend(self, name: str, item_id: str, token: str, hold_seconds: float) -> bool:
+    async def extend(self, name: str, item_id: str, token: str, hold_seconds: float) -> bool:
         """Extend a held claim to now + ``hold_seconds``; False if the token lost it."""
 
     @abc.abstractmethod
-    async def pool_list(
+    async def items(
         self, name: str, *, where: dict[str, Any] | None = None, n: int = 50
     ) -> list[PoolItem]:
         """Up to ``n`` unclaimed, unexpired items matching ``where``, freshest first."""
 
     @abc.abstractmethod
-    async def pool_size(self, name: str, *, where: dict[str, Any] | None = None) -> int:
+    async def size(self, name: str, *, where: dict[str, Any] | None = None) -> int:
         """Count of unclaimed, unexpired items matching ``where``."""
 
     @abc.abstractmethod
-    async def pool_remove(self, name: str, item_id: str) -> bool:
+    async def remove(self, name: str, item_id: str) -> bool:
         """Remove an item whatever its claim; True if it existed."""
 
     @abc.abstractmethod
-    async def pool_prune(self, name: str) -> int:
+    async def prune(self, name: str) -> int:
         """Remove expired items (and stale claim records); returns how many items."""
 
     @abc.abstractmethod
-    async def pool_names(self) -> list[str]:
+    async def names(self) -> list[str]:
         """Names of pools that hold at least one item, sorted."""
 
     @abc.abstractmethod
-    async def pool_stats(self, name: str) -> PoolStats:
+    async def stats(self, name: str) -> PoolStats:
         """Counts of one pool (zeros for an unknown pool)."""
 
     @abc.abstractmethod
-    async def pool_drop(self, name: str) -> int:
+    async def drop(self, name: str) -> int:
         """Delete a pool, its indexes and claims; returns how many items it had."""

@@ -38,7 +38,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fleet.core.capabilities.primitives import Primitives
+from fleet.core.capabilities.primitives import KV
 
 if TYPE_CHECKING:
     from fleet.core.config import BaseConfig
@@ -206,7 +206,7 @@ class ProxyHealth(abc.ABC):
 
     #: Where the secret salt of proxy keys is kept (the same backend's kv; see
     #: :func:`fleet.core.proxy.proxy_key_salt`); None: keys stay the process's own.
-    salts: Primitives | None = None
+    salts: KV | None = None
 
     @abc.abstractmethod
     async def take(

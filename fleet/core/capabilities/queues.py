@@ -79,8 +79,11 @@ class TaskQueues(abc.ABC):
     #: script call in flight, a transaction in its thread): the take is then
     #: shielded, and what it took is released, so no task waits for its lease.
     take_outlives_cancel: ClassVar[bool] = True
-    #: True once the backend is closed: a waiting reserve returns ``[]``.
-    _closed: bool
+
+    @property
+    @abc.abstractmethod
+    def _closed(self) -> bool:
+        """True once the backend is closed: a waiting reserve returns ``[]``."""
 
     @abc.abstractmethod
     async def push(self, automation_type: str, requests: Sequence[PushRequest]) -> list[PushResult]:
@@ -112,7 +115,7 @@ class TaskQueues(abc.ABC):
         within a tier. Tasks with a group are served by the rule of
         :mod:`fleet.core.capabilities.groups` (fair across groups, within each
         group's budget; a group without settings of its own takes the type's
-        limits stored by ``TaskGroups.group_defaults_set``, read in the same
+        limits stored by ``TaskGroups.set_defaults``, read in the same
         atomic step).
         For each popped body, atomically with the pop:
 
@@ -308,7 +311,7 @@ class TaskQueues(abc.ABC):
         """Sizes by tier and state, the oldest pending task's age, and counters."""
 
     @abc.abstractmethod
-    async def task_state(self, automation_type: str, task_id: str) -> TaskInfo:
+    async def state(self, automation_type: str, task_id: str) -> TaskInfo:
         """Where one task is (queued|scheduled|processing|dead|done|cancelled|unknown)
         and its attempt count, without scanning the queue."""
 
@@ -319,13 +322,6 @@ class TaskQueues(abc.ABC):
         :meth:`extend` answers ``CANCELLED`` (``cancelling``); anything else
         (dead, done, unknown) answers ``not_found``. ``counters.cancelled`` += 1
         when a task is removed or its cancel is acked."""
-
-    @abc.abstractmethod
-    async def purge_type(self, automation_type: str) -> None:
-        """Delete every piece of state of a type: queue (all tiers and states),
-        task states, idempotency keys, counters, stream, catalog entry, config
-        and worker records (``wkr:<type>:*``, ``wkrs:<type>`` and its
-        ``wkrs:all`` members)."""
 
     async def push_one(self, automation_type: str, request: PushRequest) -> PushResult:
         """Push a single request (see :meth:`push`)."""

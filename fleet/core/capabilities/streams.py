@@ -16,7 +16,7 @@ class Streams(abc.ABC):
     """Per-type output streams (``stream:<type>``)."""
 
     @abc.abstractmethod
-    async def stream_push(
+    async def push(
         self,
         automation_type: str,
         payload: Any,
@@ -36,7 +36,7 @@ class Streams(abc.ABC):
         :data:`~fleet.core.results.RECORD_MAX_OUTPUTS`)."""
 
     @abc.abstractmethod
-    async def task_progress(
+    async def progress(
         self,
         automation_type: str,
         task_id: str,
@@ -51,25 +51,25 @@ class Streams(abc.ABC):
         Validated by the caller (:func:`fleet.core.results.check_progress`)."""
 
     @abc.abstractmethod
-    async def stream_pop(self, automation_type: str, n: int = 1) -> list[StreamEntry]:
+    async def pop(self, automation_type: str, n: int = 1) -> list[StreamEntry]:
         """Remove and return the ``n`` oldest entries. Each entry goes to exactly
         one of any number of concurrent poppers."""
 
     @abc.abstractmethod
-    async def stream_peek(self, automation_type: str, n: int = 10) -> list[StreamEntry]:
+    async def peek(self, automation_type: str, n: int = 10) -> list[StreamEntry]:
         """The ``n`` oldest entries, oldest first, not removed."""
 
     @abc.abstractmethod
-    async def stream_read(
+    async def read(
         self, automation_type: str, *, after: str | None = None, n: int = 100
     ) -> list[StreamEntry]:
         """Up to ``n`` entries with id > ``after`` (all if None), oldest first, not
         removed. Pass the last entry's id as the next ``after``."""
 
     @abc.abstractmethod
-    async def stream_tail(self, automation_type: str, n: int = 20) -> list[StreamEntry]:
+    async def tail(self, automation_type: str, n: int = 20) -> list[StreamEntry]:
         """The ``n`` newest entries, oldest first, not removed (for live views)."""
 
     @abc.abstractmethod
-    async def stream_len(self, automation_type: str) -> int:
+    async def length(self, automation_type: str) -> int:
         """Number of entries (expired ones may count until the next push trims)."""

@@ -23,7 +23,7 @@ async def all_workers(
     backend: Backend = Depends(backend_dependency),
 ) -> list[dict[str, Any]]:
     """Workers with state, last_seen, up, slots, desired vs applied generation."""
-    pairs = [p for p in await backend.workers_all() if principal.sees_type(p[0])]
+    pairs = [p for p in await backend.workers.all() if principal.sees_type(p[0])]
     return await load_views(backend, pairs, master_state(request).settings.heartbeat_seconds)
 
 
@@ -35,7 +35,7 @@ async def type_workers(
     backend: Backend = Depends(backend_dependency),
 ) -> list[dict[str, Any]]:
     """Workers of the type: state, last_seen, slots, config generations, hardware."""
-    pairs = [(automation_type, wid) for wid in await backend.worker_ids(automation_type)]
+    pairs = [(automation_type, wid) for wid in await backend.workers.ids(automation_type)]
     return await load_views(backend, pairs, master_state(request).settings.heartbeat_seconds)
 
 

@@ -65,18 +65,18 @@ async def publish_local_entries(backend: Backend) -> list[str]:
     """
     entries = local_entries()
     for name, entry in entries.items():
-        await backend.catalog_put(name, as_stored(entry))
+        await backend.catalog.put(name, as_stored(entry))
     return sorted(entries)
 
 
 async def all_entries(backend: Backend) -> dict[str, CatalogEntry]:
     """Every catalog entry, by type (some perhaps unreadable: :func:`entry_unreadable`)."""
-    return as_entries(await backend.catalog_all())
+    return as_entries(await backend.catalog.all())
 
 
 async def find_entry(backend: Backend, automation_type: str) -> CatalogEntry | None:
     """The catalog entry of a type, or None (perhaps unreadable)."""
-    entry = await backend.catalog_get(automation_type)
+    entry = await backend.catalog.get(automation_type)
     return None if entry is None else as_entry(entry)
 
 
@@ -121,7 +121,7 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
 
 async def unknown_type(backend: Backend, automation_type: str) -> HTTPException:
     """The 404 of a type the catalog does not hold, naming the closest known types."""
-    hint = did_you_mean(automation_type, await backend.catalog_all())
+    hint = did_you_mean(automation_type, await backend.catalog.all())
     return HTTPException(404, detail=f"unknown automation type {automation_type!r}{hint}")
 
 
@@ -183,7 +183,7 @@ async def shown_catalog(
 ) -> dict[str, dict[str, Any]]:
     """Every entry ``sees_type`` lets through, by type, as answers show them: secrets
     in schema defaults (a proxy URL a plugin wrote down) masked."""
-    entries = await backend.catalog_all()
+    entries = await backend.catalog.all()
     return {t: mask_schema(e) for t, e in sorted(entries.items()) if sees_type(t)}
 
 
@@ -200,10 +200,10 @@ async def keep_local_entries(backend: Backend, period: float) -> None:
     while True:
         await asyncio.sleep(period)
         try:
-            present = await backend.catalog_all()
+            present = await backend.catalog.all()
             for name, entry in local_entries().items():
                 if name not in present or entry_unreadable(present[name]) is not None:
-                    await backend.catalog_put(name, as_stored(entry))
+                    await backend.catalog.put(name, as_stored(entry))
                     log.info("catalog: re-published %s", name)
             outages.recovered("catalog keeper")
         except BackendError as exc:

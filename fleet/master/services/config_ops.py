@@ -75,14 +75,14 @@ class _TypeLock:
     async def __aenter__(self) -> None:
         deadline = time.monotonic() + LOCK_WAIT_SECONDS
         while True:
-            self.held = await self.backend.lock_acquire(self.name, self.token, LOCK_HOLD_SECONDS)
+            self.held = await self.backend.locks.acquire(self.name, self.token, LOCK_HOLD_SECONDS)
             if self.held or time.monotonic() > deadline:
                 return
             await asyncio.sleep(0.02)
 
     async def __aexit__(self, *exc: object) -> None:
         if self.held:
-            await self.backend.lock_release(self.name, self.token)
+            await self.backend.locks.release(self.name, self.token)
 
 
 def _apply_patch(current: dict[str, Any], patch: dict[str, Any], replace: bool) -> dict[str, Any]:
@@ -143,7 +143,7 @@ async def patch_type_config(
     if bad:
         raise InvalidInput(bad)
     async with _TypeLock(backend, automation_type):
-        worker_ids = await backend.worker_ids(automation_type)
+        worker_ids = await backend.workers.ids(automation_type)
         book = await backend.configs.book(automation_type, worker_ids)
         new = _apply_patch(book.type_wide, patch, replace)
         missing = set(_check(automation_type, entry, new, None))
@@ -157,13 +157,13 @@ async def patch_type_config(
         # reads them (a continuous type has no queue: only its proxy policy counts).
         effective = merge_config(schema_defaults(entry.get("config") or {}), new)
         batch = entry.get("kind") != "ContinuousAutomation"
-        await backend.group_defaults_set(
+        await backend.groups.set_defaults(
             automation_type,
             GroupLimits.of_config(effective) if batch else GroupLimits(),
             gen=gen,
             proxy=ProxyPolicy.of_config(effective),
         )
-    await backend.publish(config_topic(automation_type), {"worker_id": None, "gen": gen})
+    await backend.events.publish(config_topic(automation_type), {"worker_id": None, "gen": gen})
     return ConfigWrite(config=new, gen=gen, workers=worker_ids, missing=sorted(missing))
 
 
@@ -192,7 +192,7 @@ async def patch_worker_config(
         override = _apply_patch(book.override(worker_id), patch, replace)
         merged = merge_config(book.type_wide, override)
         missing = _check(automation_type, entry, merged, None)
-        registered = worker_id in await backend.worker_ids(automation_type)
+        registered = worker_id in await backend.workers.ids(automation_type)
         gen = 0
         if registered:
             gen = await backend.configs.publish(automation_type, override, worker_id)
@@ -200,6 +200,8 @@ async def patch_worker_config(
             # Kept for when it registers (it merges its layers itself at start).
             await backend.configs.set(automation_type, override, worker_id)
     if registered:
-        await backend.publish(config_topic(automation_type), {"worker_id": worker_id, "gen": gen})
+        await backend.events.publish(
+            config_topic(automation_type), {"worker_id": worker_id, "gen": gen}
+        )
     written = [worker_id] if registered else []
     return ConfigWrite(config=override, gen=gen, workers=written, missing=missing)

@@ -299,7 +299,7 @@ class EventHub:
 
     async def _subscribe(self, types: set[str]) -> Subscription:
         topics = topic_map(types)
-        sub = await self.backend.subscribe(IDLE_TOPIC, RUNS_TOPIC, *sorted(topics))
+        sub = await self.backend.events.subscribe(IDLE_TOPIC, RUNS_TOPIC, *sorted(topics))
         self.subscriptions_opened += 1
         self._outages.recovered("event hub")
         self._types = types
@@ -327,10 +327,10 @@ class EventHub:
         depths = {}
         for t, entry in sorted(entries.items()):
             if entry.get("queue"):
-                depths[t] = (await self.backend.depths(t)).to_dict()
+                depths[t] = (await self.backend.queues.depths(t)).to_dict()
         # every worker, as GET /workers lists them (a type may have workers
         # before or after its catalog entry)
-        pairs = await self.backend.workers_all()
+        pairs = await self.backend.workers.all()
         workers = await load_views(self.backend, pairs, self.heartbeat_seconds)
         return _Snapshot(depths, workers, type_rows(entries, {t for t, _ in pairs}))
 

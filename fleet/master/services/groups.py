@@ -24,7 +24,7 @@ async def type_limits(backend: Backend, automation_type: str) -> TypeLimits:
     (stored in the backend); before any was stored, its config over its schema's
     defaults. Also answers 404/409 for a type without a queue."""
     entry = await require_batch_entry(backend, automation_type)
-    limits, gen = await backend.group_defaults(automation_type)
+    limits, gen = await backend.groups.defaults(automation_type)
     if gen < 0:
         schema = entry.get("config") or {}
         config = merge_config(schema_defaults(schema), await backend.configs.get(automation_type))
@@ -53,7 +53,7 @@ async def group_page(
 ) -> dict[str, Any]:
     """``{"groups": [...], "next": cursor or null, "defaults": the type's limits}``."""
     limits = await type_limits(backend, automation_type)
-    page = await backend.group_list(automation_type, after=after, limit=limit)
+    page = await backend.groups.page(automation_type, after=after, limit=limit)
     return {
         "groups": [group_answer(info, limits) for info in page.groups],
         "next": page.next,
@@ -65,7 +65,7 @@ async def one_group(backend: Backend, automation_type: str, group: str) -> dict[
     """One group (any name: zeros and the type's limits for one never used)."""
     check_group(group)
     limits = await type_limits(backend, automation_type)
-    return group_answer(await backend.group_info(automation_type, group), limits)
+    return group_answer(await backend.groups.info(automation_type, group), limits)
 
 
 async def set_group(
@@ -81,13 +81,13 @@ async def set_group(
     check_group(group)
     limits = await type_limits(backend, automation_type)
     settings = GroupSettings(concurrency=concurrency, rate=rate, paused=paused)
-    await backend.group_set(automation_type, group, settings)
-    return group_answer(await backend.group_info(automation_type, group), limits)
+    await backend.groups.set(automation_type, group, settings)
+    return group_answer(await backend.groups.info(automation_type, group), limits)
 
 
 async def reset_group(backend: Backend, automation_type: str, group: str) -> dict[str, Any]:
     """Drop the group's own settings and any throttle in force; the group."""
     check_group(group)
     limits = await type_limits(backend, automation_type)
-    await backend.group_reset(automation_type, group)
-    return group_answer(await backend.group_info(automation_type, group), limits)
+    await backend.groups.reset(automation_type, group)
+    return group_answer(await backend.groups.info(automation_type, group), limits)

@@ -65,10 +65,12 @@ async def gather_reports(backend: Backend) -> dict[str, Reported]:
     stays as it was and so adds nothing, where leaving it out would make the sum drop
     (counted 0) and jump back by all of its totals if it reported again.
     """
-    reports: dict[str, Reported] = dict.fromkeys(await backend.catalog_all(), Reported())
-    pairs = await backend.workers_all()
+    reports: dict[str, Reported] = dict.fromkeys(await backend.catalog.all(), Reported())
+    pairs = await backend.workers.all()
     # One batched read of every worker record (pipelined on Redis), not one a worker.
-    for (automation_type, _), record in zip(pairs, await backend.workers_get(pairs), strict=True):
+    for (automation_type, _), record in zip(
+        pairs, await backend.workers.get_many(pairs), strict=True
+    ):
         so_far = reports.setdefault(automation_type, Reported())
         if record is not None:
             reports[automation_type] = summed(so_far, worker_report(record.stats))

@@ -147,7 +147,7 @@ async def _busiest_groups(backend: Backend, automation_type: str, ts: TypeSnapsh
     found: list[tuple[str, int, int]] = []
     after: str | None = None
     while len(found) < GROUPS_EXAMINED:
-        page = await backend.group_list(automation_type, after=after, limit=1000)
+        page = await backend.groups.page(automation_type, after=after, limit=1000)
         found += [(g.name, g.pending, g.running) for g in page.groups]
         if page.next is None:
             break
@@ -163,21 +163,21 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
     if not await backend.ping():
         snap.backend_up = False
         return snap
-    entries = await backend.catalog_all()
-    pairs = await backend.workers_all()
+    entries = await backend.catalog.all()
+    pairs = await backend.workers.all()
     snap.proxies = await gather_proxies(backend.proxies)
     snap.runs, snap.runs_live = await live_runs(backend)
     snap.taken_at = time.time()
     for t in sorted({*entries, *(t for t, _ in pairs)}):
         ts = snap.types.setdefault(t, TypeSnapshot())
         if (entries.get(t) or {}).get("queue"):
-            ts.depths = await backend.depths(t)
+            ts.depths = await backend.queues.depths(t)
             await _busiest_groups(backend, t, ts)
         if t in entries and entry_unreadable(entries[t]) is not None:
             ts.unreadable["catalog"] = 1
     now = time.time()
     plugin_snaps: dict[str, list[dict[str, Any]]] = {}
-    for (t, wid), record in zip(pairs, await backend.workers_get(pairs), strict=True):
+    for (t, wid), record in zip(pairs, await backend.workers.get_many(pairs), strict=True):
         if record is None:
             continue
         ts = snap.types[t]

@@ -20,7 +20,7 @@ from fleet.master.services.catalog import declared_pools, did_you_mean
 async def unknown_pool(backend: Backend, name: str) -> HTTPException:
     """The 404 of a pool nobody declares and that holds nothing, naming the closest
     pools that exist."""
-    known = set(await backend.pool_names()) | declared_pools(await backend.catalog_all())
+    known = set(await backend.pools.names()) | declared_pools(await backend.catalog.all())
     hint = did_you_mean(name, known)
     return HTTPException(
         404, detail=f"unknown pool {name!r}: no automation declares it and it holds no items{hint}"
@@ -29,10 +29,10 @@ async def unknown_pool(backend: Backend, name: str) -> HTTPException:
 
 async def existing_pools(backend: Backend) -> list[PoolStats]:
     """Stats of every existing pool (declared, or holding unexpired items), by name."""
-    declared = declared_pools(await backend.catalog_all())
+    declared = declared_pools(await backend.catalog.all())
     found = []
-    for name in sorted(declared | set(await backend.pool_names())):
-        stats = await backend.pool_stats(name)
+    for name in sorted(declared | set(await backend.pools.names())):
+        stats = await backend.pools.stats(name)
         if stats.total or name in declared:
             found.append(stats)
     return found
@@ -45,11 +45,11 @@ async def pool_detail(backend: Backend, name: str, n: int, *, payloads: bool) ->
     Raises:
         HTTPException: 404 for a pool that no automation declares and that holds no items.
     """
-    stats = await backend.pool_stats(name)
-    if stats.total == 0 and name not in declared_pools(await backend.catalog_all()):
+    stats = await backend.pools.stats(name)
+    if stats.total == 0 and name not in declared_pools(await backend.catalog.all()):
         raise await unknown_pool(backend, name)
     items = []
-    for item in await backend.pool_list(name, n=n):
+    for item in await backend.pools.items(name, n=n):
         shown = item.to_dict()
         if not payloads:
             shown.pop("payload", None)
@@ -63,9 +63,9 @@ async def drop(backend: Backend, name: str) -> int:
     Raises:
         HTTPException: 404 for a pool that no automation declares and that holds nothing.
     """
-    known = name in await backend.pool_names() or name in declared_pools(
-        await backend.catalog_all()
+    known = name in await backend.pools.names() or name in declared_pools(
+        await backend.catalog.all()
     )
     if not known:
         raise await unknown_pool(backend, name)
-    return await backend.pool_drop(name)
+    return await backend.pools.drop(name)

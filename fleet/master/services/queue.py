@@ -13,7 +13,9 @@ from fleet.master.services.secrets import mask_task
 async def dead_letters(backend: Backend, automation_type: str, n: int) -> list[dict[str, Any]]:
     """The ``n`` oldest dead-lettered bodies, secrets masked; 404 for an unknown type."""
     await require_entry(backend, automation_type)
-    return [mask_task(body.to_dict()) for body in await backend.dead_peek(automation_type, n)]
+    return [
+        mask_task(body.to_dict()) for body in await backend.queues.dead_peek(automation_type, n)
+    ]
 
 
 async def replay(
@@ -24,13 +26,13 @@ async def replay(
     await require_entry(backend, automation_type)
     if task_ids is not None and not task_ids:
         return 0
-    return await backend.dead_replay(automation_type, n=n, task_ids=task_ids)
+    return await backend.queues.dead_replay(automation_type, n=n, task_ids=task_ids)
 
 
 async def drain_dead(backend: Backend, automation_type: str) -> int:
     """Remove every dead-lettered task of the type; how many."""
     await require_entry(backend, automation_type)
-    return await backend.dead_clear(automation_type)
+    return await backend.queues.dead_clear(automation_type)
 
 
 async def output(
@@ -39,11 +41,11 @@ async def output(
     """The ``n`` oldest (or, with ``newest``, the ``n`` newest) output entries, in
     time order, not removed."""
     await require_entry(backend, automation_type)
-    read = backend.stream_tail if newest else backend.stream_peek
+    read = backend.streams.tail if newest else backend.streams.peek
     return [e.to_dict() for e in await read(automation_type, n)]
 
 
 async def pop_output(backend: Backend, automation_type: str, n: int) -> list[dict[str, Any]]:
     """Remove and return the ``n`` oldest output entries."""
     await require_entry(backend, automation_type)
-    return [e.to_dict() for e in await backend.stream_pop(automation_type, n)]
+    return [e.to_dict() for e in await backend.streams.pop(automation_type, n)]

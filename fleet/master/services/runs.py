@@ -108,7 +108,7 @@ async def cancel(backend: Backend, run_id: str) -> dict[str, Any]:
     if done is None:
         raise HTTPException(404, detail=f"run {run_id!r} is unknown (or expired)")
     for automation_type, task_id in done.stopping:
-        await backend.publish(cancel_topic(automation_type), {"task_id": task_id})
+        await backend.events.publish(cancel_topic(automation_type), {"task_id": task_id})
     return done.record.to_dict()
 
 

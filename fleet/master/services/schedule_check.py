@@ -25,7 +25,7 @@ def catalog_check(backend: Backend) -> PayloadCheck:
     async def check(automation_type: str, payload: Any) -> str | None:
         hit = cache.get(automation_type)
         if hit is None or hit[0] < time.monotonic():
-            entry = await backend.catalog_get(automation_type)
+            entry = await backend.catalog.get(automation_type)
             checker = None
             if entry is not None and entry_unreadable(entry) is None:
                 checker = PayloadChecker(automation_type, as_entry(entry))

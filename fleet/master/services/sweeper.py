@@ -60,9 +60,9 @@ class Sweeper(Periodic):
 
     async def _hold_lock(self) -> bool:
         if self.leader:
-            self.leader = await self.backend.lock_renew(LOCK_NAME, self.token, self.hold_seconds)
+            self.leader = await self.backend.locks.renew(LOCK_NAME, self.token, self.hold_seconds)
         if not self.leader:
-            self.leader = await self.backend.lock_acquire(LOCK_NAME, self.token, self.hold_seconds)
+            self.leader = await self.backend.locks.acquire(LOCK_NAME, self.token, self.hold_seconds)
         return self.leader
 
     async def tick(self) -> SweepReport | None:
@@ -73,14 +73,14 @@ class Sweeper(Periodic):
         """
         if not await self._hold_lock():
             return None
-        types = set(await self.backend.catalog_all())
-        types.update(t for t, _ in await self.backend.workers_all())
+        types = set(await self.backend.catalog.all())
+        types.update(t for t, _ in await self.backend.workers.all())
         requeued = 0
         for automation_type in sorted(types):
-            requeued += await self.backend.sweep(automation_type)
+            requeued += await self.backend.queues.sweep(automation_type)
         pruned = 0
-        for name in await self.backend.pool_names():
-            pruned += await self.backend.pool_prune(name)
+        for name in await self.backend.pools.names():
+            pruned += await self.backend.pools.prune(name)
         self.sweeps += 1
         self.last = SweepReport(
             at=now(), types=len(types), requeued=requeued, pool_items_pruned=pruned
@@ -99,5 +99,5 @@ class Sweeper(Periodic):
         await super().stop()
         if self.leader:
             with contextlib.suppress(Exception):
-                await self.backend.lock_release(LOCK_NAME, self.token)
+                await self.backend.locks.release(LOCK_NAME, self.token)
             self.leader = False

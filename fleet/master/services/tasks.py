@@ -99,11 +99,11 @@ async def submit_one(
     if body.run is not None:
         await runs.check_open(backend, body.run)
     if traceparent is None and not tracing.ACTIVE:
-        result = await backend.push_one(automation_type, push_request(body, idempotency_ttl))
+        result = await backend.queues.push_one(automation_type, push_request(body, idempotency_ttl))
         return submit_result(result)
     with tracing.submit_span(automation_type, traceparent) as parent:
         request = push_request(body, idempotency_ttl, parent)
-        return submit_result(await backend.push_one(automation_type, request))
+        return submit_result(await backend.queues.push_one(automation_type, request))
 
 
 def _parse_error(exc: ValidationError, loc: Loc) -> dict[str, Any]:
@@ -173,7 +173,7 @@ async def _submit_all(
         pending.append((i, push_request(task, idempotency_ttl, traceparent)))
     for start in range(0, len(pending), PUSH_CHUNK):
         chunk = pending[start : start + PUSH_CHUNK]
-        pushed = await backend.push(automation_type, [req for _, req in chunk])
+        pushed = await backend.queues.push(automation_type, [req for _, req in chunk])
         for (i, _req), res in zip(chunk, pushed, strict=True):
             results[i] = submit_result(res)
     return results
@@ -202,11 +202,11 @@ async def cancel(backend: Backend, automation_type: str, task_id: str) -> str:
         HTTPException: 404 for an unknown type, or a task in none of these states.
     """
     await require_entry(backend, automation_type)
-    outcome = await backend.cancel(automation_type, task_id)
+    outcome = await backend.queues.cancel(automation_type, task_id)
     if outcome == "not_found":
         raise HTTPException(404, detail=f"task {task_id!r} is not queued, scheduled or processing")
     if outcome == "cancelling":
-        await backend.publish(cancel_topic(automation_type), {"task_id": task_id})
+        await backend.events.publish(cancel_topic(automation_type), {"task_id": task_id})
     return outcome
 
 
@@ -233,7 +233,7 @@ async def state_of(
         HTTPException: 404 for an unknown type.
     """
     await require_entry(backend, automation_type)
-    info = await backend.task_state(automation_type, task_id)
+    info = await backend.queues.state(automation_type, task_id)
     if wait is not None:
         deadline = time.monotonic() + min(wait, MAX_WAIT_SECONDS)
         pause = WAIT_POLL_FIRST
@@ -243,7 +243,7 @@ async def state_of(
                 break
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, WAIT_POLL_MAX)
-            info = await backend.task_state(automation_type, task_id)
+            info = await backend.queues.state(automation_type, task_id)
     shown = mask_task(info.to_dict())
     if with_payload:
         # The stored body, where one is kept (pending, scheduled, processing, dead).
@@ -264,5 +264,5 @@ async def depths_of(backend: Backend, automation_type: str) -> dict[str, Any]:
         HTTPException: 404 for an unknown type.
     """
     await require_entry(backend, automation_type)
-    depths = await backend.depths(automation_type)
+    depths = await backend.queues.depths(automation_type)
     return {"type": automation_type, **depths.to_dict()}

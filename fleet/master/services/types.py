@@ -20,14 +20,14 @@ async def type_rows(
     """Every catalogued type, and every type that has workers, that ``sees_type``
     lets through: its kind, worker counts and queue depths (``GET /automations``)."""
     entries = await all_entries(backend)
-    pairs = await backend.workers_all()
+    pairs = await backend.workers.all()
     out = []
     for t in sorted({*entries, *(t for t, _ in pairs)}):
         if not sees_type(t):
             continue
         entry = entries.get(t)
         views = await load_views(backend, [p for p in pairs if p[0] == t], heartbeat_seconds)
-        depths = await backend.depths(t) if entry and entry.get("queue") else None
+        depths = await backend.queues.depths(t) if entry and entry.get("queue") else None
         queue = depths.to_dict() if depths is not None else None
         # An entry that cannot be read is listed, with why instead of its kind.
         out.append(summary(t, entry, workers=worker_counts(views), queue=queue))
@@ -38,7 +38,7 @@ async def _holds_nothing(backend: Backend, automation_type: str) -> bool:
     """No catalog entry, no task in any state, no counter, no schedule (workers aside)."""
     if await find_entry(backend, automation_type) is not None:
         return False
-    depths = await backend.depths(automation_type)
+    depths = await backend.queues.depths(automation_type)
     held = depths.pending + depths.processing + depths.scheduled + depths.dead
     if held or any(astuple(depths.counters)):
         return False
@@ -75,11 +75,11 @@ async def delete_type(
         HTTPException: 404 for a type the backend holds nothing of; 409 while a
             running run has live tasks of it.
     """
-    worker_ids = await backend.worker_ids(automation_type)
+    worker_ids = await backend.workers.ids(automation_type)
     if not worker_ids and await _holds_nothing(backend, automation_type):
         raise await unknown_type(backend, automation_type)
     await _refuse_if_runs_hold(backend, automation_type)
     await backend.purge_type(automation_type)
     forget(automation_type)
     for wid in worker_ids:  # drain flags live in the KV store, outside the type's keys
-        await backend.kv_delete(CONTROL_NS, drain_key(automation_type, wid))
+        await backend.kv.delete(CONTROL_NS, drain_key(automation_type, wid))

@@ -41,7 +41,7 @@ async def worker_detail(
     type_wide, override = book.type_wide, book.override(worker_id)
     stored, stored_gen = await backend.configs.desired(automation_type, worker_id)
     desired, gen = desired_of(book, worker_id, stored, stored_gen)
-    record = await backend.worker_get(automation_type, worker_id)
+    record = await backend.workers.get(automation_type, worker_id)
     entry = await find_entry(backend, automation_type) or {}
     schema = entry.get("config") if isinstance(entry.get("config"), dict) else {}
     configs = {
@@ -64,21 +64,21 @@ async def control(backend: Backend, automation_type: str, worker_id: str, action
     Raises:
         HTTPException: 404 for a worker the type does not have.
     """
-    if worker_id not in await backend.worker_ids(automation_type):
+    if worker_id not in await backend.workers.ids(automation_type):
         raise _unknown(automation_type, worker_id)
     key = drain_key(automation_type, worker_id)
     if action == "drain":
-        await backend.kv_set(CONTROL_NS, key, "true")
+        await backend.kv.set(CONTROL_NS, key, "true")
     else:
-        await backend.kv_delete(CONTROL_NS, key)
-    await backend.publish(
+        await backend.kv.delete(CONTROL_NS, key)
+    await backend.events.publish(
         control_topic(automation_type), {"worker_id": worker_id, "action": action}
     )
 
 
 async def forget(backend: Backend, automation_type: str, worker_id: str) -> bool:
     """Delete the worker's records and its drain flag; whether it was known."""
-    known = worker_id in await backend.worker_ids(automation_type)
-    await backend.worker_forget(automation_type, worker_id)
-    await backend.kv_delete(CONTROL_NS, drain_key(automation_type, worker_id))
+    known = worker_id in await backend.workers.ids(automation_type)
+    await backend.workers.forget(automation_type, worker_id)
+    await backend.kv.delete(CONTROL_NS, drain_key(automation_type, worker_id))
     return known

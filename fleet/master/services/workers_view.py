@@ -110,8 +110,8 @@ async def load_views(
         ids = [wid for t, wid in pairs if t == automation_type]
         books[automation_type] = await backend.configs.book(automation_type, ids)
     # Two batched reads, not two round trips per worker: 1,000 workers in a view.
-    records = await backend.workers_get(pairs)
-    flags = await backend.kv_get_many(CONTROL_NS, [drain_key(t, wid) for t, wid in pairs])
+    records = await backend.workers.get_many(pairs)
+    flags = await backend.kv.get_many(CONTROL_NS, [drain_key(t, wid) for t, wid in pairs])
     for (automation_type, wid), record, flag in zip(pairs, records, flags, strict=True):
         if record is not None:
             desired = books[automation_type].gen(wid)

@@ -1,4 +1,4 @@
-"""Task queues of the Redis backend: every state change is one Lua script.
+"""Task queues of the Redis backend (``backend.queues``): every state change is one Lua script.
 
 Times: every script gets ``now`` from Python (:func:`fleet.core.records.now`),
 the one clock workers and backends compare deadlines on; Redis' own clock is
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fleet.backends.redis import keys
-from fleet.backends.redis.core import BLOCKING_GRACE, RAW, RedisCore, log
+from fleet.backends.redis.core import BLOCKING_GRACE, RAW, RedisPart, log
 from fleet.backends.redis.records import (
     TaskRecord,
     body_with_record,
@@ -22,6 +22,7 @@ from fleet.backends.redis.records import (
     parse_record,
     task_extras,
 )
+from fleet.core.capabilities import TaskQueues
 from fleet.core.capabilities.queues import Taken
 from fleet.core.errors import BackendUnavailable
 from fleet.core.records import (
@@ -80,7 +81,7 @@ def _expired(flat: Sequence[str]) -> tuple[tuple[str, float | None, float | None
     return tuple(out)
 
 
-class QueueOps(RedisCore):
+class RedisQueues(RedisPart, TaskQueues):
     """Push, reserve, leases, DLQ and inspection of task queues."""
 
     def _qkeys(self, automation_type: str, t: float | None = None) -> list[str]:
@@ -390,7 +391,7 @@ class QueueOps(RedisCore):
             counters=QueueCounters(**{f: c.get(f, 0) for f in QueueCounters.__dataclass_fields__}),
         )
 
-    async def task_state(self, automation_type: str, task_id: str) -> TaskInfo:
+    async def state(self, automation_type: str, task_id: str) -> TaskInfo:
         with self._guard():
             where, raw, score, *extras = await self._scripts.task_state(
                 self._lane, self._qkeys(automation_type), [task_id]
