@@ -12,7 +12,7 @@ from importlib.metadata import entry_points
 from typing import Any
 from urllib.parse import urlsplit
 
-from fleet.backends.base import Backend, Subscription
+from fleet.backends.base import Backend, Subscription, with_env_namespace
 from fleet.core.errors import UnsupportedBackend
 from fleet.core.redact import absolute_sqlite_url, mask_credentials
 
@@ -78,10 +78,14 @@ def backend_class(url: str) -> type[Backend]:
 async def open_backend(url: str) -> Backend:
     """Create the backend for ``url`` and connect it.
 
+    ``FLEET_NAMESPACE``, when set, is the URL's ``namespace`` option unless the URL
+    names one itself: every key and channel of the fleet then carries it.
+
     Raises:
         UnsupportedBackend: See :func:`backend_class`.
         BackendUnavailable: The storage cannot be reached.
     """
+    url = with_env_namespace(url)
     backend = backend_class(url)(url)  # type: ignore[call-arg]
     await backend.connect()
     return backend

@@ -24,6 +24,9 @@ Conventions shared by every method:
 from __future__ import annotations
 
 import abc
+import os
+import re
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from fleet.core.capabilities import (
     KV,
@@ -48,8 +51,51 @@ from fleet.core.capabilities import (
 )
 from fleet.core.capabilities.queues import log_expired
 from fleet.core.capabilities.streams import STREAM_MAX_AGE, STREAM_MAX_LEN
+from fleet.core.errors import ConfigError
 
-__all__ = ["STREAM_MAX_AGE", "STREAM_MAX_LEN", "Backend", "Subscription", "log_expired"]
+__all__ = [
+    "NAMESPACE",
+    "STREAM_MAX_AGE",
+    "STREAM_MAX_LEN",
+    "Backend",
+    "Subscription",
+    "log_expired",
+    "namespace_of",
+    "with_env_namespace",
+]
+
+#: What a namespace may be: 1-64 letters, digits, ``_``, ``.`` or ``-``.
+NAMESPACE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def namespace_of(url: str) -> tuple[str, str]:
+    """Split the ``namespace`` query option off a backend URL.
+
+    Returns:
+        The URL without it, and the namespace (``""``: none).
+
+    Raises:
+        ConfigError: The namespace is not 1-64 letters, digits, ``_``, ``.`` or ``-``.
+    """
+    parts = urlsplit(url)
+    if "namespace=" not in parts.query:
+        return url, ""
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    found = [v for k, v in query if k == "namespace"]
+    rest = urlencode([(k, v) for k, v in query if k != "namespace"])
+    namespace = found[-1]
+    if namespace and not NAMESPACE.fullmatch(namespace):
+        raise ConfigError(f"namespace {namespace!r}: use 1-64 letters, digits, '_', '.' or '-'")
+    return urlunsplit(parts._replace(query=rest)), namespace
+
+
+def with_env_namespace(url: str) -> str:
+    """``url`` with ``FLEET_NAMESPACE`` added as its ``namespace`` option, unless it
+    names one itself (the URL wins) or the variable is unset or empty."""
+    namespace = os.environ.get("FLEET_NAMESPACE", "")
+    if not namespace or "namespace=" in urlsplit(url).query:
+        return url
+    return url + ("&" if urlsplit(url).query else "?") + urlencode({"namespace": namespace})
 
 
 class Backend(TaskCapabilities, abc.ABC):

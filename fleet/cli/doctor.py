@@ -41,8 +41,9 @@ class Check:
 async def check_backend(url: str) -> list[Check]:
     """The backend answers; on Redis, persistence and eviction settings."""
     from fleet.backends import open_backend, redact_url
+    from fleet.backends.base import with_env_namespace
 
-    shown = redact_url(url)
+    shown = redact_url(with_env_namespace(url))  # the namespace says which fleet it sees
     try:
         backend = await asyncio.wait_for(open_backend(url), 10)
     except Exception as exc:

@@ -291,6 +291,7 @@ class LuaProxies:
         t: float,
     ) -> Any:
         call = redis_proxies.take_call(
+            keys.DEFAULT,
             names,
             token,
             held=held,
@@ -305,13 +306,16 @@ class LuaProxies:
         return redis_proxies.take_answer(await self._call(call))
 
     async def renew(self, key: str, token: str, hold: float, t: float) -> bool:
-        return bool(int(await self._call(redis_proxies.renew_call(key, token, hold, t))))
+        return bool(
+            int(await self._call(redis_proxies.renew_call(keys.DEFAULT, key, token, hold, t)))
+        )
 
     async def release(self, key: str, token: str, t: float) -> bool:
-        return bool(int(await self._call(redis_proxies.release_call(key, token, t))))
+        return bool(int(await self._call(redis_proxies.release_call(keys.DEFAULT, key, token, t))))
 
     async def report(self, key: str, ok: bool, threshold: int, cooldown: float, t: float) -> Any:
         call = redis_proxies.report_call(
+            keys.DEFAULT,
             key,
             ok=ok,
             threshold=threshold,

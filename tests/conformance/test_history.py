@@ -72,7 +72,7 @@ async def test_the_first_record_sets_the_baseline_and_then_only_changes_count(
 async def test_run_times_and_timeouts_come_from_what_the_workers_report(
     backend: Backend,
 ) -> None:
-    t = now()
+    t = now() // MINUTE * MINUTE + 1  # t + 1 ... t + 3 in one minute, whenever it runs
     await backend.history.record(TYPE, t, Reported(timed_out=1, durations=_hist(b5=10)))
     # 100 more runs: 50 in (0.1, 0.25], 50 in (1, 2.5]; 2 more timed out.
     got = Reported(timed_out=3, durations=_hist(b5=60, b8=50))

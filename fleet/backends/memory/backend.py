@@ -12,7 +12,7 @@ sleeps no longer than until the next scheduled task comes due.
 
 from __future__ import annotations
 
-from fleet.backends.base import Backend
+from fleet.backends.base import Backend, namespace_of
 from fleet.backends.memory.browse import MemoryBrowse
 from fleet.backends.memory.configs import MemoryConfigs
 from fleet.backends.memory.events import MemoryEvents
@@ -42,7 +42,10 @@ class MemoryBackend(Backend):
 
     def __init__(self, url: str) -> None:
         self.url = url
-        store = self._store = get_store(store_name(url))
+        bare, namespace = namespace_of(url)
+        # A namespace is a store of its own: nothing of one is seen from another.
+        name = store_name(bare)
+        store = self._store = get_store(f"{name}@{namespace}" if namespace else name)
         self.queues = MemoryQueues(store)
         self.groups = MemoryGroups(store)
         self.streams = MemoryStreams(store)

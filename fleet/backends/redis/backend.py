@@ -122,28 +122,33 @@ class RedisBackend(RedisCore, Backend):
         with self._guard():
             for sid in await self.schedules.listing_raw(t):
                 await self.schedules.delete(t, sid)
-            doomed: list[str] = [*keys.queue_keys(t, now()), keys.stream(t), keys.config(t)]
-            doomed += [keys.config_generation(t), keys.config_generations(t)]
+            doomed: list[str] = [
+                *self._keys.queue_keys(t, now()),
+                self._keys.stream(t),
+                self._keys.config(t),
+            ]
+            doomed += [self._keys.config_generation(t), self._keys.config_generations(t)]
             patterns = (
-                keys.idempotency_pattern(t),
-                keys.config_override_pattern(t),
-                keys.done_pattern(t),
-                keys.task_record_pattern(t),
-                keys.group_lists_pattern(t),
+                self._keys.idempotency_pattern(t),
+                self._keys.config_override_pattern(t),
+                self._keys.done_pattern(t),
+                self._keys.task_record_pattern(t),
+                self._keys.group_lists_pattern(t),
             )
             for pattern in patterns:
                 async for key in self._r.scan_iter(match=pattern, count=1000):
                     doomed.append(key)
-            worker_ids = await self._r.smembers(keys.workers_index(t))
+            worker_ids = await self._r.smembers(self._keys.workers_index(t))
             for wid in worker_ids:
-                doomed += [keys.worker_key(t, wid, p) for p in keys.WORKER_PARTS]
+                doomed += [self._keys.worker_key(t, wid, p) for p in keys.WORKER_PARTS]
             async with self._r.pipeline(transaction=True) as pipe:
                 for start in range(0, len(doomed), 500):
                     pipe.unlink(*doomed[start : start + 500])
-                pipe.delete(keys.workers_index(t))
+                pipe.delete(self._keys.workers_index(t))
                 if worker_ids:
                     pipe.srem(
-                        keys.WORKERS_ALL, *[keys.workers_all_member(t, w) for w in worker_ids]
+                        self._keys.WORKERS_ALL,
+                        *[self._keys.workers_all_member(t, w) for w in worker_ids],
                     )
-                pipe.hdel(keys.CATALOG, t)
+                pipe.hdel(self._keys.CATALOG, t)
                 await pipe.execute()

@@ -97,7 +97,7 @@ class RedisBrowse(RedisPart, Browse):
     ) -> TaskPage:
         check_page_args(state, limit)
         pos = None if cursor is None else decode_cursor(cursor)
-        qkeys = keys.queue_keys(automation_type, now())
+        qkeys = self._keys.queue_keys(automation_type, now())
         if state == "dead":
             script_keys = [qkeys[_DEADINFO], qkeys[_DEADINFO]]
         else:
@@ -117,7 +117,7 @@ class RedisBrowse(RedisPart, Browse):
         return page_of(found, limit)
 
     async def body(self, automation_type: str, task_id: str) -> TaskBody | None:
-        q = keys.queue_keys(automation_type, now())
+        q = self._keys.queue_keys(automation_type, now())
         with self._guard():
             raw = await self._lane.execute("HGET", q[_TASKS], task_id)
             if raw is None:
@@ -137,7 +137,7 @@ class RedisBrowse(RedisPart, Browse):
                 return None  # finished: no body is kept
             group = _text(_tail(str(raw)).get("g"))
             if group is not None:
-                base = f"{keys.queue(automation_type)}:g:{group}:"
+                base = f"{self._keys.queue(automation_type)}:g:{group}:"
                 lists = [base + tier for tier in ("high", "normal", "low")]
             else:
                 lists = [q[_HIGH], q[_NORMAL], q[_LOW]]
@@ -184,7 +184,7 @@ class RedisBrowse(RedisPart, Browse):
         op = "pick_replay" if replay else "pick_delete"
         with self._guard():
             raw = await self._scripts.dead(
-                self._lane, keys.queue_keys(automation_type, now()), [op, *wanted]
+                self._lane, self._keys.queue_keys(automation_type, now()), [op, *wanted]
             )
         status: dict[str, bool] = {}
         if replay:

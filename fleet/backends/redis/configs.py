@@ -8,7 +8,6 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from fleet.backends.redis import keys
 from fleet.backends.redis.core import RAW, RedisPart
 from fleet.core.capabilities.configs import Configs
 from fleet.core.config_book import ConfigBook
@@ -24,8 +23,8 @@ class RedisConfigs(RedisPart, Configs):
 
     def _config_key(self, automation_type: str, worker_id: str | None) -> str:
         if worker_id is None:
-            return keys.config(automation_type)
-        return keys.config_override(automation_type, worker_id)
+            return self._keys.config(automation_type)
+        return self._keys.config_override(automation_type, worker_id)
 
     async def get(self, automation_type: str, worker_id: str | None = None) -> dict[str, Any]:
         key = self._config_key(automation_type, worker_id)
@@ -53,9 +52,9 @@ class RedisConfigs(RedisPart, Configs):
         floor: int = 0,
     ) -> int:
         k = [
-            keys.config_generation(automation_type),
+            self._keys.config_generation(automation_type),
             self._config_key(automation_type, worker_id),
-            keys.config_generations(automation_type),
+            self._keys.config_generations(automation_type),
         ]
         field = TYPE_WIDE_FIELD if worker_id is None else worker_id
         with self._guard():
@@ -74,7 +73,7 @@ class RedisConfigs(RedisPart, Configs):
                 # (kept in the results): both read as "none".
                 pipe.execute_command("MGET", *names, **RAW)
                 pipe.execute_command(
-                    "HMGET", keys.config_generations(automation_type), TYPE_WIDE_FIELD, *ids
+                    "HMGET", self._keys.config_generations(automation_type), TYPE_WIDE_FIELD, *ids
                 )
                 configs, gens = await pipe.execute(raise_on_error=False)
         if isinstance(gens, Exception):
@@ -87,7 +86,7 @@ class RedisConfigs(RedisPart, Configs):
         return ConfigBook(config_of(configs[0]), generation_of(gens[0]), overrides)
 
     async def next_generation(self, automation_type: str, *, floor: int = 0) -> int:
-        key = keys.config_generation(automation_type)
+        key = self._keys.config_generation(automation_type)
         with self._guard():
             if floor <= 0:
                 return int(await self._r.incr(key))
@@ -98,8 +97,8 @@ class RedisConfigs(RedisPart, Configs):
         self, automation_type: str, worker_id: str, config: dict[str, Any], gen: int
     ) -> bool:
         k = [
-            keys.worker_key(automation_type, worker_id, "config"),
-            keys.worker_key(automation_type, worker_id, "gen"),
+            self._keys.worker_key(automation_type, worker_id, "config"),
+            self._keys.worker_key(automation_type, worker_id, "gen"),
         ]
         with self._guard():
             raw = await self._scripts.worker_config_put(self._lane, k, [dumps(config), int(gen)])
@@ -111,8 +110,8 @@ class RedisConfigs(RedisPart, Configs):
         with self._guard():
             cfg, gen = await self._r.execute_command(
                 "MGET",
-                keys.worker_key(automation_type, worker_id, "config"),
-                keys.worker_key(automation_type, worker_id, "gen"),
+                self._keys.worker_key(automation_type, worker_id, "config"),
+                self._keys.worker_key(automation_type, worker_id, "gen"),
                 **RAW,
             )
         return desired_config(cfg, gen)

@@ -46,6 +46,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fleet.backends import redact_url
+from fleet.backends.base import namespace_of
+from fleet.backends.redis.keys import KeySpace
 from fleet.backends.redis.resp import ReplyError, RespClient, endpoint_from_url
 from fleet.backends.redis.scripts import Scripts, scripts
 from fleet.backends.redis.sentinel import (
@@ -220,7 +222,11 @@ class RedisCore:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._safe_url = redact_url(url)
+        url, namespace = namespace_of(url)
+        #: Every key and channel name of this fleet (its namespace's prefix).
+        self._keys = KeySpace(namespace)
+        self._conn_url = url
+        self._safe_url = redact_url(self.url)
         self._guard_cm = _Guard(self._safe_url)
         # Read the URL now, so a URL the backend cannot serve fails here rather
         # than at the first call.
@@ -256,7 +262,7 @@ class RedisCore:
     def _r(self) -> Any:
         """The command client (connecting lazily if ``connect`` was not called)."""
         if self._cmd is None:
-            self._cmd = make_client(self.url, blocking=False)
+            self._cmd = make_client(self._conn_url, blocking=False)
         return self._cmd
 
     @property
@@ -270,7 +276,7 @@ class RedisCore:
     def _b(self) -> Any:
         """The client used only for blocking commands."""
         if self._blk is None:
-            self._blk = make_client(self.url, blocking=True)
+            self._blk = make_client(self._conn_url, blocking=True)
         return self._blk
 
     def _unavailable(self, exc: BaseException) -> BackendUnavailable:
@@ -339,6 +345,10 @@ class RedisPart:
     @property
     def _closed(self) -> bool:
         return self._core._closed
+
+    @property
+    def _keys(self) -> KeySpace:
+        return self._core._keys
 
     @property
     def _blocked(self) -> set[asyncio.Future[Any]]:

@@ -10,7 +10,6 @@ import json
 from collections import deque
 from typing import Any
 
-from fleet.backends.redis import keys
 from fleet.backends.redis.core import COMMAND_TIMEOUT, CONNECT_TIMEOUT, RedisCore, RedisPart
 from fleet.core.capabilities import Events, Subscription
 from fleet.core.errors import BackendUnavailable
@@ -27,7 +26,7 @@ class RedisSubscription(Subscription):
             channel name to give the topic back.
     """
 
-    def __init__(self, pubsub: Any, core: RedisCore, prefix: str = keys.EVENT_PREFIX) -> None:
+    def __init__(self, pubsub: Any, core: RedisCore, prefix: str) -> None:
         self._pubsub = pubsub
         self._core = core
         self._prefix = prefix
@@ -108,7 +107,7 @@ class RedisEvents(RedisPart, Events):
     its own, closed with the backend."""
 
     def _channel(self, topic: str) -> str:
-        return keys.event_channel(topic, self._endpoint.db)
+        return self._keys.event_channel(topic, self._endpoint.db)
 
     async def publish(self, topic: str, message: Any) -> None:
         data = dumps(message)
@@ -117,7 +116,7 @@ class RedisEvents(RedisPart, Events):
 
     async def subscribe(self, *topics: str) -> Subscription:
         pubsub = self._b.pubsub()
-        sub = RedisSubscription(pubsub, self._core, keys.event_prefix(self._endpoint.db))
+        sub = RedisSubscription(pubsub, self._core, self._keys.event_prefix(self._endpoint.db))
         try:
             with self._guard():
                 await sub._confirm([self._channel(t) for t in topics])

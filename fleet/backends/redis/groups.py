@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fleet.backends.redis import keys
 from fleet.backends.redis.core import RedisPart
 from fleet.core.capabilities import TaskGroups
 from fleet.core.capabilities.proxies import ProxyPolicy
@@ -54,7 +53,7 @@ def _info(name: str, state: Any, pending: Any, conf: Any, t: float) -> GroupInfo
 
 
 class RedisGroups(RedisPart, TaskGroups):
-    """``TaskGroups`` over the queue keys of ``keys.queue_keys``."""
+    """``TaskGroups`` over the queue keys of ``KeySpace.queue_keys``."""
 
     async def throttle(
         self, automation_type: str, task_id: str, token: str, *, retry_after: float
@@ -62,7 +61,7 @@ class RedisGroups(RedisPart, TaskGroups):
         argv = [repr(now()), task_id, token, repr(float(retry_after))]
         with self._guard():
             raw = await self._scripts.throttle(
-                self._lane, keys.queue_keys(automation_type, now()), argv
+                self._lane, self._keys.queue_keys(automation_type, now()), argv
             )
         return bool(int(raw))
 
@@ -70,7 +69,7 @@ class RedisGroups(RedisPart, TaskGroups):
         t = now()
         with self._guard():
             return await self._scripts.groups(
-                self._lane, keys.queue_keys(automation_type, t), [args[0], repr(t), *args[1:]]
+                self._lane, self._keys.queue_keys(automation_type, t), [args[0], repr(t), *args[1:]]
             )
 
     async def page(

@@ -1,12 +1,11 @@
 """The history of the Redis backend: one ``lua/history_record.lua`` call per record
-(keys: ``keys.history_keys``), one HMGET per read."""
+(keys: ``KeySpace.history_keys``), one HMGET per read."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from fleet.backends.redis import keys
 from fleet.backends.redis.core import RedisPart
 from fleet.core.capabilities.history import History
 from fleet.core.history import (
@@ -51,7 +50,7 @@ class RedisHistory(RedisPart, History):
         argv = record_argv(reported, at)
         with self._guard():
             raw = await self._scripts.history_record(
-                self._lane, keys.history_keys(automation_type), argv
+                self._lane, self._keys.history_keys(automation_type), argv
             )
         return bool(int(raw))
 
@@ -62,7 +61,7 @@ class RedisHistory(RedisPart, History):
             return {}
         fields = [bucket_field(resolution, s) for s in starts]
         with self._guard():
-            raw = await self._r.hmget(keys.history_keys(automation_type)[1], fields)
+            raw = await self._r.hmget(self._keys.history_keys(automation_type)[1], fields)
         out: dict[int, list[int]] = {}
         for start, value in zip(starts, raw, strict=True):
             vector = decode(value)

@@ -1,4 +1,4 @@
-"""Every Redis key name Fleet uses, built in this one module.
+"""Every Redis key name Fleet uses, built in this one module (:class:`KeySpace`).
 
 The names follow ``docs/redis-schema.md`` (the spec's schema plus the keys Fleet
 adds). Keeping them here means a Redis Cluster layout (hash tags) can be
@@ -9,70 +9,13 @@ receive full keys in ``KEYS`` or, for per-item keys only known inside a script
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any
 
-# ------------------------------------------------------------------ workers
-
-
-def worker_key(automation_type: str, worker_id: str, part: str) -> str:
-    """``wkr:<type>:<id>:<part>`` with part in hardware|config|gen|state|stats."""
-    return f"wkr:{automation_type}:{worker_id}:{part}"
-
+from fleet.backends.base import NAMESPACE
+from fleet.core.errors import ConfigError
 
 WORKER_PARTS = ("hardware", "config", "gen", "state", "stats")
-
-
-def workers_index(automation_type: str) -> str:
-    """``wkrs:<type>``: set of every worker id of the type."""
-    return f"wkrs:{automation_type}"
-
-
-WORKERS_ALL = "wkrs:all"
-
-
-def workers_all_member(automation_type: str, worker_id: str) -> str:
-    """The ``wkrs:all`` member of one worker: ``<type>|<id>``."""
-    return f"{automation_type}|{worker_id}"
-
-
-# ------------------------------------------------------------------ streams, events, catalog
-
-
-def stream(automation_type: str) -> str:
-    """``stream:<type>``: zset score = emit time, member = JSON envelope."""
-    return f"stream:{automation_type}"
-
-
-def event_prefix(db: int = 0) -> str:
-    """The prefix of every event channel of database ``db``: ``event:`` for db 0
-    (the spec's names), ``event:db<N>:`` for any other.
-
-    Redis pub/sub ignores the database number (a message published from db 1
-    reaches subscribers connected to db 0), so the channel name itself carries
-    it; fleets on two databases of one server then never hear each other.
-    """
-    return EVENT_PREFIX if db == 0 else f"{EVENT_PREFIX}db{db}:"
-
-
-def event_channel(topic: str, db: int = 0) -> str:
-    """``event:<topic>`` (db 0) or ``event:db<N>:<topic>``: the pub/sub channel
-    of a topic in database ``db``."""
-    return event_prefix(db) + topic
-
-
-EVENT_PREFIX = "event:"
-CATALOG = "fleet:catalog"
-
-# ------------------------------------------------------------------ queues
-
-
-def queue(automation_type: str) -> str:
-    """``fleet:queue:<type>``: the normal tier list (also the prefix of every queue key)."""
-    return f"fleet:queue:{automation_type}"
-
-
 #: Order of the keys every queue script receives in ``KEYS`` (see ``queue_keys``).
 QUEUE_KEY_PARTS = (
     "",  # normal tier list (the spec's fleet:queue:<type>)
@@ -102,245 +45,16 @@ QUEUE_KEY_PARTS = (
 
 #: Index in ``QUEUE_KEY_PARTS`` of ``:groups:meta`` (depths read it directly).
 GROUPS_META = 19
-
-
-def groups_meta(automation_type: str) -> str:
-    """``fleet:queue:<type>:groups:meta``: besides the queue's group state, the type's
-    fleet-wide limits (``lua/groups.lua`` ``defaults``), read by reserve and, for its
-    proxy policy, by ``lua/proxies.lua``."""
-    return queue(automation_type) + QUEUE_KEY_PARTS[GROUPS_META]
-
-
-def group_lists_pattern(automation_type: str) -> str:
-    """SCAN pattern of every group list of a type (``fleet:queue:<type>:g:<group>:<tier>``)."""
-    return f"{_glob_escape(queue(automation_type))}:g:*"
-
-
 #: Width of one finished-records bucket (seconds); a bucket expires as a whole.
 DONE_BUCKET_SECONDS = 3600
-
-
-def done_bucket(automation_type: str, bucket: int) -> str:
-    """``fleet:queue:<type>:done:<hour>``: finished (done/cancelled) task records
-    of one hour (``hour = int(unix_time // 3600)``), expiring as a whole."""
-    return f"{queue(automation_type)}:done:{bucket}"
-
-
-def task_record(automation_type: str, task_id: str) -> str:
-    """``fleet:queue:<type>:rec:<id>``: hash of a task's record beside its state
-    (``p`` latest progress JSON, ``n`` outputs emitted); ``<that>:out`` is the list
-    of its newest output envelopes. Only tasks that reported any have them."""
-    return f"{queue(automation_type)}:rec:{task_id}"
-
-
-def task_record_pattern(automation_type: str) -> str:
-    """SCAN pattern of every task record key of a type."""
-    return f"{_glob_escape(queue(automation_type))}:rec:*"
-
-
-def done_pattern(automation_type: str) -> str:
-    """SCAN pattern of every finished-records bucket of a type."""
-    return f"{_glob_escape(queue(automation_type))}:done:*"
-
-
-def queue_keys(automation_type: str, at: float) -> list[str]:
-    """The fixed ``KEYS`` of every queue script at time ``at``, in
-    ``QUEUE_KEY_PARTS`` order (the two ``:done:`` buckets depend on the time)."""
-    return list(_queue_keys(automation_type, int(at // DONE_BUCKET_SECONDS)))
-
-
-@functools.lru_cache(maxsize=1024)
-def _queue_keys(automation_type: str, hour: int) -> tuple[str, ...]:
-    # every script call needs these; built once per type and hour
-    base = queue(automation_type)
-    out = [base + part for part in QUEUE_KEY_PARTS]
-    out[9] = done_bucket(automation_type, hour)
-    out[12] = done_bucket(automation_type, hour - 1)
-    return tuple(out)
-
-
-def queue_wake(automation_type: str) -> str:
-    """``fleet:queue:<type>:wake``: the list blocked reservers wait on."""
-    return queue(automation_type) + ":wake"
-
-
-def idempotency(automation_type: str, key: str) -> str:
-    """``fleet:queue:<type>:idem:<key>``: string task_id with the key's TTL."""
-    return f"{queue(automation_type)}:idem:{key}"
-
-
-def idempotency_pattern(automation_type: str) -> str:
-    """SCAN pattern of every idempotency key of a type."""
-    return f"{_glob_escape(queue(automation_type))}:idem:*"
-
-
-# ------------------------------------------------------------------ pools
-
-POOL_NAMES = "fleet:pools"
-
-
-def pool(name: str) -> str:
-    """``fleet:pool:<name>``: hash item_id -> JSON ``{p, t, x, c, i}``."""
-    return f"fleet:pool:{name}"
-
-
-def pool_claim_prefix(name: str) -> str:
-    """Prefix of ``fleet:pool:<name>:claim:<item_id>`` (value: the claim token)."""
-    return f"fleet:pool:{name}:claim:"
-
-
-def pool_claim(name: str, item_id: str) -> str:
-    """``fleet:pool:<name>:claim:<item_id>``: the claim lease of one item."""
-    return pool_claim_prefix(name) + item_id
-
-
-def pool_tag_prefix(name: str) -> str:
-    """Prefix of ``fleet:pool:<name>:idx:tag:<field>=<json value>`` tag indexes."""
-    return f"fleet:pool:{name}:idx:tag:"
+#: Suffixes of the two keys of one proxy (``lua/proxies.lua`` lists by them).
+PROXY_STATS = ":stats"
+PROXY_PLACES = ":places"
 
 
 def pool_tag_suffix(field: str, value: Any) -> str:
     """The part after :func:`pool_tag_prefix` for one tag (stored in each item)."""
     return f"{field}={json.dumps(value, sort_keys=True, separators=(',', ':'), ensure_ascii=False)}"
-
-
-def pool_keys(name: str) -> list[str]:
-    """Fixed ``KEYS`` of every pool script: hash, available index (zset id ->
-    expires_at, +inf if never), claimed index (zset id -> lease end), expiry index
-    (zset id -> expires_at), and the set of pool names."""
-    return [
-        pool(name),
-        f"fleet:pool:{name}:idx:avail",
-        f"fleet:pool:{name}:idx:claimed",
-        f"fleet:pool:{name}:idx:expiry",
-        POOL_NAMES,
-    ]
-
-
-# ------------------------------------------------------------------ primitives
-
-
-def lock(name: str) -> str:
-    """``fleet:lock:<name>``: string token with TTL."""
-    return f"fleet:lock:{name}"
-
-
-def counter(name: str) -> str:
-    """``fleet:counter:<name>``: integer string."""
-    return f"fleet:counter:{name}"
-
-
-#: zset ``[type, id]`` (JSON) -> next run of every enabled schedule, fleet-wide.
-SCHEDULES_DUE = "fleet:schedules:due"
-#: The prefix of the per-type schedule hashes.
-SCHEDULES_PREFIX = "fleet:schedules:"
-
-
-def schedules(automation_type: str) -> str:
-    """``fleet:schedules:<type>``: hash schedule id -> record JSON."""
-    return SCHEDULES_PREFIX + automation_type
-
-
-def limit_keys(key: str) -> list[str]:
-    """The two keys of limiter ``key`` (``ctx.limit``), in the order ``lua/limits.lua``
-    takes them: ``fleet:limit:<key>:holders`` (zset token -> hold end) and
-    ``fleet:limit:<key>:tat`` (string: the rate's next allowed start). Both carry a
-    TTL refreshed by every change; the two suffixes keep any two limiters apart."""
-    return [f"fleet:limit:{key}:holders", f"fleet:limit:{key}:tat"]
-
-
-#: zset proxy key -> the time its state is forgotten: every proxy of ``ctx.proxy``.
-PROXIES = "fleet:proxies"
-#: Prefix and suffixes of the two keys of one proxy (``lua/proxies.lua`` lists by them).
-PROXY_PREFIX = "fleet:proxy:"
-PROXY_STATS = ":stats"
-PROXY_PLACES = ":places"
-
-
-def proxy_keys(key: str) -> list[str]:
-    """The two keys of proxy ``key`` (``ctx.proxy``), in the order ``lua/proxies.lua``
-    takes them: ``fleet:proxy:<key>:stats`` (hash: counters, score, cool-down) and
-    ``fleet:proxy:<key>:places`` (zset token -> hold end). The two suffixes keep any two
-    proxies apart, as the limiters' do."""
-    return [PROXY_PREFIX + key + PROXY_STATS, PROXY_PREFIX + key + PROXY_PLACES]
-
-
-def proxy_sticky(name: str) -> str:
-    """``fleet:proxy-sticky:<name>``: the proxy key chosen for a sticky name, with a TTL
-    (the ``-`` keeps it apart from every ``fleet:proxy:`` key)."""
-    return f"fleet:proxy-sticky:{name}"
-
-
-def kv(ns: str, key: str) -> str:
-    """``fleet:kv:<ns>:<key>``: string value, optional TTL.
-
-    ``%`` and ``:`` inside the namespace are percent-encoded so that namespace
-    ``a:b`` key ``c`` and namespace ``a`` key ``b:c`` stay two keys; namespaces
-    without those characters appear verbatim.
-    """
-    return f"fleet:kv:{ns.replace('%', '%25').replace(':', '%3A')}:{key}"
-
-
-# ------------------------------------------------------------------ config
-
-
-def config(automation_type: str) -> str:
-    """``fleet:config:<type>``: the type-wide partial config (JSON)."""
-    return f"fleet:config:{automation_type}"
-
-
-def config_override(automation_type: str, worker_id: str) -> str:
-    """``fleet:config:<type>:w:<worker_id>``: one worker's override (JSON)."""
-    return f"fleet:config:{automation_type}:w:{worker_id}"
-
-
-def config_generation(automation_type: str) -> str:
-    """``fleet:config:<type>:gen``: the type's generation counter."""
-    return f"fleet:config:{automation_type}:gen"
-
-
-def config_generations(automation_type: str) -> str:
-    """``fleet:config:<type>:gens``: hash of the generation each partial config was
-    stored at (field ``""``: the type-wide config; a worker id: its override)."""
-    return f"fleet:config:{automation_type}:gens"
-
-
-def config_override_pattern(automation_type: str) -> str:
-    """SCAN pattern of every per-worker override of a type."""
-    return f"{_glob_escape(config(automation_type))}:w:*"
-
-
-# ------------------------------------------------------------------ runs
-# The queue scripts build the same names from the fixed prefix (lua/run_common.lua).
-
-#: Prefix of a run's keys: ``fleet:run:<id>`` (hash), ``:live`` (set), ``:keys:<n>``.
-RUN_PREFIX = "fleet:run:"
-#: Sorted set run id -> creation time: the listing of runs, newest first.
-RUN_INDEX = "fleet:runs"
-#: String: the event channel prefix of this database (``event_prefix``), where the
-#: script that ends a run publishes it (a script cannot tell its database).
-RUN_CHANNEL = "fleet:runs:channel"
-
-
-def run(run_id: str) -> str:
-    """``fleet:run:<id>``: a run's hash (state, name, oc, times, c:/t: counters)."""
-    return RUN_PREFIX + run_id
-
-
-# ------------------------------------------------------------------ history
-
-
-def history_keys(automation_type: str) -> list[str]:
-    """The keys of ``lua/history_record.lua``: the type's queue counters
-    (``fleet:queue:<type>:counters``, read), ``fleet:history:<type>:buckets`` (hash:
-    ``last`` the totals of the last record, ``m:<start>`` / ``h:<start>`` a minute / an
-    hour bucket) and ``fleet:history:<type>:expiry`` (zset bucket field -> when it
-    expires). The two suffixes keep any two types apart."""
-    return [
-        queue(automation_type) + ":counters",
-        f"fleet:history:{automation_type}:buckets",
-        f"fleet:history:{automation_type}:expiry",
-    ]
 
 
 def _glob_escape(text: str) -> str:
@@ -351,3 +65,274 @@ def _glob_escape(text: str) -> str:
             out.append("\\")
         out.append(ch)
     return "".join(out)
+
+
+class KeySpace:
+    """Every key and channel name of one fleet (see the module docstring).
+
+    Args:
+        namespace: Prepended, with a ``:``, to every key and pub/sub channel
+            (``acme`` → ``acme:fleet:queue:<type>``, ``acme:wkr:...``,
+            ``acme:event:...``), so two fleets on one Redis never see each other's
+            queues, workers, config, catalog, pools or events. ``""`` (the
+            default): the spec's names exactly.
+
+    Raises:
+        ConfigError: The namespace is not 1-64 of ``A-Z a-z 0-9 _ . -``.
+    """
+
+    def __init__(self, namespace: str = "") -> None:
+        if namespace and not NAMESPACE.fullmatch(namespace):
+            raise ConfigError(f"namespace {namespace!r}: use 1-64 letters, digits, '_', '.' or '-'")
+        self.namespace = namespace
+        #: What every name starts with: ``"<namespace>:"``, or nothing.
+        self.prefix = prefix = f"{namespace}:" if namespace else ""
+        self._queue_key_cache: dict[tuple[str, int], tuple[str, ...]] = {}
+        self.WORKERS_ALL = prefix + "wkrs:all"
+        self.EVENT_PREFIX = prefix + "event:"
+        self.CATALOG = prefix + "fleet:catalog"
+        self.POOL_NAMES = prefix + "fleet:pools"
+        #: zset ``[type, id]`` (JSON) -> next run of every enabled schedule, fleet-wide.
+        self.SCHEDULES_DUE = prefix + "fleet:schedules:due"
+        #: The prefix of the per-type schedule hashes.
+        self.SCHEDULES_PREFIX = prefix + "fleet:schedules:"
+        #: zset proxy key -> the time its state is forgotten: every proxy of ``ctx.proxy``.
+        self.PROXIES = prefix + "fleet:proxies"
+        #: Prefix and suffixes of the two keys of one proxy (``lua/proxies.lua`` lists by them).
+        self.PROXY_PREFIX = prefix + "fleet:proxy:"
+        #: Prefix of a run's keys: ``fleet:run:<id>`` (hash), ``:live`` (set), ``:keys:<n>``.
+        self.RUN_PREFIX = prefix + "fleet:run:"
+        #: Sorted set run id -> creation time: the listing of runs, newest first.
+        self.RUN_INDEX = prefix + "fleet:runs"
+        #: String: the event channel prefix of this database (``event_prefix``), where the
+        #: script that ends a run publishes it (a script cannot tell its database).
+        self.RUN_CHANNEL = prefix + "fleet:runs:channel"
+
+    # ------------------------------------------------------------------ workers
+
+    def worker_key(self, automation_type: str, worker_id: str, part: str) -> str:
+        """``wkr:<type>:<id>:<part>`` with part in hardware|config|gen|state|stats."""
+        return f"{self.prefix}wkr:{automation_type}:{worker_id}:{part}"
+
+    def workers_index(self, automation_type: str) -> str:
+        """``wkrs:<type>``: set of every worker id of the type."""
+        return f"{self.prefix}wkrs:{automation_type}"
+
+    def workers_all_member(self, automation_type: str, worker_id: str) -> str:
+        """The ``wkrs:all`` member of one worker: ``<type>|<id>``."""
+        return f"{automation_type}|{worker_id}"
+
+    # ------------------------------------------------------------------ streams, events, catalog
+
+    def stream(self, automation_type: str) -> str:
+        """``stream:<type>``: zset score = emit time, member = JSON envelope."""
+        return f"{self.prefix}stream:{automation_type}"
+
+    def event_prefix(self, db: int = 0) -> str:
+        """The prefix of every event channel of database ``db``: ``event:`` for db 0
+        (the spec's names), ``event:db<N>:`` for any other.
+
+        Redis pub/sub ignores the database number (a message published from db 1
+        reaches subscribers connected to db 0), so the channel name itself carries
+        it; fleets on two databases of one server then never hear each other.
+        """
+        return self.EVENT_PREFIX if db == 0 else f"{self.EVENT_PREFIX}db{db}:"
+
+    def event_channel(self, topic: str, db: int = 0) -> str:
+        """``event:<topic>`` (db 0) or ``event:db<N>:<topic>``: the pub/sub channel
+        of a topic in database ``db``."""
+        return self.event_prefix(db) + topic
+
+    # ------------------------------------------------------------------ queues
+
+    def queue(self, automation_type: str) -> str:
+        """``fleet:queue:<type>``: the normal tier list (also the prefix of every queue key)."""
+        return f"{self.prefix}fleet:queue:{automation_type}"
+
+    def groups_meta(self, automation_type: str) -> str:
+        """``fleet:queue:<type>:groups:meta``: besides the queue's group state, the type's
+        fleet-wide limits (``lua/groups.lua`` ``defaults``), read by reserve and, for its
+        proxy policy, by ``lua/proxies.lua``."""
+        return self.queue(automation_type) + QUEUE_KEY_PARTS[GROUPS_META]
+
+    def group_lists_pattern(self, automation_type: str) -> str:
+        """SCAN pattern of every group list of a type (``fleet:queue:<type>:g:<group>:<tier>``)."""
+        return f"{_glob_escape(self.queue(automation_type))}:g:*"
+
+    def done_bucket(self, automation_type: str, bucket: int) -> str:
+        """``fleet:queue:<type>:done:<hour>``: finished (done/cancelled) task records
+        of one hour (``hour = int(unix_time // 3600)``), expiring as a whole."""
+        return f"{self.queue(automation_type)}:done:{bucket}"
+
+    def task_record(self, automation_type: str, task_id: str) -> str:
+        """``fleet:queue:<type>:rec:<id>``: hash of a task's record beside its state
+        (``p`` latest progress JSON, ``n`` outputs emitted); ``<that>:out`` is the list
+        of its newest output envelopes. Only tasks that reported any have them."""
+        return f"{self.queue(automation_type)}:rec:{task_id}"
+
+    def task_record_pattern(self, automation_type: str) -> str:
+        """SCAN pattern of every task record key of a type."""
+        return f"{_glob_escape(self.queue(automation_type))}:rec:*"
+
+    def done_pattern(self, automation_type: str) -> str:
+        """SCAN pattern of every finished-records bucket of a type."""
+        return f"{_glob_escape(self.queue(automation_type))}:done:*"
+
+    def queue_keys(self, automation_type: str, at: float) -> list[str]:
+        """The fixed ``KEYS`` of every queue script at time ``at``, in
+        ``QUEUE_KEY_PARTS`` order (the two ``:done:`` buckets depend on the time)."""
+        return list(self._queue_keys(automation_type, int(at // DONE_BUCKET_SECONDS)))
+
+    def queue_wake(self, automation_type: str) -> str:
+        """``fleet:queue:<type>:wake``: the list blocked reservers wait on."""
+        return self.queue(automation_type) + ":wake"
+
+    def idempotency(self, automation_type: str, key: str) -> str:
+        """``fleet:queue:<type>:idem:<key>``: string task_id with the key's TTL."""
+        return f"{self.queue(automation_type)}:idem:{key}"
+
+    def idempotency_pattern(self, automation_type: str) -> str:
+        """SCAN pattern of every idempotency key of a type."""
+        return f"{_glob_escape(self.queue(automation_type))}:idem:*"
+
+    # ------------------------------------------------------------------ pools
+
+    def pool(self, name: str) -> str:
+        """``fleet:pool:<name>``: hash item_id -> JSON ``{p, t, x, c, i}``."""
+        return f"{self.prefix}fleet:pool:{name}"
+
+    def pool_claim_prefix(self, name: str) -> str:
+        """Prefix of ``fleet:pool:<name>:claim:<item_id>`` (value: the claim token)."""
+        return f"{self.prefix}fleet:pool:{name}:claim:"
+
+    def pool_claim(self, name: str, item_id: str) -> str:
+        """``fleet:pool:<name>:claim:<item_id>``: the claim lease of one item."""
+        return self.pool_claim_prefix(name) + item_id
+
+    def pool_tag_prefix(self, name: str) -> str:
+        """Prefix of ``fleet:pool:<name>:idx:tag:<field>=<json value>`` tag indexes."""
+        return f"{self.prefix}fleet:pool:{name}:idx:tag:"
+
+    def pool_keys(self, name: str) -> list[str]:
+        """Fixed ``KEYS`` of every pool script: hash, available index (zset id ->
+        expires_at, +inf if never), claimed index (zset id -> lease end), expiry index
+        (zset id -> expires_at), and the set of pool names."""
+        return [
+            self.pool(name),
+            f"{self.prefix}fleet:pool:{name}:idx:avail",
+            f"{self.prefix}fleet:pool:{name}:idx:claimed",
+            f"{self.prefix}fleet:pool:{name}:idx:expiry",
+            self.POOL_NAMES,
+        ]
+
+    # ------------------------------------------------------------------ primitives
+
+    def lock(self, name: str) -> str:
+        """``fleet:lock:<name>``: string token with TTL."""
+        return f"{self.prefix}fleet:lock:{name}"
+
+    def counter(self, name: str) -> str:
+        """``fleet:counter:<name>``: integer string."""
+        return f"{self.prefix}fleet:counter:{name}"
+
+    def schedules(self, automation_type: str) -> str:
+        """``fleet:schedules:<type>``: hash schedule id -> record JSON."""
+        return self.SCHEDULES_PREFIX + automation_type
+
+    def limit_keys(self, key: str) -> list[str]:
+        """The two keys of limiter ``key`` (``ctx.limit``), in the order ``lua/limits.lua``
+        takes them: ``fleet:limit:<key>:holders`` (zset token -> hold end) and
+        ``fleet:limit:<key>:tat`` (string: the rate's next allowed start). Both carry a
+        TTL refreshed by every change; the two suffixes keep any two limiters apart."""
+        return [f"{self.prefix}fleet:limit:{key}:holders", f"{self.prefix}fleet:limit:{key}:tat"]
+
+    def proxy_keys(self, key: str) -> list[str]:
+        """The two keys of proxy ``key`` (``ctx.proxy``), in the order ``lua/proxies.lua``
+        takes them: ``fleet:proxy:<key>:stats`` (hash: counters, score, cool-down) and
+        ``fleet:proxy:<key>:places`` (zset token -> hold end). The two suffixes keep any two
+        proxies apart, as the limiters' do."""
+        return [self.PROXY_PREFIX + key + PROXY_STATS, self.PROXY_PREFIX + key + PROXY_PLACES]
+
+    def proxy_sticky(self, name: str) -> str:
+        """``fleet:proxy-sticky:<name>``: the proxy key chosen for a sticky name, with a TTL
+        (the ``-`` keeps it apart from every ``fleet:proxy:`` key)."""
+        return f"{self.prefix}fleet:proxy-sticky:{name}"
+
+    def kv(self, ns: str, key: str) -> str:
+        """``fleet:kv:<ns>:<key>``: string value, optional TTL.
+
+        ``%`` and ``:`` inside the namespace are percent-encoded so that namespace
+        ``a:b`` key ``c`` and namespace ``a`` key ``b:c`` stay two keys; namespaces
+        without those characters appear verbatim.
+        """
+        return f"{self.prefix}fleet:kv:{ns.replace('%', '%25').replace(':', '%3A')}:{key}"
+
+    # ------------------------------------------------------------------ config
+
+    def config(self, automation_type: str) -> str:
+        """``fleet:config:<type>``: the type-wide partial config (JSON)."""
+        return f"{self.prefix}fleet:config:{automation_type}"
+
+    def config_override(self, automation_type: str, worker_id: str) -> str:
+        """``fleet:config:<type>:w:<worker_id>``: one worker's override (JSON)."""
+        return f"{self.prefix}fleet:config:{automation_type}:w:{worker_id}"
+
+    def config_generation(self, automation_type: str) -> str:
+        """``fleet:config:<type>:gen``: the type's generation counter."""
+        return f"{self.prefix}fleet:config:{automation_type}:gen"
+
+    def config_generations(self, automation_type: str) -> str:
+        """``fleet:config:<type>:gens``: hash of the generation each partial config was
+        stored at (field ``""``: the type-wide config; a worker id: its override)."""
+        return f"{self.prefix}fleet:config:{automation_type}:gens"
+
+    def config_override_pattern(self, automation_type: str) -> str:
+        """SCAN pattern of every per-worker override of a type."""
+        return f"{_glob_escape(self.config(automation_type))}:w:*"
+
+    # ------------------------------------------------------------------ runs
+    # The queue scripts build the same names from the fixed prefix (lua/run_common.lua).
+
+    def run(self, run_id: str) -> str:
+        """``fleet:run:<id>``: a run's hash (state, name, oc, times, c:/t: counters)."""
+        return self.RUN_PREFIX + run_id
+
+    # ------------------------------------------------------------------ history
+
+    def history_keys(self, automation_type: str) -> list[str]:
+        """The keys of ``lua/history_record.lua``: the type's queue counters
+        (``fleet:queue:<type>:counters``, read), ``fleet:history:<type>:buckets`` (hash:
+        ``last`` the totals of the last record, ``m:<start>`` / ``h:<start>`` a minute / an
+        hour bucket) and ``fleet:history:<type>:expiry`` (zset bucket field -> when it
+        expires). The two suffixes keep any two types apart."""
+        return [
+            self.queue(automation_type) + ":counters",
+            f"{self.prefix}fleet:history:{automation_type}:buckets",
+            f"{self.prefix}fleet:history:{automation_type}:expiry",
+        ]
+
+    def _queue_keys(self, automation_type: str, hour: int) -> tuple[str, ...]:
+        # every script call needs these; built once per type and hour
+        found = self._queue_key_cache.get((automation_type, hour))
+        if found is None:
+            if len(self._queue_key_cache) > 1024:
+                self._queue_key_cache.clear()
+            base = self.queue(automation_type)
+            out = [base + part for part in QUEUE_KEY_PARTS]
+            out[9] = self.done_bucket(automation_type, hour)
+            out[12] = self.done_bucket(automation_type, hour - 1)
+            found = self._queue_key_cache[(automation_type, hour)] = tuple(out)
+        return found
+
+
+#: The spec's names (no namespace): what the module-level names below answer.
+DEFAULT = KeySpace()
+
+
+def __getattr__(name: str) -> Any:
+    # ``keys.queue("t")``, ``keys.CATALOG``: the spec's names, for tests and tools.
+    # The backend itself always asks its own KeySpace (it may have a namespace).
+    try:
+        return getattr(DEFAULT, name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

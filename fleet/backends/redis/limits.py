@@ -1,11 +1,10 @@
 """The limiters of the Redis backend (``ctx.limit``): one ``lua/limits.lua`` call
-per operation, over the script lane (keys: ``keys.limit_keys``)."""
+per operation, over the script lane (keys: ``KeySpace.limit_keys``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fleet.backends.redis import keys
 from fleet.backends.redis.core import RedisPart
 from fleet.core.capabilities.limits import CONCURRENCY_RETRY_SECONDS, Limiters
 from fleet.core.records import now
@@ -52,17 +51,17 @@ class RedisLimits(RedisPart, Limiters):
             token, interval=interval, concurrency=concurrency, hold=hold_seconds, t=now()
         )
         with self._guard():
-            raw = await self._scripts.limits(self._lane, keys.limit_keys(key), argv)
+            raw = await self._scripts.limits(self._lane, self._keys.limit_keys(key), argv)
         return float(raw)
 
     async def renew(self, key: str, token: str, hold_seconds: float) -> bool:
         argv = renew_argv(token, hold_seconds, now())
         with self._guard():
-            raw = await self._scripts.limits(self._lane, keys.limit_keys(key), argv)
+            raw = await self._scripts.limits(self._lane, self._keys.limit_keys(key), argv)
         return bool(int(raw))
 
     async def release(self, key: str, token: str) -> bool:
         argv = release_argv(token, now())
         with self._guard():
-            raw = await self._scripts.limits(self._lane, keys.limit_keys(key), argv)
+            raw = await self._scripts.limits(self._lane, self._keys.limit_keys(key), argv)
         return bool(int(raw))

@@ -78,11 +78,11 @@ class RedisPools(RedisPart, Pools):
     """Pool methods of the Redis backend."""
 
     def _pool_call_args(self, name: str, t: float) -> tuple[list[str], list[Any]]:
-        return keys.pool_keys(name), [
+        return self._keys.pool_keys(name), [
             repr(t),
             name,
-            keys.pool_claim_prefix(name),
-            keys.pool_tag_prefix(name),
+            self._keys.pool_claim_prefix(name),
+            self._keys.pool_tag_prefix(name),
         ]
 
     async def _pool_op(self, name: str, *args: Any) -> Any:
@@ -172,7 +172,7 @@ class RedisPools(RedisPart, Pools):
 
     async def names(self) -> list[str]:
         with self._guard():
-            names = await self._r.smembers(keys.POOL_NAMES)
+            names = await self._r.smembers(self._keys.POOL_NAMES)
         return sorted(names)
 
     async def stats(self, name: str) -> PoolStats:

@@ -1,6 +1,6 @@
 """Proxy health on Redis (``ctx.proxy``): one ``lua/proxies.lua`` call per operation,
-over the script lane. Keys: ``keys.proxy_keys`` per proxy, ``keys.PROXIES`` (the index),
-``keys.proxy_sticky`` and, for a take or report naming its type, ``keys.groups_meta``
+over the script lane. Keys: ``ks.proxy_keys`` per proxy, ``ks.PROXIES`` (the index),
+``ks.proxy_sticky`` and, for a take or report naming its type, ``ks.groups_meta``
 (where the type's proxy policy is stored; see docs/redis-schema.md)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import Any
 
 from fleet.backends.redis import keys
 from fleet.backends.redis.core import RedisPart
+from fleet.backends.redis.keys import KeySpace
 from fleet.core.capabilities.proxies import (
     FORGET_SECONDS,
     MAX_REASON_LEN,
@@ -26,9 +27,9 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def _meta(automation_type: str | None) -> str:
+def _meta(ks: KeySpace, automation_type: str | None) -> str:
     # The key holding the type's stored policy ('' for a caller naming no type).
-    return "" if automation_type is None else keys.groups_meta(automation_type)
+    return "" if automation_type is None else ks.groups_meta(automation_type)
 
 
 def _float(value: Any) -> float | None:
@@ -41,6 +42,7 @@ Call = tuple[list[str], list[Any]]
 
 
 def take_call(
+    ks: KeySpace,
     candidates: Sequence[str],
     token: str,
     *,
@@ -56,13 +58,13 @@ def take_call(
     """The ``take`` call of ``lua/proxies.lua`` at time ``t``."""
     names = list(candidates)
     k = [
-        keys.PROXIES,
-        "" if sticky is None else keys.proxy_sticky(sticky),
-        "" if held is None else keys.proxy_keys(held)[1],
-        _meta(automation_type),
+        ks.PROXIES,
+        "" if sticky is None else ks.proxy_sticky(sticky),
+        "" if held is None else ks.proxy_keys(held)[1],
+        _meta(ks, automation_type),
     ]
     for name in names:
-        k += keys.proxy_keys(name)
+        k += ks.proxy_keys(name)
     argv: list[Any] = [
         "take",
         repr(t),
@@ -88,18 +90,19 @@ def take_answer(raw: Any) -> ProxyTake:
     return ProxyTake(name, cooling=bool(int(cooling)))
 
 
-def renew_call(key: str, token: str, hold: float, t: float) -> Call:
+def renew_call(ks: KeySpace, key: str, token: str, hold: float, t: float) -> Call:
     """The ``renew`` call at time ``t`` (answers 1|0)."""
     argv = ["renew", repr(t), token, repr(float(hold)), repr(FORGET_SECONDS), key]
-    return [keys.PROXIES, *keys.proxy_keys(key)], argv
+    return [ks.PROXIES, *ks.proxy_keys(key)], argv
 
 
-def release_call(key: str, token: str, t: float) -> Call:
+def release_call(ks: KeySpace, key: str, token: str, t: float) -> Call:
     """The ``release`` call at time ``t`` (answers 1|0)."""
-    return [keys.proxy_keys(key)[1]], ["release", repr(t), token]
+    return [ks.proxy_keys(key)[1]], ["release", repr(t), token]
 
 
 def report_call(
+    ks: KeySpace,
     key: str,
     *,
     ok: bool,
@@ -120,7 +123,7 @@ def report_call(
         repr(FORGET_SECONDS),
         key,
     ]
-    return [keys.PROXIES, *keys.proxy_keys(key), _meta(automation_type)], argv
+    return [ks.PROXIES, *ks.proxy_keys(key), _meta(ks, automation_type)], argv
 
 
 class RedisProxies(RedisPart, ProxyHealth):
@@ -144,6 +147,7 @@ class RedisProxies(RedisPart, ProxyHealth):
         automation_type: str | None = None,
     ) -> ProxyTake:
         k, argv = take_call(
+            self._keys,
             candidates,
             token,
             held=held,
@@ -158,10 +162,12 @@ class RedisProxies(RedisPart, ProxyHealth):
         return take_answer(await self._proxies(k, argv))
 
     async def renew(self, key: str, token: str, hold_seconds: float) -> bool:
-        return bool(int(await self._proxies(*renew_call(key, token, hold_seconds, now()))))
+        return bool(
+            int(await self._proxies(*renew_call(self._keys, key, token, hold_seconds, now())))
+        )
 
     async def release(self, key: str, token: str) -> bool:
-        return bool(int(await self._proxies(*release_call(key, token, now()))))
+        return bool(int(await self._proxies(*release_call(self._keys, key, token, now()))))
 
     async def report(
         self,
@@ -174,6 +180,7 @@ class RedisProxies(RedisPart, ProxyHealth):
         automation_type: str | None = None,
     ) -> float | None:
         k, argv = report_call(
+            self._keys,
             key,
             ok=ok,
             threshold=threshold,
@@ -187,7 +194,7 @@ class RedisProxies(RedisPart, ProxyHealth):
     async def policy(self, automation_type: str) -> tuple[ProxyPolicy | None, int]:
         with self._guard():
             gen, threshold, cooldown, cap = await self._r.hmget(
-                keys.groups_meta(automation_type), ["dg", "pb", "pc", "pm"]
+                self._keys.groups_meta(automation_type), ["dg", "pb", "pc", "pm"]
             )
         if not gen:
             return None, -1
@@ -204,11 +211,11 @@ class RedisProxies(RedisPart, ProxyHealth):
             "list",
             repr(now()),
             str(max(0, int(limit))),
-            keys.PROXY_PREFIX,
+            self._keys.PROXY_PREFIX,
             keys.PROXY_STATS,
             keys.PROXY_PLACES,
         ]
-        flat = await self._proxies([keys.PROXIES], argv)
+        flat = await self._proxies([self._keys.PROXIES], argv)
         t = now()
         out = []
         for i in range(0, len(flat) - 8, 9):
@@ -231,5 +238,5 @@ class RedisProxies(RedisPart, ProxyHealth):
 
     async def sticky(self, name: str) -> str | None:
         with self._guard():
-            raw = await self._r.get(keys.proxy_sticky(name))
+            raw = await self._r.get(self._keys.proxy_sticky(name))
         return None if raw is None else _text(raw)

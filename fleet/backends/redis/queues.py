@@ -85,7 +85,7 @@ class RedisQueues(RedisPart, TaskQueues):
     """Push, reserve, leases, DLQ and inspection of task queues."""
 
     def _qkeys(self, automation_type: str, t: float | None = None) -> list[str]:
-        return keys.queue_keys(automation_type, now() if t is None else t)
+        return self._keys.queue_keys(automation_type, now() if t is None else t)
 
     # ------------------------------------------------------------ push
     async def push(self, automation_type: str, requests: Sequence[PushRequest]) -> list[PushResult]:
@@ -103,7 +103,7 @@ class RedisQueues(RedisPart, TaskQueues):
                     body = body.evolve(enqueued_at=t)
                 idem_index = 0
                 if req.idempotency_key is not None:
-                    extra.append(keys.idempotency(automation_type, req.idempotency_key))
+                    extra.append(self._keys.idempotency(automation_type, req.idempotency_key))
                     idem_index = len(base) + len(extra)
                 ready_at = t + req.delay_seconds if req.delay_seconds > 0 else 0
                 expires = None
@@ -176,7 +176,7 @@ class RedisQueues(RedisPart, TaskQueues):
         reply can never confuse a later command, and puts a token back in case it
         had consumed one meant for another reserver (a spare wake-up is harmless).
         True if a wake-up token arrived, False on timeout (or close)."""
-        wake_key = keys.queue_wake(automation_type)
+        wake_key = self._keys.queue_wake(automation_type)
         # The BLPOP runs as its own task so close() can end it (see _close_clients).
         blpop = asyncio.ensure_future(self._b.blpop([wake_key], timeout=seconds))
         self._blocked.add(blpop)

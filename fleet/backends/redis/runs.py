@@ -14,14 +14,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fleet.backends.redis import keys
 from fleet.backends.redis.core import RedisPart
 from fleet.core.capabilities.runs import Runs
 from fleet.core.records import dumps, new_id, now
 from fleet.core.runs import COUNTERS, RunCancel, RunPage, RunRecord, run_ttl, zero_counters
-
-RUN_INDEX = keys.RUN_INDEX
-run_key = keys.run
 
 
 def _record(run_id: str, h: dict[str, str]) -> RunRecord:
@@ -62,11 +58,11 @@ class RedisRuns(RedisPart, Runs):
         if on_complete is not None:
             fields += ["oc", dumps(on_complete)]
         with self._guard():
-            await self._lane.execute("HSET", run_key(run_id), *fields)
-            await self._lane.execute("ZADD", RUN_INDEX, repr(t), run_id)
+            await self._lane.execute("HSET", self._keys.run(run_id), *fields)
+            await self._lane.execute("ZADD", self._keys.RUN_INDEX, repr(t), run_id)
             # Where the script that ends the run publishes it (its database's prefix).
             await self._lane.execute(
-                "SET", keys.RUN_CHANNEL, keys.event_prefix(self._core._endpoint.db)
+                "SET", self._keys.RUN_CHANNEL, self._keys.event_prefix(self._core._endpoint.db)
             )
             await self._prune(t)
         return run_id
@@ -74,14 +70,14 @@ class RedisRuns(RedisPart, Runs):
     async def _prune(self, t: float) -> None:
         # Index entries of runs whose hash expired (RUN_TTL after they ended), a few
         # at a time from the oldest: bounded work per create.
-        old = await self._lane.execute("ZRANGE", RUN_INDEX, 0, 9)
-        gone = [r for r in old if not await self._lane.execute("EXISTS", run_key(r))]
+        old = await self._lane.execute("ZRANGE", self._keys.RUN_INDEX, 0, 9)
+        gone = [r for r in old if not await self._lane.execute("EXISTS", self._keys.run(r))]
         if gone:
-            await self._lane.execute("ZREM", RUN_INDEX, *gone)
+            await self._lane.execute("ZREM", self._keys.RUN_INDEX, *gone)
 
     async def get(self, run_id: str) -> RunRecord | None:
         with self._guard():
-            flat = await self._lane.execute("HGETALL", run_key(run_id))
+            flat = await self._lane.execute("HGETALL", self._keys.run(run_id))
         if not flat:
             return None
         h = _hash(flat)
@@ -92,10 +88,10 @@ class RedisRuns(RedisPart, Runs):
         with self._guard():
             top = "+inf"
             if after is not None:
-                score = await self._lane.execute("ZSCORE", RUN_INDEX, after)
+                score = await self._lane.execute("ZSCORE", self._keys.RUN_INDEX, after)
                 top = "+inf" if score is None else f"({score}"
             ids = await self._lane.execute(
-                "ZREVRANGEBYSCORE", RUN_INDEX, top, "-inf", "LIMIT", 0, limit + 1
+                "ZREVRANGEBYSCORE", self._keys.RUN_INDEX, top, "-inf", "LIMIT", 0, limit + 1
             )
         found = [r for r in [await self.get(i) for i in ids[:limit]] if r is not None]
         return RunPage(found, found[-1].id if len(ids) > limit and found else None)
@@ -103,7 +99,7 @@ class RedisRuns(RedisPart, Runs):
     async def cancel(self, run_id: str) -> RunCancel | None:
         with self._guard():
             answer = await self._scripts.run_cancel(
-                self._lane, [run_key(run_id)], [repr(now()), str(int(run_ttl() * 1000) + 1)]
+                self._lane, [self._keys.run(run_id)], [repr(now()), str(int(run_ttl() * 1000) + 1)]
             )
         if answer is None:
             return None
@@ -111,7 +107,7 @@ class RedisRuns(RedisPart, Runs):
         if answer[0] == "running":
             for member in answer[1:]:
                 automation_type, _, task_id = str(member).partition("|")
-                qkeys = keys.queue_keys(automation_type, now())
+                qkeys = self._keys.queue_keys(automation_type, now())
                 with self._guard():
                     outcome = await self._scripts.cancel(self._lane, qkeys, [repr(now()), task_id])
                 if outcome == "cancelling":
@@ -121,7 +117,7 @@ class RedisRuns(RedisPart, Runs):
             return None
         if answer[0] == "running":
             message = dumps({"event": "ended", **record.to_dict()})
-            channel = keys.event_channel("runs", self._core._endpoint.db)
+            channel = self._keys.event_channel("runs", self._core._endpoint.db)
             with self._guard():
                 await self._lane.execute("PUBLISH", channel, message)
         return RunCancel(record, tuple(stopping))
@@ -133,4 +129,4 @@ def _hash(flat: Any) -> dict[str, str]:
     return {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}
 
 
-__all__ = ["RUN_INDEX", "RedisRuns", "run_key"]
+__all__ = ["RedisRuns"]

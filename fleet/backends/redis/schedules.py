@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet.backends.redis import keys
 from fleet.backends.redis.core import RedisPart
 from fleet.core.capabilities.schedules import ScheduleStore
 
@@ -19,7 +18,11 @@ class RedisSchedules(RedisPart, ScheduleStore):
     """``ScheduleStore`` primitives."""
 
     async def _call(self, automation_type: str, *argv: Any) -> Any:
-        k = [keys.SCHEDULES_DUE, keys.schedules(automation_type), keys.SCHEDULES_PREFIX]
+        k = [
+            self._keys.SCHEDULES_DUE,
+            self._keys.schedules(automation_type),
+            self._keys.SCHEDULES_PREFIX,
+        ]
         with self._guard():
             return await self._scripts.schedules(self._lane, k, list(argv))
 
@@ -36,12 +39,12 @@ class RedisSchedules(RedisPart, ScheduleStore):
 
     async def get_raw(self, automation_type: str, schedule_id: str) -> str | None:
         with self._guard():
-            raw = await self._r.hget(keys.schedules(automation_type), schedule_id)
+            raw = await self._r.hget(self._keys.schedules(automation_type), schedule_id)
         return None if raw is None else _text(raw)
 
     async def listing_raw(self, automation_type: str) -> dict[str, str]:
         with self._guard():
-            found = await self._r.hgetall(keys.schedules(automation_type))
+            found = await self._r.hgetall(self._keys.schedules(automation_type))
         return {_text(k): _text(v) for k, v in found.items()}
 
     async def delete(self, automation_type: str, schedule_id: str) -> bool:

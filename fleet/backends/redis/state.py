@@ -19,18 +19,18 @@ class RedisCatalog(RedisPart, Catalog):
 
     async def put(self, automation_type: str, entry: dict[str, Any]) -> None:
         with self._guard():
-            await self._r.hset(keys.CATALOG, automation_type, dumps(entry))
+            await self._r.hset(self._keys.CATALOG, automation_type, dumps(entry))
 
     # Records that may hold anything are read as bytes (RAW) and decoded by
     # fleet.core.stored: one value that is not UTF-8 or not JSON fails only itself.
     async def get(self, automation_type: str) -> dict[str, Any] | None:
         with self._guard():
-            raw = await self._r.execute_command("HGET", keys.CATALOG, automation_type, **RAW)
+            raw = await self._r.execute_command("HGET", self._keys.CATALOG, automation_type, **RAW)
         return None if raw is None else catalog_entry_of(automation_type, raw)
 
     async def all(self) -> dict[str, dict[str, Any]]:
         with self._guard():
-            raw = await self._r.execute_command("HGETALL", keys.CATALOG, **RAW)
+            raw = await self._r.execute_command("HGETALL", self._keys.CATALOG, **RAW)
         out: dict[str, dict[str, Any]] = {}
         for field, value in raw.items():
             t = field.decode("utf-8", "replace")
@@ -39,7 +39,7 @@ class RedisCatalog(RedisPart, Catalog):
 
     async def delete(self, automation_type: str) -> None:
         with self._guard():
-            await self._r.hdel(keys.CATALOG, automation_type)
+            await self._r.hdel(self._keys.CATALOG, automation_type)
 
 
 class RedisWorkers(RedisPart, Workers):
@@ -50,15 +50,20 @@ class RedisWorkers(RedisPart, Workers):
     ) -> None:
         with self._guard():
             async with self._r.pipeline(transaction=True) as pipe:
-                pipe.set(keys.worker_key(automation_type, worker_id, "hardware"), dumps(hardware))
-                pipe.sadd(keys.workers_index(automation_type), worker_id)
-                pipe.sadd(keys.WORKERS_ALL, keys.workers_all_member(automation_type, worker_id))
+                pipe.set(
+                    self._keys.worker_key(automation_type, worker_id, "hardware"), dumps(hardware)
+                )
+                pipe.sadd(self._keys.workers_index(automation_type), worker_id)
+                pipe.sadd(
+                    self._keys.WORKERS_ALL,
+                    self._keys.workers_all_member(automation_type, worker_id),
+                )
                 await pipe.execute()
 
     async def set_state(self, automation_type: str, worker_id: str, fields: dict[str, str]) -> None:
         if not fields:
             return
-        key = keys.worker_key(automation_type, worker_id, "state")
+        key = self._keys.worker_key(automation_type, worker_id, "state")
         mapping = {k: str(v) for k, v in fields.items()}
         with self._guard():
             try:
@@ -74,7 +79,9 @@ class RedisWorkers(RedisPart, Workers):
 
     async def put_stats(self, automation_type: str, worker_id: str, stats: dict[str, Any]) -> None:
         with self._guard():
-            await self._r.set(keys.worker_key(automation_type, worker_id, "stats"), dumps(stats))
+            await self._r.set(
+                self._keys.worker_key(automation_type, worker_id, "stats"), dumps(stats)
+            )
 
     async def get(self, automation_type: str, worker_id: str) -> WorkerRecord | None:
         return (await self.get_many([(automation_type, worker_id)]))[0]
@@ -86,7 +93,7 @@ class RedisWorkers(RedisPart, Workers):
         return out
 
     async def _workers_chunk(self, pairs: list[tuple[str, str]]) -> list[WorkerRecord | None]:
-        wk = keys.worker_key
+        wk = self._keys.worker_key
         # As bytes, and a key of the wrong type fails only its own part: a
         # pipeline without MULTI (EXEC would decode every reply at once).
         with self._guard():
@@ -96,7 +103,7 @@ class RedisWorkers(RedisPart, Workers):
                         pipe.execute_command("GET", wk(automation_type, worker_id, part), **RAW)
                     pipe.execute_command("HGETALL", wk(automation_type, worker_id, "state"), **RAW)
                     pipe.execute_command("GET", wk(automation_type, worker_id, "stats"), **RAW)
-                    pipe.sismember(keys.workers_index(automation_type), worker_id)
+                    pipe.sismember(self._keys.workers_index(automation_type), worker_id)
                 replies = await pipe.execute(raise_on_error=False)
         out: list[WorkerRecord | None] = []
         for i, (automation_type, worker_id) in enumerate(pairs):
@@ -121,11 +128,11 @@ class RedisWorkers(RedisPart, Workers):
 
     async def ids(self, automation_type: str) -> list[str]:
         with self._guard():
-            return sorted(await self._r.smembers(keys.workers_index(automation_type)))
+            return sorted(await self._r.smembers(self._keys.workers_index(automation_type)))
 
     async def all(self) -> list[tuple[str, str]]:
         with self._guard():
-            members = await self._r.smembers(keys.WORKERS_ALL)
+            members = await self._r.smembers(self._keys.WORKERS_ALL)
         out: list[tuple[str, str]] = []
         for m in members:
             t, sep, wid = m.partition("|")
@@ -137,8 +144,14 @@ class RedisWorkers(RedisPart, Workers):
         with self._guard():
             async with self._r.pipeline(transaction=True) as pipe:
                 pipe.delete(
-                    *[keys.worker_key(automation_type, worker_id, p) for p in keys.WORKER_PARTS]
+                    *[
+                        self._keys.worker_key(automation_type, worker_id, p)
+                        for p in keys.WORKER_PARTS
+                    ]
                 )
-                pipe.srem(keys.workers_index(automation_type), worker_id)
-                pipe.srem(keys.WORKERS_ALL, keys.workers_all_member(automation_type, worker_id))
+                pipe.srem(self._keys.workers_index(automation_type), worker_id)
+                pipe.srem(
+                    self._keys.WORKERS_ALL,
+                    self._keys.workers_all_member(automation_type, worker_id),
+                )
                 await pipe.execute()

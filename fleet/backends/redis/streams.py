@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet.backends.redis import keys
 from fleet.backends.redis.core import RedisPart
 from fleet.core.capabilities import Streams
 from fleet.core.capabilities.streams import STREAM_MAX_AGE, STREAM_MAX_LEN
@@ -44,7 +43,7 @@ class RedisStreams(RedisPart, Streams):
 
     def _channel(self, topic: str) -> str:
         """The pub/sub channel of ``topic`` in this backend's database."""
-        return keys.event_channel(topic, self._endpoint.db)
+        return self._keys.event_channel(topic, self._endpoint.db)
 
     async def push(
         self,
@@ -73,9 +72,9 @@ class RedisStreams(RedisPart, Streams):
             max(0, int(max_len)),
             self._channel(emit_topic(automation_type)),
         ]
-        stream_keys = [keys.stream(automation_type)]
+        stream_keys = [self._keys.stream(automation_type)]
         if task_id is not None:
-            record = keys.task_record(automation_type, task_id)
+            record = self._keys.task_record(automation_type, task_id)
             stream_keys += [record, record + ":out"]
             argv += [record_lifetime(), RECORD_MAX_OUTPUTS]
         with self._guard():
@@ -92,7 +91,7 @@ class RedisStreams(RedisPart, Streams):
         message: str | None,
     ) -> None:
         progress = progress_record(fraction, message, attempt, now())
-        record = keys.task_record(automation_type, task_id)
+        record = self._keys.task_record(automation_type, task_id)
         event = dumps({"task_id": task_id, **progress})
         channel = self._channel(progress_topic(automation_type))
         argv = [dumps(progress), record_lifetime(), channel, event]
@@ -103,14 +102,14 @@ class RedisStreams(RedisPart, Streams):
         if n <= 0:
             return []
         with self._guard():
-            raw = await self._r.zpopmin(keys.stream(automation_type), n)
+            raw = await self._r.zpopmin(self._keys.stream(automation_type), n)
         return [StreamEntry.from_json(member) for member, _score in raw]
 
     async def peek(self, automation_type: str, n: int = 10) -> list[StreamEntry]:
         if n <= 0:
             return []
         with self._guard():
-            raw = await self._r.zrange(keys.stream(automation_type), 0, n - 1)
+            raw = await self._r.zrange(self._keys.stream(automation_type), 0, n - 1)
         return [StreamEntry.from_json(m) for m in raw]
 
     async def read(
@@ -121,16 +120,18 @@ class RedisStreams(RedisPart, Streams):
         low = "-inf" if after is None else cursor_score(after)
         argv = [low, after or "", n]
         with self._guard():
-            raw = await self._scripts.stream_read(self._lane, [keys.stream(automation_type)], argv)
+            raw = await self._scripts.stream_read(
+                self._lane, [self._keys.stream(automation_type)], argv
+            )
         return [StreamEntry.from_json(m) for m in raw]
 
     async def tail(self, automation_type: str, n: int = 20) -> list[StreamEntry]:
         if n <= 0:
             return []
         with self._guard():
-            raw = await self._r.zrange(keys.stream(automation_type), -n, -1)
+            raw = await self._r.zrange(self._keys.stream(automation_type), -n, -1)
         return [StreamEntry.from_json(m) for m in raw]
 
     async def length(self, automation_type: str) -> int:
         with self._guard():
-            return int(await self._r.zcard(keys.stream(automation_type)))
+            return int(await self._r.zcard(self._keys.stream(automation_type)))

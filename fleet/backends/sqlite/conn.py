@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
+from fleet.backends.base import NAMESPACE
 from fleet.backends.sqlite.schema import migrate
 from fleet.backends.sqlite.writer import BEGIN_ATTEMPTS, Writer, is_busy
 from fleet.core.errors import BackendError, BackendUnavailable, ConfigError
@@ -50,7 +51,9 @@ class SQLiteOptions:
 def parse_url(url: str) -> SQLiteOptions:
     """Parse ``sqlite:///relative.db`` or ``sqlite:////absolute.db`` (+ options).
 
-    Query options: ``busy_timeout_ms``, ``poll_ms``, ``readers``.
+    Query options: ``busy_timeout_ms``, ``poll_ms``, ``readers``, ``namespace`` (a
+    database file of its own beside the named one: ``fleet.db`` with namespace
+    ``acme`` is ``fleet.acme.db``).
 
     Args:
         url: The backend URL.
@@ -79,13 +82,21 @@ def parse_url(url: str) -> SQLiteOptions:
             "use memory:// for one process or sqlite:///./fleet.db for one host"
         )
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    known = {"busy_timeout_ms", "poll_ms", "readers"}
+    known = {"busy_timeout_ms", "poll_ms", "readers", "namespace"}
     unknown = sorted(set(query) - known)
     if unknown:
         raise ConfigError(f"unknown sqlite URL option(s) {unknown}; known: {sorted(known)}")
+    path = Path(raw)
+    namespace = query.get("namespace", "")
+    if namespace:
+        if not NAMESPACE.fullmatch(namespace):
+            raise ConfigError(f"namespace {namespace!r}: use 1-64 letters, digits, '_', '.' or '-'")
+        # A namespace is a database of its own beside the named one:
+        # fleet.db?namespace=acme is fleet.acme.db.
+        path = path.with_name(f"{path.stem}.{namespace}{path.suffix}")
     try:
         options = SQLiteOptions(
-            path=Path(raw),
+            path=path,
             busy_timeout_ms=int(query.get("busy_timeout_ms", 5000)),
             poll_ms=float(query.get("poll_ms", 20.0)),
             readers=int(query.get("readers", 2)),

@@ -9,8 +9,12 @@
 --                               when it ends); the hash's kl/kn: levels, keys in the last
 -- The hash and the sets expire RUN_TTL_MS after the run ended (FLEET_RUN_TTL_SECONDS).
 local RUN_TTL_MS = math.ceil((tonumber('__RUN_TTL__') or 604800) * 1000)
-local RUN_PREFIX = 'fleet:run:'
-local RUN_TYPE = string.sub(K_NORMAL, 13) -- after 'fleet:queue:'
+-- The fleet's namespace prefix ('' or '<namespace>:') is what comes before
+-- 'fleet:queue:' in the type's normal tier key; every run key carries it too.
+local RUN_AT = string.find(K_NORMAL, 'fleet:queue:', 1, true)
+local RUN_NS = string.sub(K_NORMAL, 1, RUN_AT - 1)
+local RUN_PREFIX = RUN_NS .. 'fleet:run:'
+local RUN_TYPE = string.sub(K_NORMAL, RUN_AT + 12) -- after 'fleet:queue:'
 local RUN_DELTAS = {
   queued = {{'submitted', 1}, {'pending', 1}},
   duplicate = {{'duplicates', 1}},
@@ -107,7 +111,7 @@ end
 local function run_callback(rn, key, oc_json, now)
   local ok, oc = pcall(cjson.decode, oc_json)
   if not ok or type(oc) ~= 'table' or type(oc.type) ~= 'string' then return end
-  local q = 'fleet:queue:' .. oc.type
+  local q = RUN_NS .. 'fleet:queue:' .. oc.type
   local id = 'run-' .. rn .. '-complete'
   local old = redis.call('HGET', q .. ':tasks', id)
   if old then
@@ -138,7 +142,7 @@ local RUN_COUNTERS = {'submitted', 'pending', 'running', 'done', 'dead', 'cancel
   'expired', 'duplicates'}
 
 local function run_publish(rn, key)
-  local prefix = redis.call('GET', 'fleet:runs:channel')
+  local prefix = redis.call('GET', RUN_NS .. 'fleet:runs:channel')
   if not prefix then return end
   local flat = redis.call('HGETALL', key)
   local h = {}
