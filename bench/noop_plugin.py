@@ -30,3 +30,9 @@ class NoopAutomation(BatchAutomation[BaseConfig]):
         if _client is None:
             _client = aioredis.Redis.from_url(os.environ["REDIS_URL"])
         await _client.execute_command("INCR", DONE_KEY)
+
+
+# More types of the same job (bench/cluster_drain.py spreads its types over a cluster):
+# NOOP_TYPES=noop1,noop2 registers each under its own name.
+for _extra in filter(None, os.environ.get("NOOP_TYPES", "").split(",")):
+    register(_extra)(type(f"Noop_{_extra}", (NoopAutomation,), {}))

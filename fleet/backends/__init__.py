@@ -25,6 +25,8 @@ _BUILTIN = {
     "rediss": ("fleet.backends.redis", "RedisBackend", "redis[hiredis]"),
     "unix": ("fleet.backends.redis", "RedisBackend", "redis[hiredis]"),
     "redis+sentinel": ("fleet.backends.redis", "RedisBackend", "redis[hiredis]"),
+    "redis+cluster": ("fleet.backends.redis", "RedisBackend", "redis[hiredis]"),
+    "rediss+cluster": ("fleet.backends.redis", "RedisBackend", "redis[hiredis]"),
 }
 
 DEFAULT_BACKEND_URL = "sqlite:///./fleet.db"
@@ -62,12 +64,11 @@ def backend_class(url: str) -> type[Backend]:
                 raise UnsupportedBackend(f"entry point fleet.backends:{scheme} is not a Backend")
             return loaded
     if {"sentinel", "sentinels", "cluster"} & set(scheme.replace("-", "+").split("+")):
-        # redis+sentinel://, sentinel://, redis+cluster://... (unless a plugin serves them)
+        # sentinel://, cluster://, redis-cluster://... (unless a plugin serves them)
         raise UnsupportedBackend(
-            f"{scheme}:// asks for Redis Cluster (or a Sentinel scheme other than "
-            "redis+sentinel://), which the Redis backend does not support yet (its script "
-            "lane talks to one server): use redis://host:port/db, or "
-            "redis+sentinel://host:port[,host:port...]/service[/db]"
+            f"{scheme}:// is not a scheme of the Redis backend: use "
+            "redis+sentinel://host:port[,host:port...]/service[/db] for Sentinel, "
+            "redis+cluster://host:port[,host:port...] for Redis Cluster"
         )
     known = ", ".join(
         sorted({*_BUILTIN, *(ep.name for ep in entry_points(group="fleet.backends"))})

@@ -27,6 +27,10 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
         [str(ROOT), str(ROOT), "--smoke", "--url", "{url}"],
         r"median after: enqueue/s [\d,.]+, .*drain/s [\d,.]+",
     ),
+    "cluster_drain.py": (
+        ["--smoke"],
+        r"\| one server \| [\d,]+ \|\n\| cluster, 3 primaries \| [\d,]+ \|",
+    ),
     "config_patch.py": (
         ["--smoke", "--redis-url", "{url}"],
         r"\| 1 \| [\d.]+ \| [\d.]+ \| [\d,]+ \|(.|\n)*\| 3 \| ",

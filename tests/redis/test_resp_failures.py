@@ -35,7 +35,7 @@ from fleet.backends.redis.resp import (
     refuse_unservable,
 )
 from fleet.backends.redis.scripts import scripts
-from fleet.core.errors import BackendError, BackendUnavailable, UnsupportedBackend
+from fleet.core.errors import BackendError, BackendUnavailable, ConfigError, UnsupportedBackend
 from fleet.core.records import PushRequest, TaskBody, new_id
 from tests.support.redis_server import REDIS_BIN, RedisServer, free_port, pong, server_pid
 
@@ -451,9 +451,9 @@ SENTINEL_URLS = [
     "sentinel://sentinel-a:26379",
     "redis://h:6379/0?service_name=mymaster",
 ]
+# redis+cluster:// is served (tests/redis/test_cluster.py); these forms are not.
 CLUSTER_URLS = [
-    "redis+cluster://:pw-secret@node-a:7000/0",
-    "rediss-cluster://node-a:7000",
+    "rediss-cluster://:pw-secret@node-a:7000",
     "redis://node-a:7000/0?cluster=true",
     "redis://node-a:7000/0?read_from_replicas=1",
 ]
@@ -479,6 +479,21 @@ async def test_cluster_urls_are_refused_when_the_backend_is_made(url: str) -> No
         await open_backend(url)
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis+cluster://:pw-secret@node-a:7000/1",  # a cluster has one database
+        "redis+cluster://:pw-secret@/0",  # no node
+        "redis+cluster://:pw-secret@node-a:x",
+        "redis+cluster://:pw-secret@node-a:7000?read_from_replicas=1",
+    ],
+)
+def test_a_cluster_url_it_cannot_read_is_a_config_error(url: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        RedisBackend(url)
+    assert "pw-secret" not in str(info.value)
+
+
 def test_plain_urls_are_not_refused() -> None:
     for url in ("redis://h:6379/0?socket_timeout=5", "rediss://h/0", "unix:///r.sock?db=1"):
         refuse_unservable(url)
@@ -488,6 +503,6 @@ async def test_a_cluster_mode_server_is_refused_at_connect(tmp_path: Path) -> No
     args = ("--cluster-enabled", "yes", "--cluster-config-file", str(tmp_path / "nodes.conf"))
     with server(tmp_path, *args) as srv:
         b = RedisBackend(srv.url)
-        with pytest.raises(UnsupportedBackend, match="cluster mode"):
+        with pytest.raises(UnsupportedBackend, match="redis\\+cluster://"):
             await b.connect()
         await b.close()

@@ -77,12 +77,16 @@ class RedisServer:
     Args:
         aof: Enable ``appendonly yes`` with ``appendfsync always`` in ``directory``.
         directory: Data directory (a fresh temp dir if None).
+        extra: More ``redis-server`` arguments (e.g. cluster mode).
     """
 
-    def __init__(self, *, aof: bool = False, directory: str | None = None) -> None:
+    def __init__(
+        self, *, aof: bool = False, directory: str | None = None, extra: tuple[str, ...] = ()
+    ) -> None:
         if REDIS_BIN is None:
             raise RuntimeError("redis-server is not installed")
         self.aof = aof
+        self.extra = extra
         self.dir = Path(directory or tempfile.mkdtemp(prefix="fleet-redis-"))
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -112,6 +116,7 @@ class RedisServer:
             args += ["--appendonly", "yes", "--appendfsync", "always"]
         else:
             args += ["--appendonly", "no"]
+        args += self.extra
         for attempt in range(5):
             self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             if self._wait_until_serving():

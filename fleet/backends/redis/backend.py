@@ -81,19 +81,18 @@ class RedisBackend(RedisCore, Backend):
 
         Raises:
             BackendUnavailable: The server cannot be reached (or is loading its data).
-            UnsupportedBackend: The server runs in cluster mode.
+            UnsupportedBackend: A redis:// URL names a node of a cluster.
         """
         self._closed = False
         with self._guard():
             await self._r.ping()
-            cluster = await self._cluster_enabled()
+            cluster = self._cluster is None and await self._cluster_enabled()
         if cluster:
             await self._close_clients()
             raise UnsupportedBackend(
-                f"redis at {self._safe_url} runs in cluster mode: Redis Cluster is not "
-                "supported by the Redis backend yet (its script lane talks to one server "
-                "and does not follow cluster redirections). Use one Redis server without "
-                "cluster mode."
+                f"redis at {self._safe_url} runs in cluster mode: name its nodes with "
+                "redis+cluster://host:port[,host:port...] (a redis:// URL talks to one "
+                "server and does not follow cluster redirections)"
             )
         with self._guard():
             await self._scripts.load_all(self._lane)
@@ -141,9 +140,11 @@ class RedisBackend(RedisCore, Backend):
             worker_ids = await self._r.smembers(self._keys.workers_index(t))
             for wid in worker_ids:
                 doomed += [self._keys.worker_key(t, wid, p) for p in keys.WORKER_PARTS]
-            async with self._r.pipeline(transaction=True) as pipe:
+            async with self._pipeline(transaction=True) as pipe:
                 for start in range(0, len(doomed), 500):
-                    pipe.unlink(*doomed[start : start + 500])
+                    # As a raw command: a cluster pipeline queues it for its slot (the
+                    # type's), where its unlink() would split it outside the pipeline.
+                    pipe.execute_command("UNLINK", *doomed[start : start + 500])
                 pipe.delete(self._keys.workers_index(t))
                 if worker_ids:
                     pipe.srem(

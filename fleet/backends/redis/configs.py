@@ -68,7 +68,7 @@ class RedisConfigs(RedisPart, Configs):
         names = [self._config_key(automation_type, None)]
         names += [self._config_key(automation_type, wid) for wid in ids]
         with self._guard():
-            async with self._r.pipeline(transaction=False) as pipe:
+            async with self._pipeline(transaction=False) as pipe:
                 # MGET answers nil for a key of another type; HMGET raises WRONGTYPE
                 # (kept in the results): both read as "none".
                 pipe.execute_command("MGET", *names, **RAW)

@@ -47,8 +47,15 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fleet.backends import redact_url
 from fleet.backends.base import namespace_of
+from fleet.backends.redis.cluster import (
+    ClusterLane,
+    ClusterTarget,
+    cluster_client,
+    is_cluster_url,
+    parse_cluster_url,
+)
 from fleet.backends.redis.keys import KeySpace
-from fleet.backends.redis.resp import ReplyError, RespClient, endpoint_from_url
+from fleet.backends.redis.resp import Endpoint, Lane, ReplyError, RespClient, endpoint_from_url
 from fleet.backends.redis.scripts import Scripts, scripts
 from fleet.backends.redis.sentinel import (
     close_sentinels,
@@ -57,7 +64,7 @@ from fleet.backends.redis.sentinel import (
     sentinel_client,
     sentinel_endpoint,
 )
-from fleet.core.errors import BackendError, BackendUnavailable, ConfigError
+from fleet.core.errors import BackendError, BackendUnavailable, ConfigError, UnsupportedBackend
 
 log = logging.getLogger("fleet.backends.redis")
 
@@ -223,29 +230,36 @@ class RedisCore:
     def __init__(self, url: str) -> None:
         self.url = url
         url, namespace = namespace_of(url)
-        #: Every key and channel name of this fleet (its namespace's prefix).
-        self._keys = KeySpace(namespace)
         self._conn_url = url
         self._safe_url = redact_url(self.url)
         self._guard_cm = _Guard(self._safe_url)
+        #: ``redis+cluster://``: the nodes to start from (None: one server).
+        self._cluster: ClusterTarget | None = None
         # Read the URL now, so a URL the backend cannot serve fails here rather
         # than at the first call.
         try:
-            read = sentinel_endpoint if is_sentinel_url(url) else endpoint_from_url
-            self._endpoint = read(
-                url,
-                connect_timeout=CONNECT_TIMEOUT,
-                command_timeout=COMMAND_TIMEOUT,
-                client_name="fleet-scripts",
-            )
+            if is_cluster_url(url):
+                self._cluster = parse_cluster_url(url)
+                self._endpoint = Endpoint()  # a cluster has one database: 0
+            else:
+                read = sentinel_endpoint if is_sentinel_url(url) else endpoint_from_url
+                self._endpoint = read(
+                    url,
+                    connect_timeout=CONNECT_TIMEOUT,
+                    command_timeout=COMMAND_TIMEOUT,
+                    client_name="fleet-scripts",
+                )
         except BackendError:
             raise
         except (ValueError, OSError) as exc:  # OSError: a TLS file cannot be read
             raise ConfigError(f"redis URL {self._safe_url}: {exc}") from exc
+        #: Every key and channel name of this fleet (its namespace's prefix, and on a
+        #: cluster its hash tags).
+        self._keys = KeySpace(namespace, cluster=self._cluster is not None)
         self._scripts: Scripts = scripts()
         self._cmd: Redis | None = None
         self._blk: Redis | None = None
-        self._fast: RespClient | None = None
+        self._fast: Lane | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._closed = False
         #: BLPOP calls in flight, cancelled by close().
@@ -262,25 +276,43 @@ class RedisCore:
     def _r(self) -> Any:
         """The command client (connecting lazily if ``connect`` was not called)."""
         if self._cmd is None:
-            self._cmd = make_client(self._conn_url, blocking=False)
+            self._cmd = self._client(blocking=False)
         return self._cmd
 
     @property
-    def _lane(self) -> RespClient:
-        """The script lane (connecting lazily on its first call)."""
+    def _lane(self) -> Lane:
+        """The script lane (connecting lazily on its first call); on a cluster, the
+        cluster client behind the lane's interface."""
         if self._fast is None:
-            self._fast = RespClient(self._endpoint)
+            self._fast = (
+                RespClient(self._endpoint) if self._cluster is None else ClusterLane(self._r)
+            )
         return self._fast
 
     @property
     def _b(self) -> Any:
         """The client used only for blocking commands."""
         if self._blk is None:
-            self._blk = make_client(self._conn_url, blocking=True)
+            self._blk = self._client(blocking=True)
         return self._blk
+
+    def _client(self, *, blocking: bool) -> Any:
+        if self._cluster is None:
+            return make_client(self._conn_url, blocking=blocking)
+        return cluster_client(
+            self._cluster,
+            connect_timeout=CONNECT_TIMEOUT,
+            command_timeout=None if blocking else COMMAND_TIMEOUT,
+            name="fleet-blocking" if blocking else "fleet",
+        )
 
     def _unavailable(self, exc: BaseException) -> BackendUnavailable:
         return unavailable(self._safe_url, exc)
+
+    def _pipeline(self, *, transaction: bool) -> Any:
+        """A pipeline of the command client; on a cluster never a transaction (its
+        commands may go to several nodes): each command still runs atomically."""
+        return self._r.pipeline(transaction=transaction and self._cluster is None)
 
     def _guard(self) -> _Guard:
         """Translate driver errors into Fleet's (see :func:`translate`)."""
@@ -331,7 +363,7 @@ class RedisPart:
         self._scripts = core._scripts
 
     @property
-    def _lane(self) -> RespClient:
+    def _lane(self) -> Lane:
         return self._core._lane
 
     @property
@@ -363,6 +395,18 @@ class RedisPart:
 
     def _unavailable(self, exc: BaseException) -> BackendUnavailable:
         return self._core._unavailable(exc)
+
+    def _pipeline(self, *, transaction: bool) -> Any:
+        return self._core._pipeline(transaction=transaction)
+
+    def _not_on_cluster(self, what: str) -> None:
+        """Refuse a capability whose scripts span several hash slots on a cluster."""
+        if self._core._cluster is not None:
+            raise UnsupportedBackend(
+                f"{what} is not supported on Redis Cluster yet (its atomic steps span the "
+                "keys of several automation types); use one Redis server (redis://) or "
+                "Sentinel (redis+sentinel://) for a fleet that needs it"
+            )
 
     def _spawn(self, coro: Any) -> None:
         self._core._spawn(coro)

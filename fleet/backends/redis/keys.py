@@ -81,21 +81,26 @@ class KeySpace:
         ConfigError: The namespace is not 1-64 of ``A-Z a-z 0-9 _ . -``.
     """
 
-    def __init__(self, namespace: str = "") -> None:
+    def __init__(self, namespace: str = "", *, cluster: bool = False) -> None:
         if namespace and not NAMESPACE.fullmatch(namespace):
             raise ConfigError(f"namespace {namespace!r}: use 1-64 letters, digits, '_', '.' or '-'")
         self.namespace = namespace
+        #: Redis Cluster: every key of a type carries the hash tag ``{<type>}`` (one
+        #: slot per type), every key of the pools the tag ``{pools}``.
+        self.cluster = cluster
         #: What every name starts with: ``"<namespace>:"``, or nothing.
         self.prefix = prefix = f"{namespace}:" if namespace else ""
+        self._pool_root = prefix + ("fleet:pool:{pools}:" if cluster else "fleet:pool:")
         self._queue_key_cache: dict[tuple[str, int], tuple[str, ...]] = {}
         self.WORKERS_ALL = prefix + "wkrs:all"
         self.EVENT_PREFIX = prefix + "event:"
         self.CATALOG = prefix + "fleet:catalog"
-        self.POOL_NAMES = prefix + "fleet:pools"
+        self.POOL_NAMES = prefix + ("fleet:pools:{pools}" if cluster else "fleet:pools")
         #: zset ``[type, id]`` (JSON) -> next run of every enabled schedule, fleet-wide.
-        self.SCHEDULES_DUE = prefix + "fleet:schedules:due"
+        sched = "fleet:schedules:{schedules}:" if cluster else "fleet:schedules:"
+        self.SCHEDULES_DUE = prefix + sched + "due"
         #: The prefix of the per-type schedule hashes.
-        self.SCHEDULES_PREFIX = prefix + "fleet:schedules:"
+        self.SCHEDULES_PREFIX = prefix + sched
         #: zset proxy key -> the time its state is forgotten: every proxy of ``ctx.proxy``.
         self.PROXIES = prefix + "fleet:proxies"
         #: Prefix and suffixes of the two keys of one proxy (``lua/proxies.lua`` lists by them).
@@ -108,15 +113,19 @@ class KeySpace:
         #: script that ends a run publishes it (a script cannot tell its database).
         self.RUN_CHANNEL = prefix + "fleet:runs:channel"
 
+    def _tag(self, name: str) -> str:
+        """``name`` as a hash tag (``{name}``) on Redis Cluster, else as it is."""
+        return f"{{{name}}}" if self.cluster else name
+
     # ------------------------------------------------------------------ workers
 
     def worker_key(self, automation_type: str, worker_id: str, part: str) -> str:
         """``wkr:<type>:<id>:<part>`` with part in hardware|config|gen|state|stats."""
-        return f"{self.prefix}wkr:{automation_type}:{worker_id}:{part}"
+        return f"{self.prefix}wkr:{self._tag(automation_type)}:{worker_id}:{part}"
 
     def workers_index(self, automation_type: str) -> str:
         """``wkrs:<type>``: set of every worker id of the type."""
-        return f"{self.prefix}wkrs:{automation_type}"
+        return f"{self.prefix}wkrs:{self._tag(automation_type)}"
 
     def workers_all_member(self, automation_type: str, worker_id: str) -> str:
         """The ``wkrs:all`` member of one worker: ``<type>|<id>``."""
@@ -126,7 +135,7 @@ class KeySpace:
 
     def stream(self, automation_type: str) -> str:
         """``stream:<type>``: zset score = emit time, member = JSON envelope."""
-        return f"{self.prefix}stream:{automation_type}"
+        return f"{self.prefix}stream:{self._tag(automation_type)}"
 
     def event_prefix(self, db: int = 0) -> str:
         """The prefix of every event channel of database ``db``: ``event:`` for db 0
@@ -147,7 +156,7 @@ class KeySpace:
 
     def queue(self, automation_type: str) -> str:
         """``fleet:queue:<type>``: the normal tier list (also the prefix of every queue key)."""
-        return f"{self.prefix}fleet:queue:{automation_type}"
+        return f"{self.prefix}fleet:queue:{self._tag(automation_type)}"
 
     def groups_meta(self, automation_type: str) -> str:
         """``fleet:queue:<type>:groups:meta``: besides the queue's group state, the type's
@@ -199,11 +208,11 @@ class KeySpace:
 
     def pool(self, name: str) -> str:
         """``fleet:pool:<name>``: hash item_id -> JSON ``{p, t, x, c, i}``."""
-        return f"{self.prefix}fleet:pool:{name}"
+        return self._pool_root + name
 
     def pool_claim_prefix(self, name: str) -> str:
         """Prefix of ``fleet:pool:<name>:claim:<item_id>`` (value: the claim token)."""
-        return f"{self.prefix}fleet:pool:{name}:claim:"
+        return f"{self._pool_root}{name}:claim:"
 
     def pool_claim(self, name: str, item_id: str) -> str:
         """``fleet:pool:<name>:claim:<item_id>``: the claim lease of one item."""
@@ -211,7 +220,7 @@ class KeySpace:
 
     def pool_tag_prefix(self, name: str) -> str:
         """Prefix of ``fleet:pool:<name>:idx:tag:<field>=<json value>`` tag indexes."""
-        return f"{self.prefix}fleet:pool:{name}:idx:tag:"
+        return f"{self._pool_root}{name}:idx:tag:"
 
     def pool_keys(self, name: str) -> list[str]:
         """Fixed ``KEYS`` of every pool script: hash, available index (zset id ->
@@ -219,9 +228,9 @@ class KeySpace:
         (zset id -> expires_at), and the set of pool names."""
         return [
             self.pool(name),
-            f"{self.prefix}fleet:pool:{name}:idx:avail",
-            f"{self.prefix}fleet:pool:{name}:idx:claimed",
-            f"{self.prefix}fleet:pool:{name}:idx:expiry",
+            f"{self._pool_root}{name}:idx:avail",
+            f"{self._pool_root}{name}:idx:claimed",
+            f"{self._pool_root}{name}:idx:expiry",
             self.POOL_NAMES,
         ]
 
@@ -244,7 +253,8 @@ class KeySpace:
         takes them: ``fleet:limit:<key>:holders`` (zset token -> hold end) and
         ``fleet:limit:<key>:tat`` (string: the rate's next allowed start). Both carry a
         TTL refreshed by every change; the two suffixes keep any two limiters apart."""
-        return [f"{self.prefix}fleet:limit:{key}:holders", f"{self.prefix}fleet:limit:{key}:tat"]
+        limit = f"{self.prefix}fleet:limit:{self._tag(key)}"
+        return [f"{limit}:holders", f"{limit}:tat"]
 
     def proxy_keys(self, key: str) -> list[str]:
         """The two keys of proxy ``key`` (``ctx.proxy``), in the order ``lua/proxies.lua``
@@ -271,20 +281,20 @@ class KeySpace:
 
     def config(self, automation_type: str) -> str:
         """``fleet:config:<type>``: the type-wide partial config (JSON)."""
-        return f"{self.prefix}fleet:config:{automation_type}"
+        return f"{self.prefix}fleet:config:{self._tag(automation_type)}"
 
     def config_override(self, automation_type: str, worker_id: str) -> str:
         """``fleet:config:<type>:w:<worker_id>``: one worker's override (JSON)."""
-        return f"{self.prefix}fleet:config:{automation_type}:w:{worker_id}"
+        return f"{self.config(automation_type)}:w:{worker_id}"
 
     def config_generation(self, automation_type: str) -> str:
         """``fleet:config:<type>:gen``: the type's generation counter."""
-        return f"{self.prefix}fleet:config:{automation_type}:gen"
+        return f"{self.config(automation_type)}:gen"
 
     def config_generations(self, automation_type: str) -> str:
         """``fleet:config:<type>:gens``: hash of the generation each partial config was
         stored at (field ``""``: the type-wide config; a worker id: its override)."""
-        return f"{self.prefix}fleet:config:{automation_type}:gens"
+        return f"{self.config(automation_type)}:gens"
 
     def config_override_pattern(self, automation_type: str) -> str:
         """SCAN pattern of every per-worker override of a type."""
@@ -307,8 +317,8 @@ class KeySpace:
         expires). The two suffixes keep any two types apart."""
         return [
             self.queue(automation_type) + ":counters",
-            f"{self.prefix}fleet:history:{automation_type}:buckets",
-            f"{self.prefix}fleet:history:{automation_type}:expiry",
+            f"{self.prefix}fleet:history:{self._tag(automation_type)}:buckets",
+            f"{self.prefix}fleet:history:{self._tag(automation_type)}:expiry",
         ]
 
     def _queue_keys(self, automation_type: str, hour: int) -> tuple[str, ...]:

@@ -40,6 +40,8 @@ class RedisKV(RedisPart, KV):
         return value
 
     async def get_many(self, ns: str, names: list[str]) -> list[str | None]:
+        if self._core._cluster is not None:  # the keys live in many slots: one by one
+            return [await self.get(ns, name) for name in names]
         out: list[str | None] = []
         for at in range(0, len(names), 500):  # bounded replies
             chunk = [self._keys.kv(ns, k) for k in names[at : at + 500]]

@@ -146,6 +146,7 @@ class RedisProxies(RedisPart, ProxyHealth):
         spread: bool = False,
         automation_type: str | None = None,
     ) -> ProxyTake:
+        self._not_on_cluster("proxy health (ctx.proxy)")
         k, argv = take_call(
             self._keys,
             candidates,
@@ -179,6 +180,7 @@ class RedisProxies(RedisPart, ProxyHealth):
         reason: str = "",
         automation_type: str | None = None,
     ) -> float | None:
+        self._not_on_cluster("proxy health (ctx.proxy)")
         k, argv = report_call(
             self._keys,
             key,
@@ -207,6 +209,8 @@ class RedisProxies(RedisPart, ProxyHealth):
         return stored, int(gen)
 
     async def listing(self, *, limit: int = 1000) -> list[ProxyInfo]:
+        if self._core._cluster is not None:
+            return []  # none can be taken there (take refuses)
         argv = [
             "list",
             repr(now()),

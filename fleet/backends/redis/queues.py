@@ -360,7 +360,7 @@ class RedisQueues(RedisPart, TaskQueues):
         k = self._qkeys(automation_type)
         normal, high, low, proc, _pb, sched, dead, _t, counters = k[:9]
         with self._guard():
-            async with self._r.pipeline(transaction=True) as pipe:
+            async with self._pipeline(transaction=True) as pipe:
                 pipe.llen(high).llen(normal).llen(low)
                 pipe.zcard(proc).zcard(sched).llen(dead).hgetall(counters)
                 pipe.lindex(high, 0).lindex(normal, 0).lindex(low, 0)

@@ -57,7 +57,7 @@ import re
 import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 import hiredis
@@ -99,6 +99,17 @@ _SENTINEL_WORDS = frozenset({"sentinel", "sentinels"})
 _CLUSTER_WORDS = frozenset({"cluster"})
 _SENTINEL_OPTIONS = ("sentinel", "sentinels", "service_name", "master_name", "sentinel_master")
 _CLUSTER_OPTIONS = ("cluster", "cluster_mode", "read_from_replicas", "require_full_coverage")
+
+
+class Lane(Protocol):
+    """What the backend calls scripts and commands on: :class:`RespClient` for one
+    server, :class:`~fleet.backends.redis.cluster.ClusterLane` for a cluster."""
+
+    async def execute(self, *args: Any) -> Any: ...
+
+    async def evalsha(self, sha: str, keys: Sequence[str], args: Sequence[Any]) -> Any: ...
+
+    async def close(self) -> None: ...
 
 
 class ReplyError(ResponseError):
@@ -190,10 +201,9 @@ def refuse_unservable(url: str) -> None:
         )
     if cluster is not None:
         raise UnsupportedBackend(
-            f"the redis URL's {cluster} asks for Redis Cluster, which the Redis backend "
-            "does not support yet: its script lane talks to one server and does not follow "
-            "cluster redirections. Use one Redis server without cluster mode "
-            "(redis://host:port/db)."
+            f"the redis URL's {cluster} asks for Redis Cluster in a form the Redis backend "
+            "does not read: write redis+cluster://[user:pass@]host:port[,host:port...] "
+            "(redis-py's cluster client then follows the cluster's redirections)"
         )
 
 

@@ -50,6 +50,7 @@ class RedisRuns(RedisPart, Runs):
     async def create(
         self, *, name: str | None = None, on_complete: dict[str, Any] | None = None
     ) -> str:
+        self._not_on_cluster("runs (docs/runs.md)")
         run_id = new_id()
         t = now()
         fields = ["state", "running", "created_at", repr(t)]
@@ -97,6 +98,7 @@ class RedisRuns(RedisPart, Runs):
         return RunPage(found, found[-1].id if len(ids) > limit and found else None)
 
     async def cancel(self, run_id: str) -> RunCancel | None:
+        self._not_on_cluster("runs (docs/runs.md)")
         with self._guard():
             answer = await self._scripts.run_cancel(
                 self._lane, [self._keys.run(run_id)], [repr(now()), str(int(run_ttl() * 1000) + 1)]

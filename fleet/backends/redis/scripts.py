@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
-from fleet.backends.redis.resp import ReplyError, RespClient
+from fleet.backends.redis.resp import Lane, ReplyError
 from fleet.core.results import result_max_per_type, result_ttl
 from fleet.core.runs import run_ttl
 
@@ -62,7 +62,7 @@ class LuaScript:
         self.source = with_settings(load_source(name))
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
 
-    async def __call__(self, client: RespClient, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    async def __call__(self, client: Lane, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """Run the script by EVALSHA, loading it first if the server lost it.
 
         Raises:
@@ -148,7 +148,7 @@ class Scripts:
         self.run_cancel = self.all["run_cancel"]
         self.history_record = self.all["history_record"]
 
-    async def load_all(self, client: RespClient) -> None:
+    async def load_all(self, client: Lane) -> None:
         """SCRIPT LOAD every script (pipelined: one round trip)."""
         await asyncio.gather(
             *(client.execute("SCRIPT", "LOAD", script.source) for script in self.all.values())

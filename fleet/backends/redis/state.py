@@ -49,7 +49,7 @@ class RedisWorkers(RedisPart, Workers):
         self, automation_type: str, worker_id: str, hardware: dict[str, Any]
     ) -> None:
         with self._guard():
-            async with self._r.pipeline(transaction=True) as pipe:
+            async with self._pipeline(transaction=True) as pipe:
                 pipe.set(
                     self._keys.worker_key(automation_type, worker_id, "hardware"), dumps(hardware)
                 )
@@ -73,7 +73,7 @@ class RedisWorkers(RedisPart, Workers):
                     raise
                 # Not a hash (written by something else): replaced, since the
                 # heartbeat writes every field.
-                async with self._r.pipeline(transaction=True) as pipe:
+                async with self._pipeline(transaction=True) as pipe:
                     pipe.delete(key).hset(key, mapping=mapping)
                     await pipe.execute()
 
@@ -97,7 +97,7 @@ class RedisWorkers(RedisPart, Workers):
         # As bytes, and a key of the wrong type fails only its own part: a
         # pipeline without MULTI (EXEC would decode every reply at once).
         with self._guard():
-            async with self._r.pipeline(transaction=False) as pipe:
+            async with self._pipeline(transaction=False) as pipe:
                 for automation_type, worker_id in pairs:
                     for part in ("hardware", "config", "gen"):
                         pipe.execute_command("GET", wk(automation_type, worker_id, part), **RAW)
@@ -142,13 +142,11 @@ class RedisWorkers(RedisPart, Workers):
 
     async def forget(self, automation_type: str, worker_id: str) -> None:
         with self._guard():
-            async with self._r.pipeline(transaction=True) as pipe:
-                pipe.delete(
-                    *[
-                        self._keys.worker_key(automation_type, worker_id, p)
-                        for p in keys.WORKER_PARTS
-                    ]
-                )
+            async with self._pipeline(transaction=True) as pipe:
+                parts = [
+                    self._keys.worker_key(automation_type, worker_id, p) for p in keys.WORKER_PARTS
+                ]
+                pipe.execute_command("DEL", *parts)  # raw: queued as one, in its slot
                 pipe.srem(self._keys.workers_index(automation_type), worker_id)
                 pipe.srem(
                     self._keys.WORKERS_ALL,
