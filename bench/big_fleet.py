@@ -14,7 +14,12 @@ reserves get one, which it acks). Meanwhile the driver measures, over ``--second
   ``GET /api/v1/events``;
 * the master's CPU (percent of one core) and RSS, and Redis' CPU.
 
+Each simulated worker also publishes its type's catalog entry when it starts, as a real
+one does: without it the master would neither subscribe to the types' event topics nor
+read their queue depths, and the event delay would only measure the ``workers`` frames.
+
     .venv/bin/python bench/big_fleet.py [--workers 1000] [--procs 4] [--seconds 60]
+        [--profile master.prof]   # run the master under cProfile (slower; to find hot spots)
 """
 
 from __future__ import annotations
@@ -35,6 +40,41 @@ from benchlib import PYTHON, ROOT, SMOKE_HELP, free_port, loadavg, pct, redis_se
 
 TYPES = [f"big-{i}" for i in range(10)]
 TOKEN = "big-fleet-admin-token-0123456789"
+
+
+#: ``python -c PROFILED <path> master ...``: ``fleet`` under cProfile. uvicorn re-raises
+#: the SIGTERM it stopped on once it has shut down (which would kill the process before
+#: ``-m cProfile`` writes anything), so the stats are written by a SIGTERM handler.
+PROFILED = """
+import cProfile, runpy, signal, sys
+path = sys.argv[1]
+sys.argv = ["fleet", *sys.argv[2:]]
+prof = cProfile.Profile()
+def dump(*_):
+    prof.disable()
+    prof.dump_stats(path)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, dump)
+prof.enable()
+try:
+    runpy.run_module("fleet", run_name="__main__")
+finally:
+    dump()
+"""
+
+
+def catalog_entry(automation_type: str) -> dict[str, object]:
+    """A batch type's catalog entry, as a worker of a plugin without settings writes it."""
+    schema = {"type": "object", "properties": {}, "title": "Payload"}
+    return {
+        "type": automation_type,
+        "kind": "BatchAutomation",
+        "config": {"type": "object", "properties": {}, "title": "BaseConfig"},
+        "queue": {"name": automation_type, "payload": schema},
+        "stream": None,
+        "pools": {},
+        "browser": None,
+    }
 
 
 async def simulate(url: str, first: int, count: int, heartbeat: float, seconds: float) -> None:
@@ -64,6 +104,7 @@ async def simulate(url: str, first: int, count: int, heartbeat: float, seconds: 
         wid = f"sim-{n}"
         await asyncio.sleep(random.random() * heartbeat)  # spread them out
         await backend.workers.register(t, wid, hardware)
+        await backend.catalog.put(t, catalog_entry(t))
         await backend.workers.set_state(t, wid, fields("RUNNING"))
         await backend.events.publish(worker_topic(t), {"worker_id": wid, "state": "RUNNING"})
         next_beat = time.monotonic() + heartbeat
@@ -166,6 +207,18 @@ def line(name: str, values: list[float]) -> str:
     )
 
 
+async def redis_cpu(url: str) -> float:
+    """Seconds of CPU the Redis server has used (user + system)."""
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(url)
+    try:
+        info = await client.info("cpu")
+    finally:
+        await client.aclose()
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
 async def drive(opts: argparse.Namespace, url: str) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -175,7 +228,10 @@ async def drive(opts: argparse.Namespace, url: str) -> None:
         "FLEET_LOG_LEVEL": "WARNING",
         "FLEET_ENTRY_POINTS": "0",
     }
-    master = spawn([PYTHON, "-m", "fleet", "master", "--port", str(port), "--backend", url], env)
+    args = [PYTHON, "-m", "fleet", "master", "--port", str(port), "--backend", url]
+    if opts.profile:
+        args[1:3] = ["-c", PROFILED, opts.profile]
+    master = spawn(args, env)
     sims = []
     try:
         async with httpx.AsyncClient(base_url=base, timeout=5) as http:
@@ -200,6 +256,7 @@ async def drive(opts: argparse.Namespace, url: str) -> None:
             up = sum(1 for w in r.json() if w.get("up"))
         proc = psutil.Process(master.pid)
         cpu0 = sum(proc.cpu_times()[:2])
+        redis0 = await redis_cpu(url)
         started = time.monotonic()
         workers, automations, delays, _ = await asyncio.gather(
             probe(base, "/api/v1/workers", opts.seconds, 0.5),
@@ -209,6 +266,7 @@ async def drive(opts: argparse.Namespace, url: str) -> None:
         )
         elapsed = time.monotonic() - started
         cpu = (sum(proc.cpu_times()[:2]) - cpu0) / elapsed * 100
+        redis_pct = (await redis_cpu(url) - redis0) / elapsed * 100
         rss = proc.memory_info().rss
         print(f"load average: {loadavg()}")
         print(
@@ -219,6 +277,7 @@ async def drive(opts: argparse.Namespace, url: str) -> None:
         print(line("GET /api/v1/automations (the overview's load)", automations))
         print(line("event stream, state change -> frame", delays))
         print(f"  master: {cpu:.0f} % of one core, RSS {rss / 2**20:.0f} MiB")
+        print(f"  redis: {redis_pct:.0f} % of one core")
     finally:
         for p in sims:
             stop(p)
@@ -237,6 +296,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--heartbeat", type=float, default=5.0)
     parser.add_argument("--url", default=None, help="a Redis URL (default: a private server)")
+    parser.add_argument("--profile", default=None, help="run the master under cProfile, to PATH")
     parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     opts = parser.parse_args()
     if opts.smoke:

@@ -55,6 +55,7 @@ from fleet.master.services.history import HistoryRecorder
 from fleet.master.services.metrics import MasterMetrics
 from fleet.master.services.outage import ApiOutage
 from fleet.master.services.schedule_check import catalog_check
+from fleet.master.services.shared_views import SharedWorkerViews
 from fleet.master.services.sweeper import Sweeper
 from fleet.master.services.validation import InvalidInput, finite_json
 from fleet.master.state import MasterState, master_state
@@ -189,7 +190,9 @@ def create_app(
                 keep_local_entries(state.backend, catalog_check_seconds), name="fleet-catalog"
             )
             stack.push_async_callback(_cancel, keeper)
-            state.events = EventHub(state.backend, settings.heartbeat_seconds)
+            state.views = SharedWorkerViews(state.backend, settings.heartbeat_seconds)
+            stack.push_async_callback(_close_views)
+            state.events = EventHub(state.backend, settings.heartbeat_seconds, state.views)
             stack.push_async_callback(_close_events)
             stack.push_async_callback(outage.close)
             yield
@@ -198,6 +201,11 @@ def create_app(
         if state.sweeper is not None:
             await state.sweeper.stop()
             state.sweeper = None
+
+    async def _close_views() -> None:
+        if state.views is not None:
+            await state.views.close()
+            state.views = None
 
     async def _close_events() -> None:
         if state.events is not None:

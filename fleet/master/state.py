@@ -16,6 +16,7 @@ from fleet.settings import Settings
 if TYPE_CHECKING:
     from fleet.master.services.event_hub import EventHub
     from fleet.master.services.metrics import MasterMetrics
+    from fleet.master.services.shared_views import SharedWorkerViews
     from fleet.master.services.sweeper import Sweeper
 
 
@@ -31,6 +32,8 @@ class MasterState:
         metrics: The Prometheus exporter (its own registry).
         entries: Batch types' catalog entries as the submit routes reuse them.
         events: The hub every event stream shares (set by the lifespan).
+        views: The read of every worker's view that ``GET /workers``, ``GET
+            /automations`` and the event hub share (set by the lifespan).
         started_at: Unix time the app started.
     """
 
@@ -41,6 +44,7 @@ class MasterState:
     metrics: MasterMetrics | None = None
     entries: EntryCache = field(default_factory=EntryCache)
     events: EventHub | None = None
+    views: SharedWorkerViews | None = None
     started_at: float = field(default_factory=time.time)
 
 
@@ -53,6 +57,23 @@ def master_state(request: Request) -> MasterState:
 async def backend_dependency(request: Request) -> Backend:
     """The app's backend (FastAPI dependency; async so it runs on the event loop)."""
     return get_backend(request)
+
+
+def shared_views(request: Request) -> SharedWorkerViews:
+    """The app's shared read of the worker views."""
+    views = master_state(request).views
+    if views is None:  # pragma: no cover - only outside the lifespan
+        raise RuntimeError("the master's worker views are not set up (lifespan not started)")
+    return views
+
+
+def views_changed(request: Request) -> None:
+    """Tell the shared read of the worker views that this request just changed what
+    a view shows (a forgotten or drained worker, a new config generation, a deleted
+    type): the next reader waits for a fresh read, so the change shows at once."""
+    views = master_state(request).views
+    if views is not None:
+        views.invalidate()
 
 
 def get_backend(request: Request) -> Backend:

@@ -11,7 +11,7 @@ from fleet.master.http.auth import Principal, admin_access, list_access, type_re
 from fleet.master.http.models import TypeName, error_responses
 from fleet.master.services import types
 from fleet.master.services.catalog import shown_catalog, shown_entry
-from fleet.master.state import backend_dependency, master_state
+from fleet.master.state import backend_dependency, master_state, shared_views, views_changed
 
 router = APIRouter(tags=["catalog"], responses=error_responses(401, 403, 404, 413, 503))
 
@@ -41,9 +41,11 @@ async def automations(
     principal: Principal = Depends(list_access),
     backend: Backend = Depends(backend_dependency),
 ) -> list[dict[str, Any]]:
-    """Every catalogued type, and every type that has workers, with a summary."""
+    """Every catalogued type, and every type that has workers, with a summary (the
+    worker counts as ``GET /workers`` shows them: as of at most two seconds ago)."""
     heartbeat = master_state(request).settings.heartbeat_seconds
-    return await types.type_rows(backend, principal.sees_type, heartbeat)
+    read = await shared_views(request).read()
+    return await types.type_rows(backend, principal.sees_type, heartbeat, read)
 
 
 @router.delete("/automations/{automation_type}", summary="Remove all state of a type")
@@ -58,5 +60,8 @@ async def delete_type(
     re-register and re-publish their catalog entry. A type the backend holds
     nothing of answers 404; a type with live tasks in a running run answers 409
     (cancel the run first)."""
-    await types.delete_type(backend, automation_type, master_state(request).entries.forget)
+    try:
+        await types.delete_type(backend, automation_type, master_state(request).entries.forget)
+    finally:
+        views_changed(request)  # even a purge that failed half-way may have removed workers
     return {"deleted": automation_type}

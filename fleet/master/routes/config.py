@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends, HTTPException, Query
+from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
 
 from fleet.backends.base import Backend
 from fleet.master.http.auth import Principal, admin_access, type_read_access
 from fleet.master.http.models import TypeName, error_responses
 from fleet.master.services import configs
-from fleet.master.state import backend_dependency
+from fleet.master.state import backend_dependency, views_changed
 
 router = APIRouter(tags=["config"], responses=error_responses(401, 403, 404, 413, 503))
 
@@ -43,6 +43,7 @@ async def get_config(
 )
 async def patch_config(
     automation_type: TypeName,
+    request: Request,
     patch: dict[str, Any] = Body(..., description=_PATCH_DOC),
     replace: bool = Query(False, description="Replace the stored config instead of merging."),
     _: Any = Depends(admin_access),
@@ -51,7 +52,10 @@ async def patch_config(
     """Validate against ``Config`` (422), store, bump the generation of every worker of
     the type and push it; per-worker overrides are kept. Masked secrets sent back keep
     the stored ones; a mask that matches no stored secret is a 422."""
-    return await configs.patch_type(backend, automation_type, patch, replace=replace)
+    try:
+        return await configs.patch_type(backend, automation_type, patch, replace=replace)
+    finally:
+        views_changed(request)  # every worker's desired generation (even after a failure)
 
 
 @router.patch(
@@ -62,6 +66,7 @@ async def patch_config(
 async def patch_worker(
     automation_type: TypeName,
     worker_id: str,
+    request: Request,
     patch: dict[str, Any] = Body(..., description=_PATCH_DOC),
     replace: bool = Query(False, description="Replace the override instead of merging."),
     _: Any = Depends(admin_access),
@@ -69,4 +74,9 @@ async def patch_worker(
 ) -> dict[str, Any]:
     """Validate the merged config (422), store the override, bump that worker's
     generation and push it. An override of a worker not registered yet is kept for it."""
-    return await configs.patch_worker(backend, automation_type, worker_id, patch, replace=replace)
+    try:
+        return await configs.patch_worker(
+            backend, automation_type, worker_id, patch, replace=replace
+        )
+    finally:
+        views_changed(request)  # its desired generation (even after a failure)

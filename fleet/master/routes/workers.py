@@ -4,27 +4,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 
 from fleet.backends.base import Backend
-from fleet.master.http.auth import Principal, admin_access, list_access, type_read_access
+from fleet.master.http.auth import Kind, Principal, admin_access, list_access, type_read_access
 from fleet.master.http.models import TypeName, error_responses
 from fleet.master.services import workers
 from fleet.master.services.workers_view import load_views
-from fleet.master.state import backend_dependency, master_state
+from fleet.master.state import backend_dependency, master_state, shared_views, views_changed
 
 router = APIRouter(tags=["workers"], responses=error_responses(401, 403, 404, 413, 503))
 
 
-@router.get("/workers", summary="Every worker of every type")
+@router.get("/workers", summary="Every worker of every type", response_model=list[dict[str, Any]])
 async def all_workers(
     request: Request,
     principal: Principal = Depends(list_access),
-    backend: Backend = Depends(backend_dependency),
-) -> list[dict[str, Any]]:
-    """Workers with state, last_seen, up, slots, desired vs applied generation."""
-    pairs = [p for p in await backend.workers.all() if principal.sees_type(p[0])]
-    return await load_views(backend, pairs, master_state(request).settings.heartbeat_seconds)
+) -> Response:
+    """Workers with state, last_seen, up, slots, desired vs applied generation (as of
+    a read of at most two seconds ago, shared with every other reader of this master;
+    its own changes to a worker show at once)."""
+    read = await shared_views(request).read()
+    # The same JSON FastAPI would make of the list, made once per read for every
+    # caller that sees every type (at 1,000 workers, ~20 ms of CPU per answer).
+    sees = principal.sees_type if principal.kind is Kind.SCOPED else None
+    return Response(read.json(sees), media_type="application/json")
 
 
 @router.get("/automations/{automation_type}/workers", summary="Workers of one type")
@@ -57,11 +61,15 @@ async def one_worker(
 async def drain_worker(
     automation_type: TypeName,
     worker_id: str,
+    request: Request,
     _: Any = Depends(admin_access),
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """Stop taking tasks, finish in-flight ones, then idle (until resumed)."""
-    await workers.control(backend, automation_type, worker_id, "drain")
+    try:
+        await workers.control(backend, automation_type, worker_id, "drain")
+    finally:
+        views_changed(request)  # its draining_requested flag
     return {"worker_id": worker_id, "action": "drain"}
 
 
@@ -69,11 +77,15 @@ async def drain_worker(
 async def resume_worker(
     automation_type: TypeName,
     worker_id: str,
+    request: Request,
     _: Any = Depends(admin_access),
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """Undo a drain: the worker takes tasks again."""
-    await workers.control(backend, automation_type, worker_id, "resume")
+    try:
+        await workers.control(backend, automation_type, worker_id, "resume")
+    finally:
+        views_changed(request)  # its draining_requested flag
     return {"worker_id": worker_id, "action": "resume"}
 
 
@@ -81,10 +93,14 @@ async def resume_worker(
 async def forget_worker(
     automation_type: TypeName,
     worker_id: str,
+    request: Request,
     _: Any = Depends(admin_access),
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """Delete the worker's ``wkr:`` keys and index entries (a live worker comes
     back on its next heartbeat)."""
-    known = await workers.forget(backend, automation_type, worker_id)
+    try:
+        known = await workers.forget(backend, automation_type, worker_id)
+    finally:
+        views_changed(request)
     return {"worker_id": worker_id, "forgotten": known}

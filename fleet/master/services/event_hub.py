@@ -9,7 +9,11 @@ The hub does that work once per master and fans the frames out:
 * it subscribes to the topics of every catalogued type (renewed when a type
   appears; every client then hears ``hello`` again, as before);
 * it reads depths and workers when some client is due (each client keeps its
-  own ``interval``) and sends each client only the types it follows: with
+  own ``interval``), off the relay loop: events are relayed while the read is
+  under way (at 1,000 workers a read takes long enough to hold up every frame
+  behind it), and the worker views come from the master's shared read
+  (:mod:`~fleet.master.services.shared_views`, also behind ``GET /workers``);
+  it sends each client only the types it follows: with
   ``depths`` and ``workers``, a ``types`` frame (each type's summary, the rows
   of ``GET /automations`` without their counts) whenever it changed for that
   client, so that a dashboard follows the fleet from frames without polling;
@@ -35,7 +39,7 @@ from fleet.core.errors import BackendError
 from fleet.core.outage import OutageLog, is_outage
 from fleet.core.results import progress_topic
 from fleet.master.services.catalog import all_entries, summary
-from fleet.master.services.workers_view import load_views
+from fleet.master.services.shared_views import SharedWorkerViews
 from fleet.protocol import cancel_topic, config_topic, control_topic, emit_topic, worker_topic
 
 log = logging.getLogger(__name__)
@@ -94,6 +98,17 @@ class _Snapshot:
     depths: dict[str, Any]
     workers: list[dict[str, Any]]
     types: list[dict[str, Any]]
+    #: the frames of a client that follows every type, made for the first one only
+    #: (the ``workers`` frame of 1,000 workers is ~0.5 MB of JSON)
+    every: dict[str, bytes] = field(default_factory=dict, compare=False)
+
+    def frame(self, name: str, data: Any, client: _Client) -> bytes:
+        """The ``name`` frame of ``data`` for ``client`` (``data`` already filtered)."""
+        if client.only is not None:
+            return format_event(name, data)
+        if name not in self.every:
+            self.every[name] = format_event(name, data)
+        return self.every[name]
 
 
 @dataclass(eq=False)
@@ -133,11 +148,20 @@ class EventHub:
     Args:
         backend: The master's backend.
         heartbeat_seconds: Heartbeat period, to tell up from down in worker views.
+        views: The master's shared read of the worker views (None: the hub keeps
+            one of its own).
     """
 
-    def __init__(self, backend: Backend, heartbeat_seconds: float) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        heartbeat_seconds: float,
+        views: SharedWorkerViews | None = None,
+    ) -> None:
         self.backend = backend
         self.heartbeat_seconds = heartbeat_seconds
+        self._own_views = views is None
+        self.views = views if views is not None else SharedWorkerViews(backend, heartbeat_seconds)
         self._clients: set[_Client] = set()
         self._task: asyncio.Task[None] | None = None
         self._ending: set[asyncio.Task[None]] = set()  # cancelled, still cleaning up
@@ -177,6 +201,8 @@ class EventHub:
             client.end()
         self._clients.clear()
         await self._stop()
+        if self._own_views:
+            await self.views.close()
 
     # ------------------------------------------------------------------ clients
     def _join(self, client: _Client) -> None:
@@ -223,11 +249,12 @@ class EventHub:
 
     def _send_snapshot(self, client: _Client, snap: _Snapshot) -> None:
         depths = {t: d for t, d in snap.depths.items() if client.follows(t)}
-        client.send(format_event("depths", depths))
+        client.send(snap.frame("depths", depths, client))
         workers = [w for w in snap.workers if client.follows(str(w.get("type")))]
-        client.send(format_event("workers", workers))
+        client.send(snap.frame("workers", workers, client))
         # the type list changes rarely: sent on join and when it changed
-        types = format_event("types", [r for r in snap.types if client.follows(r["type"])])
+        rows = [r for r in snap.types if client.follows(r["type"])]
+        types = snap.frame("types", rows, client)
         if types != client.types_sent:
             client.types_sent = types
             client.send(types)
@@ -242,17 +269,20 @@ class EventHub:
         loop = asyncio.get_running_loop()
         sub: Subscription | None = None
         pending: asyncio.Future[tuple[str, Any]] | None = None
+        # The read of a tick runs beside the relay: frames keep flowing while it is
+        # under way, and the tick is sent when it is done.
+        reading: asyncio.Task[tuple[dict[str, CatalogEntry], _Snapshot]] | None = None
         try:
             entries = await all_entries(self.backend)
             sub = await self._subscribe(set(entries))
-            fresh = True  # the first tick (every client is due) reuses this read
+            first: dict[str, CatalogEntry] | None = entries  # the first tick reuses it
             while self._clients:
-                now = loop.time()
-                due = [c for c in self._clients if c.due <= now]
-                if due:
-                    if not fresh:
-                        entries = await all_entries(self.backend)
-                    fresh = False
+                if reading is None and any(c.due <= loop.time() for c in self._clients):
+                    reading = asyncio.create_task(self._tick_read(first), name="fleet-events-read")
+                    first = None
+                if reading is not None and reading.done():
+                    entries, snap = reading.result()
+                    reading = None
                     if set(entries) - (self._types or set()):
                         # new types: cover their topics too (events published
                         # while renewing may be missed, hence a fresh hello)
@@ -261,19 +291,27 @@ class EventHub:
                             pending = None
                         await sub.aclose()
                         sub = await self._subscribe(set(entries))
-                    snap = await self._snapshot(entries)
                     self._last = snap
                     now = loop.time()
-                    for client in due:
+                    for client in [c for c in self._clients if c.due <= now]:
                         self._send_snapshot(client, snap)
                         client.due = now + client.interval
-                wait = PLAN_SECONDS
-                if self._clients:
-                    wait = min(wait, max(0.0, min(c.due for c in self._clients) - loop.time()))
+                    continue  # another client may be due already
                 if pending is None:
                     pending = asyncio.ensure_future(sub.__anext__())
-                done, _ = await asyncio.wait({pending}, timeout=wait)
-                if done:
+                waiting: set[asyncio.Future[Any]] = {pending}
+                wait: float | None = None
+                if reading is not None:
+                    waiting.add(reading)  # wakes up as soon as the tick is read
+                else:
+                    wait = PLAN_SECONDS
+                    if self._clients:
+                        soonest = min(c.due for c in self._clients) - loop.time()
+                        wait = min(wait, max(0.0, soonest))
+                done, _ = await asyncio.wait(
+                    waiting, timeout=wait, return_when=asyncio.FIRST_COMPLETED
+                )
+                if pending in done:
                     got, pending = pending.result(), None
                     self._relay(got)
         except StopAsyncIteration:
@@ -289,13 +327,22 @@ class EventHub:
             log.exception("event hub failed")
             self._end_all(format_event("error", {"detail": f"event hub failed: {exc}"}))
         finally:
-            if pending is not None:
-                pending.cancel()
-                with contextlib.suppress(BaseException):
-                    await pending
+            for task in (pending, reading):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await task
             if sub is not None:
                 with contextlib.suppress(Exception):
                     await sub.aclose()
+
+    async def _tick_read(
+        self, entries: dict[str, CatalogEntry] | None
+    ) -> tuple[dict[str, CatalogEntry], _Snapshot]:
+        """The catalog (``entries`` if just read) and the snapshot of one tick."""
+        if entries is None:
+            entries = await all_entries(self.backend)
+        return entries, await self._snapshot(entries)
 
     async def _subscribe(self, types: set[str]) -> Subscription:
         topics = topic_map(types)
@@ -324,15 +371,14 @@ class EventHub:
                 client.send(frame)
 
     async def _snapshot(self, entries: dict[str, CatalogEntry]) -> _Snapshot:
-        depths = {}
-        for t, entry in sorted(entries.items()):
-            if entry.get("queue"):
-                depths[t] = (await self.backend.queues.depths(t)).to_dict()
+        queued = [t for t, entry in sorted(entries.items()) if entry.get("queue")]
+        # the types' depths at once (one round trip each, not one after another)
+        found = await asyncio.gather(*(self.backend.queues.depths(t) for t in queued))
+        depths = {t: d.to_dict() for t, d in zip(queued, found, strict=True)}
         # every worker, as GET /workers lists them (a type may have workers
         # before or after its catalog entry)
-        pairs = await self.backend.workers.all()
-        workers = await load_views(self.backend, pairs, self.heartbeat_seconds)
-        return _Snapshot(depths, workers, type_rows(entries, {t for t, _ in pairs}))
+        read = await self.views.read()
+        return _Snapshot(depths, read.views, type_rows(entries, read.types))
 
 
 async def event_stream(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import astuple
 from typing import Any
@@ -10,27 +11,43 @@ from fastapi import HTTPException
 
 from fleet.backends.base import Backend
 from fleet.master.services.catalog import all_entries, find_entry, summary, unknown_type
+from fleet.master.services.shared_views import WorkersRead
 from fleet.master.services.workers_view import load_views, worker_counts
 from fleet.protocol import CONTROL_NS, drain_key
 
 
 async def type_rows(
-    backend: Backend, sees_type: Callable[[str], bool], heartbeat_seconds: float
+    backend: Backend,
+    sees_type: Callable[[str], bool],
+    heartbeat_seconds: float,
+    read: WorkersRead | None = None,
 ) -> list[dict[str, Any]]:
     """Every catalogued type, and every type that has workers, that ``sees_type``
-    lets through: its kind, worker counts and queue depths (``GET /automations``)."""
+    lets through: its kind, worker counts and queue depths (``GET /automations``).
+
+    Args:
+        backend: Where the catalog and the depths are read.
+        sees_type: Which types to list.
+        heartbeat_seconds: Heartbeat period, for the counts of workers up.
+        read: The master's shared read of the worker views (None: read them now).
+    """
     entries = await all_entries(backend)
-    pairs = await backend.workers.all()
+    if read is None:
+        pairs = await backend.workers.all()
+        views = await load_views(backend, pairs, heartbeat_seconds)
+        read = WorkersRead(pairs, views, 0.0)
+    shown = [t for t in sorted({*entries, *read.types}) if sees_type(t)]
+    queued = [t for t in shown if (entries.get(t) or {}).get("queue")]
+    # one round trip per type, all at once (the overview of many types waits for one)
+    depths = dict(
+        zip(queued, await asyncio.gather(*(backend.queues.depths(t) for t in queued)), strict=True)
+    )
     out = []
-    for t in sorted({*entries, *(t for t, _ in pairs)}):
-        if not sees_type(t):
-            continue
-        entry = entries.get(t)
-        views = await load_views(backend, [p for p in pairs if p[0] == t], heartbeat_seconds)
-        depths = await backend.queues.depths(t) if entry and entry.get("queue") else None
-        queue = depths.to_dict() if depths is not None else None
+    for t in shown:
+        queue = depths[t].to_dict() if t in depths else None
+        counts = worker_counts(read.of_type(t))
         # An entry that cannot be read is listed, with why instead of its kind.
-        out.append(summary(t, entry, workers=worker_counts(views), queue=queue))
+        out.append(summary(t, entries.get(t), workers=counts, queue=queue))
     return out
 
 

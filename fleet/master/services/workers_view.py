@@ -1,9 +1,12 @@
 """How a worker record is shown: up/down, slots, generations, lag (pure functions), and
-:func:`load_views`, which reads the records to show (the API, the catalog and the event hub
-share it)."""
+:func:`load_views`, which reads the records to show (the routes of one type or one worker
+call it; every worker's views are read through
+:class:`~fleet.master.services.shared_views.SharedWorkerViews`, which the API, the
+overview and the event hub share)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -105,13 +108,17 @@ async def load_views(
     """Views of the ``(type, worker_id)`` pairs that still have a record."""
     now = time.time()
     views = []
-    books: dict[str, ConfigBook] = {}
-    for automation_type in {t for t, _ in pairs}:
-        ids = [wid for t, wid in pairs if t == automation_type]
-        books[automation_type] = await backend.configs.book(automation_type, ids)
-    # Two batched reads, not two round trips per worker: 1,000 workers in a view.
-    records = await backend.workers.get_many(pairs)
-    flags = await backend.kv.get_many(CONTROL_NS, [drain_key(t, wid) for t, wid in pairs])
+    ids: dict[str, list[str]] = {}
+    for automation_type, wid in pairs:
+        ids.setdefault(automation_type, []).append(wid)
+    # Batched reads, not round trips per worker (1,000 workers in a view), and all
+    # at once rather than one after another: the view waits for the slowest only.
+    records, flags, found = await asyncio.gather(
+        backend.workers.get_many(pairs),
+        backend.kv.get_many(CONTROL_NS, [drain_key(t, wid) for t, wid in pairs]),
+        asyncio.gather(*(backend.configs.book(t, wids) for t, wids in ids.items())),
+    )
+    books: dict[str, ConfigBook] = dict(zip(ids, found, strict=True))
     for (automation_type, wid), record, flag in zip(pairs, records, flags, strict=True):
         if record is not None:
             desired = books[automation_type].gen(wid)
