@@ -59,6 +59,7 @@ __all__ = [
     "STREAM_MAX_LEN",
     "Backend",
     "Subscription",
+    "check_namespace",
     "log_expired",
     "namespace_of",
     "with_env_namespace",
@@ -83,10 +84,18 @@ def namespace_of(url: str) -> tuple[str, str]:
     query = parse_qsl(parts.query, keep_blank_values=True)
     found = [v for k, v in query if k == "namespace"]
     rest = urlencode([(k, v) for k, v in query if k != "namespace"])
-    namespace = found[-1]
+    return urlunsplit(parts._replace(query=rest)), check_namespace(found[-1])
+
+
+def check_namespace(namespace: str) -> str:
+    """``namespace`` if it is one (``""``: none).
+
+    Raises:
+        ConfigError: It is not 1-64 letters, digits, ``_``, ``.`` or ``-``.
+    """
     if namespace and not NAMESPACE.fullmatch(namespace):
         raise ConfigError(f"namespace {namespace!r}: use 1-64 letters, digits, '_', '.' or '-'")
-    return urlunsplit(parts._replace(query=rest)), namespace
+    return namespace
 
 
 def with_env_namespace(url: str) -> str:

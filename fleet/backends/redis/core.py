@@ -399,6 +399,10 @@ class RedisPart:
     def _pipeline(self, *, transaction: bool) -> Any:
         return self._core._pipeline(transaction=transaction)
 
+    def _channel(self, topic: str) -> str:
+        """The pub/sub channel of ``topic`` in this fleet (its namespace, its database)."""
+        return self._keys.event_channel(topic, self._endpoint.db)
+
     def _not_on_cluster(self, what: str) -> None:
         """Refuse a capability whose scripts span several hash slots on a cluster."""
         if self._core._cluster is not None:

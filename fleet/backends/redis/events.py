@@ -106,9 +106,6 @@ class RedisEvents(RedisPart, Events):
     """Publish over the script lane; each subscription on a pub/sub connection of
     its own, closed with the backend."""
 
-    def _channel(self, topic: str) -> str:
-        return self._keys.event_channel(topic, self._endpoint.db)
-
     async def publish(self, topic: str, message: Any) -> None:
         data = dumps(message)
         with self._guard():

@@ -12,8 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fleet.backends.base import NAMESPACE
-from fleet.core.errors import ConfigError
+from fleet.backends.base import check_namespace
 
 WORKER_PARTS = ("hardware", "config", "gen", "state", "stats")
 #: Order of the keys every queue script receives in ``KEYS`` (see ``queue_keys``).
@@ -82,9 +81,7 @@ class KeySpace:
     """
 
     def __init__(self, namespace: str = "", *, cluster: bool = False) -> None:
-        if namespace and not NAMESPACE.fullmatch(namespace):
-            raise ConfigError(f"namespace {namespace!r}: use 1-64 letters, digits, '_', '.' or '-'")
-        self.namespace = namespace
+        self.namespace = check_namespace(namespace)
         #: Redis Cluster: every key of a type carries the hash tag ``{<type>}`` (one
         #: slot per type), every key of the pools the tag ``{pools}``.
         self.cluster = cluster

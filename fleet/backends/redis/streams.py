@@ -41,10 +41,6 @@ class RedisStreams(RedisPart, Streams):
     """Output streams; a push or a progress report is one script, which also
     publishes it on its event channel."""
 
-    def _channel(self, topic: str) -> str:
-        """The pub/sub channel of ``topic`` in this backend's database."""
-        return self._keys.event_channel(topic, self._endpoint.db)
-
     async def push(
         self,
         automation_type: str,

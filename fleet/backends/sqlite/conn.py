@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
-from fleet.backends.base import NAMESPACE
+from fleet.backends.base import check_namespace
 from fleet.backends.sqlite.schema import migrate
 from fleet.backends.sqlite.writer import BEGIN_ATTEMPTS, Writer, is_busy
 from fleet.core.errors import BackendError, BackendUnavailable, ConfigError
@@ -87,10 +87,8 @@ def parse_url(url: str) -> SQLiteOptions:
     if unknown:
         raise ConfigError(f"unknown sqlite URL option(s) {unknown}; known: {sorted(known)}")
     path = Path(raw)
-    namespace = query.get("namespace", "")
+    namespace = check_namespace(query.get("namespace", ""))
     if namespace:
-        if not NAMESPACE.fullmatch(namespace):
-            raise ConfigError(f"namespace {namespace!r}: use 1-64 letters, digits, '_', '.' or '-'")
         # A namespace is a database of its own beside the named one:
         # fleet.db?namespace=acme is fleet.acme.db.
         path = path.with_name(f"{path.stem}.{namespace}{path.suffix}")
