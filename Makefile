@@ -18,8 +18,10 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+# Two processes (pytest-xdist), a test file each at a time: a module's fixtures stay in
+# one process; most tests wait on real processes and timers, so the suite takes ~2/3.
 test: lint
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile
 
 # `make dev`: the example plugins installed (editable) next to Fleet, then a master,
 # a worker, the demo site and demo tasks in one terminal. Extra flags: DEV_ARGS=...

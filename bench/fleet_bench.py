@@ -20,9 +20,11 @@ from pathlib import Path
 from types import ModuleType
 
 from benchlib import DISTRIBUTION, worker_cmd  # bench/ is this script's own folder
+from noop_plugin import Noop
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
+from fleet.core import BaseConfig, Context, Queue
 from fleet.core.submission import make_push_request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -61,6 +63,8 @@ common = _harness()
 SLOTS = os.environ.get("SLOTS", "10")
 TYPE = "noop"
 _backend: Backend | None = None
+_ctx: Context[BaseConfig] | None = None
+QUEUE = Queue(TYPE, payload=Noop)
 
 
 async def _get() -> Backend:
@@ -71,8 +75,13 @@ async def _get() -> Backend:
 
 
 async def enqueue_one(i: int) -> None:
-    backend = await _get()
-    await backend.queues.push_one(TYPE, make_push_request({"i": i}))
+    """One ``ctx.submit`` (what a task's ``run_one`` calls to feed another
+    automation), awaited before the next, like every peer's one-by-one enqueue."""
+    global _ctx
+    if _ctx is None:
+        config = BaseConfig()
+        _ctx = Context(backend=await _get(), automation_type="producer", config=lambda: config)
+    await _ctx.submit(QUEUE, Noop(i=i))
 
 
 async def enqueue_bulk(n: int) -> None:
@@ -109,6 +118,9 @@ if __name__ == "__main__":
             bulk_desc="TaskQueues.push of 5,000-task chunks (one pipeline each)",
             setup=setup,
             worker_env={"PYTHONPATH": HERE},
-            notes="leases with fencing tokens, attempts charged at reserve, priority tiers",
+            notes=(
+                "enqueue 1-by-1 through ctx.submit; leases with fencing tokens, attempts "
+                "charged at reserve, priority tiers, task records kept"
+            ),
         )
     )

@@ -15,7 +15,7 @@ import importlib
 import os
 import sys
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
@@ -168,7 +168,11 @@ def env_specs(environ: dict[str, str] | None = None) -> list[str]:
 
 
 def discover(
-    specs: Sequence[str] = (), *, use_entry_points: bool | None = None, use_env: bool = True
+    specs: Sequence[str] = (),
+    *,
+    use_entry_points: bool | None = None,
+    use_env: bool = True,
+    wanted: Collection[str] = (),
 ) -> Plugins:
     """Load every plugin: entry points, then ``FLEET_PLUGINS``, then ``specs``.
 
@@ -177,29 +181,61 @@ def discover(
         use_entry_points: Also load the ``fleet.automations`` entry points (default:
             unless ``FLEET_ENTRY_POINTS=0``).
         use_env: Also load the specs in ``FLEET_PLUGINS``.
+        wanted: The types the caller needs (``fleet worker --type``), if it knows:
+            loading stops as soon as they are all found. The specs load first, then
+            the entry points named like a missing type, then the rest only if a type
+            is still missing: a worker of one type never imports (nor waits for) the
+            other plugins of its host. Empty: everything loads.
 
     Returns:
         The automation types found and the plugins that failed (never raises for a
         broken plugin).
     """
-    found = Plugins()
     if use_entry_points is None:
         use_entry_points = entry_points_enabled()
+    all_specs = list(dict.fromkeys([*(env_specs() if use_env else []), *specs]))
+    if wanted:
+        early = Plugins()
+        _load_specs(early, all_specs)
+        if set(wanted) <= set(early.types) or not use_entry_points:
+            return early
+        eps = list(entry_points(group=GROUP))
+        named = [ep for ep in eps if ep.name in set(wanted) - set(early.types)]
+        found = Plugins()
+        _load_entry_points(found, named)
+        _merge(found, early)
+        if set(wanted) <= set(found.types):
+            return found
+    found = Plugins()
     if use_entry_points:
-        for ep in entry_points(group=GROUP):
-            source = f"entry point {ep.name} = {ep.value}"
-            try:
-                _add(found, _load_entry_point(ep), source, _origin(ep))
-            except Exception as exc:
-                found.errors.append(_error(source, exc))
-    all_specs = [*(env_specs() if use_env else []), *specs]
-    for spec in dict.fromkeys(all_specs):
+        _load_entry_points(found, entry_points(group=GROUP))
+    _load_specs(found, all_specs)
+    return found
+
+
+def _load_entry_points(found: Plugins, eps: Iterable[EntryPoint]) -> None:
+    for ep in eps:
+        source = f"entry point {ep.name} = {ep.value}"
+        try:
+            _add(found, _load_entry_point(ep), source, _origin(ep))
+        except Exception as exc:
+            found.errors.append(_error(source, exc))
+
+
+def _load_specs(found: Plugins, specs: Iterable[str]) -> None:
+    for spec in specs:
         source = f"--plugin {spec}"
         try:
             _add(found, load_spec(spec), source, source)
         except Exception as exc:
             found.errors.append(_error(source, exc))
-    return found
+
+
+def _merge(found: Plugins, later: Plugins) -> None:
+    """``later`` loaded after ``found``: its classes win, the first source stays."""
+    for name, cls in later.types.items():
+        _add(found, [cls], later.sources[name], later.origins[name])
+    found.errors.extend(later.errors)
 
 
 def _error(source: str, exc: BaseException) -> PluginError:

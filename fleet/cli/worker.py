@@ -24,8 +24,8 @@ _plugin_option = click.option(
 )
 
 
-def _load(plugins: tuple[str, ...]) -> Plugins:
-    found = discover(plugins)
+def _load(plugins: tuple[str, ...], types: tuple[str, ...] = ()) -> Plugins:
+    found = discover(plugins, wanted=types)
     for error in found.errors:
         click.echo(f"plugin {error.source} failed to load:\n{error.traceback}", err=True)
     return found
@@ -84,7 +84,7 @@ def worker(
     from fleet.worker.identity import WorkerIdInUse
     from fleet.worker.process import serve
 
-    found = _load(plugins)
+    found = _load(plugins, types)
     classes = _select(found, types)
     settings = Settings()
     resync = float(os.environ.get("FLEET_RESYNC_SECONDS", RESYNC_SECONDS))
@@ -146,7 +146,7 @@ def run(
     or stdin; emits printed as JSON lines. Exit status 1 if any task dead-lettered."""
     from fleet.worker.run_local import read_json_lines, run_local
 
-    (cls,) = _select(_load(plugins), (automation_type,))
+    (cls,) = _select(_load(plugins, (automation_type,)), (automation_type,))
     try:
         items: list[Any] = [json.loads(p) for p in payloads]
         if file is not None:

@@ -67,7 +67,18 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
         ["--smoke", "--redis-url", "{url}"],
         r"\| redis \| [\d,]+ \| 20 \|(.|\n)*\| sqlite \| [\d,]+ \| 20 \|",
     ),
+    "slow_jobs.py": (
+        ["--smoke"],
+        r"\| fleet, slots=50 \| [\d,]+ \|(.|\n)*\| fleet, slots=50 \+outputs \| [\d,]+ \|"
+        r"(.|\n)*\+run \| [\d,]+ \|(.|\n)*\+groups \| [\d,]+ \|",
+    ),
     "sqlite_drain.py": (["--smoke"], r"drain 2 processes(.|\n)*idle, 10 blocked reserves"),
+    "sqlite_vs_huey.py": (
+        ["--smoke"],
+        r"\| fleet sqlite, 1 process\(es\) x slots=10, WAL \+ NORMAL, leases \| [\d,]+ \| [\d,]+ "
+        r"(.|\n)*\| huey SqliteHuey, 2 processes \(-k process\), WAL \+ NORMAL "
+        r"\| [\d,]+ \| [\d,]+ ",
+    ),
     "sqlite_workers.py": (["--smoke"], r"sqlite, 2 worker process\(es\) x 10 slots, 200 tasks"),
     "worker_noop.py": (
         ["--smoke", "--backend", "{url}"],

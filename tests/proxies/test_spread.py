@@ -108,7 +108,9 @@ async def test_a_recovered_proxy_takes_its_share_again(
         total = sum(counts.values())
         shares = {name: round(n / total, 3) for name, n in counts.items()}
         print(f"{kind}: requests in the {WINDOW:g} s after the cool-down: {counts} {shares}")
-        assert total >= 300, counts  # the slots were busy all along
+        # the slots were busy all along (6 slots at 0.2 s a request could make 900; a
+        # loaded machine, the suite's other process busy beside it, makes ~250)
+        assert total >= 150, counts
         assert all(0.20 <= s <= 0.45 for s in shares.values()), (counts, shares)
         # ... and during the cool-down, a was left alone (one report cooled it fleet-wide).
         during = [t for t in a.requests if until - COOLDOWN + 0.5 < t < until - 0.05]

@@ -55,6 +55,51 @@ def test_fleet_entry_points_0_ignores_installed_plugins(
     assert set(only.types) == {"wt-loop"}  # --plugin specs still load
 
 
+@pytest.fixture
+def named_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Entry points named like the types they provide, and a broken one."""
+    dist = tmp_path / "namedplug-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: namedplug\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        "[fleet.automations]\n"
+        "wt-echo = tests.plugins_fixture.echo:EchoAutomation\n"
+        "broken = tests.plugins_fixture.broken\n"
+        "wt-loop = tests.plugins_fixture.loop\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def test_wanted_types_stop_loading_once_found(named_plugins: Path) -> None:
+    """A worker of some types (``--type``) loads only what provides them: its specs
+    first, then the entry points named like a missing type; the others (here a
+    broken one) are never imported. A type found nowhere loads everything."""
+    by_spec = discover(
+        ["tests.plugins_fixture.loop"], use_env=False, use_entry_points=True, wanted=["wt-loop"]
+    )
+    assert set(by_spec.types) == {"wt-loop"} and by_spec.errors == []
+    assert by_spec.sources["wt-loop"] == "--plugin tests.plugins_fixture.loop"
+
+    by_name = discover(use_env=False, use_entry_points=True, wanted=["wt-echo"])
+    assert set(by_name.types) == {"wt-echo"} and by_name.errors == []
+    assert by_name.sources["wt-echo"].startswith("entry point wt-echo = ")
+
+    both = discover(
+        ["tests.plugins_fixture.loop"],
+        use_env=False,
+        use_entry_points=True,
+        wanted=["wt-echo", "wt-loop"],
+    )
+    assert set(both.types) == {"wt-echo", "wt-loop"} and both.errors == []
+
+    missing = discover(use_env=False, use_entry_points=True, wanted=["wt-nope"])
+    assert {"wt-echo", "wt-loop"} <= set(missing.types)
+    assert [e.source for e in missing.errors] == [
+        "entry point broken = tests.plugins_fixture.broken"
+    ]
+
+
 def test_spec_forms() -> None:
     assert load_spec("tests.plugins_fixture.echo:EchoAutomation") == [EchoAutomation]
     assert EchoAutomation in load_spec("tests.plugins_fixture.echo")
