@@ -301,16 +301,61 @@ async def test_loading_server_is_unavailable_then_serves(tmp_path: Path) -> None
 # ------------------------------------------------------------------ NOSCRIPT
 
 
-async def test_noscript_is_reloaded_for_every_pipelined_caller(rb: RedisBackend) -> None:
-    await rb._r.script_flush()
+async def test_a_lost_function_is_loaded_again_for_every_pipelined_caller(
+    rb: RedisBackend,
+) -> None:
+    """Scripts run as Redis functions (FCALL): a server that lost them (FUNCTION
+    FLUSH, a restart without persistence) gets the library again, transparently,
+    whichever of 50 pipelined callers meets the loss."""
+    await rb._r.execute_command("FUNCTION", "FLUSH")
     pushes = [
         rb.queues.push("t", [PushRequest(TaskBody(id=f"n{i}", payload=i))]) for i in range(50)
     ]
     results = await asyncio.gather(*pushes)
     assert all(r[0].queued for r in results)
-    assert all(await rb._r.script_exists(scripts().push.sha))
+    listed = await rb._r.execute_command("FUNCTION", "LIST", "LIBRARYNAME", scripts().push.function)
+    assert [lib["library_name"] for lib in listed] == [scripts().push.function]
     got = await rb.queues.reserve("t", k=50)
     assert sorted(r.body.id for r in got) == sorted(f"n{i}" for i in range(50))
+
+
+async def test_without_functions_scripts_run_by_evalsha_and_noscript_reloads(
+    rb: RedisBackend, redis_url: str
+) -> None:
+    """A user that may not load or call functions (an ACL, or Redis < 7, which has
+    none) runs the same scripts by EVALSHA; a lost script cache is loaded again for
+    every pipelined caller."""
+    await rb._r.execute_command(
+        "ACL",
+        "SETUSER",
+        "nofunctions",
+        "on",
+        ">pw",
+        "~*",
+        "&*",
+        "+@all",
+        "-function",
+        "-fcall",
+        "-fcall_ro",
+    )
+    user_url = redis_url.replace("redis://", "redis://nofunctions:pw@")
+    b = RedisBackend(user_url)
+    await b.connect()
+    try:
+        await rb._r.script_flush()
+        await rb._r.execute_command("FUNCTION", "FLUSH")
+        pushes = [
+            b.queues.push("t", [PushRequest(TaskBody(id=f"n{i}", payload=i))]) for i in range(50)
+        ]
+        results = await asyncio.gather(*pushes)
+        assert all(r[0].queued for r in results)
+        assert all(await rb._r.script_exists(scripts().push.sha))
+        assert await rb._r.execute_command("FUNCTION", "LIST") == []  # nothing loaded
+        got = await b.queues.reserve("t", k=50)
+        assert sorted(r.body.id for r in got) == sorted(f"n{i}" for i in range(50))
+    finally:
+        await b.close()
+        await rb._r.execute_command("ACL", "DELUSER", "nofunctions")
 
 
 # ------------------------------------------------------------------ undecodable replies

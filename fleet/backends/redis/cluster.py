@@ -97,6 +97,10 @@ class ClusterLane:
     """The script lane's interface (``execute``, ``evalsha``, ``close``) over the
     cluster client: a script goes to the node of its keys' slot."""
 
+    #: Scripts run by EVALSHA: redis-py routes EVALSHA by its keys itself, but
+    #: would ask a node (COMMAND GETKEYS) for the keys of every FCALL.
+    functions = False
+
     def __init__(self, client: RedisCluster) -> None:
         self._client = client
 
@@ -115,6 +119,13 @@ class ClusterLane:
         """``EVALSHA`` on the node of ``keys`` (which share one slot)."""
         try:
             return await self._client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+        except ResponseError as exc:
+            raise _reply(exc) from exc
+
+    async def fcall(self, function: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """``FCALL`` on the node of ``keys`` (not used by the scripts, see ``functions``)."""
+        try:
+            return await self._client.execute_command("FCALL", function, len(keys), *keys, *args)
         except ResponseError as exc:
             raise _reply(exc) from exc
 

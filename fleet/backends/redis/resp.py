@@ -107,7 +107,12 @@ class Lane(Protocol):
 
     async def execute(self, *args: Any) -> Any: ...
 
+    #: Whether scripts run as Redis functions (``FCALL``) on this lane.
+    functions: bool
+
     async def evalsha(self, sha: str, keys: Sequence[str], args: Sequence[Any]) -> Any: ...
+
+    async def fcall(self, function: str, keys: Sequence[str], args: Sequence[Any]) -> Any: ...
 
     async def close(self) -> None: ...
 
@@ -287,14 +292,20 @@ def _name(value: str) -> bytes:
     return chunk
 
 
-def pack_evalsha(sha: str, keys: Sequence[str], args: Sequence[Any]) -> bytes:
-    """``EVALSHA sha numkeys *keys *args`` in RESP, with the SHA and key names
-    encoded once per process rather than once per call."""
-    out = [b"*%d\r\n$7\r\nEVALSHA\r\n" % (3 + len(keys) + len(args)), _name(sha)]
+def pack_evalsha(
+    sha: str, keys: Sequence[str], args: Sequence[Any], command: bytes = b"$7\r\nEVALSHA\r\n"
+) -> bytes:
+    """``EVALSHA sha numkeys *keys *args`` in RESP (``command``: another command of
+    the same shape, such as FCALL), with the SHA and key names encoded once per
+    process rather than once per call."""
+    out = [b"*%d\r\n%s" % (3 + len(keys) + len(args), command), _name(sha)]
     out.append(_name(str(len(keys))))
     out.extend(map(_name, keys))
     out.extend(map(_bulk, args))
     return b"".join(out)
+
+
+_FCALL = b"$5\r\nFCALL\r\n"
 
 
 class _Connection(asyncio.Protocol):
@@ -464,6 +475,9 @@ class RespClient:
         endpoint: Where to connect (see :func:`endpoint_from_url`).
     """
 
+    #: Scripts run as functions (FCALL) here, Redis >= 7 (see scripts.LuaScript).
+    functions = True
+
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
         self._conn: _Connection | None = None
@@ -490,6 +504,14 @@ class RespClient:
         if conn is None or not conn.ready or conn.loop is not asyncio.get_running_loop():
             conn = await self._ready()
         return await conn.send(pack_evalsha(sha, keys, args))
+
+    async def fcall(self, function: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """``FCALL`` (see :meth:`execute`; an unknown function comes back as
+        :class:`ReplyError`)."""
+        conn = self._conn
+        if conn is None or not conn.ready or conn.loop is not asyncio.get_running_loop():
+            conn = await self._ready()
+        return await conn.send(pack_evalsha(function, keys, args, _FCALL))
 
     async def _ready(self) -> _Connection:
         """The connection (opened if needed) once it takes writes: while flow
