@@ -45,6 +45,7 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
         r"redis: [\d,]+ buckets(.|\n)*sqlite: [\d,]+ buckets.*per busy day",
     ),
     "latency.py": (["--smoke", "--url", "{url}"], r"submit -> run_one start over 20 tasks.*p99"),
+    "queued_memory.py": (["--smoke"], r"\| fleet \| [\d,]+ \|"),
     "redis_footprint.py": (
         ["--smoke", "--url", "{url}"],
         r"bytes per queued task(.|\n)*idle worker .* commands/s",

@@ -283,7 +283,13 @@ class Scripts:
         self.history_record = self.all["history_record"]
 
     async def load_all(self, client: Lane) -> None:
-        """SCRIPT LOAD every script (pipelined: one round trip)."""
+        """SCRIPT LOAD every script (pipelined: one round trip) where scripts run by
+        EVALSHA. Where they run as functions, nothing: a library is loaded by the
+        first call that misses it and then stays on the server, replicated and
+        persisted with the data, for every later process (a worker's start pays no
+        compile of 29 scripts)."""
+        if client.functions and client not in _NO_FUNCTIONS:
+            return
         await asyncio.gather(
             *(client.execute("SCRIPT", "LOAD", script.source) for script in self.all.values())
         )
