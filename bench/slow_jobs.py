@@ -14,7 +14,8 @@ Rows, rounds interleaved, each on a flushed private redis-server:
 Each round starts the worker on an empty queue, reads its idle RSS after 2 s, pushes N
 tasks in bulk (Fleet: ``TaskQueues.push`` of 1,000; BullMQ: ``addBulk`` of 1,000) and
 times the drain from the first task done to the last. Reported: tasks/s, the worker's
-CPU per task over the drain, its peak RSS and memory per slot ((peak - idle) / slots).
+and redis-server's CPU per task over the drain (``INFO cpu``: the bench's own polls
+included), the worker's peak RSS and memory per slot ((peak - idle) / slots).
 The ceiling is slots / 50 ms = 20,000 tasks/s.
 
     .venv/bin/python bench/slow_jobs.py [--tasks 40000] [--rounds 3] [--slots 1000]
@@ -60,6 +61,7 @@ class Row:
     cpu_ms: list[float] = field(default_factory=list)
     rss_mb: list[float] = field(default_factory=list)
     per_slot_kb: list[float] = field(default_factory=list)
+    redis_us: list[float] = field(default_factory=list)
 
 
 def rss(p: psutil.Process) -> int:
@@ -77,16 +79,18 @@ async def measure(
     done: Callable[[], Awaitable[int]],
     tasks: int,
     slots: int,
+    url: str,
 ) -> None:
     """Idle RSS, push, then poll ``done`` every 20 ms until all ``tasks`` are done."""
     p = psutil.Process(proc.pid)
+    r = aioredis.Redis.from_url(url)
     try:
         await asyncio.sleep(IDLE_SECONDS)
         if proc.poll() is not None:
             raise RuntimeError(f"{row.label}: the worker exited")
         idle = rss(p)
         await push()
-        c0 = cpu(p)
+        c0, r0 = cpu(p), await redis_cpu(r)
         peak, first, first_done = idle, None, 0
         t0 = time.perf_counter()
         while True:
@@ -102,14 +106,22 @@ async def measure(
                 raise RuntimeError(f"{row.label}: only {n} of {tasks} done after 300 s")
             await asyncio.sleep(0.02)
         t_end = time.perf_counter()
-        used = cpu(p) - c0
+        used, redis_used = cpu(p) - c0, await redis_cpu(r) - r0
     finally:
         stop(proc)
+        await r.aclose()
     assert first is not None
     row.rate.append((tasks - first_done) / max(t_end - first, 1e-9))
     row.cpu_ms.append(used / tasks * 1000)
     row.rss_mb.append(peak / 2**20)
     row.per_slot_kb.append((peak - idle) / slots / 1024)
+    row.redis_us.append(redis_used / tasks * 1e6)
+
+
+async def redis_cpu(r: aioredis.Redis) -> float:
+    """redis-server's CPU seconds so far (``INFO cpu``)."""
+    info = await r.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 async def fleet_round(row: Row, url: str, tasks: int, slots: int, mode: str) -> None:
@@ -136,7 +148,7 @@ async def fleet_round(row: Row, url: str, tasks: int, slots: int, mode: str) -> 
         async def done() -> int:
             return (await backend.queues.depths(TYPE)).counters.completed
 
-        await measure(row, proc, push, done, tasks, slots)
+        await measure(row, proc, push, done, tasks, slots, url)
     finally:
         await backend.close()
 
@@ -160,7 +172,7 @@ async def bullmq_round(row: Row, url: str, tasks: int, slots: int) -> None:
         return int(await r.zcard("bull:slow:completed"))
 
     try:
-        await measure(row, proc, push, done, tasks, slots)
+        await measure(row, proc, push, done, tasks, slots, url)
     finally:
         await r.aclose()
 
@@ -189,7 +201,7 @@ async def main(args: argparse.Namespace) -> None:
                 print(
                     f"round {rnd + 1}: {row.label}: {row.rate[-1]:,.0f} tasks/s, worker CPU "
                     f"{row.cpu_ms[-1]:.3f} ms/task, peak RSS {row.rss_mb[-1]:.0f} MB, "
-                    f"{row.per_slot_kb[-1]:.1f} KB/slot",
+                    f"{row.per_slot_kb[-1]:.1f} KB/slot, Redis {row.redis_us[-1]:.0f} µs/task",
                     flush=True,
                 )
     print(f"load average at end: {loadavg()}")
@@ -198,11 +210,15 @@ async def main(args: argparse.Namespace) -> None:
         f"\nmedians of {args.rounds} round(s), {args.tasks:,} tasks of "
         f"{os.environ.get('SLEEP_MS', '50')} ms:\n"
     )
-    print("| row | tasks/s | worker CPU ms/task | peak RSS MB | memory per slot KB |")
-    print("|---|---|---|---|---|")
+    print(
+        "| row | tasks/s | worker CPU ms/task | Redis CPU µs/task "
+        "| peak RSS MB | memory per slot KB |"
+    )
+    print("|---|---|---|---|---|---|")
     for row, _ in rows:
         print(
             f"| {row.label} | {med(row.rate):,.0f} | {med(row.cpu_ms):.3f} | "
+            f"{med(row.redis_us):.0f} | "
             f"{med(row.rss_mb):.0f} | {med(row.per_slot_kb):.1f} |"
         )
 

@@ -8,9 +8,10 @@ Events are in ``events.py``.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from fleet.backends.redis.core import RedisPart
+from fleet.backends.redis.core import RedisCore, RedisPart
 from fleet.core.capabilities import Streams
 from fleet.core.capabilities.streams import STREAM_MAX_AGE, STREAM_MAX_LEN
 from fleet.core.records import StreamEntry, dumps, now, stream_entry_id
@@ -21,6 +22,13 @@ from fleet.core.results import (
     record_lifetime,
 )
 from fleet.protocol import emit_topic
+
+#: Emits written by one script call at most (a bigger turn takes several calls).
+EMIT_CHUNK = 200
+#: An emit waiting for its batch: the entry and what its caller awaits.
+_Emit = tuple[StreamEntry, "asyncio.Future[None]"]
+#: Batches being written (held so that a running write is never collected).
+_WRITING: set[asyncio.Task[None]] = set()
 
 #: How far before a cursor's own timestamp ``stream_read`` starts looking (the
 #: zset score and the id's microseconds may round differently).
@@ -38,8 +46,13 @@ def cursor_score(after: str) -> str:
 
 
 class RedisStreams(RedisPart, Streams):
-    """Output streams; a push or a progress report is one script, which also
-    publishes it on its event channel."""
+    """Output streams; the emits of one turn of the loop are one script call (a
+    progress report is one), which also publishes each on its event channel."""
+
+    def __init__(self, core: RedisCore) -> None:
+        super().__init__(core)
+        #: Emits of this turn of the loop, by (type, max len, max age): one script call each.
+        self._emits: dict[tuple[str, int, float], list[_Emit]] = {}
 
     async def push(
         self,
@@ -61,21 +74,60 @@ class RedisStreams(RedisPart, Streams):
             task_id=task_id,
             attempt=attempt,
         )
-        argv = [
-            repr(t),
-            entry.to_json(),
-            repr(t - max_age),
-            max(0, int(max_len)),
-            self._channel(emit_topic(automation_type)),
-        ]
-        stream_keys = [self._keys.stream(automation_type)]
-        if task_id is not None:
-            record = self._keys.task_record(automation_type, task_id)
-            stream_keys += [record, record + ":out"]
-            argv += [record_lifetime(), RECORD_MAX_OUTPUTS]
-        with self._guard():
-            await self._scripts.stream_push(self._lane, stream_keys, argv)
+        # The emits of one turn of the loop (slots emitting at once) go in one script
+        # call: it runs at the end of the turn, and each caller returns once its
+        # batch is written (or fails with the batch).
+        key = (automation_type, max(0, int(max_len)), float(max_age))
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        batch = self._emits.get(key)
+        if batch is None:
+            batch = self._emits[key] = []
+            loop.call_soon(self._send_emits, key)
+        batch.append((entry, done))
+        await done
         return entry
+
+    def _send_emits(self, key: tuple[str, int, float]) -> None:
+        batch = self._emits.pop(key, [])
+        if batch:
+            task = asyncio.get_running_loop().create_task(self._write_emits(key, batch))
+            _WRITING.add(task)
+            task.add_done_callback(_WRITING.discard)
+
+    async def _write_emits(self, key: tuple[str, int, float], batch: list[_Emit]) -> None:
+        automation_type, max_len, max_age = key
+        for start in range(0, len(batch), EMIT_CHUNK):
+            chunk = batch[start : start + EMIT_CHUNK]
+            keys = [self._keys.stream(automation_type)]
+            argv: list[Any] = [
+                repr(max(e.ts for e, _ in chunk) - max_age),
+                max_len,
+                self._channel(emit_topic(automation_type)),
+                record_lifetime(),
+                RECORD_MAX_OUTPUTS,
+            ]
+            for entry, _ in chunk:
+                index = 0
+                if entry.task_id is not None:
+                    record = self._keys.task_record(automation_type, entry.task_id)
+                    keys += [record, record + ":out"]
+                    index = len(keys) - 1
+                argv += [repr(entry.ts), entry.to_json(), index]
+            try:
+                with self._guard():
+                    await self._scripts.stream_push(self._lane, keys, argv)
+            except BaseException as exc:
+                for _, done in chunk:
+                    if not done.done():
+                        done.set_exception(exc)
+                        done.exception()  # a cancelled caller must not leave it unretrieved
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            for _, done in chunk:
+                if not done.done():
+                    done.set_result(None)
 
     async def progress(
         self,

@@ -1,20 +1,32 @@
--- Append an entry to a type's output stream, trim it by age and length, announce it.
--- KEYS[1]=stream; ARGV: ts, envelope, min ts, max len, channel -> 1
--- An emit of a task also gives KEYS[2] (its record hash), KEYS[3] (its outputs
--- list), ARGV[6] (the record's lifetime, seconds) and ARGV[7] (outputs kept): the
--- envelope joins the newest outputs of the task's record in the same step.
-redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[3])
-local maxlen = tonumber(ARGV[4])
-if redis.call('ZCARD', KEYS[1]) > maxlen then
-  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -(maxlen + 1))
+-- Append entries to a type's output stream, trim it by age and length, announce each.
+-- KEYS[1]=stream, then the record keys of the entries emitted by a task: its record
+-- hash and its outputs list, side by side.
+-- ARGV: min ts (the newest entry's time minus the stream's max age), max len, channel,
+-- a record's lifetime (seconds), outputs kept per record, then per entry: ts,
+-- envelope, the KEYS index of its record hash (0: not emitted by a task) -> entries.
+-- The entries of one call are the emits of one turn of the worker's loop (several
+-- slots emitting at once): one call instead of one per emit. Trimming once, after
+-- them all, leaves what trimming after each would.
+local stream, channel = KEYS[1], ARGV[3]
+local life, keep = ARGV[4], tonumber(ARGV[5])
+local n = 0
+for i = 6, #ARGV, 3 do
+  local env, k = ARGV[i + 1], tonumber(ARGV[i + 2])
+  redis.call('ZADD', stream, ARGV[i], env)
+  if k > 0 then
+    local rec, out = KEYS[k], KEYS[k + 1]
+    redis.call('RPUSH', out, env)
+    redis.call('LTRIM', out, -keep, -1)
+    redis.call('HINCRBY', rec, 'n', 1)
+    redis.call('EXPIRE', rec, life)
+    redis.call('EXPIRE', out, life)
+  end
+  redis.call('PUBLISH', channel, env)
+  n = n + 1
 end
-if KEYS[2] then
-  redis.call('RPUSH', KEYS[3], ARGV[2])
-  redis.call('LTRIM', KEYS[3], -tonumber(ARGV[7]), -1)
-  redis.call('HINCRBY', KEYS[2], 'n', 1)
-  redis.call('EXPIRE', KEYS[2], ARGV[6])
-  redis.call('EXPIRE', KEYS[3], ARGV[6])
+redis.call('ZREMRANGEBYSCORE', stream, '-inf', '(' .. ARGV[1])
+local maxlen = tonumber(ARGV[2])
+if redis.call('ZCARD', stream) > maxlen then
+  redis.call('ZREMRANGEBYRANK', stream, 0, -(maxlen + 1))
 end
-redis.call('PUBLISH', ARGV[5], ARGV[2])
-return 1
+return n

@@ -1,0 +1,81 @@
+"""Emits of one turn of the loop share one script call (slots emitting at once): every
+entry lands, in its task's record too, each stream keeps its own trim settings, and a
+failed call fails every emit of its batch."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from fleet.backends.redis import RedisBackend
+from fleet.backends.redis.streams import EMIT_CHUNK
+from fleet.core.errors import BackendUnavailable
+from tests.support.redis_server import REDIS_BIN, RedisServer
+
+pytestmark = pytest.mark.skipif(REDIS_BIN is None, reason="redis-server not installed")
+
+
+async def _script_calls(rb: RedisBackend) -> int:
+    stats = await rb._r.info("commandstats")
+    return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("fcall", "evalsha"))
+
+
+async def test_emits_of_one_turn_share_a_call_and_all_land(rb: RedisBackend) -> None:
+    n = EMIT_CHUNK + 100  # two calls
+    await rb.streams.push("warm", {}, worker_id="w")  # the script is loaded by now
+    before = await _script_calls(rb)
+    entries = await asyncio.gather(
+        *(
+            rb.streams.push("t", {"i": i}, worker_id="w", task_id=f"task{i % 3}", attempt=1)
+            for i in range(n)
+        )
+    )
+    assert await _script_calls(rb) - before == 2
+    assert await rb.streams.length("t") == n
+    stored = {e.payload["i"] for e in await rb.streams.peek("t", n)}
+    assert stored == set(range(n)) and len({e.id for e in entries}) == n
+    for k in range(3):
+        record = rb._keys.task_record("t", f"task{k}")
+        assert int(await rb._r.hget(record, "n")) == len(range(k, n, 3))
+        assert await rb._r.llen(record + ":out") == min(len(range(k, n, 3)), 100)
+    # one more emit, alone in its turn: a call of its own
+    await rb.streams.push("t", {"i": n}, worker_id="w")
+    assert await rb.streams.length("t") == n + 1
+
+
+async def test_each_stream_keeps_its_own_trim_in_a_shared_turn(rb: RedisBackend) -> None:
+    await asyncio.gather(
+        *(rb.streams.push("short", {"i": i}, worker_id="w", max_len=5) for i in range(20)),
+        *(rb.streams.push("long", {"i": i}, worker_id="w", max_len=50) for i in range(20)),
+    )
+    assert await rb.streams.length("short") == 5
+    assert [e.payload["i"] for e in await rb.streams.peek("short", 10)] == [15, 16, 17, 18, 19]
+    assert await rb.streams.length("long") == 20
+
+
+@pytest.fixture
+def server() -> Iterator[RedisServer]:
+    srv = RedisServer()
+    srv.start()
+    yield srv
+    srv.cleanup()
+
+
+async def test_a_failed_call_fails_every_emit_of_its_batch(server: RedisServer) -> None:
+    b = RedisBackend(server.url)
+    await b.connect()
+    try:
+        await b.streams.push("t", {"i": -1}, worker_id="w")
+        server.stop(kill=True)
+        results = await asyncio.gather(
+            *(b.streams.push("t", {"i": i}, worker_id="w") for i in range(10)),
+            return_exceptions=True,
+        )
+        assert all(isinstance(r, BackendUnavailable) for r in results), results
+        server.start()
+        await b.streams.push("t", {"i": 0}, worker_id="w")  # the same backend works again
+        assert await b.streams.length("t") == 1
+    finally:
+        await b.close()
