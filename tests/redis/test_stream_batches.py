@@ -1,6 +1,8 @@
 """Emits of one turn of the loop share one script call (slots emitting at once): every
 entry lands, in its task's record too, each stream keeps its own trim settings, and a
-failed call fails every emit of its batch."""
+failed call fails every emit of its batch. Single pushes of one turn share one push
+the same way (tests/conformance/test_queue_one_by_one.py); a failed one fails them all,
+none queued."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import pytest
 from fleet.backends.redis import RedisBackend
 from fleet.backends.redis.streams import EMIT_CHUNK
 from fleet.core.errors import BackendUnavailable
+from fleet.core.records import PushRequest, TaskBody
 from tests.support.redis_server import REDIS_BIN, RedisServer
 
 pytestmark = pytest.mark.skipif(REDIS_BIN is None, reason="redis-server not installed")
@@ -77,5 +80,27 @@ async def test_a_failed_call_fails_every_emit_of_its_batch(server: RedisServer) 
         server.start()
         await b.streams.push("t", {"i": 0}, worker_id="w")  # the same backend works again
         assert await b.streams.length("t") == 1
+    finally:
+        await b.close()
+
+
+def single(task_id: str) -> PushRequest:
+    return PushRequest(TaskBody(id=task_id, payload=1))
+
+
+async def test_a_failed_push_step_fails_every_single_push_in_it(server: RedisServer) -> None:
+    b = RedisBackend(server.url)
+    await b.connect()
+    try:
+        await b.queues.push_one("t", PushRequest(TaskBody(id="before", payload=0)))
+        server.stop(kill=True)
+        results = await asyncio.gather(
+            *(b.queues.push_one("t", single(f"p{i}")) for i in range(9)),
+            return_exceptions=True,
+        )
+        assert all(isinstance(r, BackendUnavailable) for r in results), results
+        server.start()  # same port, empty data: none of the ten was queued anywhere
+        assert await b.queues.push_one("t", PushRequest(TaskBody(id="after", payload=0)))
+        assert [r.body.id for r in await b.queues.reserve("t", k=20)] == ["after"]
     finally:
         await b.close()
