@@ -35,6 +35,11 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
         ["--smoke", "--redis-url", "{url}"],
         r"\| 1 \| [\d.]+ \| [\d.]+ \| [\d,]+ \|(.|\n)*\| 3 \| ",
     ),
+    "batching.py": (
+        ["--smoke"],
+        r"ctx.submit, 1 submitter\(s\): [\d,]+/s(.|\n)*ctx.submit, 100 submitter\(s\)"
+        r"(.|\n)*emits, 2 bursts of 50: [\d,]+/s, [\d,]+ script calls",
+    ),
     "big_fleet.py": (
         ["--smoke", "--url", "{url}"],
         r"20 simulated workers(.|\n)*GET /api/v1/workers: \d+ samples, p50(.|\n)*master: \d+ %",
