@@ -8,7 +8,6 @@ Events are in ``events.py``.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from fleet.backends.redis.core import RedisCore, RedisPart
@@ -21,14 +20,11 @@ from fleet.core.results import (
     progress_topic,
     record_lifetime,
 )
+from fleet.core.turn_batch import TurnBatch
 from fleet.protocol import emit_topic
 
 #: Emits written by one script call at most (a bigger turn takes several calls).
 EMIT_CHUNK = 200
-#: An emit waiting for its batch: the entry and what its caller awaits.
-_Emit = tuple[StreamEntry, "asyncio.Future[None]"]
-#: Batches being written (held so that a running write is never collected).
-_WRITING: set[asyncio.Task[None]] = set()
 
 #: How far before a cursor's own timestamp ``stream_read`` starts looking (the
 #: zset score and the id's microseconds may round differently).
@@ -51,8 +47,11 @@ class RedisStreams(RedisPart, Streams):
 
     def __init__(self, core: RedisCore) -> None:
         super().__init__(core)
-        #: Emits of this turn of the loop, by (type, max len, max age): one script call each.
-        self._emits: dict[tuple[str, int, float], list[_Emit]] = {}
+        #: Emits of this turn of the loop, by (type, max len, max age): one script call
+        #: per batch of at most EMIT_CHUNK.
+        self._emits: TurnBatch[tuple[str, int, float], StreamEntry, None] = TurnBatch(
+            self._write_emits, EMIT_CHUNK
+        )
 
     async def push(
         self,
@@ -77,57 +76,31 @@ class RedisStreams(RedisPart, Streams):
         # The emits of one turn of the loop (slots emitting at once) go in one script
         # call: it runs at the end of the turn, and each caller returns once its
         # batch is written (or fails with the batch).
-        key = (automation_type, max(0, int(max_len)), float(max_age))
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        batch = self._emits.get(key)
-        if batch is None:
-            batch = self._emits[key] = []
-            loop.call_soon(self._send_emits, key)
-        batch.append((entry, done))
-        await done
+        await self._emits.add((automation_type, max(0, int(max_len)), float(max_age)), entry)
         return entry
 
-    def _send_emits(self, key: tuple[str, int, float]) -> None:
-        batch = self._emits.pop(key, [])
-        if batch:
-            task = asyncio.get_running_loop().create_task(self._write_emits(key, batch))
-            _WRITING.add(task)
-            task.add_done_callback(_WRITING.discard)
-
-    async def _write_emits(self, key: tuple[str, int, float], batch: list[_Emit]) -> None:
+    async def _write_emits(
+        self, key: tuple[str, int, float], entries: list[StreamEntry]
+    ) -> list[None]:
         automation_type, max_len, max_age = key
-        for start in range(0, len(batch), EMIT_CHUNK):
-            chunk = batch[start : start + EMIT_CHUNK]
-            keys = [self._keys.stream(automation_type)]
-            argv: list[Any] = [
-                repr(max(e.ts for e, _ in chunk) - max_age),
-                max_len,
-                self._channel(emit_topic(automation_type)),
-                record_lifetime(),
-                RECORD_MAX_OUTPUTS,
-            ]
-            for entry, _ in chunk:
-                index = 0
-                if entry.task_id is not None:
-                    record = self._keys.task_record(automation_type, entry.task_id)
-                    keys += [record, record + ":out"]
-                    index = len(keys) - 1
-                argv += [repr(entry.ts), entry.to_json(), index]
-            try:
-                with self._guard():
-                    await self._scripts.stream_push(self._lane, keys, argv)
-            except BaseException as exc:
-                for _, done in chunk:
-                    if not done.done():
-                        done.set_exception(exc)
-                        done.exception()  # a cancelled caller must not leave it unretrieved
-                if not isinstance(exc, Exception):
-                    raise
-                continue
-            for _, done in chunk:
-                if not done.done():
-                    done.set_result(None)
+        keys = [self._keys.stream(automation_type)]
+        argv: list[Any] = [
+            repr(max(e.ts for e in entries) - max_age),
+            max_len,
+            self._channel(emit_topic(automation_type)),
+            record_lifetime(),
+            RECORD_MAX_OUTPUTS,
+        ]
+        for entry in entries:
+            index = 0
+            if entry.task_id is not None:
+                record = self._keys.task_record(automation_type, entry.task_id)
+                keys += [record, record + ":out"]
+                index = len(keys) - 1
+            argv += [repr(entry.ts), entry.to_json(), index]
+        with self._guard():
+            await self._scripts.stream_push(self._lane, keys, argv)
+        return [None] * len(entries)
 
     async def progress(
         self,

@@ -21,14 +21,11 @@ from fleet.core.records import (
     TaskInfo,
     now,
 )
+from fleet.core.turn_batch import TurnBatch
 
 #: Most single pushes (:meth:`TaskQueues.push_one`) of one turn of the loop sent as
 #: one :meth:`TaskQueues.push` (one atomic step: one script call, one transaction).
 ONE_BY_ONE_BATCH = 100
-#: A single push waiting for its turn's batch: the request and its caller's answer.
-_OneByOne = tuple[PushRequest, "asyncio.Future[PushResult]"]
-#: Batches being pushed (held so that a running push is never collected).
-_SENDING: set[asyncio.Task[None]] = set()
 
 #: The one logger of what every backend reports on its own (TTL drops at reserve).
 log = logging.getLogger("fleet.backends")
@@ -84,7 +81,7 @@ class TaskQueues(abc.ABC):
     """
 
     #: Single pushes of this turn of the loop, by type (see :meth:`push_one`).
-    _one_by_one: dict[str, list[_OneByOne]]
+    _one_by_one: TurnBatch[str, PushRequest, PushResult]
 
     #: Whether a take can outlive its caller's cancellation with tasks taken (a
     #: script call in flight, a transaction in its thread): the take is then
@@ -343,37 +340,7 @@ class TaskQueues(abc.ABC):
         so a step that fails fails only the pushes in it, none of them queued. A
         caller alone in its turn waits for nothing more than that turn's end.
         """
-        batches: dict[str, list[_OneByOne]] | None = getattr(self, "_one_by_one", None)
-        if batches is None:
-            batches = self._one_by_one = {}
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[PushResult] = loop.create_future()
-        batch = batches.get(automation_type)
-        if batch is None or len(batch) >= ONE_BY_ONE_BATCH:
-            batch = batches[automation_type] = []
-            loop.call_soon(self._push_batch, automation_type, batch)
-        batch.append((request, answer))
-        return await answer
-
-    def _push_batch(self, automation_type: str, batch: list[_OneByOne]) -> None:
-        batches: dict[str, list[_OneByOne]] = self._one_by_one
-        if batches.get(automation_type) is batch:
-            del batches[automation_type]
-        task = asyncio.get_running_loop().create_task(self._send_batch(automation_type, batch))
-        _SENDING.add(task)
-        task.add_done_callback(_SENDING.discard)
-
-    async def _send_batch(self, automation_type: str, batch: list[_OneByOne]) -> None:
-        try:
-            results = await self.push(automation_type, [request for request, _ in batch])
-        except BaseException as exc:
-            for _, answer in batch:
-                if not answer.done():
-                    answer.set_exception(exc)
-                    answer.exception()  # a cancelled caller must not leave it unretrieved
-            if not isinstance(exc, Exception):
-                raise
-            return
-        for (_, answer), result in zip(batch, results, strict=True):
-            if not answer.done():
-                answer.set_result(result)
+        batch: TurnBatch[str, PushRequest, PushResult] | None = getattr(self, "_one_by_one", None)
+        if batch is None:
+            batch = self._one_by_one = TurnBatch(self.push, ONE_BY_ONE_BATCH)
+        return await batch.add(automation_type, request)
