@@ -194,6 +194,7 @@ def discover(
     if use_entry_points is None:
         use_entry_points = entry_points_enabled()
     all_specs = list(dict.fromkeys([*(env_specs() if use_env else []), *specs]))
+    eps: list[EntryPoint] | None = None  # read once, and only when needed
     if wanted:
         early = Plugins()
         _load_specs(early, all_specs)
@@ -208,7 +209,7 @@ def discover(
             return found
     found = Plugins()
     if use_entry_points:
-        _load_entry_points(found, entry_points(group=GROUP))
+        _load_entry_points(found, list(entry_points(group=GROUP)) if eps is None else eps)
     _load_specs(found, all_specs)
     return found
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from fleet.backends.redis import RedisBackend
+from tests.support.redis_server import RedisServer
 
 
 @pytest.fixture
@@ -18,3 +19,12 @@ async def rb(redis_url: str) -> AsyncIterator[RedisBackend]:
         yield backend
     finally:
         await backend.close()
+
+
+@pytest.fixture
+def own_server() -> Iterator[RedisServer]:
+    """A redis-server of the test's own (to stop, kill and start again)."""
+    srv = RedisServer()
+    srv.start()
+    yield srv
+    srv.cleanup()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,24 +16,16 @@ from tests.support.redis_server import REDIS_BIN, RedisServer, free_port
 pytestmark = pytest.mark.skipif(REDIS_BIN is None, reason="redis-server not installed")
 
 
-@pytest.fixture
-def server() -> Iterator[RedisServer]:
-    srv = RedisServer()
-    srv.start()
-    yield srv
-    srv.cleanup()
-
-
 def req() -> PushRequest:
     return PushRequest(TaskBody(id=new_id(), payload={"a": 1}))
 
 
-async def test_calls_fail_fast_then_recover(server: RedisServer) -> None:
-    b = RedisBackend(server.url)
+async def test_calls_fail_fast_then_recover(own_server: RedisServer) -> None:
+    b = RedisBackend(own_server.url)
     await b.connect()
     try:
         await b.queues.push("t", [req()])
-        server.stop()
+        own_server.stop()
         calls = [
             lambda: b.queues.push("t", [req()]),
             lambda: b.queues.reserve("t", k=5),
@@ -54,7 +45,7 @@ async def test_calls_fail_fast_then_recover(server: RedisServer) -> None:
             assert time.monotonic() - t0 < 5.0
         assert await b.ping() is False
 
-        server.start()  # same port, empty data, empty script cache
+        own_server.start()  # same port, empty data, empty script cache
         assert await b.ping() is True
         # Scripts are loaded again on NOSCRIPT, transparently.
         result = await b.queues.push("t", [req()])
@@ -66,18 +57,18 @@ async def test_calls_fail_fast_then_recover(server: RedisServer) -> None:
         await b.close()
 
 
-async def test_blocked_reserve_fails_when_redis_dies(server: RedisServer) -> None:
-    b = RedisBackend(server.url)
+async def test_blocked_reserve_fails_when_redis_dies(own_server: RedisServer) -> None:
+    b = RedisBackend(own_server.url)
     await b.connect()
     try:
         waiter = asyncio.create_task(b.queues.reserve("t", timeout=30))
         await asyncio.sleep(0.3)
         t0 = time.monotonic()
-        server.stop(kill=True)
+        own_server.stop(kill=True)
         with pytest.raises(BackendUnavailable):
             await asyncio.wait_for(waiter, 10)
         assert time.monotonic() - t0 < 5.0
-        server.start()
+        own_server.start()
         waiter = asyncio.create_task(b.queues.reserve("t", timeout=20))
         await asyncio.sleep(0.2)
         await b.queues.push("t", [req()])
@@ -86,12 +77,12 @@ async def test_blocked_reserve_fails_when_redis_dies(server: RedisServer) -> Non
         await b.close()
 
 
-async def test_subscription_fails_when_redis_dies(server: RedisServer) -> None:
-    b = RedisBackend(server.url)
+async def test_subscription_fails_when_redis_dies(own_server: RedisServer) -> None:
+    b = RedisBackend(own_server.url)
     await b.connect()
     try:
         sub = await b.events.subscribe("topic")
-        server.stop()
+        own_server.stop()
         with pytest.raises(BackendUnavailable):
             await asyncio.wait_for(sub.__anext__(), 10)
         await sub.aclose()

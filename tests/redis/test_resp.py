@@ -7,7 +7,7 @@ import asyncio
 import os
 import signal
 import ssl
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 import redis
@@ -33,14 +33,6 @@ async def lane(redis_url: str) -> AsyncIterator[RespClient]:
     client = client_for(redis_url)
     yield client
     await client.close()
-
-
-@pytest.fixture
-def own_server() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    yield server
-    server.cleanup()
 
 
 # ------------------------------------------------------------------ encoding

@@ -93,14 +93,6 @@ def lane_for(url: str, *, timeout: float | None = 10.0) -> RespClient:
 
 
 @pytest.fixture
-def own_server() -> Iterator[RedisServer]:
-    srv = RedisServer()
-    srv.start()
-    yield srv
-    srv.cleanup()
-
-
-@pytest.fixture
 async def lane(redis_url: str) -> AsyncIterator[RespClient]:
     client = lane_for(redis_url)
     yield client

@@ -7,7 +7,6 @@ none queued."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 
@@ -58,26 +57,18 @@ async def test_each_stream_keeps_its_own_trim_in_a_shared_turn(rb: RedisBackend)
     assert await rb.streams.length("long") == 20
 
 
-@pytest.fixture
-def server() -> Iterator[RedisServer]:
-    srv = RedisServer()
-    srv.start()
-    yield srv
-    srv.cleanup()
-
-
-async def test_a_failed_call_fails_every_emit_of_its_batch(server: RedisServer) -> None:
-    b = RedisBackend(server.url)
+async def test_a_failed_call_fails_every_emit_of_its_batch(own_server: RedisServer) -> None:
+    b = RedisBackend(own_server.url)
     await b.connect()
     try:
         await b.streams.push("t", {"i": -1}, worker_id="w")
-        server.stop(kill=True)
+        own_server.stop(kill=True)
         results = await asyncio.gather(
             *(b.streams.push("t", {"i": i}, worker_id="w") for i in range(10)),
             return_exceptions=True,
         )
         assert all(isinstance(r, BackendUnavailable) for r in results), results
-        server.start()
+        own_server.start()
         await b.streams.push("t", {"i": 0}, worker_id="w")  # the same backend works again
         assert await b.streams.length("t") == 1
     finally:
@@ -88,18 +79,18 @@ def single(task_id: str) -> PushRequest:
     return PushRequest(TaskBody(id=task_id, payload=1))
 
 
-async def test_a_failed_push_step_fails_every_single_push_in_it(server: RedisServer) -> None:
-    b = RedisBackend(server.url)
+async def test_a_failed_push_step_fails_every_single_push_in_it(own_server: RedisServer) -> None:
+    b = RedisBackend(own_server.url)
     await b.connect()
     try:
         await b.queues.push_one("t", PushRequest(TaskBody(id="before", payload=0)))
-        server.stop(kill=True)
+        own_server.stop(kill=True)
         results = await asyncio.gather(
             *(b.queues.push_one("t", single(f"p{i}")) for i in range(9)),
             return_exceptions=True,
         )
         assert all(isinstance(r, BackendUnavailable) for r in results), results
-        server.start()  # same port, empty data: none of the ten was queued anywhere
+        own_server.start()  # same port, empty data: none of the ten was queued anywhere
         assert await b.queues.push_one("t", PushRequest(TaskBody(id="after", payload=0)))
         assert [r.body.id for r in await b.queues.reserve("t", k=20)] == ["after"]
     finally:

@@ -15,21 +15,29 @@ from tests.plugins_fixture.echo import EchoAutomation
 from tests.plugins_fixture.loop import LoopAutomation
 
 
+def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, *eps: str) -> Path:
+    """A distribution ``name`` on sys.path declaring the fleet.automations entry points
+    ``eps`` (``"name = target"`` lines)."""
+    dist = tmp_path / f"{name}-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[fleet.automations]\n" + "".join(f"{e}\n" for e in eps))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
 @pytest.fixture
 def installed_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A distribution on sys.path declaring three fleet.automations entry points
     (a class, a module, and a module that fails to import)."""
-    dist = tmp_path / "fixtureplug-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fixtureplug\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(
-        "[fleet.automations]\n"
-        "echo = tests.plugins_fixture.echo:EchoAutomation\n"
-        "loop = tests.plugins_fixture.loop\n"
-        "broken = tests.plugins_fixture.broken\n"
+    return install(
+        tmp_path,
+        monkeypatch,
+        "fixtureplug",
+        "echo = tests.plugins_fixture.echo:EchoAutomation",
+        "loop = tests.plugins_fixture.loop",
+        "broken = tests.plugins_fixture.broken",
     )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return tmp_path
 
 
 def test_entry_points_load_classes_and_modules_and_report_broken(installed_plugins: Path) -> None:
@@ -58,17 +66,14 @@ def test_fleet_entry_points_0_ignores_installed_plugins(
 @pytest.fixture
 def named_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Entry points named like the types they provide, and a broken one."""
-    dist = tmp_path / "namedplug-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: namedplug\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(
-        "[fleet.automations]\n"
-        "wt-echo = tests.plugins_fixture.echo:EchoAutomation\n"
-        "broken = tests.plugins_fixture.broken\n"
-        "wt-loop = tests.plugins_fixture.loop\n"
+    return install(
+        tmp_path,
+        monkeypatch,
+        "namedplug",
+        "wt-echo = tests.plugins_fixture.echo:EchoAutomation",
+        "broken = tests.plugins_fixture.broken",
+        "wt-loop = tests.plugins_fixture.loop",
     )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return tmp_path
 
 
 def test_wanted_types_stop_loading_once_found(named_plugins: Path) -> None:

@@ -75,7 +75,8 @@ class Lane(Protocol):
 
     async def execute(self, *args: Any) -> Any: ...
 
-    #: Whether scripts run as Redis functions (``FCALL``) on this lane.
+    #: Whether scripts run as Redis functions (``FCALL``) on this lane; set False
+    #: by the scripts once its server refuses them (then ``EVALSHA``).
     functions: bool
 
     async def evalsha(self, sha: str, keys: Sequence[str], args: Sequence[Any]) -> Any: ...

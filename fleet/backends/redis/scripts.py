@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-import weakref
 from collections.abc import Sequence
 from importlib import resources
 from typing import Any
@@ -171,7 +170,7 @@ class LuaScript:
                 (the caller's guard translates it, see
                 :func:`fleet.backends.redis.core.translate`).
         """
-        if client.functions and client not in _NO_FUNCTIONS:
+        if client.functions:
             try:
                 return await client.fcall(self.function, keys, args)
             except ReplyError as exc:
@@ -183,7 +182,7 @@ class LuaScript:
             except ReplyError as exc:
                 if not _functions_refused(exc):
                     raise
-                _NO_FUNCTIONS.add(client)  # Redis < 7, or an ACL without FUNCTION
+                client.functions = False  # Redis < 7, or an ACL without FUNCTION: EVALSHA
             else:
                 return await client.fcall(self.function, keys, args)
         try:
@@ -195,11 +194,6 @@ class LuaScript:
                 raise
             await client.execute("SCRIPT", "LOAD", self.source)
             return await client.evalsha(self.sha, keys, args)
-
-
-#: Lanes whose server answered that it has no functions (or may not load them):
-#: they run scripts by EVALSHA from then on.
-_NO_FUNCTIONS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def _function_missing(exc: ReplyError) -> bool:
@@ -288,7 +282,7 @@ class Scripts:
         first call that misses it and then stays on the server, replicated and
         persisted with the data, for every later process (a worker's start pays no
         compile of 29 scripts)."""
-        if client.functions and client not in _NO_FUNCTIONS:
+        if client.functions:
             return
         await asyncio.gather(
             *(client.execute("SCRIPT", "LOAD", script.source) for script in self.all.values())
