@@ -3,7 +3,9 @@ processes in their own process group, percentiles, the machine's load."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
@@ -12,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -123,3 +125,51 @@ def worker_cmd(url: str, plugin: str, automation_type: str, worker_id: str = "be
         "--backend",
         url,
     ]
+
+
+@dataclasses.dataclass(frozen=True)
+class Drained:
+    """What :func:`poll_drain` measured."""
+
+    spawn_rate: float  # tasks/s from spawn to the last task (start-up included)
+    steady: float  # tasks/s from the first task done to the last
+    cpu_ms: float  # the workers' CPU per task (their child processes included)
+
+
+async def poll_drain(
+    procs: list[subprocess.Popen[bytes]],
+    done: Callable[[], Awaitable[int]],
+    tasks: int,
+    t0: float,
+    timeout: float = 600.0,
+) -> Drained:
+    """Poll ``done`` (tasks finished so far) every 20 ms until it reaches ``tasks``;
+    ``t0`` is when the workers were spawned.
+
+    Raises:
+        RuntimeError: A worker exited, or ``timeout`` seconds passed.
+    """
+    import psutil
+
+    ps = [psutil.Process(p.pid) for p in procs]
+    first: float | None = None
+    first_done = 0
+    cpu = 0.0
+    while True:
+        # children too: `huey_consumer -k process` works in child processes
+        with contextlib.suppress(psutil.NoSuchProcess):
+            cpu = sum(sum(q.cpu_times()[:2]) for p in ps for q in [p, *p.children(recursive=True)])
+        n = await done()
+        if n and first is None:
+            first, first_done = time.perf_counter(), n
+        if n >= tasks:
+            break
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError("a worker exited")
+        if time.perf_counter() - t0 > timeout:
+            raise RuntimeError(f"only {n} of {tasks} done after {timeout:g} s")
+        await asyncio.sleep(0.02)
+    t_end = time.perf_counter()
+    assert first is not None
+    steady = (tasks - first_done) / max(t_end - first, 1e-9) if t_end > first else 0.0
+    return Drained(tasks / (t_end - t0), steady, cpu / tasks * 1000)

@@ -35,10 +35,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import HERE, SMOKE_HELP, loadavg, spawn, stop, worker_cmd
+from benchlib import HERE, SMOKE_HELP, loadavg, poll_drain, spawn, stop, worker_cmd
 
 from fleet.backends import open_backend
 from fleet.core.submission import make_push_request
@@ -55,40 +53,6 @@ class Row:
     spawn_rate: list[float] = field(default_factory=list)  # spawn -> last
     steady: list[float] = field(default_factory=list)  # first done -> last
     cpu_ms: list[float] = field(default_factory=list)  # worker CPU per task
-
-
-async def _drain(
-    procs: list[subprocess.Popen[bytes]],
-    done: Callable[[], Awaitable[int]],
-    tasks: int,
-    t0: float,
-) -> tuple[float, float, float]:
-    """Poll ``done`` every 20 ms until it reaches ``tasks``: (spawn->last tasks/s,
-    first->last tasks/s, worker CPU ms per task)."""
-    ps = [psutil.Process(p.pid) for p in procs]
-    first: float | None = None
-    first_done = 0
-    cpu = 0.0
-    while True:
-        # psutil sees the children of `huey_consumer -k process` too
-        try:
-            cpu = sum(sum(q.cpu_times()[:2]) for p in ps for q in [p, *p.children(recursive=True)])
-        except psutil.NoSuchProcess:
-            pass
-        n = await done()
-        if n and first is None:
-            first, first_done = time.perf_counter(), n
-        if n >= tasks:
-            break
-        if any(p.poll() is not None for p in procs):
-            raise RuntimeError("a worker exited")
-        if time.perf_counter() - t0 > TIMEOUT:
-            raise RuntimeError(f"only {n} of {tasks} done after {TIMEOUT:g} s")
-        await asyncio.sleep(0.02)
-    t_end = time.perf_counter()
-    assert first is not None
-    steady = (tasks - first_done) / max(t_end - first, 1e-9) if t_end > first else 0.0
-    return tasks / (t_end - t0), steady, cpu / tasks * 1000
 
 
 async def fleet_round(row: Row, tasks: int, procs: int, slots: int) -> None:
@@ -110,15 +74,15 @@ async def fleet_round(row: Row, tasks: int, procs: int, slots: int) -> None:
                 async def done() -> int:
                     return (await backend.queues.depths(TYPE)).counters.completed
 
-                rate, steady, cpu = await _drain(workers, done, tasks, t0)
+                got = await poll_drain(workers, done, tasks, t0, TIMEOUT)
             finally:
                 for w in workers:
                     stop(w)
         finally:
             await backend.close()
-    row.spawn_rate.append(rate)
-    row.steady.append(steady)
-    row.cpu_ms.append(cpu)
+    row.spawn_rate.append(got.spawn_rate)
+    row.steady.append(got.steady)
+    row.cpu_ms.append(got.cpu_ms)
 
 
 async def huey_round(row: Row, tasks: int, consumer_args: list[str], sync: str) -> None:
@@ -146,13 +110,13 @@ async def huey_round(row: Row, tasks: int, consumer_args: list[str], sync: str) 
                 left = conn.execute("select count(*) from task where queue = 'bench'").fetchone()
                 return tasks - int(left[0])
 
-            rate, steady, cpu = await _drain([consumer], done, tasks, t0)
+            got = await poll_drain([consumer], done, tasks, t0, TIMEOUT)
         finally:
             stop(consumer)
             conn.close()
-    row.spawn_rate.append(rate)
-    row.steady.append(steady)
-    row.cpu_ms.append(cpu)
+    row.spawn_rate.append(got.spawn_rate)
+    row.steady.append(got.steady)
+    row.cpu_ms.append(got.cpu_ms)
 
 
 async def main(args: argparse.Namespace) -> None:

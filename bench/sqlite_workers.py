@@ -20,10 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import psutil
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import SMOKE_HELP, loadavg, spawn, stop, worker_cmd
+from benchlib import SMOKE_HELP, loadavg, poll_drain, spawn, stop, worker_cmd
 
 from fleet.backends import open_backend
 from fleet.core.submission import make_push_request
@@ -41,33 +39,20 @@ async def drain(tasks: int, procs: int, slots: int) -> None:
             await backend.queues.push(TYPE, chunk)
         t0 = time.perf_counter()
         workers = [spawn(worker_cmd(url, "worker_noop", TYPE, f"bench-{i}")) for i in range(procs)]
-        ps = [psutil.Process(w.pid) for w in workers]
-        first: float | None = None
-        first_done = 0
         try:
-            while True:
-                done = (await backend.queues.depths(TYPE)).counters.completed
-                if done and first is None:
-                    first, first_done = time.perf_counter(), done
-                if done >= tasks:
-                    break
-                if any(w.poll() is not None for w in workers):
-                    raise RuntimeError("a worker exited")
-                if time.perf_counter() - t0 > 600:
-                    raise RuntimeError(f"only {done} of {tasks} done after 600 s")
-                await asyncio.sleep(0.02)
-            t_end = time.perf_counter()
-            cpu = sum(sum(p.cpu_times()[:2]) for p in ps)
+
+            async def done() -> int:
+                return (await backend.queues.depths(TYPE)).counters.completed
+
+            got = await poll_drain(workers, done, tasks, t0)
         finally:
             for w in workers:
                 stop(w)
             await backend.close()
-        assert first is not None
-        steady = (tasks - first_done) / max(t_end - first, 1e-9)
         print(
             f"sqlite, {procs} worker process(es) x {slots} slots, {tasks:,} tasks: "
-            f"{steady:,.0f} tasks/s first->last, {tasks / (t_end - t0):,.0f} tasks/s spawn->last, "
-            f"worker CPU {cpu / tasks * 1000:.2f} ms/task (start-up included)"
+            f"{got.steady:,.0f} tasks/s first->last, {got.spawn_rate:,.0f} tasks/s spawn->last, "
+            f"worker CPU {got.cpu_ms:.2f} ms/task (start-up included)"
         )
 
 
