@@ -10,6 +10,7 @@ loaded again and the call retried once.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import re
 from collections.abc import Sequence
@@ -152,13 +153,25 @@ class LuaScript:
         self.name = name
         self.source = with_settings(load_source(name))
         self.sha = hashlib.sha1(self.source.encode("utf-8")).hexdigest()
-        includes, body = _parts(name)
+
+    @functools.cached_property
+    def _as_function(self) -> tuple[str, str]:
+        # Built on the first call that needs it, not for all 29 scripts at start.
+        includes, body = _parts(self.name)
         code = with_settings(function_library("__LIBRARY__", includes, body))
-        digest = hashlib.sha1(code.encode("utf-8")).hexdigest()[:16]
-        #: The function (and its library) name: the code's hash in it, so processes
-        #: of two Fleet versions on one Redis each call their own.
-        self.function = f"fleet_{name}_{digest}"
-        self.library = code.replace("__LIBRARY__", self.function)
+        name = f"fleet_{self.name}_{hashlib.sha1(code.encode('utf-8')).hexdigest()[:16]}"
+        return name, code.replace("__LIBRARY__", name)
+
+    @property
+    def function(self) -> str:
+        """The function (and its library) name: the code's hash in it, so processes of
+        two Fleet versions on one Redis each call their own."""
+        return self._as_function[0]
+
+    @property
+    def library(self) -> str:
+        """The library's source, for ``FUNCTION LOAD``."""
+        return self._as_function[1]
 
     async def __call__(self, client: Lane, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """Run the script: ``FCALL`` of its function where the lane takes functions
