@@ -4,9 +4,9 @@ task record), on a private redis-server (a script, not a test).
 
 Reports per call: calls/s, this process' CPU and redis-server's CPU (``INFO cpu``),
 and for the emits the number of script calls Redis ran (``INFO commandstats``).
-Single pushes and emits of one turn of the loop are batched (``TaskQueues.push_one``,
-``RedisStreams.push``): with one caller nothing is gathered, with many one script
-call serves a whole turn.
+Single pushes and emits made while one is in flight are batched
+(``TaskQueues.push_one``, ``RedisStreams.push``): with one caller nothing is
+gathered, with many one script call serves all that waited.
 
     .venv/bin/python bench/batching.py [--submits 40000] [--bursts 40] [--burst 250]
 """

@@ -1,5 +1,5 @@
 """Single pushes made at once (slots submitting together, concurrent REST submits) go
-as one batched push per turn of the loop, on every backend: each caller gets its own
+as batched pushes, on every backend: each caller gets its own
 answer, in order, a duplicate in the same turn is caught, a caller alone waits for
 nothing (a failed step fails every push in it: tests/redis/test_stream_batches.py)."""
 

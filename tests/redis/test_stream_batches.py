@@ -1,6 +1,6 @@
-"""Emits of one turn of the loop share one script call (slots emitting at once): every
+"""Emits made while one is being written share one script call (slots emitting at once): every
 entry lands, in its task's record too, each stream keeps its own trim settings, and a
-failed call fails every emit of its batch. Single pushes of one turn share one push
+failed call fails every emit of its batch. Single pushes made at once share one push
 the same way (tests/conformance/test_queue_one_by_one.py); a failed one fails them all,
 none queued."""
 
@@ -24,8 +24,8 @@ async def _script_calls(rb: RedisBackend) -> int:
     return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("fcall", "evalsha"))
 
 
-async def test_emits_of_one_turn_share_a_call_and_all_land(rb: RedisBackend) -> None:
-    n = EMIT_CHUNK + 100  # two calls
+async def test_emits_made_at_once_share_a_call_and_all_land(rb: RedisBackend) -> None:
+    n = EMIT_CHUNK + 100  # the first alone, then the 299 that waited for it: 200 + 99
     await rb.streams.push("warm", {}, worker_id="w")  # the script is loaded by now
     before = await _script_calls(rb)
     entries = await asyncio.gather(
@@ -34,7 +34,7 @@ async def test_emits_of_one_turn_share_a_call_and_all_land(rb: RedisBackend) -> 
             for i in range(n)
         )
     )
-    assert await _script_calls(rb) - before == 2
+    assert await _script_calls(rb) - before == 3
     assert await rb.streams.length("t") == n
     stored = {e.payload["i"] for e in await rb.streams.peek("t", n)}
     assert stored == set(range(n)) and len({e.id for e in entries}) == n
@@ -42,7 +42,7 @@ async def test_emits_of_one_turn_share_a_call_and_all_land(rb: RedisBackend) -> 
         record = rb._keys.task_record("t", f"task{k}")
         assert int(await rb._r.hget(record, "n")) == len(range(k, n, 3))
         assert await rb._r.llen(record + ":out") == min(len(range(k, n, 3)), 100)
-    # one more emit, alone in its turn: a call of its own
+    # one more emit, alone: a call of its own
     await rb.streams.push("t", {"i": n}, worker_id="w")
     assert await rb.streams.length("t") == n + 1
 

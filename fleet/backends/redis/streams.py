@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.backends.redis.core import RedisCore, RedisPart
+from fleet.core.call_batch import CallBatch
 from fleet.core.capabilities import Streams
 from fleet.core.capabilities.streams import STREAM_MAX_AGE, STREAM_MAX_LEN
 from fleet.core.records import StreamEntry, dumps, now, stream_entry_id
@@ -20,10 +21,9 @@ from fleet.core.results import (
     progress_topic,
     record_lifetime,
 )
-from fleet.core.turn_batch import TurnBatch
 from fleet.protocol import emit_topic
 
-#: Emits written by one script call at most (a bigger turn takes several calls).
+#: Emits written by one script call at most (more waiting ones take several calls).
 EMIT_CHUNK = 200
 
 #: How far before a cursor's own timestamp ``stream_read`` starts looking (the
@@ -42,14 +42,14 @@ def cursor_score(after: str) -> str:
 
 
 class RedisStreams(RedisPart, Streams):
-    """Output streams; the emits of one turn of the loop are one script call (a
-    progress report is one), which also publishes each on its event channel."""
+    """Output streams; an emit is one script call, shared by the emits made while it
+    runs (a progress report is one), which also publishes each on its event channel."""
 
     def __init__(self, core: RedisCore) -> None:
         super().__init__(core)
-        #: Emits of this turn of the loop, by (type, max len, max age): one script call
-        #: per batch of at most EMIT_CHUNK.
-        self._emits: TurnBatch[tuple[str, int, float], StreamEntry, None] = TurnBatch(
+        #: Emits by (type, max len, max age), batched while one is being written: one
+        #: script call per batch of at most EMIT_CHUNK.
+        self._emits: CallBatch[tuple[str, int, float], StreamEntry, None] = CallBatch(
             self._write_emits, EMIT_CHUNK
         )
 
@@ -73,9 +73,9 @@ class RedisStreams(RedisPart, Streams):
             task_id=task_id,
             attempt=attempt,
         )
-        # The emits of one turn of the loop (slots emitting at once) go in one script
-        # call: it runs at the end of the turn, and each caller returns once its
-        # batch is written (or fails with the batch).
+        # Emits of a stream made while one is being written (slots emitting at once)
+        # go in one script call after it; each caller returns once its entry is
+        # written (or fails with its batch).
         await self._emits.add((automation_type, max(0, int(max_len)), float(max_age)), entry)
         return entry
 

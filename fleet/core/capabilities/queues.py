@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from fleet.core.call_batch import CallBatch
 from fleet.core.records import (
     CancelOutcome,
     LeaseStatus,
@@ -21,10 +22,9 @@ from fleet.core.records import (
     TaskInfo,
     now,
 )
-from fleet.core.turn_batch import TurnBatch
 
-#: Most single pushes (:meth:`TaskQueues.push_one`) of one turn of the loop sent as
-#: one :meth:`TaskQueues.push` (one atomic step: one script call, one transaction).
+#: Most single pushes (:meth:`TaskQueues.push_one`) that waited for one in flight
+#: sent as one :meth:`TaskQueues.push` (one atomic step: one script call, one transaction).
 ONE_BY_ONE_BATCH = 100
 
 #: The one logger of what every backend reports on its own (TTL drops at reserve).
@@ -80,8 +80,8 @@ class TaskQueues(abc.ABC):
     wake-up or a timeout).
     """
 
-    #: Single pushes of this turn of the loop, by type (see :meth:`push_one`).
-    _one_by_one: TurnBatch[str, PushRequest, PushResult]
+    #: Single pushes by type, batched while one is in flight (see :meth:`push_one`).
+    _one_by_one: CallBatch[str, PushRequest, PushResult]
 
     #: Whether a take can outlive its caller's cancellation with tasks taken (a
     #: script call in flight, a transaction in its thread): the take is then
@@ -334,13 +334,13 @@ class TaskQueues(abc.ABC):
     async def push_one(self, automation_type: str, request: PushRequest) -> PushResult:
         """Push a single request (see :meth:`push`).
 
-        The single pushes of one turn of the event loop (slots that submit at once,
-        concurrent REST submits) go as one :meth:`push` of up to
-        ``ONE_BY_ONE_BATCH`` requests of a type: one atomic step on every backend,
+        Single pushes of a type made while one is in flight (slots that submit at
+        once, concurrent REST submits) wait for it and then go as one :meth:`push`
+        of up to ``ONE_BY_ONE_BATCH`` requests: one atomic step on every backend,
         so a step that fails fails only the pushes in it, none of them queued. A
-        caller alone in its turn waits for nothing more than that turn's end.
+        caller that pushes one at a time goes straight through.
         """
-        batch: TurnBatch[str, PushRequest, PushResult] | None = getattr(self, "_one_by_one", None)
+        batch: CallBatch[str, PushRequest, PushResult] | None = getattr(self, "_one_by_one", None)
         if batch is None:
-            batch = self._one_by_one = TurnBatch(self.push, ONE_BY_ONE_BATCH)
+            batch = self._one_by_one = CallBatch(self.push, ONE_BY_ONE_BATCH)
         return await batch.add(automation_type, request)

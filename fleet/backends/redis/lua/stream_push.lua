@@ -4,7 +4,7 @@
 -- ARGV: min ts (the newest entry's time minus the stream's max age), max len, channel,
 -- a record's lifetime (seconds), outputs kept per record, then per entry: ts,
 -- envelope, the KEYS index of its record hash (0: not emitted by a task) -> entries.
--- The entries of one call are the emits of one turn of the worker's loop (several
+-- The entries of one call are the emits that waited while another was written (several
 -- slots emitting at once): one call instead of one per emit. Trimming once, after
 -- them all, leaves what trimming after each would.
 local stream, channel = KEYS[1], ARGV[3]
