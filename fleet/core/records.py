@@ -168,7 +168,19 @@ class TaskBody:
         return out
 
     def to_json(self) -> str:
-        return dumps(self.to_dict())
+        """The stored form: ``to_dict()`` without the fields at their defaults
+        (``priority`` 0, ``attempt`` 0, ``max_attempts`` None), which ``from_dict``
+        puts back. A queued task is kept in a list and its record at once, and the
+        record holds these fields; leaving them out saves 41 bytes of Redis memory
+        per queued task (bench/queued_memory.py)."""
+        d = self.to_dict()
+        if not self.priority:
+            del d["priority"]
+        if not self.attempt:
+            del d["attempt"]
+        if self.max_attempts is None:
+            del d["max_attempts"]
+        return dumps(d)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TaskBody:

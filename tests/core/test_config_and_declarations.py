@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import BaseModel, ValidationError
 
@@ -125,3 +127,17 @@ def test_task_body_roundtrip_and_tiers() -> None:
     assert body.tier == "low" and tier_of(0) == "normal" and tier_of(3) == "high"
     assert body.is_expired(106.0) and not body.is_expired(104.0)
     assert TaskBody.from_json('{"id": "x", "payload": null}').max_attempts is None
+
+
+def test_task_body_stored_form_leaves_defaults_out() -> None:
+    """The stored body carries priority, attempt and max_attempts only when they are
+    not their defaults (the record holds them); reading it puts the defaults back."""
+    plain = TaskBody(id="a", payload={"i": 1}, enqueued_at=100.5)
+    assert json.loads(plain.to_json()) == {"id": "a", "payload": {"i": 1}, "enqueued_at": 100.5}
+    assert TaskBody.from_json(plain.to_json()) == plain
+    set_ = TaskBody(id="b", payload=None, priority=3, attempt=2, max_attempts=5)
+    stored = json.loads(set_.to_json())
+    assert (stored["priority"], stored["attempt"], stored["max_attempts"]) == (3, 2, 5)
+    assert TaskBody.from_json(set_.to_json()) == set_
+    # what REST shows of a body stays whole
+    assert set(plain.to_dict()) >= {"priority", "attempt", "max_attempts"}

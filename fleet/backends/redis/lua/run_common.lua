@@ -128,7 +128,7 @@ local function run_callback(rn, key, oc_json, now)
   if type(payload) ~= 'table' then payload = {} end
   payload.run = {run_id = rn, state = 'done', counters = counters}
   local raw = '{"id":' .. cjson.encode(id) .. ',"payload":' .. cjson.encode(payload) ..
-    ',"priority":0,"attempt":0,"max_attempts":null,"enqueued_at":' .. fstr(now) .. '}'
+    ',"enqueued_at":' .. fstr(now) .. '}'
   redis.call('HSET', q .. ':tasks', id, enc({s = 'q', a = 0, p = 0, d = '/' .. fstr(now)}))
   redis.call('RPUSH', q, raw)
   redis.call('HINCRBY', q .. ':counters', 'submitted', 1)
