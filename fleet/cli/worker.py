@@ -70,12 +70,21 @@ def _backend_url(value: str | None) -> str:
 @click.option(
     "--grace", default=30.0, show_default=True, help="Seconds running tasks get at shutdown."
 )
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes to run, forked after the plugins are imported; each is a "
+    "whole worker with its own id (--id W: W-1, W-2, ...).",
+)
 @_plugin_option
 def worker(
     types: tuple[str, ...],
     worker_id: str | None,
     backend_url: str | None,
     grace: float,
+    processes: int,
     plugins: tuple[str, ...],
 ) -> None:
     """Run automation slots: take tasks, report state, follow the desired config."""
@@ -84,24 +93,57 @@ def worker(
     from fleet.worker.identity import WorkerIdInUse
     from fleet.worker.process import serve
 
+    url = _backend_url(backend_url)
+    if processes > 1:
+        _check_prefork(url)
     found = _load(plugins, types)
     classes = _select(found, types)
     settings = Settings()
     resync = float(os.environ.get("FLEET_RESYNC_SECONDS", RESYNC_SECONDS))
-    try:
+
+    def one(wid: str | None) -> None:
         _run(
             serve(
-                _backend_url(backend_url),
+                url,
                 classes,
-                worker_id,
+                wid,
                 grace=grace,
                 heartbeat_seconds=settings.heartbeat_seconds,
                 resync_seconds=resync,
                 origins=found.origins,
             )
         )
-    except WorkerIdInUse as exc:
-        raise click.ClickException(str(exc)) from exc
+
+    if processes == 1:
+        try:
+            one(worker_id)
+        except WorkerIdInUse as exc:
+            raise click.ClickException(str(exc)) from exc
+        return
+
+    from fleet.worker.prefork import FATAL_STATUS, Supervisor
+
+    def child(index: int) -> int:
+        try:
+            one(None if worker_id is None else f"{worker_id}-{index}")
+        except WorkerIdInUse as exc:
+            click.echo(f"Error: {exc}", err=True)
+            return FATAL_STATUS
+        return 0
+
+    sys.exit(Supervisor(processes, child).run())
+
+
+def _check_prefork(url: str) -> None:
+    from fleet.worker.prefork import can_fork
+
+    if not can_fork():
+        raise click.UsageError("--processes needs os.fork (Linux, macOS); start one worker each")
+    if url.split(":", 1)[0].lower() == "memory":
+        raise click.UsageError(
+            "--processes needs a shared backend: memory:// lives in one process "
+            "(use sqlite:///... or redis://...)"
+        )
 
 
 def _run(main: Coroutine[Any, Any, None]) -> None:
