@@ -13,7 +13,9 @@ For each row, rounds interleaved: a fresh file, N no-op tasks enqueued one by on
 through the producer call each user makes (Fleet: ``TaskQueues.push_one``, what
 ``ctx.submit`` calls; Huey: calling the task), then the worker process(es) started
 together and the drain timed from spawn to the last task (start-up included) and
-from the first task done to the last. Huey comes with the test extras
+from the first task done to the last. Several Fleet processes run two ways: one
+``fleet worker --processes N`` (imports once, then forks, as Huey's ``-k process``
+does) and N ``fleet worker`` commands. Huey comes with the test extras
 (``pip install -e '.[test]'``): it needs nothing but the standard library.
 
     .venv/bin/python bench/sqlite_vs_huey.py [--tasks 20000] [--rounds 3]
@@ -55,7 +57,7 @@ class Row:
     cpu_ms: list[float] = field(default_factory=list)  # worker CPU per task
 
 
-async def fleet_round(row: Row, tasks: int, procs: int, slots: int) -> None:
+async def fleet_round(row: Row, tasks: int, procs: int, slots: int, fork: bool = False) -> None:
     with tempfile.TemporaryDirectory(prefix="fleet-vs-huey-") as tmp:
         url = f"sqlite:///{tmp}/fleet.db"
         backend = await open_backend(url)
@@ -66,9 +68,13 @@ async def fleet_round(row: Row, tasks: int, procs: int, slots: int) -> None:
                 await backend.queues.push_one(TYPE, make_push_request({"i": i}))
             row.enqueue.append(tasks / (time.perf_counter() - t0))
             t0 = time.perf_counter()
-            workers = [
-                spawn(worker_cmd(url, "worker_noop", TYPE, f"bench-{i}")) for i in range(procs)
-            ]
+            if fork:  # one command forks the processes after its imports
+                cmd = [*worker_cmd(url, "worker_noop", TYPE, "bench"), "--processes", str(procs)]
+                workers = [spawn(cmd)]
+            else:
+                workers = [
+                    spawn(worker_cmd(url, "worker_noop", TYPE, f"bench-{i}")) for i in range(procs)
+                ]
             try:
 
                 async def done() -> int:
@@ -126,6 +132,20 @@ async def main(args: argparse.Namespace) -> None:
     rows: list[tuple[Row, Callable[[Row], Awaitable[None]]]] = []
     for procs in args.procs:
         label = f"fleet sqlite, {procs} process(es) x slots={args.slots}, WAL + NORMAL, leases"
+        if procs > 1:
+            label = (
+                f"fleet sqlite, {procs} worker commands x slots={args.slots}, WAL + NORMAL, leases"
+            )
+            forked = (
+                f"fleet sqlite, one command --processes {procs} x slots={args.slots}, "
+                "WAL + NORMAL, leases"
+            )
+            rows.append(
+                (
+                    Row(forked),
+                    lambda r, p=procs: fleet_round(r, args.tasks, p, args.slots, fork=True),
+                )
+            )
         rows.append((Row(label), lambda r, p=procs: fleet_round(r, args.tasks, p, args.slots)))
         for sync in args.huey_sync:
             if procs == 1:
