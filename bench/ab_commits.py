@@ -30,7 +30,7 @@ from pathlib import Path
 
 import psutil
 import redis
-from benchlib import HERE, PYTHON, SMOKE_HELP, loadavg, redis_server
+from benchlib import HERE, PYTHON, SMOKE_HELP, byte_compile, loadavg, redis_server
 
 PRODUCER = r"""
 import asyncio, os, sys, time
@@ -181,14 +181,9 @@ def main() -> None:
     for tree in trees.values():
         if not (tree / "fleet" / "__init__.py").exists():
             raise SystemExit(f"{tree} is not a Fleet checkout")
-        # Both trees byte-compiled alike: where PYTHONDONTWRITEBYTECODE is set a tree
-        # without __pycache__ compiles every module at each worker start, which would
-        # count against that side's start time, drain from spawn and worker CPU.
-        subprocess.run(
-            [PYTHON, "-m", "compileall", "-q", str(tree / "fleet"), str(tree / "bench")],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+        # Both trees byte-compiled alike: a tree without __pycache__ would compile its
+        # modules at each worker start, counted against that side.
+        byte_compile(tree)
     print("load average at start:", loadavg())
     results: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
     with redis_server(args.url) as url:
