@@ -101,7 +101,7 @@ def worker(
     settings = Settings()
     resync = float(os.environ.get("FLEET_RESYNC_SECONDS", RESYNC_SECONDS))
 
-    def one(wid: str | None) -> None:
+    def one(wid: str | None, same_signal_within: float = 0.0) -> None:
         _run(
             serve(
                 url,
@@ -111,6 +111,7 @@ def worker(
                 heartbeat_seconds=settings.heartbeat_seconds,
                 resync_seconds=resync,
                 origins=found.origins,
+                same_signal_within=same_signal_within,
             )
         )
 
@@ -121,11 +122,11 @@ def worker(
             raise click.ClickException(str(exc)) from exc
         return
 
-    from fleet.worker.prefork import FATAL_STATUS, Supervisor
+    from fleet.worker.prefork import FATAL_STATUS, SAME_SIGNAL_SECONDS, Supervisor
 
     def child(index: int) -> int:
         try:
-            one(None if worker_id is None else f"{worker_id}-{index}")
+            one(None if worker_id is None else f"{worker_id}-{index}", SAME_SIGNAL_SECONDS)
         except WorkerIdInUse as exc:
             click.echo(f"Error: {exc}", err=True)
             return FATAL_STATUS

@@ -38,6 +38,11 @@ RESTART_BASE = 0.5
 RESTART_CAP = 30.0
 STABLE_SECONDS = 60.0
 
+#: A child takes a stop signal that comes this soon after the first as the same stop:
+#: Ctrl-C reaches the whole process group and systemd signals the whole control group,
+#: so a child gets the signal both from them and from its parent.
+SAME_SIGNAL_SECONDS = 1.0
+
 _PR_SET_PDEATHSIG = 1
 _STOPS = (signal.SIGTERM, signal.SIGINT)
 

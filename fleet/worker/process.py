@@ -27,15 +27,25 @@ log = logging.getLogger("fleet.worker")
 FORCED_EXIT_STATUS = 130
 
 
-def install_signal_handlers(worker: Worker) -> None:
-    """SIGTERM/SIGINT once: graceful stop; twice: exit immediately."""
+def install_signal_handlers(worker: Worker, same_within: float = 0.0) -> None:
+    """SIGTERM/SIGINT once: graceful stop; twice: exit immediately.
+
+    ``same_within``: a signal that comes within this many seconds of the first is
+    the same stop, not a second one. A process forked by ``--processes`` gets a stop
+    twice at once when the terminal (Ctrl-C) or systemd (its control group) signals
+    it as well as its parent, which passes the signal on.
+    """
     loop = asyncio.get_running_loop()
     received = 0
+    first = 0.0
 
     def handle(signum: int) -> None:
-        nonlocal received
+        nonlocal received, first
+        if received and loop.time() - first < same_within:
+            return
         received += 1
         if received == 1:
+            first = loop.time()
             log.warning(
                 "received %s: draining (grace %.0fs; send it again to exit at once)",
                 signal.Signals(signum).name,
@@ -90,11 +100,13 @@ async def serve(
     heartbeat_seconds: float,
     resync_seconds: float,
     origins: Mapping[str, str] | None = None,
+    same_signal_within: float = 0.0,
 ) -> None:
     """Run a worker until a signal stops it.
 
     Args:
         origins: Where each type came from (``package version``), for the first log line.
+        same_signal_within: See :func:`install_signal_handlers`.
 
     Raises:
         UnsupportedBackend: Unknown backend URL scheme.
@@ -114,7 +126,7 @@ async def serve(
             policy=RetryPolicy.from_env(),
             id_claim=claim,
         )
-        install_signal_handlers(worker)
+        install_signal_handlers(worker, same_signal_within)
         log.info(
             "worker %s on %s runs %s",
             worker.worker_id,

@@ -94,6 +94,27 @@ async def test_processes_share_the_work_and_stop_together(
         assert (await state_of(backend, E, wid)).get("state") == "STOPPED", w.log()
 
 
+async def test_a_stop_sent_to_every_process_drains_them_once(
+    backend: Backend, url: str, tmp_path: Path, workers: list[WorkerProcess]
+) -> None:
+    """Ctrl-C and systemd signal the children too: each gets the stop twice at once
+    (theirs and the one the parent passes on), and still drains instead of exiting."""
+    w = WorkerProcess(url, ECHO, E, "pd", tmp_path, more_args=["--processes", "2"])
+    workers.append(w)
+    await _running(backend, w, "pd-1", "pd-2")
+    (task_id,) = await push(backend, E, {"n": 1, "sleep": 1.5})
+
+    async def running() -> bool:
+        return (await backend.queues.state(E, task_id)).state == "processing"
+
+    await wait_until(running, timeout=20, what="the task running")
+    for proc in [psutil.Process(w.proc.pid), *_children(w)]:
+        proc.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(w.wait, 30) == 0, w.log()
+    assert (await backend.queues.state(E, task_id)).state == "done", w.log()
+    assert "exiting now" not in w.log()
+
+
 async def test_a_killed_process_is_started_again(
     backend: Backend, url: str, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
