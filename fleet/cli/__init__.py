@@ -1,7 +1,7 @@
 """The ``fleet`` command: parse, configure logging, call one library function.
 
 Subcommands live in their own modules and are imported only when invoked, so
-``fleet --help`` stays fast and a worker never imports the master's stack.
+``fleet --help`` imports none of them and a worker never imports the master's stack.
 """
 
 from __future__ import annotations
@@ -39,11 +39,54 @@ COMMANDS: dict[str, str] = {
 }
 
 
+#: Subcommand name -> the first sentence of its help, for ``fleet --help`` without
+#: importing every subcommand (tests/cli: the same text as the commands' own).
+SUMMARIES: dict[str, str] = {
+    "catalog": "List automation types (or print one type's schemas as JSON).",
+    "config": "Read or change an automation type's config (type-wide or per worker).",
+    "dev": "Run a master and a worker together, every installed automation enabled.",
+    "dlq": "Peek the dead-letter queue of a type; --replay or --drain it.",
+    "doctor": "Check the backend, Redis persistence, plugins, and the master and token.",
+    "groups": "List a type's groups, or show and change one GROUP's limits.",
+    "history": "A type's history, kept by the backend: what happened to its tasks and how "
+    "long they ran, per point of the window (the last one is still running).",
+    "master": "Run the master: REST API under /api/v1, /metrics, the sweeper.",
+    "plugins": "List installed automation types, their kinds and schemas, and load errors.",
+    "run": "Run one automation in this process, no master: tasks from --payload, --file or "
+    "stdin; emits printed as JSON lines.",
+    "runs": "List runs, newest first (or: show, watch, create, cancel one).",
+    "schedules": "List a type's schedules, or show one schedule ID and pause, resume, run or "
+    "delete it.",
+    "submit": "Submit a task: PAYLOAD is JSON, @file or - (stdin); or --from-jsonl FILE.",
+    "tail": "Print the newest N entries of a type's output stream, oldest of them first "
+    "(one JSON line each); --follow then prints new emits live (-n 0 -f: only new ones).",
+    "task": "A task's record: state, attempt, times, last error, progress and outputs.",
+    "tasks": "Queue depths of a type, or the state of one task (--cancel to cancel it).",
+    "worker": "Run automation slots: take tasks, report state, follow the desired config.",
+    "workers": "List workers (of one TYPE): state, last seen, slots, config generations.",
+}
+
+
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported on first use."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``fleet --help`` from :data:`SUMMARIES`: listing the
+        commands imports none of them (the master's web stack, httpx, the worker)."""
+        rows: list[tuple[str, click.Command]] = []
+        for name in self.list_commands(ctx):
+            cmd = self.commands.get(name)
+            if cmd is None:
+                cmd = click.Command(name, help=SUMMARIES.get(name, ""))
+            if not cmd.hidden:
+                rows.append((name, cmd))
+        if rows:
+            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in rows])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(cmd_name)

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import pytest
+
 import fleet.core
 
 
 def test_all_matches_public_names() -> None:
+    for name in fleet.core.__all__:  # the names load on first use
+        getattr(fleet.core, name)
     public = {
         name
         for name, value in vars(fleet.core).items()
         if not name.startswith("_") and getattr(value, "__module__", "").startswith("fleet.")
     }
     assert public == set(fleet.core.__all__)
+    assert set(dir(fleet.core)) >= set(fleet.core.__all__)
+    assert set(fleet.core._HOMES) == set(fleet.core.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        fleet.core.Nope  # noqa: B018
 
 
 def test_all_is_sorted_and_resolvable() -> None:
