@@ -29,6 +29,7 @@ from fleet.backends import open_backend, redact_url
 from fleet.backends.base import Backend
 from fleet.core import tracing
 from fleet.core.automation import registered
+from fleet.core.cancelling import cancel_and_wait
 from fleet.core.errors import BackendError, BackendUnavailable, ConfigError, FleetError
 from fleet.master.http.auth import TokenTable
 from fleet.master.http.gate import AuthGate, FailedAuth
@@ -71,9 +72,7 @@ CATALOG_CHECK_SECONDS = 2.0
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    await cancel_and_wait(task)
 
 
 class _AsciiJSONResponse(JSONResponse):

@@ -15,7 +15,6 @@ repeat the first step, which the idempotent submit absorbs: exactly one task per
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet.backends.base import Backend
+from fleet.core.cancelling import cancel_and_wait
 from fleet.core.outage import OutageLog, is_outage
 from fleet.core.records import PushRequest, new_id, new_token, now
 from fleet.core.schedule import Plan, ScheduleRecord, plan, tick_task_id
@@ -222,9 +222,7 @@ class ScheduleFirer:
         """Stop firing and hand the lock over at once."""
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
         if self.leading:
             self.leading = False
             try:

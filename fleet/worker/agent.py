@@ -17,6 +17,7 @@ from fleet.core import tracing
 from fleet.core.automation import Automation
 from fleet.core.backoff import RetryPolicy, backoff_delay
 from fleet.core.browser import BrowserNeeds
+from fleet.core.cancelling import cancel_and_wait
 from fleet.core.catalog import catalog_entry
 from fleet.core.errors import BackendError
 from fleet.core.logs import bind_fields, reset_fields
@@ -239,8 +240,7 @@ class Worker:
         for task in self._loops:
             task.cancel()
         for task in self._loops:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
         self._loops.clear()
         if not self.standalone:
             for runner in self.runners.values():

@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Callable
 
 from fleet.core.backoff import backoff_delay
+from fleet.core.cancelling import cancel_and_wait
 from fleet.core.capabilities import TaskQueues
 from fleet.core.outage import OutageLog, is_outage
 from fleet.core.records import Reservation
@@ -231,9 +232,7 @@ class Feeder:
         loses no task (backend contract)."""
         self._closed = True
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
         while self._waiters:
             fut = self._waiters.popleft()

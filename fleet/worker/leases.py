@@ -18,12 +18,12 @@ The loops here catch every exception of a backend call, not only
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fleet.core.cancelling import cancel_and_wait
 from fleet.core.capabilities import TaskQueues
 from fleet.core.outage import OutageLog, is_outage
 from fleet.core.records import LeaseStatus
@@ -94,9 +94,7 @@ class LeaseKeeper:
     async def close(self) -> None:
         for task in (self._task, self._marker):
             if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await cancel_and_wait(task)
         self._task = self._marker = None
         for lease in self._marks:
             if lease.marked is not None and not lease.marked.done():
@@ -326,9 +324,7 @@ class AckBatcher:
         """Flush, then stop the sender."""
         await self.flush(timeout)
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
 
     async def _loop(self) -> None:

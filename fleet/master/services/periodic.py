@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
 from fleet.backends.base import Backend
+from fleet.core.cancelling import cancel_and_wait
 from fleet.core.errors import BackendError
 from fleet.core.outage import OutageLog, is_outage
 
@@ -68,8 +68,6 @@ class Periodic(abc.ABC):
 
     async def stop(self) -> None:
         """Stop the loop (a pass under way is cancelled)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        if task is not None:
+            await cancel_and_wait(task)
