@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -20,22 +19,3 @@ async def mem() -> AsyncIterator[Backend]:
         yield backend
     finally:
         await backend.close()
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A backend URL shared by real worker processes: a SQLite file, then Redis."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'fleet.db'}"
-    redis_url: str = request.getfixturevalue("redis_url")
-    return redis_url
-
-
-@pytest.fixture
-async def backend(url: str) -> AsyncIterator[Backend]:
-    """The test's own backend on ``url``."""
-    b = await open_backend(url)
-    try:
-        yield b
-    finally:
-        await b.close()

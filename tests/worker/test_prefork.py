@@ -8,7 +8,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -26,6 +26,23 @@ ECHO = "tests.plugins_fixture.echo"
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(params=["sqlite", "redis"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'fleet.db'}"
+    redis_url: str = request.getfixturevalue("redis_url")
+    return redis_url
+
+
+@pytest.fixture
+async def backend(url: str) -> AsyncIterator[Backend]:
+    b = await open_backend(url)
+    try:
+        yield b
+    finally:
+        await b.close()
+
+
 @pytest.fixture
 def workers() -> Iterator[list[WorkerProcess]]:
     started: list[WorkerProcess] = []
@@ -41,11 +58,6 @@ def _children(w: WorkerProcess) -> list[psutil.Process]:
         return psutil.Process(w.proc.pid).children()
     except psutil.NoSuchProcess:
         return []
-
-
-async def _all_done(backend: Backend, ids: list[str]) -> bool:
-    states = [(await backend.queues.state(E, i)).state for i in ids]
-    return all(s == "done" for s in states)
 
 
 async def _running(backend: Backend, w: WorkerProcess, *ids: str) -> None:
@@ -67,7 +79,11 @@ async def test_processes_share_the_work_and_stop_together(
     assert len(kids) == 2, w.log()
     ids = await push(backend, E, *({"n": i, "sleep": 0.05} for i in range(40)))
 
-    await wait_until(lambda: _all_done(backend, ids), timeout=60, what="40 tasks done")
+    async def all_done() -> bool:
+        states = [(await backend.queues.state(E, i)).state for i in ids]
+        return all(s == "done" for s in states)
+
+    await wait_until(all_done, timeout=60, what="40 tasks done")
     by = {e.worker_id for e in await backend.streams.pop(E, 100)}
     assert by == {"pf-1", "pf-2"}, by  # both processes took tasks
 
@@ -120,7 +136,11 @@ async def test_a_killed_process_is_started_again(
     # the new process took the id back and works
     ids = await push(backend, E, *({"n": i} for i in range(10)))
 
-    await wait_until(lambda: _all_done(backend, ids), timeout=30, what="10 tasks done")
+    async def all_done() -> bool:
+        states = [(await backend.queues.state(E, i)).state for i in ids]
+        return all(s == "done" for s in states)
+
+    await wait_until(all_done, timeout=30, what="10 tasks done")
     await _running(backend, w, "pk-1", "pk-2")
     w.signal(signal.SIGTERM)
     assert w.wait(30) == 0, w.log()
