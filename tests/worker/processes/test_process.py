@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -21,23 +21,6 @@ ECHO = "tests.plugins_fixture.echo"
 
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'fleet.db'}"
-    redis_url: str = request.getfixturevalue("redis_url")
-    return redis_url
-
-
-@pytest.fixture
-async def backend(url: str) -> AsyncIterator[Backend]:
-    b = await open_backend(url)
-    try:
-        yield b
-    finally:
-        await b.close()
 
 
 @pytest.fixture

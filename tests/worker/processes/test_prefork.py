@@ -8,7 +8,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -24,23 +24,6 @@ E = "wt-echo"
 ECHO = "tests.plugins_fixture.echo"
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'fleet.db'}"
-    redis_url: str = request.getfixturevalue("redis_url")
-    return redis_url
-
-
-@pytest.fixture
-async def backend(url: str) -> AsyncIterator[Backend]:
-    b = await open_backend(url)
-    try:
-        yield b
-    finally:
-        await b.close()
 
 
 @pytest.fixture
