@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from fleet.backends.base import Backend
-from fleet.core.records import PushRequest, now
+from fleet.core.records import PushRequest, TaskBody, now
 
 from .helpers import SHORT, TYPE, body, drain, push, req, reserve_ids, reserve_one
 
@@ -229,6 +229,37 @@ async def test_enqueued_at_is_kept(backend: Backend) -> None:
     await backend.queues.push(TYPE, [PushRequest(b)])
     r = await reserve_one(backend)
     assert abs(r.body.enqueued_at - b.enqueued_at) < 1e-3
+
+
+async def test_the_submit_time_is_read_back_wherever_a_body_is(backend: Backend) -> None:
+    # Redis keeps enqueued_at in the task's record, not in the stored body
+    # (docs/redis-schema.md, "Bodies"): every reader must put it back.
+    at = now() - 30.0
+
+    def sent(task_id: str, delay: float = 0.0) -> PushRequest:
+        return PushRequest(TaskBody(id=task_id, payload={"n": 1}, enqueued_at=at), delay)
+
+    await backend.queues.push(TYPE, [sent("queued"), sent("later", delay=600.0)])
+    depths = await backend.queues.depths(TYPE)
+    assert depths.oldest_pending_age is not None and 29.0 < depths.oldest_pending_age < 40.0
+    for task_id in ("queued", "later"):
+        got = await backend.browse.body(TYPE, task_id)
+        assert got is not None and got.enqueued_at == at, (task_id, got)
+    r = await reserve_one(backend)
+    assert r.body.id == "queued" and r.body.enqueued_at == at
+    held = await backend.browse.body(TYPE, "queued")
+    assert held is not None and held.enqueued_at == at
+    # A retry goes back to the queue with the same submit time, and so does the DLQ.
+    assert await backend.queues.nack(TYPE, "queued", r.token, delay_seconds=0, error="x") == "retry"
+    again = await reserve_one(backend)
+    assert again.body.id == "queued" and again.body.enqueued_at == at
+    outcome = await backend.queues.nack(
+        TYPE, "queued", again.token, delay_seconds=0, error="y", dead=True
+    )
+    assert outcome == "dead"
+    assert [b.enqueued_at for b in await backend.queues.dead_peek(TYPE)] == [at]
+    dead = await backend.browse.body(TYPE, "queued")
+    assert dead is not None and dead.enqueued_at == at
 
 
 async def test_types_are_independent(backend: Backend) -> None:

@@ -33,7 +33,10 @@ async def test_queue_keys(rb: RedisBackend, raw: aioredis.Redis) -> None:
     await rb.queues.push("t", [req("n1"), req("h1", 5), req("l1", -5), req("s1", delay=60)])
     assert [json.loads(b)["id"] for b in await raw.lrange("fleet:queue:t", 0, -1)] == ["n1"]
     body = json.loads((await raw.lrange("fleet:queue:t", 0, -1))[0])
-    assert body["payload"] == {"x": "n1"} and body["enqueued_at"] > 0
+    # The submit time lives in the record only (docs/redis-schema.md, "Bodies").
+    assert body["payload"] == {"x": "n1"} and "enqueued_at" not in body
+    submitted = float((await raw.hget("fleet:queue:t:tasks", "n1")).split("|")[7].split("/")[1])
+    assert submitted > 0
     assert await raw.llen("fleet:queue:t:high") == 1
     assert await raw.llen("fleet:queue:t:low") == 1
     sched = await raw.zrange("fleet:queue:t:scheduled", 0, -1, withscores=True)
@@ -63,6 +66,19 @@ async def test_push_by_hand_with_rpush_is_delivered(rb: RedisBackend, raw: aiore
     assert await rb.queues.ack("t", [(got[0].body.id, got[0].token)]) == [True]
     # The unusable body was dead-lettered, not lost and not looping.
     assert await raw.lrange("fleet:queue:t:dead", 0, -1) == ["not json"]
+
+
+async def test_a_body_with_its_own_submit_time_keeps_it(
+    rb: RedisBackend, raw: aioredis.Redis
+) -> None:
+    # Bodies written by hand, or by a Fleet before the record-only layout, carry
+    # enqueued_at themselves; readers keep it, with or without a record.
+    await raw.rpush("fleet:queue:t", json.dumps({"id": "old", "payload": 1, "enqueued_at": 123.5}))
+    assert (await rb.queues.depths("t")).oldest_pending_age == pytest.approx(now() - 123.5, abs=5)
+    got = await rb.queues.reserve("t", k=1)
+    assert [(r.body.id, r.body.enqueued_at) for r in got] == [("old", 123.5)]
+    body = await rb.browse.body("t", "old")
+    assert body is not None and body.enqueued_at == 123.5
 
 
 async def test_pool_keys(rb: RedisBackend, raw: aioredis.Redis) -> None:

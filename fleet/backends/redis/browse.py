@@ -61,6 +61,18 @@ def _body(raw: Any) -> TaskBody | None:
         return None
 
 
+def _submitted(body: TaskBody | None, raw_record: Any) -> TaskBody | None:
+    """``body`` with its submitted time from the record: Fleet's pushes keep
+    ``enqueued_at`` in the record only (``TaskBody.to_json``)."""
+    if body is None or body.enqueued_at:
+        return body
+    try:
+        at = parse_record(str(raw_record)).submitted_at
+    except (ValueError, TypeError):
+        return body
+    return body if at is None else body.evolve(enqueued_at=at)
+
+
 def summary(state: BrowseState, task_id: str, raw: str, time: str) -> TaskSummary | None:
     """One page item from a state record (None if the record cannot be read)."""
     try:
@@ -121,10 +133,18 @@ class RedisBrowse(RedisPart, Browse):
         with self._guard():
             raw = await self._lane.execute("HGET", q[_TASKS], task_id)
             if raw is None:
-                dead = await self._lane.execute("HEXISTS", q[_DEADINFO], task_id)
-                return await self._find_in_lists(task_id, [q[_DEAD]]) if dead else None
+                info = await self._lane.execute("HGET", q[_DEADINFO], task_id)
+                if info is None:
+                    return None
+                return _submitted(await self._find_in_lists(task_id, [q[_DEAD]]), str(info))
+            return _submitted(await self._live_body(automation_type, q, task_id, str(raw)), raw)
+
+    async def _live_body(
+        self, automation_type: str, q: list[str], task_id: str, raw: str
+    ) -> TaskBody | None:
+        with self._guard():
             try:
-                rec = parse_record(str(raw))
+                rec = parse_record(raw)
             except (ValueError, TypeError):
                 return None
             if rec.state == "p":

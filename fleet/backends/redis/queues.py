@@ -109,7 +109,8 @@ class RedisQueues(RedisPart, TaskQueues):
                 expires = None
                 if body.ttl_seconds is not None:
                     expires = repr(body.enqueued_at + body.ttl_seconds)
-                bodies.append(body.to_json())
+                # The record keeps the submitted time (row[9]): the list need not.
+                bodies.append(body.to_json(enqueued_at=False))
                 row = [
                     body.id,
                     body.priority,
@@ -358,7 +359,7 @@ class RedisQueues(RedisPart, TaskQueues):
     # ------------------------------------------------------------ inspection
     async def depths(self, automation_type: str) -> QueueDepths:
         k = self._qkeys(automation_type)
-        normal, high, low, proc, _pb, sched, dead, _t, counters = k[:9]
+        normal, high, low, proc, _pb, sched, dead, tasks, counters = k[:9]
         with self._guard():
             async with self._pipeline(transaction=True) as pipe:
                 pipe.llen(high).llen(normal).llen(low)
@@ -370,15 +371,8 @@ class RedisQueues(RedisPart, TaskQueues):
         for i, grouped in enumerate(res[10]):
             res[i] = int(res[i]) + int(grouped or 0)
         t = now()
-        oldest: float | None = None
-        for head in res[7:10]:
-            if head is None:
-                continue
-            try:
-                at = float(json.loads(head).get("enqueued_at", 0.0))
-            except (ValueError, AttributeError, TypeError):
-                continue
-            oldest = at if oldest is None else min(oldest, at)
+        times = await self._submitted_times(tasks, [h for h in res[7:10] if h is not None])
+        oldest = min(times, default=None)
         c = {name: int(v) for name, v in res[6].items()}
         return QueueDepths(
             high=int(res[0]),
@@ -431,6 +425,33 @@ class RedisQueues(RedisPart, TaskQueues):
             finished_at=rec.finished_at if state in ("done", "cancelled") else rec.failed_at,
             trace_id=rec.trace_id,
         )
+
+    async def _submitted_times(self, tasks_key: str, heads: list[str]) -> list[float]:
+        """When each head body was submitted: its ``enqueued_at``, or, for Fleet's
+        own pushes, which keep it in the record only, the record's (one ``HMGET``)."""
+        times: list[float] = []
+        missing: list[str] = []
+        for head in heads:
+            try:
+                d = json.loads(head)
+                at = d.get("enqueued_at")
+                if at is None:
+                    missing.append(str(d["id"]))
+                else:
+                    times.append(float(at))
+            except (ValueError, AttributeError, TypeError, KeyError):
+                continue
+        if missing:
+            with self._guard():
+                recs = await self._lane.execute("HMGET", tasks_key, *missing)
+            for raw in recs:
+                try:
+                    at = parse_record(str(raw)).submitted_at if raw is not None else None
+                except (ValueError, TypeError):
+                    continue
+                if at is not None:
+                    times.append(at)
+        return times
 
     async def cancel(self, automation_type: str, task_id: str) -> CancelOutcome:
         with self._guard():

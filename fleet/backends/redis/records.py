@@ -59,6 +59,12 @@ def _float(text: str) -> float | None:
     return float(text) if text else None
 
 
+def submitted_at(times: str) -> float | None:
+    """The submitted time in a record's ``d`` field (``finished/submitted/started``)."""
+    submitted = times.partition("/")[2].partition("/")[0]
+    return float(submitted) if submitted else None
+
+
 def parse_record(raw: str) -> TaskRecord:
     """Decode a record written by the scripts.
 
@@ -97,6 +103,8 @@ def body_with_record(raw_body: str, rec: TaskRecord) -> TaskBody:
     """A delivered (or dead) body: the stored JSON with the record's mutable
     fields applied (attempt, max_attempts, last error, traceback, failed_at, refunds)."""
     d: dict[str, Any] = json.loads(raw_body)
+    if "enqueued_at" not in d and rec.submitted_at is not None:
+        d["enqueued_at"] = rec.submitted_at
     if rec.attempt is not None:
         d["attempt"] = rec.attempt
     if rec.max_attempts:
@@ -123,13 +131,16 @@ def delivered_body(raw_body: str, raw_record: str) -> TaskBody:
     max_attempts = _int(parts[2]) or d.get("max_attempts")
     failed_at = extra.get("f")
     attempt = _int(parts[1])
+    enqueued_at = d.get("enqueued_at")
+    if enqueued_at is None:  # Fleet's own pushes keep it in the record only
+        enqueued_at = submitted_at(parts[7])
     return TaskBody(
         id=str(d["id"]),
         payload=d.get("payload"),
         priority=int(d.get("priority", 0)),
         attempt=int(d.get("attempt", 0)) if attempt is None else attempt,
         max_attempts=None if max_attempts is None else int(max_attempts),
-        enqueued_at=float(d.get("enqueued_at", 0.0)),
+        enqueued_at=float(enqueued_at or 0.0),
         ttl_seconds=d.get("ttl_seconds"),
         last_error=extra.get("e"),
         traceback=extra.get("t"),

@@ -18,7 +18,8 @@
 -- trace id, rn the run (run_common.lua). The hot
 -- fields need no JSON work. Times are
 -- strings ("%.17g") because cjson rounds numbers to 14 digits. Bodies are never
--- re-encoded.
+-- re-encoded. Fleet's pushes leave enqueued_at out of the body: the record's
+-- submitted time is the same number (34 bytes less per queued task).
 local K_NORMAL, K_HIGH, K_LOW = KEYS[1], KEYS[2], KEYS[3]
 local K_PROC, K_PBODY, K_SCHED = KEYS[4], KEYS[5], KEYS[6]
 local K_DEAD, K_TASKS, K_COUNTERS = KEYS[7], KEYS[8], KEYS[9]
@@ -204,6 +205,14 @@ local function finished_times(rec, now_s, started)
   local sub = string.match(rec.d or '', '^[^/]*/([^/]*)') or ''
   local st = started and string.match(started, '/(.*)$') or ''
   return now_s .. '/' .. sub .. '/' .. st
+end
+
+-- When a task was submitted: its body's enqueued_at or, for Fleet's own pushes
+-- (which leave it out of the body, TaskBody.to_json), the record's submitted time.
+local function submitted_at(body, rec)
+  local enq = body and tonumber(jnull(body.enqueued_at))
+  if enq then return enq end
+  return rec and tonumber(string.match(rec.d or '', '^[^/]*/([^/]*)'))
 end
 
 local function finish(id, rec, state, now)

@@ -53,7 +53,7 @@ local function take_one(id, raw, rec)
     run_event(rec.rn, id, 'expired', false, now)
     -- The rare path: decoding the body here costs nothing on the hot one.
     local body = decode_body(raw)
-    local enq = body and tonumber(jnull(body.enqueued_at))
+    local enq = submitted_at(body, rec)
     local ttl = body and tonumber(jnull(body.ttl_seconds))
     expired = expired or {}
     expired[#expired + 1] = id
