@@ -186,6 +186,7 @@ def test_url_forms(url: str, path: str) -> None:
         "sqlite://host/f.db",
         "sqlite:///f.db?bogus=1",
         "sqlite:///f.db?poll_ms=0",
+        "sqlite:///f.db?inline_writes=yes",
     ],
 )
 def test_bad_urls_are_refused(url: str) -> None:

@@ -40,20 +40,24 @@ class SQLiteOptions:
         busy_timeout_ms: How long a writer waits for another process's write.
         poll_ms: Interval of the cross-process poller (blocked reserves, events).
         readers: Reader threads (each with its own connection).
+        inline_writes: Run a write in the caller's thread when the writer thread
+            is idle and the lock is free (``inline_writes=0`` in the URL: always
+            in the writer thread).
     """
 
     path: Path
     busy_timeout_ms: int = 5000
     poll_ms: float = 20.0
     readers: int = 2
+    inline_writes: bool = True
 
 
 def parse_url(url: str) -> SQLiteOptions:
     """Parse ``sqlite:///relative.db`` or ``sqlite:////absolute.db`` (+ options).
 
-    Query options: ``busy_timeout_ms``, ``poll_ms``, ``readers``, ``namespace`` (a
-    database file of its own beside the named one: ``fleet.db`` with namespace
-    ``acme`` is ``fleet.acme.db``).
+    Query options: ``busy_timeout_ms``, ``poll_ms``, ``readers``, ``inline_writes``
+    (``1``, the default, or ``0``), ``namespace`` (a database file of its own beside
+    the named one: ``fleet.db`` with namespace ``acme`` is ``fleet.acme.db``).
 
     Args:
         url: The backend URL.
@@ -82,7 +86,7 @@ def parse_url(url: str) -> SQLiteOptions:
             "use memory:// for one process or sqlite:///./fleet.db for one host"
         )
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    known = {"busy_timeout_ms", "poll_ms", "readers", "namespace"}
+    known = {"busy_timeout_ms", "poll_ms", "readers", "namespace", "inline_writes"}
     unknown = sorted(set(query) - known)
     if unknown:
         raise ConfigError(f"unknown sqlite URL option(s) {unknown}; known: {sorted(known)}")
@@ -98,12 +102,19 @@ def parse_url(url: str) -> SQLiteOptions:
             busy_timeout_ms=int(query.get("busy_timeout_ms", 5000)),
             poll_ms=float(query.get("poll_ms", 20.0)),
             readers=int(query.get("readers", 2)),
+            inline_writes=_flag(query.get("inline_writes", "1")),
         )
     except ValueError as exc:
         raise ConfigError(f"bad sqlite URL option in {url!r}: {exc}") from exc
     if options.poll_ms <= 0 or options.readers < 1 or options.busy_timeout_ms < 0:
         raise ConfigError(f"sqlite URL options out of range in {url!r}")
     return options
+
+
+def _flag(text: str) -> bool:
+    if text not in ("0", "1"):
+        raise ValueError(f"inline_writes must be 0 or 1, not {text!r}")
+    return text == "1"
 
 
 def translate(exc: sqlite3.Error, path: Path) -> BackendError:
@@ -226,11 +237,23 @@ class SQLiteDB:
         return future
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn(conn)`` as one ``BEGIN IMMEDIATE`` transaction in the writer thread.
+        """Run ``fn(conn)`` as one ``BEGIN IMMEDIATE`` transaction: at once in this
+        thread when the writer thread is idle and no other process holds the lock
+        (``inline_writes``), else in the writer thread.
 
         Raises:
             BackendUnavailable: The file cannot be written (or the backend is closed).
         """
+        writer = self._writer
+        if writer is not None and self.options.inline_writes:
+            try:
+                done, result = writer.run_inline(fn, self.options.busy_timeout_ms)
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path) from exc
+            if done:
+                self.write_ops += 1
+                out: T = result
+                return out
         return await self.wait_future(self.submit_write(fn))
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
