@@ -5,7 +5,9 @@ Modes (every one opens its own backend on the file it is given):
 * ``drain URL TYPE OUT [VISIBILITY [WORK [HANG_AFTER]]]``: reserve batches and ack them until
   nothing is pending for a while; appends every executed ``id attempt`` to OUT
   before acking it. With ``--sweep`` it also sweeps, so tasks of dead workers
-  come back, and runs until nothing is pending, scheduled or processing.
+  come back, and runs until nothing is pending, scheduled or processing. With
+  ``--go=PATH`` it first creates ``OUT.ready`` and waits until PATH exists, so a
+  test can start several drains at the same moment.
 * ``latency URL TYPE N``: N times, block in reserve and print how long after
   the push (payload ``t``) the task arrived.
 * ``prims URL POOL OUT N``: claim pool items until none is left (logging each
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from typing import TextIO
@@ -31,8 +34,18 @@ def _append(path: str) -> TextIO:
     return open(path, "a", encoding="utf-8")
 
 
+def _wait_for_go(out: str, go: str) -> None:
+    with open(f"{out}.ready", "w", encoding="utf-8"):
+        pass
+    while not os.path.exists(go):
+        time.sleep(0.005)
+
+
 async def _drain(backend: Backend, automation_type: str, out: str, *rest: str) -> None:
     sweep = "--sweep" in rest
+    go = next((a.removeprefix("--go=") for a in rest if a.startswith("--go=")), None)
+    if go is not None:
+        await asyncio.to_thread(_wait_for_go, out, go)
     numbers = [float(a) for a in rest if not a.startswith("--")]
     visibility = numbers[0] if numbers else 30.0
     # Seconds of "work" per batch, between logging and acking it.

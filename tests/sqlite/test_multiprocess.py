@@ -18,13 +18,26 @@ from tests.sqlite.helpers import TYPE, executions, push_many, spawn, url_for, wa
 pytestmark = pytest.mark.slow
 
 
+def _all_ready(logs: list[Path]) -> bool:
+    return all(Path(f"{log}.ready").exists() for log in logs)
+
+
 async def test_four_processes_execute_10000_tasks_exactly_once(tmp_path: Path) -> None:
     url = url_for(tmp_path / "fleet.db")
     backend = await open_backend(url)
     try:
         ids = await push_many(backend, 10_000)
         logs = [tmp_path / f"exec-{i}.txt" for i in range(4)]
-        procs = [spawn("drain", url, TYPE, str(log)) for log in logs]
+        go = tmp_path / "go"
+        procs = [spawn("drain", url, TYPE, str(log), f"--go={go}") for log in logs]
+        # All four start draining at once: a process that started late could
+        # otherwise find the queue already empty.
+        deadline = time.monotonic() + 60
+        while not _all_ready(logs):
+            assert time.monotonic() < deadline, "the drains did not start"
+            assert all(p.poll() is None for p in procs), "a drain exited before starting"
+            await asyncio.sleep(0.01)
+        go.touch()
         assert await wait_all(procs) == [0, 0, 0, 0]
 
         done = executions(logs)

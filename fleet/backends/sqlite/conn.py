@@ -41,22 +41,23 @@ class SQLiteOptions:
         poll_ms: Interval of the cross-process poller (blocked reserves, events).
         readers: Reader threads (each with its own connection).
         inline_writes: Run a write in the caller's thread when the writer thread
-            is idle and the lock is free (``inline_writes=0`` in the URL: always
-            in the writer thread).
+            is idle and the lock is free (``inline_writes=1`` in the URL). Off by
+            default: with several processes on one file, inline writers can keep a
+            process that waits in SQLite's busy handler from the lock for a while.
     """
 
     path: Path
     busy_timeout_ms: int = 5000
     poll_ms: float = 20.0
     readers: int = 2
-    inline_writes: bool = True
+    inline_writes: bool = False
 
 
 def parse_url(url: str) -> SQLiteOptions:
     """Parse ``sqlite:///relative.db`` or ``sqlite:////absolute.db`` (+ options).
 
     Query options: ``busy_timeout_ms``, ``poll_ms``, ``readers``, ``inline_writes``
-    (``1``, the default, or ``0``), ``namespace`` (a database file of its own beside
+    (``0``, the default, or ``1``), ``namespace`` (a database file of its own beside
     the named one: ``fleet.db`` with namespace ``acme`` is ``fleet.acme.db``).
 
     Args:
@@ -102,7 +103,7 @@ def parse_url(url: str) -> SQLiteOptions:
             busy_timeout_ms=int(query.get("busy_timeout_ms", 5000)),
             poll_ms=float(query.get("poll_ms", 20.0)),
             readers=int(query.get("readers", 2)),
-            inline_writes=_flag(query.get("inline_writes", "1")),
+            inline_writes=_flag(query.get("inline_writes", "0")),
         )
     except ValueError as exc:
         raise ConfigError(f"bad sqlite URL option in {url!r}: {exc}") from exc

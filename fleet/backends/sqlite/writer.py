@@ -9,12 +9,13 @@ answer before the ``COMMIT`` succeeded. Each operation therefore stays atomic
 (all of it or none of it survives a crash) while the fixed cost of a
 transaction is paid once per group instead of once per call.
 
-A write made while the thread has nothing to do runs at once in the caller's
-thread instead (:meth:`Writer.run_inline`), on the same connection under the
+With ``inline_writes=1`` in the URL, a write made while the thread has
+nothing to do runs at once in the caller's thread instead (:meth:`Writer.run_inline`), on the same connection under the
 same lock: handing it to the thread and its answer back costs more than the
 write (one-by-one pushes: 4,500 -> 10,400/s, bench/README.md). It never waits
 there: if another process holds the write lock it goes to the thread, which
-waits with the busy timeout.
+waits with the busy timeout, and so do the writes of the next
+``INLINE_PAUSE_SECONDS``, so that processes sharing the file keep taking turns.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import concurrent.futures
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +32,10 @@ from typing import Any
 BEGIN_ATTEMPTS = 3
 #: Most operations committed together (bounds how long other processes wait).
 MAX_GROUP = 64
+#: After another process held the lock at an inline attempt, writes go through the
+#: writer thread for this long (seconds): processes that take turns at the lock
+#: then wait in the busy handler alike, instead of the inline ones starving it.
+INLINE_PAUSE_SECONDS = 0.5
 
 Operation = Callable[[sqlite3.Connection], Any]
 _Job = tuple[Operation, "concurrent.futures.Future[Any]"]
@@ -66,6 +72,8 @@ class Writer:
         self._connect = connect
         #: Held while the connection runs a transaction (the thread's or an inline one).
         self._busy = threading.Lock()
+        #: Monotonic time before which no write runs inline (see INLINE_PAUSE_SECONDS).
+        self._inline_after = 0.0
         self._closed_error = closed_error
         self._conn: sqlite3.Connection | None = None
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
@@ -134,6 +142,8 @@ class Writer:
         """
         if self._stopped or self._conn is None or not self._queue.empty():
             return False, None
+        if self._inline_after and time.monotonic() < self._inline_after:
+            return False, None
         if not self._busy.acquire(blocking=False):
             return False, None
         conn = self._conn
@@ -149,6 +159,7 @@ class Writer:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
+                    self._inline_after = time.monotonic() + INLINE_PAUSE_SECONDS
                     return False, None
                 raise
             finally:
