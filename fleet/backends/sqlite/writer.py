@@ -10,12 +10,14 @@ answer before the ``COMMIT`` succeeded. Each operation therefore stays atomic
 transaction is paid once per group instead of once per call.
 
 With ``inline_writes=1`` in the URL, a write made while the thread has
-nothing to do runs at once in the caller's thread instead (:meth:`Writer.run_inline`), on the same connection under the
-same lock: handing it to the thread and its answer back costs more than the
-write (one-by-one pushes: 4,500 -> 10,400/s, bench/README.md). It never waits
+nothing to do runs at once in the caller's thread instead
+(:meth:`Writer.run_inline`), on the same connection under the same lock:
+handing it to the thread and its answer back costs more than the write
+(one-by-one pushes: 4,500 -> 10,400/s, bench/README.md). It never waits
 there: if another process holds the write lock it goes to the thread, which
 waits with the busy timeout, and so do the writes of the next
-``INLINE_PAUSE_SECONDS``, so that processes sharing the file keep taking turns.
+``INLINE_PAUSE_SECONDS``, so that processes sharing the file keep taking
+turns.
 """
 
 from __future__ import annotations
