@@ -76,7 +76,7 @@ def parse_record(raw: str) -> TaskRecord:
         raise ValueError(f"not a task record: {raw[:80]!r}")
     s, a, m, p, k, c, x, d = parts[:8]
     finished, _, rest = d.partition("/")
-    submitted, _, started = rest.partition("/")
+    started = rest.partition("/")[2]
     extra: dict[str, Any] = json.loads(parts[8]) if len(parts) > 8 and parts[8] else {}
     f = extra.get("f")
     return TaskRecord(
@@ -88,7 +88,7 @@ def parse_record(raw: str) -> TaskRecord:
         cancel=bool(c),
         expires_at=_float(x),
         finished_at=_float(finished),
-        submitted_at=_float(submitted),
+        submitted_at=submitted_at(d),
         started_at=_float(started),
         last_error=extra.get("e"),
         traceback=extra.get("t"),

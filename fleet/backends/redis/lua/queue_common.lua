@@ -201,8 +201,13 @@ end
 
 -- The times field of a record that finished at now_s (a string), keeping when it
 -- was submitted; started: the finishing attempt's start mark ("<token>/<time>").
+-- The submitted part of a record's times field ('' if it has none).
+local function submitted_text(rec)
+  return string.match(rec.d or '', '^[^/]*/([^/]*)') or ''
+end
+
 local function finished_times(rec, now_s, started)
-  local sub = string.match(rec.d or '', '^[^/]*/([^/]*)') or ''
+  local sub = submitted_text(rec)
   local st = started and string.match(started, '/(.*)$') or ''
   return now_s .. '/' .. sub .. '/' .. st
 end
@@ -212,7 +217,7 @@ end
 local function submitted_at(body, rec)
   local enq = body and tonumber(jnull(body.enqueued_at))
   if enq then return enq end
-  return rec and tonumber(string.match(rec.d or '', '^[^/]*/([^/]*)'))
+  return rec and tonumber(submitted_text(rec))
 end
 
 local function finish(id, rec, state, now)
