@@ -28,6 +28,24 @@ async def test_dead_peek_oldest_death_first_not_removed(backend: Backend) -> Non
     assert (await backend.queues.depths(TYPE)).dead == 3
 
 
+async def test_an_id_that_dies_again_keeps_one_dead_letter(backend: Backend) -> None:
+    # Submitted again while its first life is in the DLQ, the id dies again: the DLQ
+    # holds the newest death only, at the tail; the counter counts both deaths.
+    await push(backend, "twice", payload={"life": 1})
+    await _kill(backend, "twice", error="first")
+    await push(backend, "other")
+    await _kill(backend, "other")
+    await push(backend, "twice", payload={"life": 2})
+    await _kill(backend, "twice", error="second")
+    dead = await backend.queues.dead_peek(TYPE)
+    assert [(b.id, b.payload) for b in dead] == [("other", {"n": 1}), ("twice", {"life": 2})]
+    depths = await backend.queues.depths(TYPE)
+    assert (depths.dead, depths.counters.dead) == (2, 3)
+    assert (await backend.queues.state(TYPE, "twice")).last_error == "second"
+    assert await backend.queues.dead_replay(TYPE, task_ids=["twice"]) == 1
+    assert (await backend.queues.depths(TYPE)).dead == 1
+
+
 async def test_dead_replay_n_oldest_resets_attempt(backend: Backend) -> None:
     for tid in ("d1", "d2", "d3"):
         await push(backend, tid, priority=-2)

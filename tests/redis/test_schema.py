@@ -12,6 +12,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from fleet.backends.redis import RedisBackend
+from fleet.backends.redis.keys import record_bucket
 from fleet.core.history import MINUTE_KEEP_SECONDS, Reported, bucket_start
 from fleet.core.records import PushRequest, TaskBody, now
 
@@ -35,8 +36,12 @@ async def test_queue_keys(rb: RedisBackend, raw: aioredis.Redis) -> None:
     body = json.loads((await raw.lrange("fleet:queue:t", 0, -1))[0])
     # The submit time lives in the record only (docs/redis-schema.md, "Bodies").
     assert body["payload"] == {"x": "n1"} and "enqueued_at" not in body
-    submitted = float((await raw.hget("fleet:queue:t:tasks", "n1")).split("|")[7].split("/")[1])
-    assert submitted > 0
+    # A short record lives in its bucket, a long one (the scheduled body in it) in :tasks.
+    n1 = await raw.hget(f"fleet:queue:t:tasks:{record_bucket('n1')}", "n1")
+    submitted = float(n1.split("|")[7].split("/")[1])
+    assert submitted > 0 and await raw.hget("fleet:queue:t:tasks", "n1") is None
+    assert (await raw.hget("fleet:queue:t:tasks", "s1")).startswith("s|")
+    assert await raw.hget(f"fleet:queue:t:tasks:{record_bucket('s1')}", "s1") is None
     assert await raw.llen("fleet:queue:t:high") == 1
     assert await raw.llen("fleet:queue:t:low") == 1
     sched = await raw.zrange("fleet:queue:t:scheduled", 0, -1, withscores=True)

@@ -132,6 +132,7 @@ class RedisBackend(RedisCore, Backend):
                 self._keys.config_override_pattern(t),
                 self._keys.done_pattern(t),
                 self._keys.task_record_pattern(t),
+                self._keys.record_buckets_pattern(t),
                 self._keys.group_lists_pattern(t),
             )
             for pattern in patterns:

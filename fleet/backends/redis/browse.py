@@ -115,7 +115,8 @@ class RedisBrowse(RedisPart, Browse):
         else:
             zset = qkeys[_PROCESSING] if state == "processing" else qkeys[_SCHEDULED]
             script_keys = [qkeys[_TASKS], zset]
-        argv: list[Any] = [_LETTER[state], limit + 1]
+        buckets = 0 if state == "dead" else keys.RECORD_BUCKETS
+        argv: list[Any] = [_LETTER[state], limit + 1, buckets]
         if pos is not None:
             argv += [repr(pos.enqueued_at), pos.task_id]
         with self._guard():
@@ -131,7 +132,7 @@ class RedisBrowse(RedisPart, Browse):
     async def body(self, automation_type: str, task_id: str) -> TaskBody | None:
         q = self._keys.queue_keys(automation_type, now())
         with self._guard():
-            raw = await self._lane.execute("HGET", q[_TASKS], task_id)
+            raw = (await self._live_records(q[_TASKS], [task_id]))[0]
             if raw is None:
                 info = await self._lane.execute("HGET", q[_DEADINFO], task_id)
                 if info is None:

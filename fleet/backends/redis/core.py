@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio import Redis
@@ -47,6 +48,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fleet.backends import redact_url
 from fleet.backends.base import namespace_of
+from fleet.backends.redis import keys
 from fleet.backends.redis.cluster import (
     ClusterLane,
     ClusterTarget,
@@ -392,6 +394,20 @@ class RedisPart:
 
     def _guard(self) -> _Guard:
         return self._core._guard()
+
+    async def _live_records(self, tasks_key: str, task_ids: Sequence[str]) -> list[str | None]:
+        """The state records of live tasks, ``None`` where an id has none: from
+        their buckets, else (a long record) from ``tasks_key`` itself (see
+        ``keys.record_key``). The reads go out together, one round trip each way."""
+        found = await asyncio.gather(
+            *(self._lane.execute("HGET", keys.record_key(tasks_key, t), t) for t in task_ids)
+        )
+        missing = [i for i, raw in enumerate(found) if raw is None]
+        if missing:
+            rest = await self._lane.execute("HMGET", tasks_key, *[task_ids[i] for i in missing])
+            for i, raw in zip(missing, rest, strict=True):
+                found[i] = raw
+        return [None if raw is None else str(raw) for raw in found]
 
     def _unavailable(self, exc: BaseException) -> BackendUnavailable:
         return self._core._unavailable(exc)

@@ -24,7 +24,7 @@ QUEUE_KEY_PARTS = (
     ":processing:body",  # hash task_id -> body JSON
     ":scheduled",  # zset body JSON -> ready_at
     ":dead",  # list of dead-lettered bodies, oldest death first
-    ":tasks",  # hash task_id -> JSON state record (live and finished tasks)
+    ":tasks",  # hash task_id -> state record of a live task, when long (record_key: the rest)
     ":counters",  # hash submitted|completed|failed|dead|expired|cancelled -> int
     ":done:",  # hash task_id -> finished record, one per hour (suffix added below)
     ":wake",  # list of wake-up tokens blocked reservers BLPOP on
@@ -42,6 +42,10 @@ QUEUE_KEY_PARTS = (
     ":rec:",  # not a key: the prefix of the task record keys <prefix><id>[:out]
 )
 
+#: How many buckets hold the short records of a type's live tasks (``record_key``).
+RECORD_BUCKETS = 1024
+#: The longest record a bucket takes: Redis' default ``hash-max-listpack-value``.
+BUCKET_TEXT = 64
 #: Index in ``QUEUE_KEY_PARTS`` of ``:groups:meta`` (depths read it directly).
 GROUPS_META = 19
 #: Width of one finished-records bucket (seconds); a bucket expires as a whole.
@@ -54,6 +58,29 @@ PROXY_PLACES = ":places"
 def pool_tag_suffix(field: str, value: Any) -> str:
     """The part after :func:`pool_tag_prefix` for one tag (stored in each item)."""
     return f"{field}={json.dumps(value, sort_keys=True, separators=(',', ':'), ensure_ascii=False)}"
+
+
+def _hex_value(byte: int) -> int:
+    return (byte % 39 - 9) % 16
+
+
+def record_bucket(task_id: str) -> int:
+    """The bucket of a live task's record, 0..1023: the id's last three bytes
+    (UTF-8), each folded to a hex digit's value, ten bits of them (even over
+    lowercase hex ids).
+
+    The same rule as ``record_bucket`` in ``lua/queue_common.lua``. Up to 512
+    records a bucket, Redis keeps a bucket as one listpack: ~75 bytes a record
+    against ~130 in one big hash."""
+    tail = task_id.encode("utf-8")[-3:].rjust(3, b"0")
+    high = _hex_value(tail[0]) % 4
+    return (high << 8) | (_hex_value(tail[1]) << 4) | _hex_value(tail[2])
+
+
+def record_key(tasks_key: str, task_id: str) -> str:
+    """The bucket holding a live task's record when it is at most ``BUCKET_TEXT``
+    bytes long (``tasks_key`` itself holds the longer ones)."""
+    return f"{tasks_key}:{record_bucket(task_id)}"
 
 
 def _glob_escape(text: str) -> str:
@@ -175,6 +202,10 @@ class KeySpace:
         (``p`` latest progress JSON, ``n`` outputs emitted); ``<that>:out`` is the list
         of its newest output envelopes. Only tasks that reported any have them."""
         return f"{self.queue(automation_type)}:rec:{task_id}"
+
+    def record_buckets_pattern(self, automation_type: str) -> str:
+        """SCAN pattern of every bucket of a type's live task records (``record_key``)."""
+        return f"{_glob_escape(self.queue(automation_type))}:tasks:*"
 
     def task_record_pattern(self, automation_type: str) -> str:
         """SCAN pattern of every task record key of a type."""

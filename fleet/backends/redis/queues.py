@@ -428,7 +428,7 @@ class RedisQueues(RedisPart, TaskQueues):
 
     async def _submitted_times(self, tasks_key: str, heads: list[str]) -> list[float]:
         """When each head body was submitted: its ``enqueued_at``, or, for Fleet's
-        own pushes, which keep it in the record only, the record's (one ``HMGET``)."""
+        own pushes, which keep it in the record only, the record's."""
         times: list[float] = []
         missing: list[str] = []
         for head in heads:
@@ -443,7 +443,7 @@ class RedisQueues(RedisPart, TaskQueues):
                 continue
         if missing:
             with self._guard():
-                recs = await self._lane.execute("HMGET", tasks_key, *missing)
+                recs = await self._live_records(tasks_key, missing)
             for raw in recs:
                 try:
                     at = parse_record(str(raw)).submitted_at if raw is not None else None

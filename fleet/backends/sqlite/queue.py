@@ -222,8 +222,10 @@ def bury(
     *,
     from_running: bool = False,
 ) -> None:
-    """Move a task to the DLQ (``counters.dead`` += 1; its run's ``dead`` too)."""
+    """Move a task to the DLQ (``counters.dead`` += 1; its run's ``dead`` too). The
+    DLQ keeps one dead letter per id: an earlier life's goes."""
     conn.execute("DELETE FROM tasks WHERE type = ? AND id = ?", (automation_type, body.id))
+    conn.execute("DELETE FROM dead WHERE type = ? AND id = ?", (automation_type, body.id))
     conn.execute(
         "INSERT INTO dead (type, id, body, dead_at) VALUES (?, ?, ?, ?)",
         (automation_type, body.id, body.to_json(), now),

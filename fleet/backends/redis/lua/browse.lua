@@ -2,7 +2,9 @@
 -- KEYS: 1 the record hash (:tasks for live states, :dead:info for the DLQ),
 --       2 the zset holding the state's times (:scheduled or :processing; else unused).
 -- ARGV: state letter (q|s|p, or '*': every record of the hash), n (at most 501),
---       then, for a page after the first, the cursor's enqueued_at and task id.
+--       buckets (live records also live in KEYS[1]:0 .. KEYS[1]:<buckets - 1>, see
+--       queue_common.lua; 0 for the DLQ), then, for a page after the first, the
+--       cursor's enqueued_at and task id.
 -- The order is (submitted_at, id) descending: submitted_at is the record's d field
 -- (finished/submitted/started), the body's enqueued_at, which no move changes. The
 -- walk reads the whole hash (O(N) of the type's live or dead tasks) and keeps the n
@@ -10,8 +12,8 @@
 -- the server's LC_COLLATE, which Redis takes from its environment.
 -- Returns flat (id, record, time) per task, newest first; time is a scheduled task's
 -- ready_at or a processing task's lease deadline, '' otherwise.
-local letter, n = ARGV[1], tonumber(ARGV[2])
-local cur_at, cur_id = ARGV[3] and tonumber(ARGV[3]), ARGV[4]
+local letter, n, buckets = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local cur_at, cur_id = ARGV[4] and tonumber(ARGV[4]), ARGV[5]
 
 local function id_lt(a, b)
   if a == b then return false end
@@ -69,18 +71,22 @@ local function offer(at, id, raw)
 end
 
 local byte = letter ~= '*' and string.byte(letter) or nil
-local all = redis.call('HGETALL', KEYS[1])
-for i = 1, #all, 2 do
-  local id, raw = all[i], all[i + 1]
-  if not byte or string.byte(raw, 1) == byte then
-    local at = tonumber(string.match(raw, D_PATTERN)) or 0
-    -- cheap rejects first: older than a full heap's root, or not before the cursor
-    if (size < n or at >= h_at[1]) and (not cur_at or at < cur_at
-        or (at == cur_at and id_lt(id, cur_id))) then
-      offer(at, id, raw)
+local function walk(key)
+  local all = redis.call('HGETALL', key)
+  for i = 1, #all, 2 do
+    local id, raw = all[i], all[i + 1]
+    if not byte or string.byte(raw, 1) == byte then
+      local at = tonumber(string.match(raw, D_PATTERN)) or 0
+      -- cheap rejects first: older than a full heap's root, or not before the cursor
+      if (size < n or at >= h_at[1]) and (not cur_at or at < cur_at
+          or (at == cur_at and id_lt(id, cur_id))) then
+        offer(at, id, raw)
+      end
     end
   end
 end
+walk(KEYS[1])
+for b = 0, buckets - 1 do walk(KEYS[1] .. ':' .. b) end
 
 -- pop the heap (oldest first), then answer newest first
 local order = {}

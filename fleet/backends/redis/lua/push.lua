@@ -15,21 +15,18 @@ local reqs = cjson.decode(ARGV[2])
 local out = {}
 local tails = {[K_HIGH] = {}, [K_NORMAL] = {}, [K_LOW] = {}}
 local ready, delayed, submitted = 0, 0, 0
--- Every existing record in one HMGET, every new one in one HSET (per 1,000):
--- two commands per call instead of two per task. `live` also catches an id
--- given twice in one call.
-local ids = {}
-for i, r in ipairs(reqs) do ids[i] = r[1] end
-local existing = #ids > 0 and redis.call('HMGET', K_TASKS, unpack(ids)) or {}
-local live = {}
-for i, id in ipairs(ids) do
-  local raw = existing[i]
-  if raw then
-    local rec = dec(raw)
+-- `live` also catches an id given twice in one call; `was` is where each id's
+-- record is (see rec_store).
+local live, was = {}, {}
+for _, r in ipairs(reqs) do
+  local id = r[1]
+  if was[id] == nil then
+    local raw, at = rec_text(K_TASKS, id)
+    was[id] = at
+    local rec = raw and dec(raw)
     if rec and (rec.s == 'q' or rec.s == 's' or rec.s == 'p') then live[id] = true end
   end
 end
-local targs = {}
 for n, r in ipairs(reqs) do
   local id, raw, prio, ready_at, ik = r[1], ARGV[2 + n], r[2], r[3], r[4]
   local dup = nil
@@ -68,14 +65,12 @@ for n, r in ipairs(reqs) do
     end
     live[id] = true
     if rn then run_event(rn, id, 'queued', false, now) end
-    targs[#targs + 1] = id
-    targs[#targs + 1] = enc(rec)
+    was[id] = rec_store(K_TASKS, id, enc(rec), was[id])
     submitted = submitted + 1
     out[#out + 1] = 1
     out[#out + 1] = id
   end
 end
-mcall('HSET', K_TASKS, targs)
 for key, tail in pairs(tails) do
   for i = 1, #tail, 500 do
     redis.call('RPUSH', key, unpack(tail, i, math.min(i + 499, #tail)))

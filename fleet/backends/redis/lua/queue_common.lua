@@ -8,7 +8,7 @@
 -- KEYS 10 is :done:<hour>, the hash of this hour's finished (done/cancelled) records.
 -- Task state records (:tasks, :dead:info and :done:<hour> values) are
 --   s|a|m|p|k|c|x|d[|{"e":..,"t":..,"f":..,"b":..,"r":..}]
--- s state (q|s|p|D|C), a attempt, m max_attempts, p priority, k lease token,
+-- s state (q|s|p|D|C), a attempt, m max_attempts, p priority ('' for 0), k lease token,
 -- c "1" if a cancel was requested, x expires_at (ttl), d the task's times
 -- "finished_at/submitted_at/started_at" (each may be empty: a live task has
 -- "/<submitted_at>"; started_at is that of the attempt that finished), and only
@@ -87,8 +87,11 @@ local function dec(raw)
 end
 
 local function enc(rec)
+  -- priority 0 (most tasks) as '': one byte less in every queued task's record
+  local p = rec.p
+  if p == 0 then p = nil end
   local head = (rec.s or '') .. '|' .. (rec.a or '') .. '|' .. (rec.m or '') .. '|' ..
-    (rec.p or 0) .. '|' .. (rec.k or '') .. '|' .. (rec.c and '1' or '') .. '|' ..
+    (p or '') .. '|' .. (rec.k or '') .. '|' .. (rec.c and '1' or '') .. '|' ..
     (rec.x or '') .. '|' .. (rec.d or '')
   if rec.e or rec.t or rec.f or rec.b or rec.r or rec.g or rec.tr or rec.rn then
     return head .. '|' .. cjson.encode({e = rec.e, t = rec.t, f = rec.f, b = rec.b, r = rec.r,
@@ -97,14 +100,75 @@ local function enc(rec)
   return head
 end
 
-local function get_rec(id)
-  local raw = redis.call('HGET', K_TASKS, id)
-  if not raw then return nil end
-  return dec(raw)
+-- Where live records are kept (keys.record_bucket in Python is the same rule):
+-- a record of at most BUCKET_TEXT bytes in its bucket, the hash <:tasks>:<n>
+-- with n in 0..1023 from the id's last three bytes, each folded to a hex
+-- digit's value (ten bits of the lowercase hex of Fleet's ids, evenly). Up to
+-- 512 records a bucket (half a million queued tasks a type), Redis keeps a
+-- bucket as one listpack: ~75 bytes a record instead of ~130 in one big hash.
+-- Longer records (an error's traceback, a delayed task's body, a trace id)
+-- would turn their bucket into a hashtable, so they live in the :tasks hash
+-- itself, as every record did before buckets.
+local BUCKET_TEXT = 64 -- Redis' default hash-max-listpack-value
+
+local function hexval(b)
+  return ((b or 48) % 39 - 9) % 16
 end
 
+local function record_bucket(id)
+  local n = #id
+  local a = n > 2 and string.byte(id, n - 2) or 48
+  local b = n > 1 and string.byte(id, n - 1) or 48
+  return hexval(a) % 4 * 256 + hexval(b) * 16 + hexval(string.byte(id, n))
+end
+
+-- A live record's text and where it is ('b' its bucket, 'h' the hash of `tasks`,
+-- the :tasks key of its type), or false, 'n'.
+local function rec_text(tasks, id)
+  local raw = redis.call('HGET', tasks .. ':' .. record_bucket(id), id)
+  if raw then return raw, 'b' end
+  raw = redis.call('HGET', tasks, id)
+  if raw then return raw, 'h' end
+  return false, 'n'
+end
+
+-- Store a live record's text where its length puts it; `was` is where it was
+-- ('b', 'h', 'n' nowhere, nil not known: both places are cleared). Returns where
+-- it is now.
+local function rec_store(tasks, id, raw, was)
+  local bucket = tasks .. ':' .. record_bucket(id)
+  if #raw <= BUCKET_TEXT then
+    redis.call('HSET', bucket, id, raw)
+    if was == 'h' or was == nil then redis.call('HDEL', tasks, id) end
+    return 'b'
+  end
+  redis.call('HSET', tasks, id, raw)
+  if was == 'b' or was == nil then redis.call('HDEL', bucket, id) end
+  return 'h'
+end
+
+local function rec_drop(tasks, id, was)
+  if was ~= 'h' then redis.call('HDEL', tasks .. ':' .. record_bucket(id), id) end
+  if was ~= 'b' then redis.call('HDEL', tasks, id) end
+end
+
+-- The decoded live record of id (its place in rec.at), or nil.
+local function get_rec(id)
+  local raw, at = rec_text(K_TASKS, id)
+  if not raw then return nil end
+  local rec = dec(raw)
+  if rec then rec.at = at end
+  return rec
+end
+
+-- Write rec back (a record from get_rec knows its place; any other is put in
+-- place of whatever the id had).
 local function set_rec(id, rec)
-  redis.call('HSET', K_TASKS, id, enc(rec))
+  rec.at = rec_store(K_TASKS, id, enc(rec), rec.at)
+end
+
+local function drop_rec(id, rec)
+  rec_drop(K_TASKS, id, rec and rec.at)
 end
 
 -- One command over many arguments (in chunks the Lua stack can take): batching
@@ -226,18 +290,43 @@ local function finish(id, rec, state, now)
   rec.c = nil
   rec.b = nil
   rec.d = finished_times(rec, fstr(now), nil)
-  redis.call('HDEL', K_TASKS, id)
+  drop_rec(id, rec)
+  rec.at = nil
   redis.call('HSET', K_DONE, id, enc(rec))
   touch_done()
   retain({id}, now)
 end
 
--- Bury a body in the DLQ with its record (the live record goes away).
+-- Take the first body of id out of the list at key (scanned a chunk at a time:
+-- O(list length), for operator actions and rare paths). True if one was there.
+local function remove_body(key, id)
+  local needle = '"' .. id .. '"'
+  -- An id JSON escapes differently cannot be found verbatim: decode every item.
+  local verbatim = not string.find(id, '[%c"\\]')
+  local len = redis.call('LLEN', key)
+  for start = 0, len - 1, 1000 do
+    for _, raw in ipairs(redis.call('LRANGE', key, start, start + 999)) do
+      if not verbatim or string.find(raw, needle, 1, true) then
+        local body, bid = decode_body(raw)
+        if body and bid == id then
+          redis.call('LREM', key, 1, raw)
+          return true
+        end
+      end
+    end
+  end
+  return false
+end
+
+-- Bury a body in the DLQ with its record (the live record goes away). The DLQ
+-- keeps one dead letter per id, of its newest death (as memory and SQLite do).
 local function bury(id, raw, rec)
   rec.s = nil
   rec.k = nil
   rec.b = nil
-  redis.call('HDEL', K_TASKS, id)
+  drop_rec(id, rec)
+  rec.at = nil
+  if redis.call('HEXISTS', K_DEADINFO, id) == 1 then remove_body(K_DEAD, id) end
   redis.call('HSET', K_DEADINFO, id, enc(rec))
   redis.call('RPUSH', K_DEAD, raw)
   count('dead')

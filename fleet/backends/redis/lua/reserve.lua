@@ -15,7 +15,7 @@ drain_due(now)
 promote_groups(now)
 local out = {''}
 local got = 0
-local zargs, pargs, targs = {}, {}, {}
+local zargs, pargs = {}, {}
 local expired = nil
 -- Group turns one call may take (each one that serves nothing sets a group aside).
 local RESERVE_SPINS = 4000
@@ -48,7 +48,7 @@ local function take_one(id, raw, rec)
     count('cancelled')
     run_event(rec.rn, id, 'cancelled', false, now)
   elseif rec.x and now > tonumber(rec.x) then
-    redis.call('HDEL', K_TASKS, id)
+    drop_rec(id, rec)
     count('expired')
     run_event(rec.rn, id, 'expired', false, now)
     -- The rare path: decoding the body here costs nothing on the hot one.
@@ -82,8 +82,7 @@ local function take_one(id, raw, rec)
       zargs[#zargs + 1] = id
       pargs[#pargs + 1] = id
       pargs[#pargs + 1] = raw
-      targs[#targs + 1] = id
-      targs[#targs + 1] = encoded
+      rec.at = rec_store(K_TASKS, id, encoded, rec.at)
       out[#out + 1] = raw
       out[#out + 1] = encoded
       out[#out + 1] = tok
@@ -105,13 +104,16 @@ if redis.call('ZCARD', K_GREADY) == 0 then
     while got < k do
       local items = redis.call('LPOP', tk, k - got)
       if not items then break end
-      -- Fleet's bodies start with a plain id: read it without decoding the payload,
-      -- and fetch every record in one HMGET.
-      local ids = {}
-      for i, raw in ipairs(items) do ids[i] = head_id(raw) end
-      local recs = redis.call('HMGET', K_TASKS, unpack(ids))
+      -- Fleet's bodies start with a plain id: read it without decoding the payload.
+      -- Every record is read before any is written (an id popped twice in one call
+      -- is leased once per body, from the record as it was).
+      local ids, recs = {}, {}
       for i, raw in ipairs(items) do
-        take_one(ids[i], raw, recs[i] and dec(recs[i]))
+        ids[i] = head_id(raw)
+        recs[i] = get_rec(ids[i]) or false
+      end
+      for i, raw in ipairs(items) do
+        take_one(ids[i], raw, recs[i] or nil)
       end
     end
     if got >= k then break end
@@ -137,8 +139,7 @@ else
         if gname then turn = 'group' end
         local raw = redis.call('LPOP', tk)
         local id = head_id(raw)
-        local rec = redis.call('HGET', K_TASKS, id)
-        take_one(id, raw, rec and dec(rec))
+        take_one(id, raw, get_rec(id))
       else
         local g = gget(gname)
         local best = gbest(gname)
@@ -157,8 +158,7 @@ else
             local raw = redis.call('LPOP', glist(gname, ti))
             redis.call('HINCRBY', K_GMETA, TIER_NAMES[ti], -1)
             local id = head_id(raw)
-            local rec = redis.call('HGET', K_TASKS, id)
-            if take_one(id, raw, rec and dec(rec)) then
+            if take_one(id, raw, get_rec(id)) then
               g.run = g.run + 1
               g.tat = val
             end
@@ -173,7 +173,6 @@ end
 if got > 0 then
   mcall('ZADD', K_PROC, zargs)
   mcall('HSET', K_PBODY, pargs)
-  mcall('HSET', K_TASKS, targs)
 else
   -- When to look again: the first scheduled task or held group coming due.
   local first = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')

@@ -106,14 +106,14 @@ local function run_drop_keys(key)
 end
 
 -- Push a run's on_complete task into its type's queue, with the fixed key layout
--- of fleet.backends.redis.keys (the normal tier, :tasks, :counters, :wake) and
+-- of fleet.backends.redis.keys (the normal tier, :tasks and its buckets, :counters, :wake) and
 -- the fixed id run-<id>-complete: pushed once, in the step that ended the run.
 local function run_callback(rn, key, oc_json, now)
   local ok, oc = pcall(cjson.decode, oc_json)
   if not ok or type(oc) ~= 'table' or type(oc.type) ~= 'string' then return end
   local q = RUN_NS .. 'fleet:queue:' .. oc.type
   local id = 'run-' .. rn .. '-complete'
-  local old = redis.call('HGET', q .. ':tasks', id)
+  local old, was = rec_text(q .. ':tasks', id)
   if old then
     local rec = dec(old)
     if rec and (rec.s == 'q' or rec.s == 's' or rec.s == 'p') then return end
@@ -129,7 +129,7 @@ local function run_callback(rn, key, oc_json, now)
   payload.run = {run_id = rn, state = 'done', counters = counters}
   local raw = '{"id":' .. cjson.encode(id) .. ',"payload":' .. cjson.encode(payload) ..
     ',"enqueued_at":' .. fstr(now) .. '}'
-  redis.call('HSET', q .. ':tasks', id, enc({s = 'q', a = 0, p = 0, d = '/' .. fstr(now)}))
+  rec_store(q .. ':tasks', id, enc({s = 'q', a = 0, p = 0, d = '/' .. fstr(now)}), was)
   redis.call('RPUSH', q, raw)
   redis.call('HINCRBY', q .. ':counters', 'submitted', 1)
   if redis.call('LLEN', q .. ':wake') < WAKE_CAP then redis.call('LPUSH', q .. ':wake', '1') end

@@ -9,7 +9,7 @@ local function with_record(where, raw, score, mark)
   return {where, raw, score, mark or '', rec[1] or '', rec[2] or '0',
     redis.call('LRANGE', K_REC .. id .. ':out', 0, -1)}
 end
-local raw = redis.call('HGET', K_TASKS, id)
+local raw = rec_text(K_TASKS, id)
 if raw then
   local rec = dec(raw)
   local score = false
