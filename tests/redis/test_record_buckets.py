@@ -67,10 +67,12 @@ async def test_short_records_in_buckets_long_ones_in_tasks(
     buckets = {record_key(TASKS, i) for i in ids}
     assert {await raw.object("encoding", b) for b in buckets} == {"listpack"}
     # A failure keeps the error (and the body, while it waits) in the record: too
-    # long for a bucket, so it moves to :tasks, until the task ends.
+    # long for a bucket, so it stays in :tasks, until the task ends.
+    # A running task's record is in :tasks, where mark and ack read them all at once.
     got = await rb.queues.reserve("t", k=1)
     tid = got[0].body.id
-    assert (await raw.hget(record_key(TASKS, tid), tid)).startswith("p|1|")
+    assert (await raw.hget(TASKS, tid)).startswith("p|1|")
+    assert await raw.hget(record_key(TASKS, tid), tid) is None
     await rb.queues.nack("t", tid, got[0].token, delay_seconds=0.0, error="boom " * 20)
     assert await raw.hget(record_key(TASKS, tid), tid) is None
     assert (await raw.hget(TASKS, tid)).startswith("s|1|")
@@ -89,7 +91,7 @@ async def test_records_written_before_buckets_are_served(
     rb: RedisBackend, raw: aioredis.Redis
 ) -> None:
     # A queue left by a Fleet that kept every record in :tasks: the task is known,
-    # browsed, leased, its record moves to its bucket, and the ack ends it.
+    # browsed and leased; released, its record moves to its bucket; the ack ends it.
     await raw.rpush("fleet:queue:t", json.dumps({"id": "old1", "payload": {"a": 1}}))
     await raw.hset(TASKS, "old1", "q|0||0||||/1796500000.5")
     assert (await rb.queues.state("t", "old1")).state == "queued"
@@ -100,10 +102,14 @@ async def test_records_written_before_buckets_are_served(
     assert (await rb.queues.depths("t")).oldest_pending_age is not None
     got = await rb.queues.reserve("t", k=1)
     assert [(r.body.id, r.body.attempt) for r in got] == [("old1", 1)]
-    assert await raw.hget(TASKS, "old1") is None
-    assert (await raw.hget(record_key(TASKS, "old1"), "old1")).startswith("p|1|")
+    assert (await raw.hget(TASKS, "old1")).startswith("p|1|")
+    assert await rb.queues.release("t", "old1", got[0].token)
+    assert await raw.hget(TASKS, "old1") is None  # waiting again: in its bucket
+    assert (await raw.hget(record_key(TASKS, "old1"), "old1")).startswith("q|0|")
+    got = await rb.queues.reserve("t", k=1)
     assert await rb.queues.ack("t", [("old1", got[0].token)]) == [True]
     assert (await rb.queues.state("t", "old1")).state == "done"
+    assert await raw.exists(TASKS, record_key(TASKS, "old1")) == 0
     # A pushed id whose record is still in :tasks is a live duplicate.
     await raw.hset(TASKS, "old2", "q|0||0||||/1796500000.5")
     (res,) = await rb.queues.push("t", [req("old2")])

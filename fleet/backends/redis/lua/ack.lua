@@ -1,12 +1,15 @@
 -- @include queue_common queue_groups run_common
 -- ARGV: now, JSON array [task_id, token, task_id, token, ...].
--- Returns 1|0 per lease. Writes every key but the records' buckets with one command.
+-- Returns 1|0 per lease. Reads every record with one HMGET and writes with one
+-- command per key.
 local now_s = ARGV[1]
 local flat = cjson.decode(ARGV[2])
 local ids = {}
 for i = 1, #flat, 2 do ids[#ids + 1] = flat[i] end
 local out = {}
 if #ids == 0 then return out end
+-- A running task's record is in :tasks (rec_place), all of them in one HMGET.
+local recs = redis.call('HMGET', K_TASKS, unpack(ids))
 local marks = redis.call('HMGET', K_STARTED, unpack(ids))
 local now = tonumber(now_s)
 local gone, done, grouped = {}, {}, {}
@@ -14,13 +17,11 @@ local seen = {}
 local completed, cancelled = 0, 0
 local ran = {}
 for j, id in ipairs(ids) do
-  local raw, at = false, nil
-  if not seen[id] then raw, at = rec_text(K_TASKS, id) end
+  local raw = recs[j]
   local rec = raw and dec(raw)
-  if rec and rec.s == 'p' and rec.k == flat[2 * j] then
+  if rec and not seen[id] and rec.s == 'p' and rec.k == flat[2 * j] then
     seen[id] = true
     gone[#gone + 1] = id
-    rec_drop(K_TASKS, id, at)
     if rec.g then grouped[#grouped + 1] = rec.g end
     if rec.c then
       rec.s = 'C'
@@ -45,6 +46,7 @@ if #gone > 0 then
   mcall('ZREM', K_PROC, gone)
   mcall('HDEL', K_PBODY, gone)
   mcall('HDEL', K_STARTED, gone)
+  mcall('HDEL', K_TASKS, gone)
   mcall('HSET', K_DONE, done)
   touch_done()
   retain(gone, now)

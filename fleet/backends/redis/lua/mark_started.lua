@@ -1,17 +1,19 @@
 -- @include queue_common
 -- ARGV: JSON array [task_id, token, task_id, token, ...], now.
 -- Marks every owned reservation started (:processing:started task_id ->
--- "<token>/<now>") and returns 1|0 per lease (0: stale, nothing changed). Writes
--- the marks with one HSET.
+-- "<token>/<now>") and returns 1|0 per lease (0: stale, nothing changed). Reads
+-- every record with one HMGET and writes with one HSET.
 local flat = cjson.decode(ARGV[1])
 local suffix = ARGV[2] and ('/' .. ARGV[2]) or ''
 local ids = {}
 for i = 1, #flat, 2 do ids[#ids + 1] = flat[i] end
 local out = {}
 if #ids == 0 then return out end
+-- A running task's record is in :tasks (rec_place), all of them in one HMGET.
+local recs = redis.call('HMGET', K_TASKS, unpack(ids))
 local marks = {}
 for j, id in ipairs(ids) do
-  local raw = rec_text(K_TASKS, id)
+  local raw = recs[j]
   local rec = raw and dec(raw)
   local tok = flat[2 * j]
   if rec and rec.s == 'p' and rec.k == tok then

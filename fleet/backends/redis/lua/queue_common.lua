@@ -101,14 +101,16 @@ local function enc(rec)
 end
 
 -- Where live records are kept (keys.record_bucket in Python is the same rule):
--- a record of at most BUCKET_TEXT bytes in its bucket, the hash <:tasks>:<n>
--- with n in 0..1023 from the id's last three bytes, each folded to a hex
--- digit's value (ten bits of the lowercase hex of Fleet's ids, evenly). Up to
--- 512 records a bucket (half a million queued tasks a type), Redis keeps a
--- bucket as one listpack: ~75 bytes a record instead of ~130 in one big hash.
--- Longer records (an error's traceback, a delayed task's body, a trace id)
--- would turn their bucket into a hashtable, so they live in the :tasks hash
--- itself, as every record did before buckets.
+-- the record of a waiting task (queued or scheduled) in its bucket, the hash
+-- <:tasks>:<n> with n in 0..1023 from the id's last three bytes, each folded to
+-- a hex digit's value (ten bits of the lowercase hex of Fleet's ids, evenly).
+-- Up to 512 records a bucket (half a million waiting tasks a type), Redis keeps
+-- a bucket as one listpack: ~75 bytes a record instead of ~130 in one big hash.
+-- In the :tasks hash itself, as every record was before buckets: the records of
+-- running tasks (few, at most the slots; reserve writes them in one HSET, mark
+-- and ack read them with one HMGET) and any id or record longer than 64 bytes
+-- (an error's traceback, a delayed task's body, a trace id), which would turn
+-- its bucket into a hashtable.
 local BUCKET_TEXT = 64 -- Redis' default hash-max-listpack-value
 
 local function hexval(b)
@@ -120,6 +122,14 @@ local function record_bucket(id)
   local a = n > 2 and string.byte(id, n - 2) or 48
   local b = n > 1 and string.byte(id, n - 1) or 48
   return hexval(a) % 4 * 256 + hexval(b) * 16 + hexval(string.byte(id, n))
+end
+
+-- Where the record text raw of id belongs: 'b' its bucket or 'h' the :tasks hash.
+local function rec_place(id, raw)
+  if #raw <= BUCKET_TEXT and #id <= BUCKET_TEXT and string.byte(raw, 1) ~= 112 then
+    return 'b' -- 112: 'p', a running task's record
+  end
+  return 'h'
 end
 
 -- A live record's text and where it is ('b' its bucket, 'h' the hash of `tasks`,
@@ -137,7 +147,7 @@ end
 -- it is now.
 local function rec_store(tasks, id, raw, was)
   local bucket = tasks .. ':' .. record_bucket(id)
-  if #raw <= BUCKET_TEXT then
+  if rec_place(id, raw) == 'b' then
     redis.call('HSET', bucket, id, raw)
     if was == 'h' or was == nil then redis.call('HDEL', tasks, id) end
     return 'b'

@@ -15,7 +15,7 @@ drain_due(now)
 promote_groups(now)
 local out = {''}
 local got = 0
-local zargs, pargs = {}, {}
+local zargs, pargs, targs = {}, {}, {}
 local expired = nil
 -- Group turns one call may take (each one that serves nothing sets a group aside).
 local RESERVE_SPINS = 4000
@@ -82,7 +82,10 @@ local function take_one(id, raw, rec)
       zargs[#zargs + 1] = id
       pargs[#pargs + 1] = id
       pargs[#pargs + 1] = raw
-      rec.at = rec_store(K_TASKS, id, encoded, rec.at)
+      -- A running task's record goes to :tasks (rec_place): one HSET for all below.
+      if rec.at ~= 'h' then rec_drop(K_TASKS, id, rec.at) end
+      targs[#targs + 1] = id
+      targs[#targs + 1] = encoded
       out[#out + 1] = raw
       out[#out + 1] = encoded
       out[#out + 1] = tok
@@ -173,6 +176,7 @@ end
 if got > 0 then
   mcall('ZADD', K_PROC, zargs)
   mcall('HSET', K_PBODY, pargs)
+  mcall('HSET', K_TASKS, targs)
 else
   -- When to look again: the first scheduled task or held group coming due.
   local first = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
