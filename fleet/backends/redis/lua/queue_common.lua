@@ -113,15 +113,44 @@ end
 -- its bucket into a hashtable.
 local BUCKET_TEXT = 64 -- Redis' default hash-max-listpack-value
 
-local function hexval(b)
-  return ((b or 48) % 39 - 9) % 16
-end
-
+-- Each byte folded to a hex digit's value, (byte % 39 - 9) % 16, written out:
+-- this runs at every push and reserve.
 local function record_bucket(id)
   local n = #id
-  local a = n > 2 and string.byte(id, n - 2) or 48
-  local b = n > 1 and string.byte(id, n - 1) or 48
-  return hexval(a) % 4 * 256 + hexval(b) * 16 + hexval(string.byte(id, n))
+  local a, b, c = 48, 48, 48
+  if n > 2 then
+    a, b, c = string.byte(id, n - 2, n)
+  elseif n == 2 then
+    b, c = string.byte(id, 1, 2)
+  elseif n == 1 then
+    c = string.byte(id, 1)
+  end
+  return (a % 39 - 9) % 4 * 256 + (b % 39 - 9) % 16 * 16 + (c % 39 - 9) % 16
+end
+
+-- The bucket key names, kept across calls by the function library (a number's
+-- concatenation costs more than the HGET it names), for at most 256 types.
+local BUCKET_KEYS = {}
+local BUCKET_TYPES = {0}
+
+local function bucket_key(tasks, id)
+  local names = BUCKET_KEYS[tasks]
+  if not names then
+    if BUCKET_TYPES[1] >= 256 then
+      for t in pairs(BUCKET_KEYS) do BUCKET_KEYS[t] = nil end
+      BUCKET_TYPES[1] = 0
+    end
+    names = {}
+    BUCKET_KEYS[tasks] = names
+    BUCKET_TYPES[1] = BUCKET_TYPES[1] + 1
+  end
+  local n = record_bucket(id)
+  local key = names[n]
+  if not key then
+    key = tasks .. ':' .. n
+    names[n] = key
+  end
+  return key
 end
 
 -- Where the record text raw of id belongs: 'b' its bucket or 'h' the :tasks hash.
@@ -135,7 +164,7 @@ end
 -- A live record's text and where it is ('b' its bucket, 'h' the hash of `tasks`,
 -- the :tasks key of its type), or false, 'n'.
 local function rec_text(tasks, id)
-  local raw = redis.call('HGET', tasks .. ':' .. record_bucket(id), id)
+  local raw = redis.call('HGET', bucket_key(tasks, id), id)
   if raw then return raw, 'b' end
   raw = redis.call('HGET', tasks, id)
   if raw then return raw, 'h' end
@@ -146,7 +175,7 @@ end
 -- ('b', 'h', 'n' nowhere, nil not known: both places are cleared). Returns where
 -- it is now.
 local function rec_store(tasks, id, raw, was)
-  local bucket = tasks .. ':' .. record_bucket(id)
+  local bucket = bucket_key(tasks, id)
   if rec_place(id, raw) == 'b' then
     redis.call('HSET', bucket, id, raw)
     if was == 'h' or was == nil then redis.call('HDEL', tasks, id) end
@@ -158,7 +187,7 @@ local function rec_store(tasks, id, raw, was)
 end
 
 local function rec_drop(tasks, id, was)
-  if was ~= 'h' then redis.call('HDEL', tasks .. ':' .. record_bucket(id), id) end
+  if was ~= 'h' then redis.call('HDEL', bucket_key(tasks, id), id) end
   if was ~= 'b' then redis.call('HDEL', tasks, id) end
 end
 
