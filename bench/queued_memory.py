@@ -7,7 +7,7 @@ its own venv, from ``$PEERS_DIR``, default ``/tmp/fleet-peers``, set up by
 ``bench/run_peers.sh``; Fleet through ``ctx.submit``); bytes per task = the difference / N.
 A system whose venv is missing is left out, and the script says so.
 
-    .venv/bin/python bench/queued_memory.py [--tasks 20000]
+    .venv/bin/python bench/queued_memory.py [--tasks 20000] [--only fleet,taskiq-stream]
 """
 
 from __future__ import annotations
@@ -112,7 +112,10 @@ async def main(args: argparse.Namespace) -> None:
     print(f"load average at start: {loadavg()}")
     rows: dict[str, float] = {}
     with redis_server(args.url) as url:
-        for label in ["fleet", "bullmq", *PEER_PRODUCERS]:
+        systems = ["fleet", "bullmq", *PEER_PRODUCERS]
+        if args.only:
+            systems = [s for s in systems if s in args.only.split(",")]
+        for label in systems:
             got = await measure(url, label, args.tasks)
             if got is not None:
                 rows[label] = got
@@ -126,6 +129,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--url", help="a Redis to use (flushed!) instead of a private one")
+    parser.add_argument(
+        "--only", help="comma-separated systems to measure (default: fleet, bullmq and the peers)"
+    )
     parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args()
     if args.smoke:
