@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+import redis.asyncio as aioredis
 
 from fleet.backends.redis import RedisBackend
 from tests.support.redis_server import RedisServer
@@ -19,6 +20,17 @@ async def rb(redis_url: str) -> AsyncIterator[RedisBackend]:
         yield backend
     finally:
         await backend.close()
+
+
+@pytest.fixture
+async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    """A plain redis-py client on the flushed session server, answers decoded: the
+    keys as an operator with redis-cli sees them."""
+    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        yield client
+    finally:
+        await client.aclose()
 
 
 @pytest.fixture

@@ -4,21 +4,11 @@ not grow with the pool (counted in Redis commands, not timed)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aioredis
 
 from fleet.backends.redis import RedisBackend
-
-
-@pytest.fixture
-async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    try:
-        yield client
-    finally:
-        await client.aclose()
 
 
 async def fill(rb: RedisBackend, name: str, n: int) -> None:

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
 
-import pytest
 import redis.asyncio as aioredis
 
 from fleet.backends.redis import RedisBackend
@@ -18,15 +16,6 @@ from fleet.backends.redis.scripts import load_source
 from fleet.core.records import PushRequest, TaskBody
 
 TASKS = "fleet:queue:t:tasks"
-
-
-@pytest.fixture
-async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    try:
-        yield client
-    finally:
-        await client.aclose()
 
 
 def req(task_id: str, delay: float = 0.0) -> PushRequest:

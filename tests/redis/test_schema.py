@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aioredis
@@ -15,15 +14,6 @@ from fleet.backends.redis import RedisBackend
 from fleet.backends.redis.keys import record_bucket
 from fleet.core.history import MINUTE_KEEP_SECONDS, Reported, bucket_start
 from fleet.core.records import PushRequest, TaskBody, now
-
-
-@pytest.fixture
-async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    try:
-        yield client
-    finally:
-        await client.aclose()
 
 
 def req(task_id: str, priority: int = 0, delay: float = 0.0) -> PushRequest:
