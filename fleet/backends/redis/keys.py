@@ -24,7 +24,7 @@ QUEUE_KEY_PARTS = (
     ":processing:body",  # hash task_id -> body JSON
     ":scheduled",  # zset body JSON -> ready_at
     ":dead",  # list of dead-lettered bodies, oldest death first
-    ":tasks",  # hash task_id -> state record of a live task, when long (record_key: the rest)
+    ":tasks",  # hash task_id -> record of a running task, or a long one (else record_key's)
     ":counters",  # hash submitted|completed|failed|dead|expired|cancelled -> int
     ":done:",  # hash task_id -> finished record, one per hour (suffix added below)
     ":wake",  # list of wake-up tokens blocked reservers BLPOP on
