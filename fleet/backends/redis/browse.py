@@ -3,9 +3,10 @@
 ``(submitted_at, id)``, which every record carries (the ``d`` field: the body's
 ``enqueued_at``), so a page reads no body; the records' JSON tail holds the group
 (``g``), the run (``rn``) and the last error (``e``). One script call per page, O(N)
-in the type's tasks of the hashes walked (~12 ms for 10,000). A DLQ selection is one ``lua/dead.lua`` call.
-A task's body (the task page's payload) is read from where its state keeps it: the
-lease hash, the scheduled record, or a bounded chunked search of its lists."""
+in the type's tasks of the hashes walked (~12 ms for 10,000). A DLQ selection is one
+``lua/dead.lua`` call. A task's body (the task page's payload) is read from where its
+state keeps it: the lease hash, the scheduled record, or a bounded chunked search of
+its lists."""
 
 from __future__ import annotations
 
