@@ -29,6 +29,9 @@ class Settings(BaseSettings):
         history_interval_seconds: ``FLEET_HISTORY_INTERVAL_SECONDS``: how often the
             master records every type's history (docs/operations.md#history).
         heartbeat_seconds: Worker heartbeat period.
+        gc_threshold: ``FLEET_GC_THRESHOLD``: a worker's young-generation garbage
+            collection threshold, set with the imports frozen (0: Python's own;
+            ``fleet/worker/heap.py``).
         master_url: Where CLI client commands find the master.
         host / port: Where the master listens.
         header_timeout_seconds / body_timeout_seconds: How long a client may take
@@ -55,6 +58,7 @@ class Settings(BaseSettings):
     sweep_seconds: float = Field(default=10.0, gt=0)
     history_interval_seconds: float = Field(default=10.0, gt=0)
     heartbeat_seconds: float = Field(default=5.0, gt=0)
+    gc_threshold: int = Field(default=10_000, ge=0)
     master_url: str = DEFAULT_MASTER_URL
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)

@@ -15,11 +15,12 @@ from rich.console import Console
 from rich.table import Table
 
 from fleet.cli.console import output_console
+from fleet.cli.environment import load_settings
 from fleet.client.http import ClientError, FleetClient
 from fleet.client.tokenfile import UnsafeTokenFile, read_token, token_path
 
 if TYPE_CHECKING:
-    from fleet.settings import Settings
+    pass
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -142,19 +143,3 @@ def ago(seconds: Any) -> str:
     if s < 3600:
         return f"{s / 60:.0f}m"
     return f"{s / 3600:.1f}h"
-
-
-def load_settings() -> Settings:
-    """``Settings()`` from the environment, or a clean usage error naming the
-    ``FLEET_*`` variable that does not parse (never a traceback, never its value)."""
-    from pydantic import ValidationError
-
-    from fleet.settings import Settings
-
-    try:
-        return Settings()
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"FLEET_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors()
-        )
-        raise click.UsageError(f"invalid environment: {problems}") from None

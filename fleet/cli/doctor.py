@@ -18,12 +18,12 @@ import click
 import httpx
 
 from fleet.cli.common import (
-    load_settings,
     print_json,
     resolve_token,
     resolve_url,
     table,
 )
+from fleet.cli.environment import load_settings
 
 if TYPE_CHECKING:
     from fleet.backends.base import Backend

@@ -8,7 +8,7 @@ import sys
 import click
 
 from fleet.backends import redact_url
-from fleet.cli.common import load_settings
+from fleet.cli.environment import load_settings
 from fleet.client.tokenfile import UnsafeTokenFile, ensure_token, is_loopback
 from fleet.core.logs import log_format
 from fleet.master.http.tokens_policy import weak_tokens

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from fleet.cli.environment import load_settings
 from fleet.core.automation import Automation, BatchAutomation
 from fleet.core.config import FRAMEWORK_FIELDS
 from fleet.plugins import Plugins, discover
@@ -48,9 +49,7 @@ def _select(found: Plugins, types: tuple[str, ...]) -> list[type[Automation[Any]
 def _backend_url(value: str | None) -> str:
     if value:
         return value
-    from fleet.settings import Settings
-
-    return Settings().backend_url
+    return load_settings().backend_url
 
 
 @click.command()
@@ -88,7 +87,7 @@ def worker(
     plugins: tuple[str, ...],
 ) -> None:
     """Run automation slots: take tasks, report state, follow the desired config."""
-    from fleet.settings import Settings
+    from fleet.worker import heap
     from fleet.worker.agent import RESYNC_SECONDS
     from fleet.worker.identity import WorkerIdInUse
     from fleet.worker.process import serve
@@ -98,7 +97,8 @@ def worker(
         _check_prefork(url)
     found = _load(plugins, types)
     classes = _select(found, types)
-    settings = Settings()
+    settings = load_settings()
+    heap.settle(settings.gc_threshold)
     resync = float(os.environ.get("FLEET_RESYNC_SECONDS", RESYNC_SECONDS))
 
     def one(wid: str | None, same_signal_within: float = 0.0) -> None:

@@ -1,0 +1,31 @@
+"""The worker's garbage collector, set once the plugins are imported.
+
+Why: a busy worker allocates a few container objects per task (futures, coroutines,
+its reservation and records) and frees most of them soon after, but Python collects
+its young generation every 700 net allocations, and every tenth time the generation
+above, which walks what the imports left alive (pydantic, redis-py, the plugins:
+hundreds of thousands of objects). On a no-op drain with 50 slots that was ~15 % of
+the worker's time (bench/README.md, round four, fourth session).
+
+So the objects alive after the imports are frozen (``gc.freeze``: never walked
+again; they live as long as the process anyway), and the young generation is
+collected every ``FLEET_GC_THRESHOLD`` net allocations (default 10,000; 0 keeps
+Python's own). Reference cycles are still collected, only in larger rounds.
+"""
+
+from __future__ import annotations
+
+import gc
+
+#: The young generation's threshold a worker sets unless told otherwise.
+DEFAULT_THRESHOLD = 10_000
+
+
+def settle(threshold: int = DEFAULT_THRESHOLD) -> None:
+    """Freeze every object alive now and, if ``threshold`` > 0, collect the young
+    generation every ``threshold`` net allocations (the older generations keep
+    their ratios)."""
+    gc.freeze()
+    if threshold > 0:
+        _, older, oldest = gc.get_threshold()
+        gc.set_threshold(threshold, older, oldest)
