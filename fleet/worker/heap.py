@@ -3,9 +3,10 @@
 Why: a busy worker allocates a few container objects per task (futures, coroutines,
 its reservation and records) and frees most of them soon after, but Python collects
 its young generation every 700 net allocations, and every tenth time the generation
-above, which walks what the imports left alive (pydantic, redis-py, the plugins:
-hundreds of thousands of objects). On a no-op drain with 50 slots that was ~15 % of
-the worker's time (bench/README.md, round four, fourth session).
+above; the oldest one holds what the imports left alive (pydantic, redis-py, the
+plugins: ~55,000 tracked objects in the benchmark's worker), and a full collection
+walks all of it. Draining one-INCR tasks with 50 slots, collections took ~14 % of the
+worker's time (bench/README.md, round four, fourth session).
 
 So the objects alive after the imports are frozen (``gc.freeze``: never walked
 again; they live as long as the process anyway), and the young generation is
