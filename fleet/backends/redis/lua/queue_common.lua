@@ -171,7 +171,7 @@ local function rec_text(tasks, id)
   return false, 'n'
 end
 
--- Store a live record's text where its length puts it; `was` is where it was
+-- Store a live record's text where rec_place puts it; `was` is where it was
 -- ('b', 'h', 'n' nowhere, nil not known: both places are cleared). Returns where
 -- it is now.
 local function rec_store(tasks, id, raw, was)
