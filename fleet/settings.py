@@ -29,9 +29,9 @@ class Settings(BaseSettings):
         history_interval_seconds: ``FLEET_HISTORY_INTERVAL_SECONDS``: how often the
             master records every type's history (docs/operations.md#history).
         heartbeat_seconds: Worker heartbeat period.
-        gc_threshold: ``FLEET_GC_THRESHOLD``: a worker's young-generation garbage
-            collection threshold, set with the imports frozen (0: Python's own;
-            ``fleet/worker/heap.py``).
+        gc_threshold: ``FLEET_GC_THRESHOLD``: a worker's or master's young-generation
+            garbage collection threshold, set with the imports frozen (0: Python's
+            own; ``fleet/heap.py``).
         master_url: Where CLI client commands find the master.
         host / port: Where the master listens.
         header_timeout_seconds / body_timeout_seconds: How long a client may take

@@ -87,7 +87,7 @@ def worker(
     plugins: tuple[str, ...],
 ) -> None:
     """Run automation slots: take tasks, report state, follow the desired config."""
-    from fleet.worker import heap
+    from fleet import heap
     from fleet.worker.agent import RESYNC_SECONDS
     from fleet.worker.identity import WorkerIdInUse
     from fleet.worker.process import serve

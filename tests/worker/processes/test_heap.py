@@ -1,5 +1,5 @@
 """``fleet worker`` freezes the objects its imports left and raises the young
-generation's threshold (``fleet/worker/heap.py``), as ``FLEET_GC_THRESHOLD`` says."""
+generation's threshold (``fleet/heap.py``), as ``FLEET_GC_THRESHOLD`` says."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fleet.backends.base import Backend
-from fleet.worker.heap import DEFAULT_THRESHOLD
+from fleet.heap import DEFAULT_THRESHOLD
 from tests.worker.procs import WorkerProcess, fleet_env
 from tests.worker.support import push, wait_until
 
