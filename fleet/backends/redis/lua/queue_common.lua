@@ -128,29 +128,18 @@ local function record_bucket(id)
   return (a % 39 - 9) % 4 * 256 + (b % 39 - 9) % 16 * 16 + (c % 39 - 9) % 16
 end
 
--- The bucket key names, kept across calls by the function library (a number's
--- concatenation costs more than the HGET it names), for at most 256 types.
-local BUCKET_KEYS = {}
-local BUCKET_TYPES = {0}
+-- The buckets' key suffixes ':<n>', kept across calls by the function library
+-- (formatting the number cost more than the HGET it names); 1,024 short strings.
+local BUCKET_SUFFIXES = {}
 
 local function bucket_key(tasks, id)
-  local names = BUCKET_KEYS[tasks]
-  if not names then
-    if BUCKET_TYPES[1] >= 256 then
-      for t in pairs(BUCKET_KEYS) do BUCKET_KEYS[t] = nil end
-      BUCKET_TYPES[1] = 0
-    end
-    names = {}
-    BUCKET_KEYS[tasks] = names
-    BUCKET_TYPES[1] = BUCKET_TYPES[1] + 1
-  end
   local n = record_bucket(id)
-  local key = names[n]
-  if not key then
-    key = tasks .. ':' .. n
-    names[n] = key
+  local suffix = BUCKET_SUFFIXES[n]
+  if not suffix then
+    suffix = ':' .. n
+    BUCKET_SUFFIXES[n] = suffix
   end
-  return key
+  return tasks .. suffix
 end
 
 -- Where the record text raw of id belongs: 'b' its bucket or 'h' the :tasks hash.
