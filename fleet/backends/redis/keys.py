@@ -44,8 +44,6 @@ QUEUE_KEY_PARTS = (
 
 #: How many buckets hold the short records of a type's live tasks (``record_key``).
 RECORD_BUCKETS = 1024
-#: The longest record a bucket takes: Redis' default ``hash-max-listpack-value``.
-BUCKET_TEXT = 64
 #: Index in ``QUEUE_KEY_PARTS`` of ``:groups:meta`` (depths read it directly).
 GROUPS_META = 19
 #: Width of one finished-records bucket (seconds); a bucket expires as a whole.
@@ -78,8 +76,9 @@ def record_bucket(task_id: str) -> int:
 
 
 def record_key(tasks_key: str, task_id: str) -> str:
-    """The bucket holding a live task's record when it is at most ``BUCKET_TEXT``
-    bytes long (``tasks_key`` itself holds the longer ones)."""
+    """The bucket of a live task's record: where it is kept while the task waits
+    and both id and record are at most 64 bytes (``rec_place`` in
+    ``lua/queue_common.lua``); ``tasks_key`` itself holds the others."""
     return f"{tasks_key}:{record_bucket(task_id)}"
 
 

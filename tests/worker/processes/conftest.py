@@ -9,13 +9,14 @@ tests.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
+from tests.worker.procs import WorkerProcess
 
 
 @pytest.fixture(params=["sqlite", "redis"])
@@ -35,3 +36,13 @@ async def backend(url: str) -> AsyncIterator[Backend]:
         yield b
     finally:
         await b.close()
+
+
+@pytest.fixture
+def workers() -> Iterator[list[WorkerProcess]]:
+    """The worker processes a test starts (append them): killed if still running
+    when it ends."""
+    started: list[WorkerProcess] = []
+    yield started
+    for w in started:
+        w.close()

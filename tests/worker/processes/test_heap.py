@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,14 +18,6 @@ pytestmark = pytest.mark.slow
 
 T = "wt-heap"
 PLUGIN = "tests.plugins_fixture.heapinfo"
-
-
-@pytest.fixture
-def workers() -> Iterator[list[WorkerProcess]]:
-    started: list[WorkerProcess] = []
-    yield started
-    for w in started:
-        w.close()
 
 
 @pytest.mark.parametrize(

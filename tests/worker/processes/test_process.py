@@ -23,14 +23,6 @@ ECHO = "tests.plugins_fixture.echo"
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def workers(tmp_path: Path) -> Iterator[list[WorkerProcess]]:
-    started: list[WorkerProcess] = []
-    yield started
-    for w in started:
-        w.close()
-
-
 def start(
     workers: list[WorkerProcess], url: str, tmp_path: Path, wid: str, **kw: object
 ) -> WorkerProcess:

@@ -319,7 +319,6 @@ local function finish(id, rec, state, now)
   rec.b = nil
   rec.d = finished_times(rec, fstr(now), nil)
   drop_rec(id, rec)
-  rec.at = nil
   redis.call('HSET', K_DONE, id, enc(rec))
   touch_done()
   retain({id}, now)
@@ -353,7 +352,6 @@ local function bury(id, raw, rec)
   rec.k = nil
   rec.b = nil
   drop_rec(id, rec)
-  rec.at = nil
   if redis.call('HEXISTS', K_DEADINFO, id) == 1 then remove_body(K_DEAD, id) end
   redis.call('HSET', K_DEADINFO, id, enc(rec))
   redis.call('RPUSH', K_DEAD, raw)
