@@ -12,7 +12,16 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SRC=${PEERS_SRC:-$ROOT/../shared/bench/peers}
 DST=${PEERS_DIR:-/tmp/fleet-peers}
 [ -d "$DST" ] || cp -r "$SRC" "$DST"
-VENV=$ROOT/.venv
+# Fleet's rows run in a virtualenv made as a user's is: `pip install
+# fleet-automation` (here the checkout, editable) and uvloop, no extra. The
+# project's .venv has the [otel] extra, and redis-py 8 imports the OpenTelemetry
+# SDK whenever it is installed (~80 ms of every start); FLEET_BENCH_VENV=.venv
+# measures a worker with it.
+VENV=${FLEET_BENCH_VENV:-$ROOT/.venv-bench}
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q -e "$ROOT" uvloop
+fi
 # An editable install leaves Fleet's modules uncompiled, and with
 # PYTHONDONTWRITEBYTECODE set every worker start would compile them again; the
 # peers' wheels were byte-compiled by pip. Compile ours once, as pip would.

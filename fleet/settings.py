@@ -1,12 +1,18 @@
-"""Process settings from the environment (prefix ``FLEET_``)."""
+"""Process settings from the environment (prefix ``FLEET_``).
+
+The variables are read by a few lines of our own rather than pydantic-settings:
+that library (with python-dotenv, which it imports whether or not a ``.env`` file
+is used) cost ~30 ms of every ``fleet worker`` start, a tenth of it, for a prefix
+match and a case fold (``bench/README.md``, round four, fifth session).
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+import os
+from typing import Any
 
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fleet.backends import DEFAULT_BACKEND_URL
 
@@ -14,8 +20,30 @@ from fleet.backends import DEFAULT_BACKEND_URL
 DEFAULT_MASTER_URL = "http://127.0.0.1:8000"
 
 
-class Settings(BaseSettings):
+#: The variables' common prefix (matched in any case, as the field names are).
+ENV_PREFIX = "FLEET_"
+
+
+def environment_values(fields: Any) -> dict[str, str]:
+    """The ``FLEET_<FIELD>`` variables of the environment named after one of
+    ``fields``, by field name, as the raw strings (the model parses them)."""
+    cut = len(ENV_PREFIX)
+    found: dict[str, str] = {}
+    for name, value in os.environ.items():
+        if name[:cut].upper() == ENV_PREFIX:
+            field = name[cut:].lower()
+            if field in fields:
+                found[field] = value
+    return found
+
+
+class Settings(BaseModel):
     """Everything a master, worker or CLI client reads from ``FLEET_*`` variables.
+
+    ``Settings()`` reads the environment (a variable's name in any case); keyword
+    arguments win over it. A value that does not parse raises pydantic's
+    ``ValidationError`` naming the field. Lists are comma-separated, the token
+    scopes JSON; other variables are read as pydantic reads a string of the type.
 
     Attributes:
         backend_url: ``FLEET_BACKEND_URL`` (workers need nothing else).
@@ -45,12 +73,12 @@ class Settings(BaseSettings):
             peer address is the client, whatever a header says).
     """
 
-    model_config = SettingsConfigDict(env_prefix="FLEET_", extra="ignore")
+    model_config = ConfigDict(extra="ignore")
 
     backend_url: str = DEFAULT_BACKEND_URL
     admin_token: str | None = None
-    read_tokens: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    token_scopes: Annotated[dict[str, list[str]], NoDecode] = Field(default_factory=dict)
+    read_tokens: list[str] = Field(default_factory=list)
+    token_scopes: dict[str, list[str]] = Field(default_factory=dict)
     idempotency_ttl_seconds: float = Field(default=86_400.0, gt=0)
     max_body_bytes: int = Field(default=1 << 20, gt=0)
     max_batch_body_bytes: int = Field(default=32 << 20, gt=0)
@@ -66,7 +94,10 @@ class Settings(BaseSettings):
     body_timeout_seconds: float = Field(default=60.0, gt=0)
     max_connections: int | None = Field(default=None, ge=16)
     max_schedules: int = Field(default=1000, ge=1)
-    trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    trusted_proxies: list[str] = Field(default_factory=list)
+
+    def __init__(self, **values: Any) -> None:
+        super().__init__(**{**environment_values(type(self).model_fields), **values})
 
     @field_validator("read_tokens", "trusted_proxies", mode="before")
     @classmethod
