@@ -44,6 +44,11 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
         ["--smoke", "--url", "{url}"],
         r"20 simulated workers(.|\n)*GET /api/v1/workers: \d+ samples, p50(.|\n)*master: \d+ %",
     ),
+    "floors.py": (
+        ["--smoke", "--url", "{url}"],
+        r"\| ctx.submit one at a time \(one round trip each\) \| [\d,]+/s, [\d.]+ µs CPU"
+        r"(.|\n)*23 keys \| [\d.]+ µs \|(.|\n)*INCR, 50 callers \| [\d.]+ µs CPU \|",
+    ),
     "groups.py": (["--smoke", "--url", "{url}"], r"\| 100 \| [\d,]+ \| [\d.]+x \|"),
     "history_size.py": (
         ["--smoke", "--url", "{url}"],
