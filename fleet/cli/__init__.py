@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 import fleet
+from fleet import heap
 from fleet.core.logs import formatter as log_formatter
 
 #: Subcommand name -> "module:attribute" of its click command.
@@ -38,6 +39,9 @@ COMMANDS: dict[str, str] = {
     "dev": "fleet.cli.dev:dev",
 }
 
+
+#: Subcommands that settle the collector themselves once started (``fleet/heap.py``).
+SETTLING = frozenset({"worker", "master"})
 
 #: Subcommand name -> the first sentence of its help, for ``fleet --help`` without
 #: importing every subcommand (tests/cli: the same text as the commands' own).
@@ -127,6 +131,8 @@ def configure_logging(level: str) -> None:
 @click.pass_context
 def main(ctx: click.Context, log_level: str) -> None:
     """Fleet: run typed async automations across a fleet of machines."""
+    if ctx.invoked_subcommand not in SETTLING:
+        heap.release()  # held by run() through the imports
     configure_logging(log_level)
     ctx.ensure_object(dict)
 
@@ -137,5 +143,8 @@ def version() -> None:
     click.echo(f"fleet {fleet.__version__}")
 
 
-def run() -> Any:  # pragma: no cover - console entry for `python -m fleet`
+def run() -> Any:
+    """The ``fleet`` console command (and ``python -m fleet``): the collector is held
+    off while the command imports and starts (``fleet/heap.py``)."""
+    heap.hold()
     return main()

@@ -24,9 +24,10 @@ async def test_the_master_settles_its_heap(
     master = MasterProcess(f"sqlite:///{tmp_path / 'fleet.db'}", tmp_path, env=env)
     try:
         await master.wait_ready()
-        seen_gen0, frozen = (int(x) for x in report.read_text(encoding="utf-8").split())
+        seen_gen0, frozen, enabled = (int(x) for x in report.read_text(encoding="utf-8").split())
         assert seen_gen0 == gen0, master.log()
         assert frozen > 1000  # the master's imports (the plugin is imported after)
+        assert enabled == 1  # held through the imports, running once settled
     finally:
         master.interrupt()
         master.close()

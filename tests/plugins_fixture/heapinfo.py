@@ -1,8 +1,9 @@
 """``wt-heap``: reports the worker process' garbage collector settings in counters
 (``wt-heap:gen0`` += the young generation's threshold, ``wt-heap:frozen`` += 1 if
-objects are frozen), so a test can see what ``fleet worker`` set. A process that
-imports it (a master loads its plugins) with ``FLEET_TEST_HEAP_FILE`` set writes
-``<threshold> <frozen objects>`` to that file."""
+objects are frozen, ``wt-heap:enabled`` += 1 if the collector runs), so a test can
+see what ``fleet worker`` set. A process that imports it (a worker or master loads
+its plugins) with ``FLEET_TEST_HEAP_FILE`` set writes ``<threshold> <frozen objects>
+<1 if the collector runs, else 0>`` to that file."""
 
 from __future__ import annotations
 
@@ -28,9 +29,11 @@ class HeapInfo(BatchAutomation[BaseConfig]):
     async def run_one(self, task: Task[Any], ctx: Context[BaseConfig]) -> None:
         await ctx.counter("wt-heap:gen0").incr(gc.get_threshold()[0])
         await ctx.counter("wt-heap:frozen").incr(1 if gc.get_freeze_count() > 0 else 0)
+        await ctx.counter("wt-heap:enabled").incr(1 if gc.isenabled() else 0)
 
 
 if os.environ.get("FLEET_TEST_HEAP_FILE"):
     Path(os.environ["FLEET_TEST_HEAP_FILE"]).write_text(
-        f"{gc.get_threshold()[0]} {gc.get_freeze_count()}", encoding="utf-8"
+        f"{gc.get_threshold()[0]} {gc.get_freeze_count()} {int(gc.isenabled())}",
+        encoding="utf-8",
     )

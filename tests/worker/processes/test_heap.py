@@ -1,5 +1,7 @@
-"""``fleet worker`` freezes the objects its imports left and raises the young
-generation's threshold (``fleet/heap.py``), as ``FLEET_GC_THRESHOLD`` says."""
+"""``fleet worker`` keeps the collector off while it imports and starts, then
+freezes the objects its imports left and raises the young generation's threshold
+(``fleet/heap.py``), as ``FLEET_GC_THRESHOLD`` says; other commands get the
+collector back before their own code runs."""
 
 from __future__ import annotations
 
@@ -36,7 +38,10 @@ async def test_the_worker_settles_its_heap(
     env: dict[str, str],
     gen0: int,
 ) -> None:
-    w = WorkerProcess(url, PLUGIN, T, "heap-1", tmp_path, env=env)
+    seen_at_import = tmp_path / "heap-at-import"
+    w = WorkerProcess(
+        url, PLUGIN, T, "heap-1", tmp_path, env={**env, "FLEET_TEST_HEAP_FILE": str(seen_at_import)}
+    )
     workers.append(w)
     await push(backend, T, {"n": 1})
 
@@ -46,6 +51,27 @@ async def test_the_worker_settles_its_heap(
 
     await wait_until(ran, timeout=30, what="the task ran")
     assert await backend.counters.get("wt-heap:gen0") == gen0
+    # held while the plugins were imported, running again once settled
+    assert seen_at_import.read_text(encoding="utf-8").split()[2] == "0"
+    assert await backend.counters.get("wt-heap:enabled") == 1
+
+
+@pytest.mark.parametrize("entry", [["-m", "fleet"], ["-c", "from fleet.cli import run; run()"]])
+def test_a_command_that_does_not_settle_gets_the_collector_back(
+    tmp_path: Path, entry: list[str]
+) -> None:
+    """``fleet plugins`` imports the plugin in its own code: the collector runs there."""
+    seen = tmp_path / "heap"
+    proc = subprocess.run(
+        [sys.executable, *entry, "plugins", "--plugin", PLUGIN],
+        env=fleet_env(FLEET_TEST_HEAP_FILE=str(seen)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    threshold, frozen, enabled = seen.read_text(encoding="utf-8").split()
+    assert enabled == "1" and frozen == "0" and threshold == "700"
 
 
 def test_a_bad_threshold_is_a_clean_usage_error(tmp_path: Path) -> None:
