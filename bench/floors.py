@@ -94,6 +94,18 @@ async def _redis_cpu(client: RespClient) -> float:
     return user + system
 
 
+def _script_split(stats: str) -> tuple[float, float]:
+    """Total µs of ``FCALL`` and of every other command (those a script ran, on a
+    server nobody else uses) in an ``INFO commandstats`` text."""
+    fcall = inside = 0.0
+    for name, usec in re.findall(r"cmdstat_([^:]+):calls=\d+,usec=(\d+)", stats):
+        if name == "fcall":
+            fcall += float(usec)
+        elif name not in ("info", "config|resetstat", "ping", "hello", "client|setname"):
+            inside += float(usec)
+    return fcall, inside
+
+
 async def _fcall_cost(client: RespClient, keys: list[str], n: int) -> float:
     """Redis µs per ``FCALL`` of the no-op function (``INFO commandstats``)."""
     await client.execute("CONFIG", "RESETSTAT")
@@ -120,13 +132,22 @@ async def measure(url: str, calls: int) -> None:
     from noop_plugin import Noop  # bench/: the harness' payload
 
     queue = Queue("floor-noop", payload=Noop)
+    await client.execute("CONFIG", "RESETSTAT")
     r0 = await _redis_cpu(client)
     rate, cpu = await _one_by_one(lambda: ctx.submit(queue, Noop(i=1)), calls)
-    per_push = (await _redis_cpu(client) - r0) / (calls + min(500, calls)) * 1e6
+    pushes = calls + min(500, calls)
+    per_push = (await _redis_cpu(client) - r0) / pushes * 1e6
+    fcall, inside = _script_split(str(await client.execute("INFO", "commandstats")))
     rows.append(
         (
             "ctx.submit one at a time (one round trip each)",
             f"{rate:,.0f}/s, {cpu:.1f} µs CPU, Redis {per_push:.1f} µs",
+        )
+    )
+    rows.append(
+        (
+            "the push script (Redis, commandstats)",
+            f"FCALL {fcall / pushes:.1f} µs, of which its commands {inside / pushes:.1f} µs",
         )
     )
     await backend.close()
