@@ -78,7 +78,7 @@ def test_the_wheel_is_named_fleet_automation_and_every_example_depends_on_it(
         entry_points = zf.read(meta_name.replace("METADATA", "entry_points.txt")).decode()
     assert metadata["Name"] == DIST_NAME
     assert any(n.startswith("fleet/core/") for n in names)  # the import package stays `fleet`
-    assert "fleet = fleet.cli:main" in entry_points
+    assert "fleet = fleet.cli:run" in entry_points
     extras = metadata.get_all("Provides-Extra") or []
     assert {"master", "browser"} <= set(extras)
     for d in EXAMPLE_DIRS:
