@@ -80,6 +80,8 @@ class Writer:
         self._conn: sqlite3.Connection | None = None
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._stopped = False
+        #: False once the stop was taken from the queue (the loop ends after its group).
+        self._running = True
         # Daemon: a backend never closed must not keep the interpreter alive.
         self._thread = threading.Thread(target=self._loop, name="fleet-sqlite-w", daemon=True)
         self._thread.start()
@@ -103,21 +105,13 @@ class Writer:
         self._thread.join()
 
     def _loop(self) -> None:
-        running = True
-        while running:
+        self._running = True
+        while self._running:
             job = self._queue.get()
             if job is None:
                 break
             jobs = [job]
-            while len(jobs) < MAX_GROUP:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    running = False
-                    break
-                jobs.append(more)
+            self._gather(jobs)
             live = [(op, f) for op, f in jobs if f.set_running_or_notify_cancel()]
             if live:
                 # Answer only once the lock is free: a caller resumed by its answer
@@ -132,6 +126,19 @@ class Writer:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def _gather(self, jobs: list[_Job]) -> None:
+        """Add the operations queued now to ``jobs``, up to ``MAX_GROUP`` in all; a stop
+        among them ends the loop once ``jobs`` are done."""
+        while len(jobs) < MAX_GROUP and self._running:
+            try:
+                more = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if more is None:
+                self._running = False
+                return
+            jobs.append(more)
 
     def run_inline(self, op: Operation, busy_timeout_ms: int) -> tuple[bool, Any]:
         """Run ``op`` in its own transaction now, in the calling thread, if the
@@ -171,13 +178,22 @@ class Writer:
             self._busy.release()
 
     def _run_group(self, jobs: list[_Job]) -> list[tuple[bool, Any]]:
-        """Run ``jobs`` in one transaction: per job, (True, result) or (False, exception)."""
+        """Run ``jobs`` in one transaction: per job, (True, result) or (False, exception).
+        The operations queued while the lock was awaited join them (``jobs`` grows)."""
         outcomes: list[tuple[bool, Any]] = []
         try:
             if self._conn is None:
                 self._conn = self._connect()
             conn = self._conn
             begin_immediate(conn)
+            # Another process may have held the lock a while: what was queued meanwhile
+            # commits with this group instead of waiting for the lock once more.
+            before = len(jobs)
+            self._gather(jobs)
+            if len(jobs) > before:
+                jobs[before:] = [
+                    (op, f) for op, f in jobs[before:] if f.set_running_or_notify_cancel()
+                ]
             try:
                 if len(jobs) == 1:
                     outcomes.append((True, jobs[0][0](conn)))
