@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from fleet.backends.sqlite.writer import Writer
 from fleet.core.errors import BackendUnavailable
@@ -22,12 +25,6 @@ def _connect(path: Path) -> Callable[[], sqlite3.Connection]:
     return connect
 
 
-def _setup(path: Path) -> None:
-    conn = _connect(path)()
-    conn.execute("CREATE TABLE t (v TEXT)")
-    conn.close()
-
-
 def _insert(value: str) -> Callable[[sqlite3.Connection], None]:
     def op(conn: sqlite3.Connection) -> None:
         conn.execute("INSERT INTO t (v) VALUES (?)", (value,))
@@ -35,96 +32,91 @@ def _insert(value: str) -> Callable[[sqlite3.Connection], None]:
     return op
 
 
-def _seen_committed(reader: sqlite3.Connection, value: str) -> Callable[[sqlite3.Connection], int]:
-    """Inserts nothing; counts the rows ``value`` another connection sees committed."""
+@dataclass
+class Held:
+    """A writer whose first operation waits for the lock ``other`` holds (as another
+    process would), and a reader that sees only what was committed."""
 
-    def op(conn: sqlite3.Connection) -> int:
-        return int(reader.execute("SELECT count(*) FROM t WHERE v = ?", (value,)).fetchone()[0])
+    writer: Writer
+    other: sqlite3.Connection
+    reader: sqlite3.Connection
 
-    return op
+    def rows(self) -> list[str]:
+        return [r[0] for r in self.reader.execute("SELECT v FROM t ORDER BY rowid").fetchall()]
 
 
-def _writer(path: Path) -> Writer:
-    return Writer(_connect(path), lambda: BackendUnavailable("closed"))
+@pytest.fixture
+def held(tmp_path: Path) -> Iterator[Held]:
+    path = tmp_path / "f.db"
+    connect = _connect(path)
+    setup = connect()
+    setup.execute("CREATE TABLE t (v TEXT)")
+    setup.close()
+    other, reader = connect(), connect()
+    other.execute("BEGIN IMMEDIATE")
+    writer = Writer(connect, lambda: BackendUnavailable("closed"))
+    try:
+        yield Held(writer, other, reader)
+    finally:
+        if other.in_transaction:
+            other.execute("ROLLBACK")
+        writer.stop()
+        writer.join()
+        other.close()
+        reader.close()
+
+
+def _wait_for_the_writer() -> None:
+    """Time for the writer thread to take the first operation and wait in ``BEGIN``."""
+    time.sleep(0.3)
 
 
 def test_writes_queued_while_the_lock_was_held_commit_with_the_waiting_group(
-    tmp_path: Path,
+    held: Held,
 ) -> None:
-    path = tmp_path / "f.db"
-    _setup(path)
-    reader = _connect(path)()
-    blocker = _connect(path)()
-    blocker.execute("BEGIN IMMEDIATE")  # another process holds the write lock
-    writer = _writer(path)
-    try:
-        first = writer.submit(_insert("a"))
-        time.sleep(0.3)  # the writer thread now waits in BEGIN IMMEDIATE
-        later = writer.submit(_seen_committed(reader, "a"))
-        also = writer.submit(_insert("b"))
-        time.sleep(0.1)
-        assert not first.done()
-        blocker.execute("COMMIT")
-        first.result(timeout=10)
-        also.result(timeout=10)
-        # it ran in the same transaction as "a": nothing of it was committed yet
-        assert later.result(timeout=10) == 0
-        rows = reader.execute("SELECT v FROM t ORDER BY rowid").fetchall()
-        assert [r[0] for r in rows] == ["a", "b"]
-    finally:
-        writer.stop()
-        writer.join()
-        for conn in (reader, blocker):
-            conn.close()
+    first = held.writer.submit(_insert("a"))
+    _wait_for_the_writer()
+
+    def committed_a(conn: sqlite3.Connection) -> int:
+        return len([v for v in held.rows() if v == "a"])
+
+    later = held.writer.submit(committed_a)
+    also = held.writer.submit(_insert("b"))
+    time.sleep(0.1)
+    assert not first.done()
+    held.other.execute("COMMIT")
+    first.result(timeout=10)
+    also.result(timeout=10)
+    # it ran in the same transaction as "a": nothing of it was committed yet
+    assert later.result(timeout=10) == 0
+    assert held.rows() == ["a", "b"]
 
 
-def test_a_failing_late_write_is_rolled_back_alone(tmp_path: Path) -> None:
-    path = tmp_path / "f.db"
-    _setup(path)
-    blocker = _connect(path)()
-    blocker.execute("BEGIN IMMEDIATE")
-    writer = _writer(path)
-
+def test_a_failing_late_write_is_rolled_back_alone(held: Held) -> None:
     def fail(conn: sqlite3.Connection) -> None:
         conn.execute("INSERT INTO t (v) VALUES ('x')")
         raise ValueError("refused")
 
-    try:
-        first = writer.submit(_insert("a"))
-        time.sleep(0.3)
-        failing = writer.submit(fail)
-        after = writer.submit(_insert("c"))
-        time.sleep(0.1)
-        blocker.execute("COMMIT")
-        first.result(timeout=10)
-        after.result(timeout=10)
-        assert isinstance(failing.exception(timeout=10), ValueError)
-        rows = blocker.execute("SELECT v FROM t ORDER BY rowid").fetchall()
-        assert [r[0] for r in rows] == ["a", "c"]
-    finally:
-        writer.stop()
-        writer.join()
-        blocker.close()
+    first = held.writer.submit(_insert("a"))
+    _wait_for_the_writer()
+    failing = held.writer.submit(fail)
+    after = held.writer.submit(_insert("c"))
+    held.other.execute("COMMIT")
+    first.result(timeout=10)
+    after.result(timeout=10)
+    assert isinstance(failing.exception(timeout=10), ValueError)
+    assert held.rows() == ["a", "c"]
 
 
-def test_a_stop_queued_while_waiting_ends_the_loop_after_the_group(tmp_path: Path) -> None:
-    path = tmp_path / "f.db"
-    _setup(path)
-    blocker = _connect(path)()
-    blocker.execute("BEGIN IMMEDIATE")
-    writer = _writer(path)
-    try:
-        first = writer.submit(_insert("a"))
-        time.sleep(0.3)
-        queued = writer.submit(_insert("b"))
-        writer.stop()
-        refused = writer.submit(_insert("z"))
-        blocker.execute("COMMIT")
-        first.result(timeout=10)
-        queued.result(timeout=10)
-        assert isinstance(refused.exception(timeout=1), BackendUnavailable)
-        writer.join()  # the loop ended
-        rows = blocker.execute("SELECT v FROM t ORDER BY rowid").fetchall()
-        assert [r[0] for r in rows] == ["a", "b"]
-    finally:
-        blocker.close()
+def test_a_stop_queued_while_waiting_ends_the_loop_after_the_group(held: Held) -> None:
+    first = held.writer.submit(_insert("a"))
+    _wait_for_the_writer()
+    queued = held.writer.submit(_insert("b"))
+    held.writer.stop()
+    refused = held.writer.submit(_insert("z"))
+    held.other.execute("COMMIT")
+    first.result(timeout=10)
+    queued.result(timeout=10)
+    assert isinstance(refused.exception(timeout=1), BackendUnavailable)
+    held.writer.join()  # the loop ended
+    assert held.rows() == ["a", "b"]
