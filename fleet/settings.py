@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Container
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fleet.backends import DEFAULT_BACKEND_URL
+from fleet.heap import DEFAULT_THRESHOLD
 
 #: Where CLI client commands look for the master unless ``FLEET_MASTER_URL`` says otherwise.
 DEFAULT_MASTER_URL = "http://127.0.0.1:8000"
@@ -24,7 +26,7 @@ DEFAULT_MASTER_URL = "http://127.0.0.1:8000"
 ENV_PREFIX = "FLEET_"
 
 
-def environment_values(fields: Any) -> dict[str, str]:
+def environment_values(fields: Container[str]) -> dict[str, str]:
     """The ``FLEET_<FIELD>`` variables of the environment named after one of
     ``fields``, by field name, as the raw strings (the model parses them)."""
     cut = len(ENV_PREFIX)
@@ -86,7 +88,7 @@ class Settings(BaseModel):
     sweep_seconds: float = Field(default=10.0, gt=0)
     history_interval_seconds: float = Field(default=10.0, gt=0)
     heartbeat_seconds: float = Field(default=5.0, gt=0)
-    gc_threshold: int = Field(default=10_000, ge=0)
+    gc_threshold: int = Field(default=DEFAULT_THRESHOLD, ge=0)
     master_url: str = DEFAULT_MASTER_URL
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)

@@ -8,7 +8,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -18,9 +18,6 @@ from fleet.cli.console import output_console
 from fleet.cli.environment import load_settings
 from fleet.client.http import ClientError, FleetClient
 from fleet.client.tokenfile import UnsafeTokenFile, read_token, token_path
-
-if TYPE_CHECKING:
-    pass
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from fleet import heap
 from fleet.backends import redact_url
 from fleet.cli.environment import load_settings
 from fleet.client.tokenfile import UnsafeTokenFile, ensure_token, is_loopback
@@ -89,8 +90,6 @@ def master(
     # uvicorn follows `fleet --log-level`: its access log (one line per request)
     # only at INFO or below, so `--log-level WARNING` serves without it.
     level = logging.getLogger().getEffectiveLevel()
-    from fleet import heap
-
     heap.settle(settings.gc_threshold)
     # Open SSE streams never end by themselves: give them a few seconds at shutdown.
     # A backend that is not up yet is waited for (one log line, then retries).

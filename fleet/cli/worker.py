@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from fleet import heap
 from fleet.cli.environment import load_settings
 from fleet.core.automation import Automation, BatchAutomation
 from fleet.core.config import FRAMEWORK_FIELDS
@@ -44,12 +45,6 @@ def _select(found: Plugins, types: tuple[str, ...]) -> list[type[Automation[Any]
         known = ", ".join(sorted(found.types)) or "none"
         raise click.UsageError(f"unknown type(s) {', '.join(unknown)}; loaded: {known}")
     return [found.types[t] for t in dict.fromkeys(types)]
-
-
-def _backend_url(value: str | None) -> str:
-    if value:
-        return value
-    return load_settings().backend_url
 
 
 @click.command()
@@ -87,17 +82,16 @@ def worker(
     plugins: tuple[str, ...],
 ) -> None:
     """Run automation slots: take tasks, report state, follow the desired config."""
-    from fleet import heap
     from fleet.worker.agent import RESYNC_SECONDS
     from fleet.worker.identity import WorkerIdInUse
     from fleet.worker.process import serve
 
-    url = _backend_url(backend_url)
+    settings = load_settings()
+    url = backend_url or settings.backend_url
     if processes > 1:
         _check_prefork(url)
     found = _load(plugins, types)
     classes = _select(found, types)
-    settings = load_settings()
     heap.settle(settings.gc_threshold)
     resync = float(os.environ.get("FLEET_RESYNC_SECONDS", RESYNC_SECONDS))
 
