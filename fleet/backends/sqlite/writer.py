@@ -105,14 +105,12 @@ class Writer:
         self._thread.join()
 
     def _loop(self) -> None:
-        self._running = True
         while self._running:
             job = self._queue.get()
             if job is None:
                 break
-            jobs = [job]
-            self._gather(jobs)
-            live = [(op, f) for op, f in jobs if f.set_running_or_notify_cancel()]
+            live = [job] if job[1].set_running_or_notify_cancel() else []
+            self._gather(live)
             if live:
                 # Answer only once the lock is free: a caller resumed by its answer
                 # finds the writer idle and may write inline.
@@ -128,8 +126,8 @@ class Writer:
             self._conn = None
 
     def _gather(self, jobs: list[_Job]) -> None:
-        """Add the operations queued now to ``jobs``, up to ``MAX_GROUP`` in all; a stop
-        among them ends the loop once ``jobs`` are done."""
+        """Add the operations queued now to ``jobs`` (not those whose caller cancelled),
+        up to ``MAX_GROUP`` in all; a stop among them ends the loop once ``jobs`` are done."""
         while len(jobs) < MAX_GROUP and self._running:
             try:
                 more = self._queue.get_nowait()
@@ -138,7 +136,8 @@ class Writer:
             if more is None:
                 self._running = False
                 return
-            jobs.append(more)
+            if more[1].set_running_or_notify_cancel():
+                jobs.append(more)
 
     def run_inline(self, op: Operation, busy_timeout_ms: int) -> tuple[bool, Any]:
         """Run ``op`` in its own transaction now, in the calling thread, if the
@@ -188,12 +187,7 @@ class Writer:
             begin_immediate(conn)
             # Another process may have held the lock a while: what was queued meanwhile
             # commits with this group instead of waiting for the lock once more.
-            before = len(jobs)
             self._gather(jobs)
-            if len(jobs) > before:
-                jobs[before:] = [
-                    (op, f) for op, f in jobs[before:] if f.set_running_or_notify_cancel()
-                ]
             try:
                 if len(jobs) == 1:
                     outcomes.append((True, jobs[0][0](conn)))
