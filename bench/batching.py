@@ -22,17 +22,12 @@ from pathlib import Path
 import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import SMOKE_HELP, loadavg, redis_server
+from benchlib import SMOKE_HELP, loadavg, redis_cpu, redis_server
 from noop_plugin import Noop
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core import BaseConfig, Context, Queue
-
-
-async def redis_cpu(r: aioredis.Redis) -> float:
-    info = await r.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 async def script_calls(r: aioredis.Redis) -> int:

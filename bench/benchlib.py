@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -44,6 +45,13 @@ def pct(values: list[float], p: float) -> float:
         return float("nan")
     rank = max(0, min(len(ordered) - 1, round(p / 100 * len(ordered)) - 1))
     return ordered[rank]
+
+
+async def redis_cpu(client: Any) -> float:
+    """Seconds of CPU redis-server has used (``INFO cpu``, user + system), read
+    through a redis.asyncio client."""
+    info = await client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 @contextlib.contextmanager

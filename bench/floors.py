@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import SMOKE_HELP, redis_server
+from benchlib import SMOKE_HELP, redis_cpu, redis_server
 
 from fleet.backends import open_backend
 from fleet.backends.redis.resp import RespClient, endpoint_from_url
@@ -87,43 +87,41 @@ def _redis_benchmark_ping(url: str, n: int) -> float | None:
     return float(rates[-1]) if rates else None
 
 
-async def _redis_cpu(client: RespClient) -> float:
-    info = str(await client.execute("INFO", "cpu"))
-    user = float(re.search(r"used_cpu_user:([\d.]+)", info)[1])  # type: ignore[index]
-    system = float(re.search(r"used_cpu_sys:([\d.]+)", info)[1])  # type: ignore[index]
-    return user + system
+#: Commands of this script's own, not of the push script (``_script_split``).
+_OWN = {"info", "config|resetstat", "ping", "hello", "client|setname", "client|setinfo", "fcall"}
 
 
-def _script_split(stats: str) -> tuple[float, float]:
+def _script_split(stats: dict[str, dict[str, Any]]) -> tuple[float, float]:
     """Total µs of ``FCALL`` and of every other command (those a script ran, on a
-    server nobody else uses) in an ``INFO commandstats`` text."""
-    fcall = inside = 0.0
-    for name, usec in re.findall(r"cmdstat_([^:]+):calls=\d+,usec=(\d+)", stats):
-        if name == "fcall":
-            fcall += float(usec)
-        elif name not in ("info", "config|resetstat", "ping", "hello", "client|setname"):
-            inside += float(usec)
+    server nobody else uses) in redis-py's parsed ``INFO commandstats``."""
+    fcall = float(stats.get("cmdstat_fcall", {}).get("usec", 0))
+    inside = sum(
+        float(s["usec"]) for name, s in stats.items() if name[len("cmdstat_") :] not in _OWN
+    )
     return fcall, inside
 
 
-async def _fcall_cost(client: RespClient, keys: list[str], n: int) -> float:
+async def _fcall_cost(r: Any, keys: list[str], n: int) -> float:
     """Redis µs per ``FCALL`` of the no-op function (``INFO commandstats``)."""
-    await client.execute("CONFIG", "RESETSTAT")
+    await r.config_resetstat()
     for _ in range(n):
-        await client.fcall("fleet_bench_noop", keys, ["1796517056.9539669", "[]"])
-    stats = str(await client.execute("INFO", "commandstats"))
-    return float(re.search(r"cmdstat_fcall:calls=\d+,usec=\d+,usec_per_call=([\d.]+)", stats)[1])  # type: ignore[index]
+        await r.fcall("fleet_bench_noop", len(keys), *keys, "1796517056.9539669", "[]")
+    return float((await r.info("commandstats"))["cmdstat_fcall"]["usec_per_call"])
 
 
 async def measure(url: str, calls: int) -> None:
-    client = RespClient(
-        endpoint_from_url(url, connect_timeout=5.0, command_timeout=10.0, client_name="floors")
-    )
+    import redis.asyncio as aioredis
+
+    r = aioredis.Redis.from_url(url)  # the bench job's client, and this script's
     rows: list[tuple[str, str]] = []
     ping = _redis_benchmark_ping(url, calls)
     if ping is not None:
         rows.append(("redis-benchmark -c 1 -t ping (C, one at a time)", f"{ping:,.0f}/s"))
+    client = RespClient(
+        endpoint_from_url(url, connect_timeout=5.0, command_timeout=10.0, client_name="floors")
+    )
     rate, cpu = await _one_by_one(lambda: client.execute("PING"), calls)
+    await client.close()
     rows.append(("Fleet's RESP client, PING one at a time", f"{rate:,.0f}/s, {cpu:.1f} µs CPU"))
 
     backend = await open_backend(url)
@@ -132,12 +130,13 @@ async def measure(url: str, calls: int) -> None:
     from noop_plugin import Noop  # bench/: the harness' payload
 
     queue = Queue("floor-noop", payload=Noop)
-    await client.execute("CONFIG", "RESETSTAT")
-    r0 = await _redis_cpu(client)
+    await r.config_resetstat()
+    r0 = await redis_cpu(r)
     rate, cpu = await _one_by_one(lambda: ctx.submit(queue, Noop(i=1)), calls)
     pushes = calls + min(500, calls)
-    per_push = (await _redis_cpu(client) - r0) / pushes * 1e6
-    fcall, inside = _script_split(str(await client.execute("INFO", "commandstats")))
+    per_push = (await redis_cpu(r) - r0) / pushes * 1e6
+    fcall, inside = _script_split(await r.info("commandstats"))
+    await backend.close()
     rows.append(
         (
             "ctx.submit one at a time (one round trip each)",
@@ -150,44 +149,33 @@ async def measure(url: str, calls: int) -> None:
             f"FCALL {fcall / pushes:.1f} µs, of which its commands {inside / pushes:.1f} µs",
         )
     )
-    await backend.close()
 
-    await client.execute("FUNCTION", "LOAD", "REPLACE", NOOP_LIBRARY)
+    await r.function_load(NOOP_LIBRARY, replace=True)
     try:
-        bare = await _fcall_cost(client, [], calls)
+        bare = await _fcall_cost(r, [], calls)
         keyed = await _fcall_cost(
-            client, [f"fleet:queue:floor-noop:k{i}" for i in range(QUEUE_KEYS)], calls
+            r, [f"fleet:queue:floor-noop:k{i}" for i in range(QUEUE_KEYS)], calls
         )
     finally:
-        await client.execute("FUNCTION", "DELETE", "fleet_bench_floor")
+        await r.function_delete("fleet_bench_floor")
     rows.append(("FCALL of a no-op function, no key (Redis, commandstats)", f"{bare:.1f} µs"))
     rows.append((f"FCALL of a no-op function, {QUEUE_KEYS} keys", f"{keyed:.1f} µs"))
 
-    import redis.asyncio as aioredis
-
-    job = aioredis.Redis.from_url(url)
-
     def incr() -> Awaitable[Any]:
-        return job.execute_command("INCR", "floor:done")
+        return r.execute_command("INCR", "floor:done")
 
     try:
         rate, cpu = await _one_by_one(incr, calls)
         rows.append(
-            (
-                "the bench job: redis.asyncio INCR, 1 caller",
-                f"{rate:,.0f}/s, {cpu:.1f} µs CPU",
-            )
+            ("the bench job: redis.asyncio INCR, 1 caller", f"{rate:,.0f}/s, {cpu:.1f} µs CPU")
         )
         for callers in (10, 50):
-            cpu = await _concurrent(
-                lambda: job.execute_command("INCR", "floor:done"), calls, callers
-            )
+            cpu = await _concurrent(incr, calls, callers)
             rows.append(
                 (f"the bench job: redis.asyncio INCR, {callers} callers", f"{cpu:.1f} µs CPU")
             )
     finally:
-        await job.aclose()
-    await client.close()
+        await r.aclose()
 
     import redis as redis_py
 
