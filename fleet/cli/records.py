@@ -65,8 +65,14 @@ def show_record(record: dict[str, Any]) -> None:
         table(
             f"outputs ({shown})",
             ["id", "attempt", "payload"],
-            [[o["id"], o["attempt"], json.dumps(o["payload"])[:100]] for o in outputs],
+            [[o["id"], o["attempt"], _payload_text(o)] for o in outputs],
         )
+
+
+def _payload_text(output: dict[str, Any]) -> str:
+    if output.get("truncated"):
+        return f"({output.get('bytes')} bytes: whole in the type's output stream only)"
+    return json.dumps(output["payload"])[:100]
 
 
 def echo_outputs(record: dict[str, Any]) -> None:

@@ -301,7 +301,10 @@ class TaskInfo:
     submitted_at: float | None = None  #: when it was first submitted
     started_at: float | None = None  #: when its latest attempt began running
     progress: dict[str, Any] | None = None  #: {fraction, message, attempt, at}
-    outputs: tuple[dict[str, Any], ...] = ()  #: {id, ts, attempt, payload}, oldest first
+    #: {id, ts, attempt, payload}, oldest first; a payload over
+    #: :data:`~fleet.core.results.RECORD_OUTPUT_MAX_BYTES` as ``payload: None,
+    #: truncated: True, bytes``
+    outputs: tuple[dict[str, Any], ...] = ()
     outputs_total: int = 0
     trace_id: str | None = None  #: the trace its runs belong to (``[otel]``)
 
@@ -369,6 +372,8 @@ class TaskInfo:
             "progress": self.progress,
             "outputs": list(self.outputs),
             "outputs_total": self.outputs_total,
+            "outputs_truncated": self.outputs_total > len(self.outputs)
+            or any(o.get("truncated") for o in self.outputs),
             "trace_id": self.trace_id,
         }
 

@@ -13,6 +13,10 @@ from typing import Any
 
 #: Outputs a task's record keeps (the newest; ``outputs_total`` counts them all).
 RECORD_MAX_OUTPUTS = 100
+#: Largest output payload a task's record keeps whole (bytes of its JSON); a bigger
+#: one is kept as a marker (``truncated``, its ``bytes``), whole in the output
+#: stream only. With :data:`RECORD_MAX_OUTPUTS`, a record holds at most ~800 KB.
+RECORD_OUTPUT_MAX_BYTES = 8192
 #: Longest progress message (characters).
 PROGRESS_MAX_MESSAGE = 200
 #: A slot writes its task's progress at most this often (seconds); the latest
@@ -85,9 +89,50 @@ def progress_record(
     return {"fraction": fraction, "message": message, "attempt": attempt, "at": at}
 
 
-def output_record(entry_id: str, ts: float, attempt: int | None, payload: Any) -> dict[str, Any]:
-    """One output in a task's record: the stream entry's id, time, attempt, payload."""
+def output_record(
+    entry_id: str, ts: float, attempt: int | None, payload: Any, size: int = 0
+) -> dict[str, Any]:
+    """One output in a task's record: the stream entry's id, time, attempt, payload.
+
+    ``size`` is the bytes of the payload's JSON: past :data:`RECORD_OUTPUT_MAX_BYTES`
+    the record keeps ``payload: None, truncated: True, bytes: size`` instead (the
+    output itself is whole in the type's output stream)."""
+    if size > RECORD_OUTPUT_MAX_BYTES:
+        return {
+            "id": entry_id,
+            "ts": ts,
+            "attempt": attempt,
+            "payload": None,
+            "truncated": True,
+            "bytes": size,
+        }
     return {"id": entry_id, "ts": ts, "attempt": attempt, "payload": payload}
+
+
+def json_size(text: str) -> int:
+    """Bytes of ``text`` in UTF-8 (an ASCII string's length, without encoding it)."""
+    return len(text) if text.isascii() else len(text.encode())
+
+
+def stored_output(value: Any) -> dict[str, Any] | None:
+    """An output as a record stores it (:func:`output_record`'s dict), read back;
+    None for a value that is not one (a corrupt record is skipped, not an error)."""
+    if not isinstance(value, dict) or not isinstance(value.get("id"), str):
+        return None
+    ts = value.get("ts")
+    attempt = value.get("attempt")
+    out = {
+        "id": value["id"],
+        "ts": float(ts) if isinstance(ts, int | float) else 0.0,
+        "attempt": attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else None,
+        "payload": value.get("payload"),
+    }
+    if value.get("truncated") is True:
+        size = value.get("bytes")
+        out["payload"] = None
+        out["truncated"] = True
+        out["bytes"] = size if isinstance(size, int) else 0
+    return out
 
 
 def progress_topic(automation_type: str) -> str:

@@ -28,6 +28,8 @@ class EchoTask(BaseModel):
     text: str = Field(min_length=1, max_length=500, description="Text to echo.")
     fail: bool = Field(default=False, description="Raise instead of echoing.")
     fail_first: bool = Field(default=False, description="Raise the first time this text is seen.")
+    extra: int = Field(default=0, ge=0, le=100, description="Emit this many more outputs.")
+    pad: int = Field(default=0, ge=0, le=20_000, description="Emit one output this long first.")
 
 
 class EchoOut(BaseModel):
@@ -61,4 +63,8 @@ class DashEcho(BatchAutomation[EchoConfig]):
             raise RuntimeError(f"first attempt fails: {task.payload.text}")
         out = EchoOut(text=f"{ctx.config.prefix}: {task.payload.text}")
         await ctx.pool(ECHOES).put(payload=out, tags=EchoTags(length=len(out.text)))
+        if task.payload.pad:
+            await ctx.emit(EchoOut(text="p" * task.payload.pad))
         await ctx.emit(out)
+        for i in range(task.payload.extra):
+            await ctx.emit(EchoOut(text=f"extra {i}"))

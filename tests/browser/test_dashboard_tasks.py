@@ -97,6 +97,31 @@ def test_find_a_task_by_id_and_open_its_page(page: tuple[Page, Watch], stack: St
     assert not watch.errors, watch.errors
 
 
+def test_a_task_page_pages_its_outputs(page: tuple[Page, Watch], stack: Stack) -> None:
+    """A task that emitted 46 outputs, one of them over the record's byte cap: its
+    page draws the newest 20, then 20 more, then the rest; the big one is a marker."""
+    p, watch = page
+    text = f"many {uuid.uuid4().hex[:6]}"
+    (task_id,) = _batch(stack, [{"payload": {"text": text, "extra": 44, "pad": 9000}}])
+    stack.wait_for(lambda: _state(stack, task_id) == "done", 30, "the task done")
+    record = stack.api("GET", f"{A}/tasks/{task_id}").json()
+    assert record["outputs_total"] == 46 and record["outputs_truncated"] is True
+    assert record["outputs"][0]["truncated"] is True and record["outputs"][0]["bytes"] > 9000
+    sign_in(p, stack, f"#/task/{TYPE}/{task_id}")
+    view = p.locator(f"#task[data-task='{task_id}']")
+    rows = view.locator("table.outputs tbody tr")
+    expect(rows).to_have_count(20)
+    expect(rows.first).to_contain_text("extra 43")  # newest first
+    view.locator("[data-action=more-outputs]").click()
+    expect(rows).to_have_count(40)
+    view.locator("[data-action=more-outputs]").click()
+    expect(rows).to_have_count(46)
+    expect(view.locator("[data-action=more-outputs]")).to_have_count(0)
+    expect(view.locator("[data-role=output-truncated]")).to_contain_text("bytes")
+    expect(rows.last).not_to_contain_text("ppppp")
+    assert not watch.errors, watch.errors
+
+
 def test_bulk_replay_of_selected_dead_tasks(page: tuple[Page, Watch], stack: Stack) -> None:
     p, watch = page
     tag = uuid.uuid4().hex[:6]

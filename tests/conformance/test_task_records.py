@@ -16,8 +16,8 @@ import pytest
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
-from fleet.core.records import now
-from fleet.core.results import RECORD_MAX_OUTPUTS, progress_topic
+from fleet.core.records import dumps, now
+from fleet.core.results import RECORD_MAX_OUTPUTS, RECORD_OUTPUT_MAX_BYTES, progress_topic
 
 from .helpers import SHORT, TYPE, push, reserve_one
 
@@ -54,6 +54,7 @@ async def test_record_of_a_done_task(backend: Backend) -> None:
     assert {o["attempt"] for o in info.outputs} == {1}
     assert info.outputs_total == 3
     d = info.to_dict()
+    assert d["outputs_truncated"] is False
     assert d["outputs"][0]["id"] == ids[0] and d["progress"]["message"] == "step 2/4"
 
 
@@ -104,6 +105,39 @@ async def test_outputs_keep_the_newest_hundred(backend: Backend) -> None:
     assert info.outputs[0]["payload"] == {"n": 5}
     assert info.outputs[-1]["payload"] == {"n": RECORD_MAX_OUTPUTS + 4}
     assert info.outputs_total == RECORD_MAX_OUTPUTS + 5
+
+
+async def test_big_outputs_are_kept_as_markers(backend: Backend) -> None:
+    """An output over the record's byte cap is a marker in the record (its size,
+    ``truncated``), whole in the output stream; small ones beside it stay whole."""
+    await push(backend, "a")
+    r = await reserve_one(backend)
+    big = {"blob": "x" * (RECORD_OUTPUT_MAX_BYTES + 10)}
+    edge = {"blob": "é" * ((RECORD_OUTPUT_MAX_BYTES - 12) // 2)}  # ~cap in UTF-8 bytes
+    for payload in ({"n": 1}, big, edge, {"n": 2}):
+        await backend.streams.push(TYPE, payload, worker_id="w1", task_id="a", attempt=1)
+    assert await backend.queues.ack(TYPE, [("a", r.token)]) == [True]
+    info = await backend.queues.state(TYPE, "a")
+    assert [o["payload"] for o in info.outputs] == [{"n": 1}, None, edge, {"n": 2}]
+    marker = info.outputs[1]
+    assert marker["truncated"] is True
+    assert marker["bytes"] == len(dumps(big).encode())
+    assert info.outputs_total == 4
+    assert info.to_dict()["outputs_truncated"] is True
+    assert [e.payload for e in await backend.streams.peek(TYPE, 10)][1] == big
+
+
+async def test_a_record_holds_a_bounded_size(backend: Backend) -> None:
+    """100 emits of 100 KB leave a record of markers, not of 10 MB."""
+    await push(backend, "a")
+    await reserve_one(backend)
+    blob = {"blob": "y" * 100_000}
+    for _ in range(RECORD_MAX_OUTPUTS):
+        await backend.streams.push(TYPE, blob, worker_id="w1", task_id="a", attempt=1)
+    info = await backend.queues.state(TYPE, "a")
+    assert len(dumps(info.to_dict())) < RECORD_MAX_OUTPUTS * (RECORD_OUTPUT_MAX_BYTES + 200)
+    assert all(o["truncated"] for o in info.outputs)
+    assert info.to_dict()["outputs_truncated"] is True
 
 
 async def test_emits_without_a_task_leave_no_record(backend: Backend) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 from fleet.backends.memory.store import MemoryStore
 from fleet.core.capabilities import Streams
 from fleet.core.capabilities.streams import STREAM_MAX_AGE, STREAM_MAX_LEN
-from fleet.core.records import StreamEntry, now
-from fleet.core.results import output_record, progress_record, progress_topic
+from fleet.core.records import StreamEntry, dumps, now
+from fleet.core.results import json_size, output_record, progress_record, progress_topic
 from fleet.protocol import emit_topic
 
 
@@ -41,7 +41,8 @@ class MemoryStreams(Streams):
             attempt=attempt,
         )
         if task_id is not None:
-            output = output_record(entry.id, entry.ts, attempt, entry.payload)
+            size = json_size(dumps(entry.payload))
+            output = output_record(entry.id, entry.ts, attempt, entry.payload, size)
             self._store.queue(automation_type).state.record_output(task_id, output, entry.ts)
         self._store.hub.publish(emit_topic(automation_type), entry.to_dict())
         return entry

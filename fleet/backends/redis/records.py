@@ -20,8 +20,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.core.records import StreamEntry, TaskBody
-from fleet.core.results import output_record
+from fleet.core.records import TaskBody
+from fleet.core.results import stored_output
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,10 +162,11 @@ def task_extras(
     outputs: list[dict[str, Any]] = []
     for raw in envelopes:
         try:
-            e = StreamEntry.from_json(raw)
-        except (KeyError, TypeError, ValueError):
+            found = stored_output(json.loads(raw))
+        except ValueError:
             continue
-        outputs.append(output_record(e.id, e.ts, e.attempt, e.payload))
+        if found is not None:
+            outputs.append(found)
     try:
         decoded = json.loads(progress) if progress else None
     except ValueError:

@@ -17,6 +17,9 @@ from fleet.core.capabilities.streams import STREAM_MAX_AGE, STREAM_MAX_LEN
 from fleet.core.records import StreamEntry, dumps, now, stream_entry_id
 from fleet.core.results import (
     RECORD_MAX_OUTPUTS,
+    RECORD_OUTPUT_MAX_BYTES,
+    json_size,
+    output_record,
     progress_record,
     progress_topic,
     record_lifetime,
@@ -29,6 +32,13 @@ EMIT_CHUNK = 200
 #: How far before a cursor's own timestamp ``stream_read`` starts looking (the
 #: zset score and the id's microseconds may round differently).
 CURSOR_SLACK = 0.001
+
+
+def record_envelope(entry: StreamEntry) -> str:
+    """What a task's record keeps of an emit whose envelope is over the record's
+    byte cap: the output of :func:`output_record` (a marker if the payload is)."""
+    size = json_size(dumps(entry.payload))
+    return dumps(output_record(entry.id, entry.ts, entry.attempt, entry.payload, size))
 
 
 def cursor_score(after: str) -> str:
@@ -93,11 +103,15 @@ class RedisStreams(RedisPart, Streams):
         ]
         for entry in entries:
             index = 0
+            envelope = entry.to_json()
+            kept = ""  # the record keeps the envelope itself
             if entry.task_id is not None:
                 record = self._keys.task_record(automation_type, entry.task_id)
                 keys += [record, record + ":out"]
                 index = len(keys) - 1
-            argv += [repr(entry.ts), entry.to_json(), index]
+                if json_size(envelope) > RECORD_OUTPUT_MAX_BYTES:
+                    kept = record_envelope(entry)
+            argv += [repr(entry.ts), envelope, index, kept]
         with self._guard():
             await self._scripts.stream_push(self._lane, keys, argv)
         return [None] * len(entries)

@@ -14,7 +14,12 @@ import sqlite3
 from typing import Any
 
 from fleet.core.records import TaskInfo, dumps
-from fleet.core.results import RECORD_MAX_OUTPUTS, result_max_per_type, result_ttl
+from fleet.core.results import (
+    RECORD_MAX_OUTPUTS,
+    result_max_per_type,
+    result_ttl,
+    stored_output,
+)
 
 
 def add_output(
@@ -77,7 +82,7 @@ def with_record(
     return info.with_extras(
         started_at=started_at,
         progress=progress if isinstance(progress, dict) else None,
-        outputs=tuple(o for o in outputs if isinstance(o, dict)),
+        outputs=tuple(o for o in map(stored_output, outputs) if o is not None),
         outputs_total=int(row[2]),
     )
 

@@ -14,7 +14,7 @@ from fleet.backends.sqlite.watch import Watcher
 from fleet.core.capabilities import Streams
 from fleet.core.capabilities.streams import STREAM_MAX_AGE, STREAM_MAX_LEN
 from fleet.core.records import StreamEntry, dumps, now, stream_entry_id
-from fleet.core.results import output_record, progress_record, progress_topic
+from fleet.core.results import json_size, output_record, progress_record, progress_topic
 from fleet.protocol import emit_topic
 
 # ------------------------------------------------------------------ streams
@@ -157,7 +157,8 @@ class SQLiteStreams(Streams):
                 attempt=attempt,
             )
             if task_id is not None:
-                output = output_record(entry.id, entry.ts, attempt, entry.payload)
+                size = json_size(dumps(entry.payload))
+                output = output_record(entry.id, entry.ts, attempt, entry.payload, size)
                 records.add_output(c, automation_type, task_id, output, entry.ts)
             return entry
 

@@ -3,19 +3,22 @@
 -- hash and its outputs list, side by side.
 -- ARGV: min ts (the newest entry's time minus the stream's max age), max len, channel,
 -- a record's lifetime (seconds), outputs kept per record, then per entry: ts,
--- envelope, the KEYS index of its record hash (0: not emitted by a task) -> entries.
+-- envelope, the KEYS index of its record hash (0: not emitted by a task), what the
+-- record keeps of it ('': the envelope; else the marker of an output over the
+-- record's byte cap) -> entries.
 -- The entries of one call are the emits that waited while another was written (several
 -- slots emitting at once): one call instead of one per emit. Trimming once, after
 -- them all, leaves what trimming after each would.
 local stream, channel = KEYS[1], ARGV[3]
 local life, keep = ARGV[4], tonumber(ARGV[5])
 local n = 0
-for i = 6, #ARGV, 3 do
-  local env, k = ARGV[i + 1], tonumber(ARGV[i + 2])
+for i = 6, #ARGV, 4 do
+  local env, k, kept = ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
   redis.call('ZADD', stream, ARGV[i], env)
   if k > 0 then
     local rec, out = KEYS[k], KEYS[k + 1]
-    redis.call('RPUSH', out, env)
+    if kept == '' then kept = env end
+    redis.call('RPUSH', out, kept)
     redis.call('LTRIM', out, -keep, -1)
     redis.call('HINCRBY', rec, 'n', 1)
     redis.call('EXPIRE', rec, life)

@@ -197,6 +197,9 @@ function field(label, value, attrs) {
   return [h("dt", {}, label), h("dd", attrs || {}, value === null || value === undefined || value === "" ? h("span", { class: "muted" }, "—") : value)];
 }
 
+/** Outputs a task's page draws at first, and how many more each "more" adds. */
+const OUTPUTS_PAGE = 20;
+
 /** One task's page: "#/task/<type>/<id>". */
 export function taskView(root, type, taskId) {
   const base = `/automations/${seg(type)}/tasks/${seg(taskId)}`;
@@ -227,7 +230,12 @@ export function taskView(root, type, taskId) {
     update();
   }
 
+  let lastTask = null;
+  let lastDead = null;
+
   function render(t, dead) {
+    lastTask = t;
+    lastDead = dead;
     const live = ["queued", "scheduled", "processing"].includes(t.state);
     mount(
       head,
@@ -271,15 +279,58 @@ export function taskView(root, type, taskId) {
         ? h("pre", { class: "payload", "data-role": "payload" }, fmtJSON(payload))
         : h("p", { class: "muted", "data-role": "payload" }, "Not kept: a finished task keeps its outputs, not its payload."),
       h("h3", {}, `Outputs (${t.outputs_total || 0})`),
-      t.outputs && t.outputs.length
-        ? table(
-            ["id", "time", "attempt", "payload"],
-            t.outputs.map((o) =>
-              h("tr", { "data-output": o.id }, h("td", { class: "mono" }, o.id), h("td", {}, fmtTime(o.ts)), h("td", { class: "num" }, String(o.attempt)), h("td", {}, h("pre", { class: "payload" }, fmtJSON(o.payload)))),
+      outputsPanel(t),
+    );
+  }
+
+  // A record keeps up to 100 outputs: the page shows the newest OUTPUTS_PAGE of
+  // them, and more on demand, so a task that emitted a lot stays quick to draw.
+  let shownOutputs = OUTPUTS_PAGE;
+
+  function outputsPanel(t) {
+    const all = t.outputs || [];
+    if (!all.length) return h("p", { class: "empty" }, "No output.");
+    const newest = all.slice(-shownOutputs).reverse();
+    const kept = all.length < (t.outputs_total || 0) ? ` The record keeps the newest ${all.length} of ${t.outputs_total}.` : "";
+    return h(
+      "div",
+      { "data-role": "outputs" },
+      h("p", { class: "muted", "data-role": "outputs-count" }, `Showing the newest ${newest.length} of ${all.length} kept.${kept}`),
+      table(
+        ["id", "time", "attempt", "payload"],
+        newest.map((o) =>
+          h(
+            "tr",
+            { "data-output": o.id },
+            h("td", { class: "mono" }, o.id),
+            h("td", {}, fmtTime(o.ts)),
+            h("td", { class: "num" }, String(o.attempt)),
+            h(
+              "td",
+              {},
+              o.truncated
+                ? h("p", { class: "muted", "data-role": "output-truncated" }, `${o.bytes} bytes: too big for the task's record, whole in the type's output stream.`)
+                : h("pre", { class: "payload" }, fmtJSON(o.payload)),
             ),
-            { class: "outputs" },
+          ),
+        ),
+        { class: "outputs" },
+      ),
+      newest.length < all.length
+        ? h(
+            "button",
+            {
+              type: "button",
+              class: "btn",
+              "data-action": "more-outputs",
+              onclick: () => {
+                shownOutputs += OUTPUTS_PAGE;
+                render(lastTask, lastDead);
+              },
+            },
+            `Show ${Math.min(OUTPUTS_PAGE, all.length - newest.length)} more`,
           )
-        : h("p", { class: "empty" }, "No output."),
+        : null,
     );
   }
 
