@@ -33,6 +33,7 @@ from fleet.protocol import (
 )
 from fleet.scheduler import ScheduleFirer, sync_declared
 from fleet.scheduler.payloads import local_check
+from fleet.worker import stalls
 from fleet.worker.hardware import ProcessSampler, hardware, host_name
 from fleet.worker.identity import IdClaim
 from fleet.worker.outcomes import Finished
@@ -148,11 +149,12 @@ class Worker:
         token = bind_fields(worker_id=self.worker_id)
         tracing.enable()  # with the [otel] extra and somewhere to send spans
         try:
-            await self.start()
-            try:
-                await self._stop.wait()
-            finally:
-                await self.shutdown()
+            async with stalls.watching():  # blocking code is caught (fleet.worker.stalls)
+                await self.start()
+                try:
+                    await self._stop.wait()
+                finally:
+                    await self.shutdown()
         finally:
             reset_fields(token)
             tracing.shutdown()  # the spans still buffered

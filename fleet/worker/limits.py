@@ -21,9 +21,11 @@ import asyncio
 import io
 import logging
 import math
+import time
 from typing import TYPE_CHECKING, Any
 
 from fleet.core.errors import TaskTimeout
+from fleet.worker import stalls
 from fleet.worker.outcomes import OK, Outcome
 
 if TYPE_CHECKING:
@@ -47,10 +49,13 @@ def effective_limit(own: Any, configured: float | None) -> float | None:
     return configured
 
 
-def timed_out(limit: float, stack: str | None) -> Outcome:
+def timed_out(limit: float, stack: str | None, blocked: float | None = None) -> Outcome:
     """The failed outcome of a run cut off at ``limit`` seconds; its traceback is
-    where ``run_one`` was when the limit struck."""
+    where ``run_one`` was when the limit struck, or where it blocked the event loop
+    (``blocked``: for how long)."""
     message = f"run_one exceeded timeout_seconds={limit:.15g}"  # 1234567, not 1.23457e+06
+    if blocked is not None:
+        message += f" (it blocked the event loop for {blocked:.1f}s)"
     return Outcome("failed", error=f"{TaskTimeout.__name__}: {message}", traceback=stack)
 
 
@@ -64,15 +69,20 @@ async def run_limited(slot: Slot, task: Task[Any], limit: float) -> Outcome:
     run = asyncio.create_task(
         automation.run_one(task, slot.ctx), name=f"{slot.env.automation_type}.run_one.{task.id}"
     )
+    started = time.monotonic()
     try:
         await asyncio.wait((run,), timeout=limit)
     except asyncio.CancelledError:
         await stop_run(slot, run, task)
         raise
+    stall = stalls.blocked_by(run)
     if run.done():
+        if stall is not None and time.monotonic() - started > limit:
+            # It blocked the loop, so no timer could stop it: it ended late, not well.
+            return _blocked_past(slot, run, task, limit, stall)
         run.result()  # raises what run_one raised
         return OK
-    stack = _stack_of(run)
+    stack = stall.stack if stall is not None else _stack_of(run)
     slot.env.counters.timed_out += 1
     slot.ctx.logger.warning(
         "task %s attempt %d: run_one exceeded timeout_seconds=%.15g: cancelling it",
@@ -85,7 +95,25 @@ async def run_limited(slot: Slot, task: Task[Any], limit: float) -> Outcome:
     slot.phase = "timeout"
     await stop_run(slot, run, task)
     slot.phase = "run"
-    return timed_out(limit, stack)
+    return timed_out(limit, stack, None if stall is None else stall.seconds())
+
+
+def _blocked_past(
+    slot: Slot, run: asyncio.Task[Any], task: Task[Any], limit: float, stall: stalls.Stall
+) -> Outcome:
+    """The outcome of a run that ended past its limit because it blocked the loop."""
+    if not run.cancelled():
+        run.exception()  # retrieved: the attempt's outcome is the timeout
+    slot.env.counters.timed_out += 1
+    slot.ctx.logger.warning(
+        "task %s attempt %d: run_one blocked the event loop for %.1fs, past its "
+        "timeout_seconds=%.15g: recorded as timed out",
+        task.id,
+        task.attempt,
+        stall.seconds(),
+        limit,
+    )
+    return timed_out(limit, stall.stack, stall.seconds())
 
 
 async def stop_run(slot: Slot, run: asyncio.Task[Any], task: Task[Any]) -> None:
