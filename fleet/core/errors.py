@@ -101,6 +101,13 @@ class BackendUnavailable(BackendError, ConnectionError):
     """The backend cannot be reached right now; the caller may retry later."""
 
 
+class BackendBusy(BackendUnavailable):
+    """Every connection this process may open to the backend stayed in use for the
+    whole wait (a load of this process's own making): the backend itself answers,
+    so this is no outage. A ``BackendUnavailable`` so the callers that retry, retry;
+    the master answers it 503 with ``Retry-After`` and logs no outage."""
+
+
 class UnsupportedBackend(BackendError, ValueError):
     """No backend is known for this URL scheme, or its driver is not installed."""
 

@@ -30,7 +30,13 @@ from fleet.backends.base import Backend
 from fleet.core import tracing
 from fleet.core.automation import registered
 from fleet.core.cancelling import cancel_and_wait
-from fleet.core.errors import BackendError, BackendUnavailable, ConfigError, FleetError
+from fleet.core.errors import (
+    BackendBusy,
+    BackendError,
+    BackendUnavailable,
+    ConfigError,
+    FleetError,
+)
 from fleet.master.http.auth import TokenTable
 from fleet.master.http.gate import AuthGate, FailedAuth
 from fleet.master.http.headers import SecurityHeaders
@@ -55,6 +61,7 @@ from fleet.master.services.event_hub import EventHub
 from fleet.master.services.history import HistoryRecorder
 from fleet.master.services.metrics import MasterMetrics
 from fleet.master.services.outage import ApiOutage
+from fleet.master.services.readiness import Readiness
 from fleet.master.services.schedule_check import catalog_check
 from fleet.master.services.shared_views import SharedWorkerViews
 from fleet.master.services.sweeper import Sweeper
@@ -100,6 +107,15 @@ def _install_error_handlers(app: FastAPI, outage: ApiOutage) -> None:
         outage.failed(master_state(request).backend, exc)
         return JSONResponse({"detail": "the backend is unavailable; retry later"}, status_code=503)
 
+    async def on_busy(request: Request, exc: Exception) -> JSONResponse:
+        # Every backend connection stayed in use for the pool wait: this master is
+        # overloaded, the backend is up; no outage is logged.
+        return JSONResponse(
+            {"detail": "the master is busy (every backend connection in use); retry later"},
+            status_code=503,
+            headers={"Retry-After": "1"},
+        )
+
     async def on_fleet_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, FleetError)
         if isinstance(exc, BackendError):
@@ -111,6 +127,7 @@ def _install_error_handlers(app: FastAPI, outage: ApiOutage) -> None:
     app.add_exception_handler(RequestValidationError, on_request_validation)
     app.add_exception_handler(InvalidInput, on_invalid_input)
     app.add_exception_handler(BackendUnavailable, on_unavailable)
+    app.add_exception_handler(BackendBusy, on_busy)
     app.add_exception_handler(FleetError, on_fleet_error)
 
 
@@ -194,6 +211,8 @@ def create_app(
             state.events = EventHub(state.backend, settings.heartbeat_seconds, state.views)
             stack.push_async_callback(_close_events)
             stack.push_async_callback(outage.close)
+            state.readiness = Readiness(state.backend)
+            stack.push_async_callback(state.readiness.close)
             yield
 
     async def _stop_sweeper() -> None:

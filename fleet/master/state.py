@@ -16,6 +16,7 @@ from fleet.settings import Settings
 if TYPE_CHECKING:
     from fleet.master.services.event_hub import EventHub
     from fleet.master.services.metrics import MasterMetrics
+    from fleet.master.services.readiness import Readiness
     from fleet.master.services.shared_views import SharedWorkerViews
     from fleet.master.services.sweeper import Sweeper
 
@@ -34,6 +35,7 @@ class MasterState:
         events: The hub every event stream shares (set by the lifespan).
         views: The read of every worker's view that ``GET /workers``, ``GET
             /automations`` and the event hub share (set by the lifespan).
+        readiness: ``/readyz``'s cached probe of the backend (set by the lifespan).
         started_at: Unix time the app started.
     """
 
@@ -45,6 +47,7 @@ class MasterState:
     entries: EntryCache = field(default_factory=EntryCache)
     events: EventHub | None = None
     views: SharedWorkerViews | None = None
+    readiness: Readiness | None = None
     started_at: float = field(default_factory=time.time)
 
 

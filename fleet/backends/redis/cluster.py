@@ -13,6 +13,7 @@ node.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,12 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from redis.exceptions import NoScriptError, ResponseError
 
+from fleet.backends.redis.queued import (
+    POOL_CONNECTIONS,
+    POOL_WAIT_SECONDS,
+    ConnectionQueue,
+    queued_call,
+)
 from fleet.backends.redis.resp import ReplyError
 
 if TYPE_CHECKING:
@@ -76,12 +83,18 @@ def parse_cluster_url(url: str) -> ClusterTarget:
 
 
 def cluster_client(
-    target: ClusterTarget, *, connect_timeout: float, command_timeout: float | None, name: str
+    target: ClusterTarget,
+    *,
+    connect_timeout: float,
+    command_timeout: float | None,
+    name: str,
+    where: str = "",
 ) -> RedisCluster:
-    """redis-py's cluster client for ``target`` (replies decoded)."""
-    from redis.asyncio.cluster import ClusterNode, RedisCluster
+    """redis-py's cluster client for ``target`` (replies decoded), its calls past
+    ``POOL_CONNECTIONS`` queued (see :func:`queued_cluster`)."""
+    from redis.asyncio.cluster import ClusterNode
 
-    return RedisCluster(
+    client: RedisCluster = queued_cluster()(
         startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
         username=target.username,
         password=target.password,
@@ -90,7 +103,40 @@ def cluster_client(
         socket_connect_timeout=connect_timeout,
         socket_timeout=command_timeout,
         client_name=name,
+        max_connections=POOL_CONNECTIONS,
     )
+    client._fleet_queue = ConnectionQueue(POOL_CONNECTIONS, POOL_WAIT_SECONDS, where)  # type: ignore[attr-defined]
+    return client
+
+
+@functools.cache
+def queued_cluster() -> type[RedisCluster]:
+    """redis-py's cluster client with a :class:`ConnectionQueue` in front.
+
+    Its nodes' pools refuse a connection past ``max_connections`` at once and cannot
+    wait (they hand connections out synchronously), so the client itself queues:
+    every command and every pipeline holds one place while it runs, and one call
+    holds at most one connection per node, so no node's pool is ever full.
+    """
+    from redis.asyncio.cluster import ClusterPipeline, RedisCluster
+
+    class QueuedClusterPipeline(ClusterPipeline):
+        async def execute(self, *args: Any, **kwargs: Any) -> Any:
+            queue = self.cluster_client._fleet_queue  # type: ignore[attr-defined]
+            return await queued_call(queue, super().execute, *args, **kwargs)
+
+    class QueuedCluster(RedisCluster):
+        _fleet_queue: ConnectionQueue
+
+        async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+            return await queued_call(self._fleet_queue, super().execute_command, *args, **kwargs)
+
+        def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
+            if shard_hint:
+                return super().pipeline(transaction, shard_hint)  # redis-py's refusal
+            return QueuedClusterPipeline(self, transaction)  # type: ignore[abstract]
+
+    return QueuedCluster
 
 
 class ClusterLane:

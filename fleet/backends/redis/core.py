@@ -8,7 +8,8 @@ Three ways to the server per backend instance:
   fraction of redis-py's per call;
 * the *command* pool: every ordinary command and script, with short socket
   timeouts so a vanished server surfaces as ``BackendUnavailable`` within
-  seconds;
+  seconds; a call past its connections waits for one (``queued.py``), and
+  ``BackendBusy`` if none comes free in time;
 * the *blocking* pool: only for ``BLPOP`` on wake-up lists, without a socket
   read timeout (a blocked call may legitimately wait for its whole timeout;
   each call is bounded by an asyncio deadline instead). Blocked reservers
@@ -57,6 +58,7 @@ from fleet.backends.redis.cluster import (
     parse_cluster_url,
 )
 from fleet.backends.redis.keys import KeySpace
+from fleet.backends.redis.queued import QueuedPool
 from fleet.backends.redis.resp import Endpoint, Lane, ReplyError, RespClient, endpoint_from_url
 from fleet.backends.redis.scripts import Scripts, scripts
 from fleet.backends.redis.sentinel import (
@@ -194,7 +196,8 @@ def make_client(url: str, *, blocking: bool) -> Redis:
     Timeouts given in the URL's query string (``socket_timeout=...``) win over
     the defaults. A failed connection is retried once at once (a pooled
     connection may predate a server restart); timeouts are not retried so a
-    script never runs twice because it was slow.
+    script never runs twice because it was slow. Calls past the pool's
+    connections wait for one (:class:`~fleet.backends.redis.queued.QueuedPool`).
     """
     options: dict[str, Any] = {
         "decode_responses": True,
@@ -203,6 +206,7 @@ def make_client(url: str, *, blocking: bool) -> Redis:
         "retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
         "client_name": "fleet-blocking" if blocking else "fleet",
     }
+    where = redact_url(url)
     if is_sentinel_url(url):
         return sentinel_client(  # type: ignore[no-any-return]
             parse_sentinel_url(url),
@@ -210,8 +214,10 @@ def make_client(url: str, *, blocking: bool) -> Redis:
             command_timeout=None if blocking else COMMAND_TIMEOUT,
             client_name=options["client_name"],
             retry=options["retry"],
+            where=where,
         )
-    return Redis.from_url(url, **options)
+    # A call past the pool's connections waits for one (fleet/backends/redis/queued.py).
+    return Redis.from_pool(QueuedPool.from_url(url, queue_where=where, **options))
 
 
 class RedisCore:
@@ -306,6 +312,7 @@ class RedisCore:
             connect_timeout=CONNECT_TIMEOUT,
             command_timeout=None if blocking else COMMAND_TIMEOUT,
             name="fleet-blocking" if blocking else "fleet",
+            where=self._safe_url,
         )
 
     def _unavailable(self, exc: BaseException) -> BackendUnavailable:

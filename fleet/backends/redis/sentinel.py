@@ -20,12 +20,14 @@ Nothing else changes: keys, scripts and channels are those of a plain Redis.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from redis.exceptions import ResponseError
 
+from fleet.backends.redis.queued import POOL_CONNECTIONS, POOL_WAIT_SECONDS, QueuedPoolMixin
 from fleet.backends.redis.resp import Endpoint, RespClient
 
 #: URL schemes served through Sentinel.
@@ -159,8 +161,11 @@ def sentinel_client(
     command_timeout: float | None,
     client_name: str,
     retry: Any,
+    where: str = "",
 ) -> Any:
-    """A redis.asyncio client of the primary ``target`` names (via ``master_for``)."""
+    """A redis.asyncio client of the primary ``target`` names (via ``master_for``),
+    whose pool queues the calls past its connections, as a plain server's does
+    (:mod:`fleet.backends.redis.queued`)."""
     from redis.asyncio.sentinel import Sentinel
 
     connect, timeout = _timeouts(target, connect_timeout, command_timeout)
@@ -181,11 +186,37 @@ def sentinel_client(
         decode_responses=True,
         client_name=client_name,
         retry=retry,
+        connection_pool_class=queued_sentinel_pool(),
+        queue_where=where,
     )
     # Closing the client closes its pool, not the Sentinel's own connections to
     # the sentinels: close_sentinels does, from here.
     client._fleet_sentinel = sentinel
     return client
+
+
+@functools.cache
+def queued_sentinel_pool() -> type[Any]:
+    """redis-py's Sentinel pool with the queue of :mod:`~fleet.backends.redis.queued`
+    in front (made on first use: the Sentinel module is imported only for a
+    ``redis+sentinel://`` URL)."""
+    from redis.asyncio.sentinel import SentinelConnectionPool
+
+    class QueuedSentinelPool(QueuedPoolMixin, SentinelConnectionPool):
+        def __init__(
+            self,
+            service_name: str,
+            sentinel_manager: Any,
+            *,
+            queue_wait: float = POOL_WAIT_SECONDS,
+            queue_where: str = "",
+            **kwargs: Any,
+        ) -> None:
+            kwargs["max_connections"] = kwargs.get("max_connections") or POOL_CONNECTIONS
+            super().__init__(service_name, sentinel_manager, **kwargs)  # type: ignore[no-untyped-call]
+            self._fleet_init(queue_wait, queue_where)
+
+    return QueuedSentinelPool
 
 
 async def close_sentinels(client: Any) -> None:

@@ -23,9 +23,10 @@ async def healthz() -> dict[str, Any]:
 
 @router.get("/readyz", summary="Readiness", responses={503: {"description": "backend down"}})
 async def readyz(request: Request) -> Response:
-    """200 if the backend answers now, 503 otherwise (no auth)."""
-    backend = master_state(request).backend
-    ok = backend is not None and await backend.ping()
+    """200 if the backend answered a ping at most a second ago, 503 otherwise (no
+    auth; however many ask, the backend is pinged at most once a second)."""
+    readiness = master_state(request).readiness
+    ok = readiness is not None and await readiness.ready()
     return JSONResponse(
         {"ok": ok, "backend": "up" if ok else "down"}, status_code=200 if ok else 503
     )
