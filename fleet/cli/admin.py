@@ -15,6 +15,7 @@ from fleet.cli.common import (
     print_json,
     table,
 )
+from fleet.cli.plain import echo
 
 
 @click.group("config")
@@ -56,7 +57,7 @@ def config_get(
         ]
         table(f"{automation_type} config", ["key", "value", "source"], rows)
         if cfg["missing"]:
-            click.echo(f"required but unset: {', '.join(cfg['missing'])}", err=True)
+            echo(f"required but unset: {', '.join(cfg['missing'])}", err=True)
 
 
 @config.command("set")
@@ -81,12 +82,12 @@ def config_set(
     if as_json:
         print_json(result)
         return
-    click.echo(
+    echo(
         f"{automation_type}: generation {result['gen']} pushed to "
         f"{len(result['workers'])} worker(s)"
     )
     if result["missing"]:
-        click.echo(f"required but unset: {', '.join(result['missing'])}", err=True)
+        echo(f"required but unset: {', '.join(result['missing'])}", err=True)
 
 
 @click.command("workers")
@@ -115,7 +116,7 @@ def workers(
             assert automation_type is not None
             for action, wid in actions:
                 result = client.worker_action(automation_type, wid, action)
-                print_json(result) if as_json else click.echo(f"{wid}: {action}")
+                print_json(result) if as_json else echo(f"{wid}: {action}")
             return
         views = client.workers(automation_type)
     if as_json:

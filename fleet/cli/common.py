@@ -13,9 +13,11 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from fleet.cli.console import output_console
 from fleet.cli.environment import load_settings
+from fleet.cli.plain import plain
 from fleet.client.http import ClientError, FleetClient
 from fleet.client.tokenfile import UnsafeTokenFile, read_token, token_path
 
@@ -72,7 +74,7 @@ def open_client(url: str | None, token: str | None) -> Iterator[FleetClient]:
     try:
         yield client
     except ClientError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(plain(exc)) from None
     finally:
         client.close()
 
@@ -92,7 +94,7 @@ def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
     for col in columns:
         t.add_column(col)
     for row in rows:
-        t.add_row(*("" if v is None else str(v) for v in row))
+        t.add_row(*(Text("" if v is None else plain(v)) for v in row))
     console().print(t)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from fleet.cli.common import client_options, open_client, print_json, table
+from fleet.cli.plain import echo
 
 
 def _until(value: Any) -> str:
@@ -88,7 +89,7 @@ def groups(
             )
             table(title, COLUMNS, [_row(g) for g in page["groups"]])
             if page["next"] is not None:
-                click.echo(f"more: fleet groups {automation_type} --after {page['next']!r}")
+                echo(f"more: fleet groups {automation_type} --after {page['next']!r}")
             return
         if reset:
             answer = client.group_reset(automation_type, group)

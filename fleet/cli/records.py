@@ -11,6 +11,7 @@ from rich.progress import Progress
 
 from fleet.cli.common import ago, client_options, open_client, print_json, table
 from fleet.cli.console import progress_console
+from fleet.cli.plain import echo
 from fleet.client.http import ENDED_STATES, FleetClient
 from fleet.core.results import result_ttl
 
@@ -53,11 +54,11 @@ def show_record(record: dict[str, Any]) -> None:
             ]
         ],
     )
-    click.echo(
+    echo(
         f"submitted {_when(record.get('submitted_at'))} · started "
         f"{_when(record.get('started_at'))} · finished {_when(record.get('finished_at'))}"
     )
-    click.echo(f"progress  {_progress_text(record.get('progress'))}")
+    echo(f"progress  {_progress_text(record.get('progress'))}")
     outputs = record.get("outputs") or []
     total = record.get("outputs_total", len(outputs))
     if outputs:
@@ -78,7 +79,7 @@ def _payload_text(output: dict[str, Any]) -> str:
 def echo_outputs(record: dict[str, Any]) -> None:
     """Each output payload of the record as a JSON line (stdout)."""
     for output in record.get("outputs") or []:
-        click.echo(json.dumps(output["payload"], ensure_ascii=False))
+        echo(json.dumps(output["payload"], ensure_ascii=False))
 
 
 def unknown_message(automation_type: str, task_id: str) -> str:
@@ -95,14 +96,14 @@ def finish_wait(record: dict[str, Any], as_json: bool) -> None:
         print_json(record)
     else:
         echo_outputs(record)
-        click.echo(f"{record['task_id']} {record['state']} (attempt {record['attempt']})", err=True)
+        echo(f"{record['task_id']} {record['state']} (attempt {record['attempt']})", err=True)
         if record.get("last_error") and record["state"] == "dead":
-            click.echo(f"  last error: {record['last_error']}", err=True)
+            echo(f"  last error: {record['last_error']}", err=True)
     if record["state"] in ("dead", "cancelled", "unknown"):
         raise SystemExit(1)
     if record["state"] not in ENDED_STATES:
         if not as_json:
-            click.echo("the wait ended before the task did", err=True)
+            echo("the wait ended before the task did", err=True)
         raise SystemExit(EXIT_STILL_RUNNING)
 
 
@@ -178,7 +179,7 @@ def finish_wait_all(records: list[dict[str, Any]], refused: int, as_json: bool) 
         for record in records:
             echo_outputs(record)
         summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
-        click.echo(f"{summary or 'no tasks'}; {refused} refused", err=True)
+        echo(f"{summary or 'no tasks'}; {refused} refused", err=True)
     if refused or any(counts.get(s) for s in ("dead", "cancelled", "unknown")):
         raise SystemExit(1)
     if any(r["state"] not in ENDED_STATES for r in records):

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from fleet.cli.common import ago, client_options, open_client, print_json, table
+from fleet.cli.plain import echo
 
 COLUMNS = ["id", "when", "timezone", "enabled", "next run", "last run", "last task"]
 #: Units of a period, largest first: a period that is a whole number of one is shown in it.
@@ -103,13 +104,13 @@ def schedules(
             if listed or not answer.get("note"):
                 table(f"{automation_type} schedules", COLUMNS, [row(s) for s in listed])
             if answer.get("note"):
-                click.echo(answer["note"])
+                echo(answer["note"])
             elif not listed:
-                click.echo(f"{automation_type} has no schedules")
+                echo(f"{automation_type} has no schedules")
             return
         if run_now:
             task_id = client.schedule_run(automation_type, schedule_id)
-            print_json({"task_id": task_id}) if as_json else click.echo(task_id)
+            print_json({"task_id": task_id}) if as_json else echo(task_id)
             return
         if delete:
             if not yes and not as_json:
@@ -118,7 +119,7 @@ def schedules(
             if as_json:
                 print_json(answer)
             else:
-                click.echo(f"schedule {schedule_id} deleted")
+                echo(f"schedule {schedule_id} deleted")
             return
         if pause or resume:
             s = client.schedule_patch(automation_type, schedule_id, {"enabled": resume})
@@ -128,4 +129,4 @@ def schedules(
             print_json(s)
             return
         table(f"{automation_type} schedule {schedule_id}", COLUMNS, [row(s)])
-        click.echo(_details(s))
+        echo(_details(s))

@@ -21,6 +21,7 @@ from fleet.cli.common import (
     table,
 )
 from fleet.cli.console import progress_console
+from fleet.cli.plain import echo
 from fleet.cli.records import (
     finish_wait,
     finish_wait_all,
@@ -123,7 +124,7 @@ def submit(
                 print_json(result)
             else:
                 state = queued if result["queued"] else "duplicate of an existing task"
-                click.echo(f"{result['task_id']} {state}")
+                echo(f"{result['task_id']} {state}")
             return
         assert jsonl is not None
         payloads = _read_jsonl(jsonl)
@@ -149,9 +150,9 @@ def submit(
         else:
             accepted = sum(1 for r in results if r.get("queued"))
             dupes = sum(1 for r in results if r.get("duplicate"))
-            click.echo(f"{accepted} {queued}, {dupes} duplicates, {len(errors)} refused")
+            echo(f"{accepted} {queued}, {dupes} duplicates, {len(errors)} refused")
             for line, r in errors[:20]:
-                click.echo(f"  line {line}: {r['error']}", err=True)
+                echo(f"  line {line}: {r['error']}", err=True)
         if errors:
             raise SystemExit(1)
 
@@ -211,7 +212,7 @@ def tasks(
         if as_json:
             return
         if cancel:
-            click.echo(f"{task_id} {result['outcome']}")
+            echo(f"{task_id} {result['outcome']}")
         else:
             show_record(result)
 
@@ -243,7 +244,7 @@ def dlq(
             if not yes and not as_json:
                 click.confirm(f"Delete every dead task of {automation_type}?", abort=True)
             count = client.dead_drain(automation_type)
-            print_json({"drained": count}) if as_json else click.echo(f"{count} dead tasks deleted")
+            print_json({"drained": count}) if as_json else echo(f"{count} dead tasks deleted")
             return
         if replay or replay_ids:
             count = client.dead_replay(
@@ -251,7 +252,7 @@ def dlq(
                 n=None if replay_all or replay_ids else n,
                 task_ids=list(replay_ids) or None,
             )
-            print_json({"replayed": count}) if as_json else click.echo(f"{count} tasks replayed")
+            print_json({"replayed": count}) if as_json else echo(f"{count} tasks replayed")
             return
         dead = client.dead_peek(automation_type, n)
         if as_json:
@@ -321,10 +322,10 @@ def tail(
             client.output_peek(automation_type, 1)
         if not follow:
             for entry in client.output_peek(automation_type, n, newest=True) if n else []:
-                click.echo(json.dumps(entry if as_json else entry["payload"]))
+                echo(json.dumps(entry if as_json else entry["payload"]))
             return
         try:
             for entry in follow_entries(client, automation_type, n):
-                click.echo(json.dumps(entry if as_json else entry.get("payload")))
+                echo(json.dumps(entry if as_json else entry.get("payload")))
         except KeyboardInterrupt:
             return
