@@ -185,11 +185,34 @@ def submit_span(automation_type: str, parent: str | None = None) -> Iterator[str
 
     with _tracer.start_as_current_span(
         f"fleet.submit {automation_type}",
-        context=_parent(valid_traceparent(parent)),
+        context=_parent(resampled(valid_traceparent(parent))),
         kind=SpanKind.PRODUCER,
         attributes={"fleet.type": automation_type},
     ):
         yield current_traceparent()
+
+
+def trusts_client_sampling() -> bool:
+    """``FLEET_TRACE_TRUST_CLIENT``: true when a client's ``sampled`` flag decides
+    whether its submit's trace is recorded (default: the configured sampler does)."""
+    return os.environ.get("FLEET_TRACE_TRUST_CLIENT", "").strip().lower() in ("1", "true", "yes")
+
+
+def resampled(traceparent: str | None) -> str | None:
+    """A client's ``traceparent`` with its ``sampled`` flag set by this process's
+    sampler, as if the trace started here (its trace id kept, so the spans still join
+    the client's trace when both record it): a client cannot force export past
+    the configured ratio, nor turn it off, unless :func:`trusts_client_sampling`."""
+    if traceparent is None or trusts_client_sampling():
+        return traceparent
+    sampler = getattr(_tracer, "sampler", None)
+    if sampler is None:  # an application's own tracer: its provider decides
+        return traceparent
+    version, trace_id, span_id, flags = traceparent.split("-")
+    decision = sampler.should_sample(None, int(trace_id, 16), "fleet.submit")
+    sampled = decision.decision.is_sampled()
+    bits = (int(flags, 16) & ~1) | (1 if sampled else 0)
+    return f"{version}-{trace_id}-{span_id}-{bits:02x}"
 
 
 @contextmanager

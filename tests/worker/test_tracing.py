@@ -154,6 +154,38 @@ async def test_the_rest_header_parents_the_submit(spans: Any, master: InProcess)
     assert records[2]["trace_id"] == _hex(submits[2].context.trace_id, 32)
 
 
+@pytest.mark.parametrize("trust", [False, True])
+async def test_a_clients_sampled_flag_follows_the_configured_ratio(
+    master: InProcess, monkeypatch: pytest.MonkeyPatch, trust: bool
+) -> None:
+    """With the sampler's ratio at 0, a client's ``sampled`` flag exports nothing
+    (issue 40, finding 10) unless FLEET_TRACE_TRUST_CLIENT says to trust it; at 1, an
+    unsampled client's submit is recorded all the same."""
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    if trust:
+        monkeypatch.setenv("FLEET_TRACE_TRUST_CLIENT", "1")
+    await master.backend.catalog.put(LINK, catalog_entry(TracedLink))
+    base = f"/api/v1/automations/{LINK}/tasks"
+    unsampled = PARENT[:-2] + "00"
+    for ratio, sent in ((0.0, PARENT), (1.0, unsampled)):
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(ratio)))
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        monkeypatch.setattr(tracing, "_tracer", provider.get_tracer("fleet"))
+        monkeypatch.setattr(tracing, "ACTIVE", True)
+        r = await master.client.post(
+            base, json={"payload": {"n": 1}}, headers={**auth(ADMIN), "traceparent": sent}
+        )
+        assert r.status_code == 202, r.text
+        record = await master.client.get(f"{base}/{r.json()['task_id']}", headers=auth(ADMIN))
+        assert record.json()["trace_id"] == "0af7651916cd43dd8448eb211c80319c"  # still joined
+        exported = by_name(exporter.get_finished_spans(), f"fleet.submit {LINK}")
+        client_wants = sent.endswith("-01")
+        assert len(exported) == (int(client_wants) if trust else int(ratio)), (ratio, trust)
+        provider.shutdown()
+
+
 def _console_spans(text: str) -> list[dict[str, Any]]:
     """The spans the console exporter printed (JSON objects one after another)."""
     decoder = json.JSONDecoder()
