@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from fleet.backends.base import Backend
-from fleet.core.records import LeaseStatus, PushRequest
+from fleet.core.records import LeaseStatus, PushRequest, now
 
 from .helpers import TYPE, body, push, req, reserve_ids, reserve_one
 
@@ -126,6 +126,17 @@ async def test_oldest_pending_age(backend: Backend) -> None:
     await push(backend, "b", priority=1)
     age = (await backend.queues.depths(TYPE)).oldest_pending_age
     assert age is not None and 0.25 <= age < 5
+
+
+async def test_oldest_pending_age_counts_tasks_in_groups(backend: Backend) -> None:
+    """A task waiting in a group is pending like any other: the oldest-pending age
+    (and the stuck-queue alert on it) sees it (issue 40, finding 10)."""
+    old = body("grouped").evolve(group="g1", enqueued_at=now() - 100)
+    results = await backend.queues.push(TYPE, [PushRequest(old, 0.0)])
+    assert results[0].queued
+    await push(backend, "plain")
+    age = (await backend.queues.depths(TYPE)).oldest_pending_age
+    assert age is not None and 99 <= age < 110, age
 
 
 async def test_counters_accumulate(backend: Backend) -> None:

@@ -4,9 +4,12 @@ Mixed into :class:`~fleet.backends.memory.queue.QueueState`."""
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet.core.records import TIERS, QueueCounters, QueueDepths, TaskBody, Tier
+
+if TYPE_CHECKING:
+    from fleet.backends.memory.group_book import GroupBook
 
 
 class QueueView:
@@ -19,13 +22,17 @@ class QueueView:
     n_scheduled: int
     dead: dict[str, TaskBody]
     counters: dict[str, int]
+    groups: GroupBook
 
     def _oldest_enqueued(self) -> float | None:
         # Heads of the tiers: exact for FIFO traffic; a retried task re-enters at
         # the tail with its old submit time, as on every backend.
         oldest: float | None = None
-        for tier in TIERS:
-            entries = self.tiers[tier]
+        lines = [self.tiers[tier] for tier in TIERS]
+        for group in self.groups.groups.values():  # tasks waiting in groups are pending too
+            if group.pending:
+                lines += group.tiers.values()
+        for entries in lines:
             while entries:
                 tid, seq = entries[0]
                 task = self.tasks.get(tid)

@@ -55,6 +55,9 @@ ACK_CHUNK = 1000
 MARK_CHUNK = 1000
 #: Expired leases handled per sweep script call.
 SWEEP_CHUNK = 1000
+#: Groups whose heads the oldest-pending age reads at most (the first by name):
+#: past it the age is of those groups' tasks and the plain tiers'.
+GROUP_HEADS_CAP = 1000
 #: Shortest BLPOP wait (Redis rounds smaller timeouts oddly; 0 means forever).
 MIN_BLOCK = 0.01
 
@@ -368,10 +371,13 @@ class RedisQueues(RedisPart, TaskQueues):
                 # Tasks waiting in groups count in their tiers too.
                 pipe.hmget(k[keys.GROUPS_META], ["high", "normal", "low"])
                 res = await pipe.execute()
+        heads = [h for h in res[7:10] if h is not None]
         for i, grouped in enumerate(res[10]):
             res[i] = int(res[i]) + int(grouped or 0)
+        if any(int(g or 0) > 0 for g in res[10]):
+            heads += await self._group_heads(k)
         t = now()
-        times = await self._submitted_times(tasks, [h for h in res[7:10] if h is not None])
+        times = await self._submitted_times(tasks, heads)
         oldest = min(times, default=None)
         c = {name: int(v) for name, v in res[6].items()}
         return QueueDepths(
@@ -425,6 +431,23 @@ class RedisQueues(RedisPart, TaskQueues):
             finished_at=rec.finished_at if state in ("done", "cancelled") else rec.failed_at,
             trace_id=rec.trace_id,
         )
+
+    async def _group_heads(self, k: list[str]) -> list[str]:
+        """The head bodies of the group lists of the first :data:`GROUP_HEADS_CAP`
+        groups by name (only read when some task waits in a group)."""
+        names_key = k[keys.GROUPS_META - 1]
+        prefix = k[keys.GROUPS_META + 1]
+        with self._guard():
+            names = await self._r.zrange(names_key, 0, GROUP_HEADS_CAP - 1)
+            if not names:
+                return []
+            async with self._pipeline(transaction=False) as pipe:
+                for raw in names:
+                    name = raw.decode() if isinstance(raw, bytes) else str(raw)
+                    for tier in ("high", "normal", "low"):
+                        pipe.lindex(f"{prefix}{name}:{tier}", 0)
+                found = await pipe.execute()
+        return [h for h in found if h is not None]
 
     async def _submitted_times(self, tasks_key: str, heads: list[str]) -> list[float]:
         """When each head body was submitted: its ``enqueued_at``, or, for Fleet's
