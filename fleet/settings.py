@@ -68,6 +68,10 @@ class Settings(BaseModel):
             to send its request headers / body before it is disconnected.
         max_connections: The most client connections the master holds (None: the
             file limit minus a reserve); see ``fleet/master/http/server_protocol.py``.
+        max_header_bytes / max_headers: ``FLEET_MAX_HEADER_BYTES`` /
+            ``FLEET_MAX_HEADERS``: the most bytes of a request's line and header
+            fields, and the most header fields; past either the master answers 431
+            while the headers still arrive (``fleet/master/http/server_protocol.py``).
         max_schedules: ``FLEET_MAX_SCHEDULES``: the most schedules one type may have
             (a create past it answers 409).
         trusted_proxies: ``FLEET_TRUSTED_PROXIES``: comma-separated addresses of
@@ -95,6 +99,8 @@ class Settings(BaseModel):
     header_timeout_seconds: float = Field(default=10.0, gt=0)
     body_timeout_seconds: float = Field(default=60.0, gt=0)
     max_connections: int | None = Field(default=None, ge=16)
+    max_header_bytes: int = Field(default=16 << 10, ge=1024)
+    max_headers: int = Field(default=100, ge=8)
     max_schedules: int = Field(default=1000, ge=1)
     trusted_proxies: list[str] = Field(default_factory=list)
 

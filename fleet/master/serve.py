@@ -75,6 +75,8 @@ def run_master(
             header_seconds=settings.header_timeout_seconds,
             body_seconds=settings.body_timeout_seconds,
             max_connections=settings.max_connections,
+            max_header_bytes=settings.max_header_bytes,
+            max_headers=settings.max_headers,
         )
         # Slow clients are bounded (fleet/master/http/server_protocol.py); the server is
         # not advertised.

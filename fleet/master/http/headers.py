@@ -8,6 +8,10 @@
 * ``OPTIONS`` is answered from the routes (204 with ``Allow``, or 404) instead of
   falling through to the static files. No cross-origin access is granted: there is
   no ``Access-Control-Allow-*``, so browsers refuse other sites' requests.
+* W3C trace context past its specification's sizes is dropped from the request
+  before anything reads it: a ``traceparent`` longer than the 55 characters of
+  version 00, a ``tracestate`` longer than 512 characters or of more than 32
+  members (as the recommendation says of an invalid header: ignored, not refused).
 
 The ``Server`` header is not sent (``server_header=False`` where uvicorn is
 configured, :mod:`fleet.master.serve`).
@@ -30,6 +34,33 @@ HEADERS: list[tuple[bytes, bytes]] = [
     (b"x-frame-options", b"DENY"),
 ]
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+#: The sizes of W3C trace context (https://www.w3.org/TR/trace-context/): a
+#: ``traceparent`` of version 00 has 55 characters; a ``tracestate`` at most 32
+#: list members and 512 characters (all its header lines together).
+TRACEPARENT_CHARS = 55
+TRACESTATE_CHARS = 512
+TRACESTATE_MEMBERS = 32
+
+
+def bounded_trace_context(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]] | None:
+    """``headers`` without the trace context past its sizes (see the module), or None
+    when nothing needs to go (the common case: no copy)."""
+    drop_parent = False
+    state_chars = state_members = 0
+    for name, value in headers:
+        if name == b"traceparent" and len(value.strip()) > TRACEPARENT_CHARS:
+            drop_parent = True
+        elif name == b"tracestate":
+            state_chars += len(value.strip()) + (1 if state_chars else 0)  # lines join with ","
+            state_members += value.count(b",") + 1
+    drop_state = state_chars > TRACESTATE_CHARS or state_members > TRACESTATE_MEMBERS
+    if not (drop_parent or drop_state):
+        return None
+    dropped = {b"traceparent"} if drop_parent else set()
+    if drop_state:
+        dropped.add(b"tracestate")
+    return [(k, v) for k, v in headers if k not in dropped]
 
 
 def allowed_methods(app: ASGIApp, scope: Scope) -> list[str]:
@@ -69,6 +100,9 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        bounded = bounded_trace_context(scope.get("headers") or [])
+        if bounded is not None:
+            scope = {**scope, "headers": bounded}
         if scope.get("method") == "OPTIONS":
             methods = allowed_methods(scope.get("app") or self.app, scope)
             status = 204 if methods else 404

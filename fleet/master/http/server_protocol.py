@@ -12,6 +12,12 @@ those hold a thousand file descriptors for ever. This protocol adds:
   cheapest one to hold, and the one a slow-client attack is made of); only when no
   such connection exists is it answered ``503`` at once and closed.
 
+* bounds on the request headers while they arrive: at most ``max_header_bytes``
+  (the request line and the header fields) and ``max_headers`` fields. A request
+  past either is answered ``431`` and its connection closed; what it sent is never
+  held: the bytes of a head still incomplete are counted as they come in, so the
+  parser holds at most the limit and one read (~64 KiB) before it is dropped.
+
 So ``/healthz`` keeps answering during a slow-client attack, and nothing a client
 that sends nothing does costs more than one descriptor for ``HEADER_SECONDS``.
 """
@@ -32,11 +38,26 @@ HEADER_SECONDS = 10.0
 BODY_SECONDS = 60.0
 #: File descriptors kept free of client connections (backend, logs, files).
 RESERVED_FDS = 64
+#: Bytes of a request's line and header fields (``FLEET_MAX_HEADER_BYTES``).
+MAX_HEADER_BYTES = 16 << 10
+#: Header fields of one request (``FLEET_MAX_HEADERS``).
+MAX_HEADERS = 100
+#: Seconds a refused connection is still read (and what it sends dropped) after its
+#: 431, so the client reads the answer rather than a reset.
+LINGER_SECONDS = 1.0
 
 _503 = (
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
     b"connection: close\r\ncontent-length: 49\r\n\r\n"
     b'{"detail": "too many connections; retry later"}\r\n'
+)
+_431_BODY = b'{"detail": "request headers too large"}'
+_431 = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+    b"connection: close\r\ncontent-length: "
+    + str(len(_431_BODY)).encode()
+    + b"\r\n\r\n"
+    + _431_BODY
 )
 
 
@@ -49,7 +70,12 @@ def connection_cap(configured: int | None = None) -> int:
 
 
 def configure(
-    *, header_seconds: float, body_seconds: float, max_connections: int | None
+    *,
+    header_seconds: float,
+    body_seconds: float,
+    max_connections: int | None,
+    max_header_bytes: int = MAX_HEADER_BYTES,
+    max_headers: int = MAX_HEADERS,
 ) -> type[GuardedHttpProtocol]:
     """The protocol class for one server, with its bounds."""
     return type(
@@ -59,22 +85,32 @@ def configure(
             "header_seconds": header_seconds,
             "body_seconds": body_seconds,
             "max_connections": connection_cap(max_connections),
+            "max_header_bytes": max_header_bytes,
+            "max_headers": max_headers,
         },
     )
 
 
 class GuardedHttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with header and body deadlines and the cap."""
+    """uvicorn's httptools protocol with header and body deadlines, header bounds
+    and the cap."""
 
     #: Set by :func:`configure` from the settings.
     max_connections: int = connection_cap()
     header_seconds: float = HEADER_SECONDS
     body_seconds: float = BODY_SECONDS
+    max_header_bytes: int = MAX_HEADER_BYTES
+    max_headers: int = MAX_HEADERS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
         self.waiting_since: float | None = None  # set while its headers are awaited
+        self._in_body = False  # the current request's headers are all in
+        self._head_read = 0  # bytes read while its headers were incomplete
+        self._head_size = 0  # bytes of its line and fields, as parsed
+        self._head_fields = 0
+        self._refused = False  # answered 431: the rest is dropped
 
     # ------------------------------------------------------------ deadlines
     def _arm(self, seconds: float) -> None:
@@ -110,14 +146,71 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if self in self.connections or self.transport is not None:
             super().connection_lost(exc)
 
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # lingering after a 431: dropped unread
+        if self._in_body:
+            super().data_received(data)
+            return
+        self._head_read += len(data)
+        super().data_received(data)
+        # A head still incomplete past the bound is refused before the next read:
+        # the parser never holds more than the bound and one read of it.
+        if not self._in_body and self._head_read > self.max_header_bytes:
+            self._refuse()
+
+    def on_url(self, url: bytes) -> None:
+        if self._refused:
+            return
+        self._head_size += len(url)
+        if self._head_size > self.max_header_bytes:
+            self._refuse()
+            return
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._refused:
+            return
+        self._head_fields += 1
+        self._head_size += len(name) + len(value) + 4  # ": " and CRLF
+        if self._head_fields > self.max_headers or self._head_size > self.max_header_bytes:
+            self._refuse()
+            return
+        super().on_header(name, value)
+
     def on_headers_complete(self) -> None:
+        if self._refused:
+            return
         self.waiting_since = None
+        self._in_body = True
         self._arm(self.body_seconds)
         super().on_headers_complete()
 
+    def on_body(self, body: bytes) -> None:
+        if not self._refused:
+            super().on_body(body)
+
     def on_message_complete(self) -> None:
+        if self._refused:
+            return
         self._disarm()
+        self._in_body = False
+        self._head_read = self._head_size = self._head_fields = 0
         super().on_message_complete()
+
+    def _refuse(self) -> None:
+        """Answer 431 and close: the request's headers went past a bound. The
+        connection is read (and dropped) for ``LINGER_SECONDS`` more, so the client
+        gets the answer rather than a reset, then closed."""
+        self._refused = True
+        self.waiting_since = None
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        transport.write(_431)
+        if transport.can_write_eof():
+            transport.write_eof()
+        self._arm(LINGER_SECONDS)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
