@@ -111,11 +111,26 @@ def watch(run_id: str, interval: float, url: str | None, token: str | None, as_j
 @click.option("--name", default=None, help="A name to know the run by.")
 @click.option("--on-complete-type", default=None, help="Type of the task submitted at the end.")
 @click.option("--on-complete-payload", default=None, help="Its payload (JSON object).")
+@click.option(
+    "types",
+    "--type",
+    multiple=True,
+    help="A type a scoped token may submit into the run (repeatable).",
+)
+@click.option(
+    "--max-delay",
+    "max_delay",
+    type=float,
+    default=None,
+    help="The longest delay (seconds) of a task of the run (default 86400).",
+)
 @client_options
 def create(
     name: str | None,
     on_complete_type: str | None,
     on_complete_payload: str | None,
+    types: tuple[str, ...],
+    max_delay: float | None,
     url: str | None,
     token: str | None,
     as_json: bool,
@@ -128,7 +143,12 @@ def create(
     elif on_complete_payload is not None:
         raise click.UsageError("--on-complete-payload needs --on-complete-type")
     with open_client(url, token) as client:
-        run_id = client.create_run(name=name, on_complete=on_complete)
+        run_id = client.create_run(
+            name=name,
+            on_complete=on_complete,
+            types=list(types) or None,
+            max_delay_seconds=max_delay,
+        )
     if as_json:
         print_json({"run_id": run_id})
     else:

@@ -249,12 +249,25 @@ class FleetClient:
 
     # ------------------------------------------------------------ runs
     def create_run(
-        self, *, name: str | None = None, on_complete: dict[str, Any] | None = None
+        self,
+        *,
+        name: str | None = None,
+        on_complete: dict[str, Any] | None = None,
+        types: list[str] | None = None,
+        max_delay_seconds: float | None = None,
     ) -> str:
         """Create a run (``POST /api/v1/runs``); its id. Submit into it with
         ``submit(..., run=run_id)``; ``on_complete`` ``{"type", "payload"}`` is
-        submitted once when it ends done."""
-        body = {k: v for k, v in (("name", name), ("on_complete", on_complete)) if v is not None}
+        submitted once when it ends done. ``types``: the automation types a scoped
+        token may submit into it; ``max_delay_seconds``: the longest delay of a task
+        of it (default a day)."""
+        options = (
+            ("name", name),
+            ("on_complete", on_complete),
+            ("types", types),
+            ("max_delay_seconds", max_delay_seconds),
+        )
+        body = {k: v for k, v in options if v is not None}
         result: dict[str, Any] = self.request("POST", "/api/v1/runs", json_body=body)
         return str(result["run_id"])
 

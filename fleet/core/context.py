@@ -13,7 +13,7 @@ from fleet.core import tracing
 from fleet.core.capabilities import TaskCapabilities
 from fleet.core.config import BaseConfig
 from fleet.core.contracts import Pool, Queue, Stream, ensure_instance
-from fleet.core.errors import ContractTypeError
+from fleet.core.errors import ContractTypeError, ContractValueError
 from fleet.core.handles import KV, Counter, Events, Lock, PoolHandle, StreamHandle
 from fleet.core.limit import Limit
 from fleet.core.metrics import Metrics
@@ -190,11 +190,15 @@ class Context(Generic[ConfigT]):
         A task submitted while a task of a run runs joins that run (``ctx.run_id``);
         ``unique_key`` (a URL) then makes a second submit of the same key within
         the run a duplicate that is not queued (counted in the run's
-        ``duplicates``); without a run it is refused.
+        ``duplicates``); without a run it is refused. A task of a run may not be
+        delayed past the run's ``max_delay_seconds``; a ``task_id`` may not start
+        with ``run-`` (the runs' callbacks) or ``schedule:`` (schedule ticks).
 
         Raises:
             ContractTypeError: (a ``TypeError``) if ``payload`` is not the queue's model.
-            ContractValueError: (a ``ValueError``) for an invalid option.
+            ContractValueError: (a ``ValueError``) for an invalid option, or a
+                ``delay_seconds`` past the run's ``max_delay_seconds`` (the task is
+                not queued).
         """
         if not isinstance(ref, Queue):
             raise ContractTypeError(f"ctx.submit needs a Queue reference, got {ref!r}")
@@ -217,9 +221,17 @@ class Context(Generic[ConfigT]):
             )
 
         if not tracing.ACTIVE:
-            return (await self._backend.queues.push_one(ref.name, request(None))).task_id
-        with tracing.submit_span(ref.name) as traceparent:  # a child of this run's span
-            return (await self._backend.queues.push_one(ref.name, request(traceparent))).task_id
+            result = await self._backend.queues.push_one(ref.name, request(None))
+        else:
+            with tracing.submit_span(ref.name) as traceparent:  # a child of this run's span
+                result = await self._backend.queues.push_one(ref.name, request(traceparent))
+        if result.refused == "delay":
+            raise ContractValueError(
+                f"delay_seconds {delay_seconds:g} is past the max_delay_seconds of run "
+                f"{self._run}: the task was not queued",
+                field="delay_seconds",
+            )
+        return result.task_id
 
     def kv(self, namespace: str) -> KV:
         """A namespaced key/value store."""

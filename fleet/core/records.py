@@ -241,11 +241,18 @@ class PushRequest:
 
 @dataclass(frozen=True, slots=True)
 class PushResult:
-    """Outcome of one :class:`PushRequest` (REST answers exactly these fields)."""
+    """Outcome of one :class:`PushRequest` (REST answers ``task_id``, ``queued`` and
+    ``duplicate``).
+
+    ``refused`` says why a push into a run was not queued when the push itself was
+    wrong: ``"delay"``, delayed past the run's ``max_delay_seconds`` (``ctx.submit``
+    raises for it). None otherwise (a run that ended refuses with None, as documented).
+    """
 
     task_id: str
     queued: bool
     duplicate: bool
+    refused: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

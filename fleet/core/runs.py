@@ -32,11 +32,14 @@ not reopen it); a cancelled run ends ``cancelled`` without its ``on_complete``.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from fleet.core.contracts import check_name
 from fleet.core.errors import ContractValueError
 from fleet.core.flow import check_plain
 
@@ -57,8 +60,26 @@ COUNTERS: tuple[str, ...] = (
 )
 #: How long a run is kept after it ended (``FLEET_RUN_TTL_SECONDS``).
 DEFAULT_RUN_TTL = 7 * 86_400.0
+#: How long a run that is still running is kept with nothing of it moving
+#: (``FLEET_RUN_IDLE_TTL_SECONDS``): created and never started, or forgotten.
+DEFAULT_RUN_IDLE_TTL = 86_400.0
+#: The longest ``delay_seconds`` a task of a run may have, unless the run says
+#: otherwise (``max_delay_seconds`` on create).
+DEFAULT_MAX_DELAY = 86_400.0
+#: The most a run's ``max_delay_seconds`` may be (a year, the longest task delay).
+MAX_MAX_DELAY = 366 * 86_400.0
+#: The largest ``on_complete`` (bytes of its JSON) a run keeps: a task payload's cap,
+#: the default request body limit (``FLEET_MAX_BODY_BYTES``).
+MAX_ON_COMPLETE_BYTES = 1 << 20
+#: The most types a run may name in ``types``.
+MAX_RUN_TYPES = 100
 MAX_RUN_NAME_LEN = 200
 MAX_UNIQUE_KEY_LEN = 2000
+#: Task ids that start with this are the runs' callbacks (:func:`callback_task_id`):
+#: only the step that ends a run pushes one, so no submit may take such an id.
+CALLBACK_PREFIX = "run-"
+#: What a run id looks like: a uuid4 in hex, as ``runs.create`` makes them.
+_RUN_ID = re.compile(r"[0-9a-f]{32}")
 
 _FIXED: dict[str, tuple[tuple[str, int], ...]] = {
     "queued": (("submitted", 1), ("pending", 1)),
@@ -126,11 +147,57 @@ def run_ttl() -> float:
     return value if value > 0 else DEFAULT_RUN_TTL
 
 
-def check_on_complete(value: Any) -> dict[str, Any] | None:
-    """A run's ``on_complete``: None or ``{"type": str, "payload": dict?}``.
+def run_idle_ttl() -> float:
+    """Seconds a running run is kept with nothing of it moving
+    (``FLEET_RUN_IDLE_TTL_SECONDS``, default a day)."""
+    raw = os.environ.get("FLEET_RUN_IDLE_TTL_SECONDS")
+    try:
+        value = float(raw) if raw else DEFAULT_RUN_IDLE_TTL
+    except ValueError:
+        return DEFAULT_RUN_IDLE_TTL
+    return value if value > 0 else DEFAULT_RUN_IDLE_TTL
+
+
+def idle_until(t: float, delay: float = 0.0) -> float:
+    """When a running run that moved at ``t`` expires if nothing else of it moves: a
+    task scheduled ``delay`` seconds ahead counts as moving when it is due."""
+    return t + max(delay, 0.0) + run_idle_ttl()
+
+
+def is_run_id(value: object) -> bool:
+    """True if ``value`` looks like a run id (32 lowercase hex digits)."""
+    return isinstance(value, str) and _RUN_ID.fullmatch(value) is not None
+
+
+def check_run_id(value: Any, *, field: str = "run") -> str:
+    """A run id from outside (a submit's ``run``, a path): 32 lowercase hex digits.
 
     Raises:
-        ContractValueError: naming ``on_complete``.
+        ContractValueError: naming ``field``.
+    """
+    if not is_run_id(value):
+        shown = repr(value[:64]) if isinstance(value, str) else type(value).__name__
+        raise ContractValueError(
+            f"{field} must be a run id (32 lowercase hex digits, as POST /runs answers), "
+            f"not {shown}",
+            field=field,
+        )
+    return str(value)
+
+
+class OnCompleteTooLarge(ContractValueError):
+    """An ``on_complete`` larger than its cap (REST answers 413, as for a task payload)."""
+
+
+def check_on_complete(
+    value: Any, *, max_bytes: int = MAX_ON_COMPLETE_BYTES
+) -> dict[str, Any] | None:
+    """A run's ``on_complete``: None or ``{"type": <type name>, "payload": dict?}``,
+    its JSON at most ``max_bytes``.
+
+    Raises:
+        OnCompleteTooLarge: its JSON is larger than ``max_bytes``.
+        ContractValueError: naming ``on_complete`` or ``on_complete.type``.
     """
     if value is None:
         return None
@@ -139,13 +206,99 @@ def check_on_complete(value: Any) -> dict[str, Any] | None:
             "on_complete must be {'type': <automation type>, 'payload': {...}}",
             field="on_complete",
         )
-    check_plain(value["type"], field="on_complete.type", max_len=200)
+    try:
+        check_name(value["type"], "on_complete.type")
+    except ContractValueError as exc:
+        raise ContractValueError(exc.message, field="on_complete.type") from None
     payload = value.get("payload", {})
     if payload is None:
         payload = {}
     if not isinstance(payload, dict):
         raise ContractValueError("on_complete.payload must be an object", field="on_complete")
-    return {"type": value["type"], "payload": payload}
+    checked = {"type": value["type"], "payload": payload}
+    try:
+        size = len(json.dumps(checked, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+    except (TypeError, ValueError):
+        raise ContractValueError(
+            "on_complete.payload must be plain JSON", field="on_complete.payload"
+        ) from None
+    if size > max_bytes:
+        raise OnCompleteTooLarge(
+            f"on_complete is {size} bytes of JSON, larger than the {max_bytes} a task "
+            "payload may have",
+            field="on_complete.payload",
+        )
+    return checked
+
+
+def check_run_types(value: Any) -> tuple[str, ...] | None:
+    """A run's ``types``: None (not named), or the automation types that may join it
+    through a scoped token (valid type names, at most :data:`MAX_RUN_TYPES`; sorted,
+    each once).
+
+    Raises:
+        ContractValueError: naming ``types``.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise ContractValueError("types must be a list of automation types", field="types")
+    if not value or len(value) > MAX_RUN_TYPES:
+        raise ContractValueError(
+            f"types must name 1 to {MAX_RUN_TYPES} automation types", field="types"
+        )
+    for name in value:
+        try:
+            check_name(name, "types: the automation type")
+        except ContractValueError as exc:
+            raise ContractValueError(exc.message, field="types") from None
+    return tuple(sorted(set(value)))
+
+
+def check_max_delay(value: Any) -> float:
+    """A run's ``max_delay_seconds``: None (the default, a day), or seconds in
+    ``[0, MAX_MAX_DELAY]``.
+
+    Raises:
+        ContractValueError: naming ``max_delay_seconds``.
+    """
+    if value is None:
+        return DEFAULT_MAX_DELAY
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value <= MAX_MAX_DELAY  # also NaN
+    ):
+        raise ContractValueError(
+            f"max_delay_seconds must be a number of seconds from 0 to {MAX_MAX_DELAY:.0f}",
+            field="max_delay_seconds",
+        )
+    return float(value)
+
+
+def check_run(
+    on_complete: dict[str, Any] | None, types: tuple[str, ...] | None, max_delay: float
+) -> tuple[dict[str, Any] | None, tuple[str, ...] | None, float]:
+    """What ``runs.create`` of every backend stores, checked: no run holds an
+    ``on_complete`` whose type is not a type name (a callback is pushed into the
+    queue of that name).
+
+    Raises:
+        ContractValueError: naming the bad argument.
+    """
+    checked_types = check_run_types(None if types is None else list(types))
+    return check_on_complete(on_complete), checked_types, check_max_delay(max_delay)
+
+
+def delay_refusal(delay: float, max_delay: float) -> str | None:
+    """Why a task of a run with ``max_delay`` may not be delayed ``delay`` seconds
+    (None if it may)."""
+    if delay <= max_delay:
+        return None
+    return (
+        f"delay_seconds {delay:g} is past the run's max_delay_seconds ({max_delay:g}): "
+        "a task of a run may not be delayed longer"
+    )
 
 
 def check_run_name(value: Any) -> str | None:
@@ -185,6 +338,8 @@ class RunRecord:
         finished_at: Unix time it ended (None while running).
         counters: :data:`COUNTERS` of all its tasks.
         by_type: The same counters per task type.
+        types: The types a scoped token may submit into it (None: none named).
+        max_delay_seconds: The longest delay a task of it may have.
     """
 
     id: str
@@ -195,6 +350,8 @@ class RunRecord:
     finished_at: float | None = None
     counters: dict[str, int] = field(default_factory=zero_counters)
     by_type: dict[str, dict[str, int]] = field(default_factory=dict)
+    types: tuple[str, ...] | None = None
+    max_delay_seconds: float = DEFAULT_MAX_DELAY
 
     def summary(self) -> dict[str, Any]:
         """What the ``on_complete`` task gets under ``payload["run"]``."""
@@ -205,6 +362,8 @@ class RunRecord:
             "run_id": self.id,
             "name": self.name,
             "on_complete": self.on_complete,
+            "types": None if self.types is None else list(self.types),
+            "max_delay_seconds": self.max_delay_seconds,
             "state": self.state,
             "created_at": self.created_at,
             "finished_at": self.finished_at,
@@ -243,5 +402,6 @@ def callback_payload(on_complete: Mapping[str, Any], record: RunRecord) -> dict[
 
 
 def callback_task_id(run_id: str) -> str:
-    """The id of a run's callback task: fixed, so it can be pushed only once."""
-    return f"run-{run_id}-complete"
+    """The id of a run's callback task: fixed, so it can be pushed only once (and in
+    the space :data:`CALLBACK_PREFIX` that no submit may use)."""
+    return f"{CALLBACK_PREFIX}{run_id}-complete"

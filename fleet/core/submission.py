@@ -9,7 +9,7 @@ from typing import Any
 from fleet.core.errors import ContractValueError
 from fleet.core.flow import check_group, check_plain
 from fleet.core.records import PushRequest, TaskBody, new_id, now
-from fleet.core.runs import check_unique_key
+from fleet.core.runs import CALLBACK_PREFIX, check_run_id, check_unique_key
 from fleet.core.tracing import valid_traceparent
 
 #: Default lifetime of idempotency keys (seconds); ``FLEET_IDEMPOTENCY_TTL_SECONDS``.
@@ -23,7 +23,9 @@ RESERVED_PREFIX = "schedule:"
 
 def check_submitted_id(value: Any, *, field: str, max_len: int) -> str:
     """A task id or idempotency key a user submits: :func:`check_plain`, and not in
-    the space reserved for schedule ticks.
+    the space reserved for schedule ticks; a task id (``field`` ``task_id``) not in
+    the space of the runs' callbacks either (:data:`fleet.core.runs.CALLBACK_PREFIX`:
+    only the step that ends a run pushes one).
 
     Raises:
         ContractValueError: naming ``field``.
@@ -33,6 +35,12 @@ def check_submitted_id(value: Any, *, field: str, max_len: int) -> str:
         raise ContractValueError(
             f"{field} must not start with {RESERVED_PREFIX!r}: that space belongs to "
             "schedule ticks",
+            field=field,
+        )
+    if field == "task_id" and value.startswith(CALLBACK_PREFIX):
+        raise ContractValueError(
+            f"{field} must not start with {CALLBACK_PREFIX!r}: that space belongs to the "
+            "callbacks of runs",
             field=field,
         )
     return str(value)
@@ -126,7 +134,7 @@ def make_push_request(
     if group is not None:
         check_group(group)
     if run is not None:
-        check_plain(run, field="run", max_len=MAX_TASK_ID_LEN)
+        check_run_id(run)
     if unique_key is not None:
         check_unique_key(unique_key)
         if run is None:

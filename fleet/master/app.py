@@ -38,6 +38,7 @@ from fleet.core.errors import (
     FleetError,
 )
 from fleet.master.http.auth import TokenTable
+from fleet.master.http.disconnect import ClientGone, gone
 from fleet.master.http.gate import AuthGate, FailedAuth
 from fleet.master.http.headers import SecurityHeaders
 from fleet.master.http.limits import BodyLimitMiddleware, limit_for_paths
@@ -66,6 +67,7 @@ from fleet.master.services.schedule_check import catalog_check
 from fleet.master.services.shared_views import SharedWorkerViews
 from fleet.master.services.sweeper import Sweeper
 from fleet.master.services.validation import InvalidInput, finite_json
+from fleet.master.services.waits import Waits
 from fleet.master.state import MasterState, master_state
 from fleet.scheduler import ScheduleFirer, sync_declared
 from fleet.settings import Settings
@@ -128,6 +130,7 @@ def _install_error_handlers(app: FastAPI, outage: ApiOutage) -> None:
     app.add_exception_handler(InvalidInput, on_invalid_input)
     app.add_exception_handler(BackendUnavailable, on_unavailable)
     app.add_exception_handler(BackendBusy, on_busy)
+    app.add_exception_handler(ClientGone, gone)
     app.add_exception_handler(FleetError, on_fleet_error)
 
 
@@ -213,6 +216,8 @@ def create_app(
             stack.push_async_callback(outage.close)
             state.readiness = Readiness(state.backend)
             stack.push_async_callback(state.readiness.close)
+            state.waits = Waits(state.backend)
+            stack.push_async_callback(state.waits.close)
             yield
 
     async def _stop_sweeper() -> None:

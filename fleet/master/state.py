@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from fleet.master.services.readiness import Readiness
     from fleet.master.services.shared_views import SharedWorkerViews
     from fleet.master.services.sweeper import Sweeper
+    from fleet.master.services.waits import Waits
 
 
 @dataclass
@@ -36,6 +37,7 @@ class MasterState:
         views: The read of every worker's view that ``GET /workers``, ``GET
             /automations`` and the event hub share (set by the lifespan).
         readiness: ``/readyz``'s cached probe of the backend (set by the lifespan).
+        waits: The shared pollers of ``?wait=`` (set by the lifespan).
         started_at: Unix time the app started.
     """
 
@@ -48,6 +50,7 @@ class MasterState:
     events: EventHub | None = None
     views: SharedWorkerViews | None = None
     readiness: Readiness | None = None
+    waits: Waits | None = None
     started_at: float = field(default_factory=time.time)
 
 

@@ -83,3 +83,10 @@ def test_cancel_and_errors(live: Any) -> None:
     assert r.exit_code == 2
     r = fleet(live, "runs", "create", token=READ)
     assert r.exit_code == 1
+
+
+def test_create_names_the_types_and_the_max_delay(live: Any) -> None:
+    r = fleet(live, "runs", "create", "--type", SCRAPE, "--type", "other", "--max-delay", "60")
+    assert r.exit_code == 0, r.output
+    shown = json.loads(fleet(live, "runs", "show", r.output.strip(), "--json").output)
+    assert shown["types"] == sorted(["other", SCRAPE]) and shown["max_delay_seconds"] == 60

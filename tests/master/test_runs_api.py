@@ -52,23 +52,27 @@ async def test_a_run_counts_its_tasks_and_ends_with_its_callback(master: InProce
 
 async def test_unknown_run_bad_bodies_and_batch(master: InProcess) -> None:
     r = await master.client.post(TASKS, json={"payload": {"url": "a"}, "run": "nope"}, headers=H)
-    assert r.status_code == 404 and "nope" in r.json()["detail"]
+    assert r.status_code == 422 and "run id" in r.text
+    ghost = "0" * 32
+    r = await master.client.post(TASKS, json={"payload": {"url": "a"}, "run": ghost}, headers=H)
+    assert r.status_code == 404 and ghost in r.json()["detail"]
     r = await master.client.post(
         TASKS, json={"payload": {"url": "a"}, "unique_key": "k"}, headers=H
     )
     assert r.status_code == 422
     r = await master.client.post("/api/v1/runs", json={"on_complete": {"x": 1}}, headers=H)
     assert r.status_code == 422
-    assert (await master.client.get("/api/v1/runs/nope", headers=H)).status_code == 404
+    assert (await master.client.get("/api/v1/runs/nope", headers=H)).status_code == 422
+    assert (await master.client.get(f"/api/v1/runs/{ghost}", headers=H)).status_code == 404
     run = await _run(master)
     tasks = [
         {"payload": {"url": "1"}, "run": run, "unique_key": "1"},
         {"payload": {"url": "1"}, "run": run, "unique_key": "1"},
-        {"payload": {"url": "2"}, "run": "ghost"},
+        {"payload": {"url": "2"}, "run": ghost},
     ]
     r = await master.client.post(f"{TASKS}/batch", json={"tasks": tasks}, headers=H)
     results = r.json()["results"]
-    assert results[0]["queued"] and results[1]["duplicate"] and "ghost" in results[2]["error"]
+    assert results[0]["queued"] and results[1]["duplicate"] and ghost in results[2]["error"]
 
 
 async def test_list_and_cancel(master: InProcess) -> None:
@@ -83,7 +87,8 @@ async def test_list_and_cancel(master: InProcess) -> None:
     assert r.status_code == 200 and r.json()["state"] == "cancelled"
     assert r.json()["counters"]["cancelled"] == 1
     assert (await master.backend.queues.depths(SCRAPE)).pending == 0
-    assert (await master.client.delete("/api/v1/runs/nope", headers=H)).status_code == 404
+    assert (await master.client.delete("/api/v1/runs/nope", headers=H)).status_code == 422
+    assert (await master.client.delete(f"/api/v1/runs/{'0' * 32}", headers=H)).status_code == 404
 
 
 async def test_metrics_show_the_live_runs(master: InProcess) -> None:

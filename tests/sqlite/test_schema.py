@@ -15,7 +15,7 @@ from fleet.backends.sqlite.schema import SCHEMA_VERSION, migrate, read_version, 
 from fleet.core.capabilities.proxies import ProxyPolicy
 from fleet.core.errors import BackendUnavailable, ConfigError, SchemaVersionError
 from fleet.core.flow import GroupLimits
-from fleet.core.records import TaskBody
+from fleet.core.records import PushRequest, TaskBody
 from tests.sqlite.helpers import TYPE, url_for
 
 
@@ -61,7 +61,7 @@ async def test_older_file_is_migrated_keeping_its_tasks(tmp_path: Path) -> None:
     finally:
         await backend.close()
     c = _connect(path)
-    assert read_version(c) == SCHEMA_VERSION == 14
+    assert read_version(c) == SCHEMA_VERSION == 15
     assert {"tasks_finished", "idempotency_expiry", "events_ts"} <= _indexes(c)
     assert {"tasks_grouped", "task_groups_ready", "task_groups_due"} <= _indexes(c)
     assert {"started", "grp"} <= {row[1] for row in c.execute("PRAGMA table_info(tasks)")}
@@ -154,7 +154,7 @@ async def test_newer_file_is_refused_with_a_clear_error(tmp_path: Path) -> None:
     c = _connect(path)
     c.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     c.close()
-    with pytest.raises(SchemaVersionError, match=r"schema version 99.*up to version 14.*upgrade"):
+    with pytest.raises(SchemaVersionError, match=r"schema version 99.*up to version 15.*upgrade"):
         await open_backend(url_for(path))
 
 
@@ -308,3 +308,36 @@ def test_pool_claim_walks_the_tag_index_in_order(conn: sqlite3.Connection) -> No
     plan = _plan(conn, sql + " ORDER BY t.xs DESC LIMIT 1", tuple(params))
     assert "pool_tags_xs" in plan, plan
     assert "TEMP B-TREE" not in plan, plan
+
+
+async def test_a_version_14_run_keeps_its_keys_in_each_of_its_types(tmp_path: Path) -> None:
+    """Version 15 keys ``run_keys`` by (run, type): a key of a live run is kept for
+    every type the run counted, and the run gains its idle expiry and max delay."""
+    path = tmp_path / "v14.db"
+    c = _connect(path)
+    c.execute("BEGIN IMMEDIATE")
+    migrate(c, str(path), target=14)
+    run = "0" * 32
+    c.execute(
+        "INSERT INTO runs (id, seq, state, created_at, counters) VALUES (?, 1, 'running', 1.0, ?)",
+        (run, '{"*": {"submitted": 2, "pending": 2}, "a": {"submitted": 1}, "b": {"pending": 1}}'),
+    )
+    c.execute("INSERT INTO run_keys (run, key) VALUES (?, 'https://x/1')", (run,))
+    c.execute("COMMIT")
+    c.close()
+    backend = await open_backend(url_for(path))
+    try:
+        record = await backend.runs.get(run)
+        assert record is not None and record.max_delay_seconds == 86_400
+        for automation_type in ("a", "b"):
+            body = TaskBody(id=f"t-{automation_type}", payload={}, run=run)
+            pushed = await backend.queues.push(
+                automation_type, [PushRequest(body, unique_key="https://x/1")]
+            )
+            assert pushed[0].duplicate
+        fresh = TaskBody(id="t-c", payload={}, run=run)
+        assert (await backend.queues.push("c", [PushRequest(fresh, unique_key="https://x/1")]))[
+            0
+        ].queued
+    finally:
+        await backend.close()

@@ -221,9 +221,12 @@ class QueueState(QueueView, TaskRecordKeeping):
                 results.append(PushResult(dup, queued=False, duplicate=True))
                 continue
             if body.run is not None and self.runs is not None:
-                verdict = self.runs.admit(body, req.unique_key, self.automation_type, now)
+                verdict = self.runs.admit(
+                    body, req.unique_key, self.automation_type, now, req.delay_seconds
+                )
                 if verdict != "ok":
-                    results.append(PushResult(body.id, False, verdict == "duplicate"))
+                    refused = "delay" if verdict == "delay" else None
+                    results.append(PushResult(body.id, False, verdict == "duplicate", refused))
                     continue
             if body.enqueued_at <= 0:
                 body = body.evolve(enqueued_at=now)

@@ -131,7 +131,9 @@ class MemoryQueues(TaskQueues):
         return self._store.queue(automation_type).state.mark_started(leases, now())
 
     async def sweep(self, automation_type: str) -> int:
-        return self._store.queue(automation_type).state.sweep(now())
+        t = now()
+        self._store.runs.prune(t)  # runs past their ttl or idle ttl
+        return self._store.queue(automation_type).state.sweep(t)
 
     async def dead_peek(self, automation_type: str, n: int = 50) -> list[TaskBody]:
         return [_delivered_body(b) for b in self._store.queue(automation_type).state.dead_peek(n)]

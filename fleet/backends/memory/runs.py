@@ -2,12 +2,15 @@
 type's queue, moved by the queues in the same synchronous step as the task
 operation (so atomic under asyncio), by the pure rule of :mod:`fleet.core.runs`.
 
-Each run keeps its ``unique_key`` set exactly (a Python set: memory is one
-process's) and the ids of its live tasks (for ``runs.cancel``)."""
+Each run keeps its ``unique_key`` set exactly (a Python set of ``(type, key)``:
+memory is one process's) and the ids of its live tasks (for ``runs.cancel``). A
+running run expires at ``idle_until`` (pushed forward by every move of it), checked
+on every read and by the sweep."""
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +20,7 @@ from fleet.core.capabilities.runs import Runs
 from fleet.core.records import PushRequest, TaskBody, new_id, now
 from fleet.core.runs import (
     COUNTERS,
+    DEFAULT_MAX_DELAY,
     RunCancel,
     RunEvent,
     RunPage,
@@ -24,13 +28,16 @@ from fleet.core.runs import (
     RunState,
     callback_payload,
     callback_task_id,
+    check_run,
     deltas,
     ends_now,
+    idle_until,
+    is_run_id,
     run_ttl,
     zero_counters,
 )
 
-Admit = Literal["ok", "duplicate", "refused"]
+Admit = Literal["ok", "duplicate", "refused", "delay"]
 _LEAVES = frozenset(("done", "dead", "cancelled", "expired"))
 
 
@@ -41,12 +48,20 @@ class _Run:
     on_complete: dict[str, Any] | None
     created_at: float
     seq: int
+    types: tuple[str, ...] | None = None
+    max_delay: float = DEFAULT_MAX_DELAY
+    idle_until: float = 0.0
     state: RunState = "running"
     finished_at: float | None = None
     counters: dict[str, int] = field(default_factory=zero_counters)
     by_type: dict[str, dict[str, int]] = field(default_factory=dict)
-    keys: set[str] = field(default_factory=set)
+    keys: set[tuple[str, str]] = field(default_factory=set)
     live: set[tuple[str, str]] = field(default_factory=set)
+
+    def touch(self, t: float, delay: float = 0.0) -> None:
+        """It moved at ``t`` (a task of it is due ``delay`` seconds later)."""
+        if self.state == "running":
+            self.idle_until = max(self.idle_until, idle_until(t, delay))
 
     def record(self) -> RunRecord:
         return RunRecord(
@@ -58,6 +73,8 @@ class _Run:
             finished_at=self.finished_at,
             counters=dict(self.counters),
             by_type={t: dict(c) for t, c in self.by_type.items()},
+            types=self.types,
+            max_delay_seconds=self.max_delay,
         )
 
 
@@ -89,21 +106,47 @@ class RunBook:
         self.publish = publish
         self.runs: dict[str, _Run] = {}
         self._ended: deque[tuple[float, str]] = deque()
+        # (idle_until as last seen, run id) of running runs: a run whose entry comes
+        # due is checked, and pushed back with its current idle_until if it moved.
+        self._idle: list[tuple[float, str]] = []
         self._seq = 0
 
     # ------------------------------------------------------------ lifecycle
-    def create(self, name: str | None, on_complete: dict[str, Any] | None, t: float) -> str:
+    def create(
+        self,
+        name: str | None,
+        on_complete: dict[str, Any] | None,
+        t: float,
+        types: tuple[str, ...] | None = None,
+        max_delay: float = DEFAULT_MAX_DELAY,
+    ) -> str:
         self.prune(t)
         self._seq += 1
-        run = _Run(new_id(), name, on_complete, t, self._seq)
+        run = _Run(new_id(), name, on_complete, t, self._seq, types, max_delay)
+        run.touch(t)
         self.runs[run.id] = run
+        heapq.heappush(self._idle, (run.idle_until, run.id))
         return run.id
 
-    def prune(self, t: float) -> None:
+    def prune(self, t: float) -> int:
+        """Forget the runs that ended ``FLEET_RUN_TTL_SECONDS`` ago and the running
+        ones idle past their ``idle_until``; how many."""
         ttl = run_ttl()
+        gone = 0
         while self._ended and self._ended[0][0] + ttl <= t:
             _, run_id = self._ended.popleft()
-            self.runs.pop(run_id, None)
+            gone += self.runs.pop(run_id, None) is not None
+        while self._idle and self._idle[0][0] <= t:
+            _, run_id = heapq.heappop(self._idle)
+            run = self.runs.get(run_id)
+            if run is None or run.state != "running":
+                continue
+            if run.idle_until > t:
+                heapq.heappush(self._idle, (run.idle_until, run_id))
+            else:
+                del self.runs[run_id]
+                gone += 1
+        return gone
 
     def get(self, run_id: str, t: float) -> RunRecord | None:
         self.prune(t)
@@ -135,17 +178,30 @@ class RunBook:
 
     # ------------------------------------------------------------ task events
     def admit(
-        self, body: TaskBody, unique_key: str | None, automation_type: str, t: float
+        self,
+        body: TaskBody,
+        unique_key: str | None,
+        automation_type: str,
+        t: float,
+        delay: float = 0.0,
     ) -> Admit:
-        """Whether a push of ``body`` (which has a run) may be queued."""
+        """Whether a push of ``body`` (which has a run) may be queued, ``delay``
+        seconds from now: ``refused`` (the run is not running), ``delay`` (past the
+        run's ``max_delay_seconds``), ``duplicate`` (its ``unique_key`` was seen in
+        this type: counted) or ``ok``."""
+        self.prune(t)
         run = self.runs.get(body.run or "")
         if run is None or run.state != "running":
             return "refused"
+        if delay > run.max_delay:
+            return "delay"
         if unique_key is not None:
-            if unique_key in run.keys:
+            key = (automation_type, unique_key)
+            if key in run.keys:
                 self.event(body, automation_type, "duplicate", t)
                 return "duplicate"
-            run.keys.add(unique_key)
+            run.keys.add(key)
+        run.touch(t, delay)
         return "ok"
 
     def event(
@@ -161,6 +217,7 @@ class RunBook:
         run = self.runs.get(body.run or "")
         if run is None:
             return
+        run.touch(t)
         per_type = run.by_type.get(automation_type)
         if per_type is None:
             per_type = run.by_type[automation_type] = zero_counters()
@@ -198,11 +255,19 @@ class MemoryRuns(Runs):
         self._run_book = book
 
     async def create(
-        self, *, name: str | None = None, on_complete: dict[str, Any] | None = None
+        self,
+        *,
+        name: str | None = None,
+        on_complete: dict[str, Any] | None = None,
+        types: tuple[str, ...] | None = None,
+        max_delay_seconds: float = DEFAULT_MAX_DELAY,
     ) -> str:
-        return self._run_book.create(name, on_complete, now())
+        on_complete, types, max_delay = check_run(on_complete, types, max_delay_seconds)
+        return self._run_book.create(name, on_complete, now(), types, max_delay)
 
     async def get(self, run_id: str) -> RunRecord | None:
+        if not is_run_id(run_id):
+            return None
         return self._run_book.get(run_id, now())
 
     async def page(self, *, after: str | None = None, limit: int = 50) -> RunPage:

@@ -137,8 +137,17 @@ class RedisQueues(RedisPart, TaskQueues):
             with self._guard():
                 raw = await self._scripts.push(self._lane, base + extra, argv)
             for i in range(0, len(raw), 2):
-                code = int(raw[i])  # 1 queued, 0 duplicate, 2 refused (its run ended)
-                results.append(PushResult(str(raw[i + 1]), queued=code == 1, duplicate=code == 0))
+                # 1 queued, 0 duplicate, 2 refused (its run ended), 3 refused (delayed
+                # past its run's max_delay_seconds)
+                code = int(raw[i])
+                results.append(
+                    PushResult(
+                        str(raw[i + 1]),
+                        queued=code == 1,
+                        duplicate=code == 0,
+                        refused="delay" if code == 3 else None,
+                    )
+                )
         return results
 
     # ------------------------------------------------------------ reserve

@@ -17,7 +17,18 @@ from typing import Any
 from fleet.backends.redis.core import RedisPart
 from fleet.core.capabilities.runs import Runs
 from fleet.core.records import dumps, new_id, now
-from fleet.core.runs import COUNTERS, RunCancel, RunPage, RunRecord, run_ttl, zero_counters
+from fleet.core.runs import (
+    COUNTERS,
+    DEFAULT_MAX_DELAY,
+    RunCancel,
+    RunPage,
+    RunRecord,
+    check_run,
+    is_run_id,
+    run_idle_ttl,
+    run_ttl,
+    zero_counters,
+)
 
 
 def _record(run_id: str, h: dict[str, str]) -> RunRecord:
@@ -30,6 +41,7 @@ def _record(run_id: str, h: dict[str, str]) -> RunRecord:
             automation_type, _, name = field[2:].rpartition(":")
             by_type.setdefault(automation_type, zero_counters())[name] = int(value)
     oc = h.get("oc")
+    types = h.get("ty")
     finished = h.get("finished_at")
     state = h.get("state", "running")
     return RunRecord(
@@ -41,6 +53,8 @@ def _record(run_id: str, h: dict[str, str]) -> RunRecord:
         finished_at=None if finished is None else float(finished),
         counters={n: total.get(n, 0) for n in COUNTERS},
         by_type=by_type,
+        types=None if types is None else tuple(json.loads(types)),
+        max_delay_seconds=float(h.get("md", DEFAULT_MAX_DELAY)),
     )
 
 
@@ -48,18 +62,30 @@ class RedisRuns(RedisPart, Runs):
     """The :class:`Runs` capability on Redis."""
 
     async def create(
-        self, *, name: str | None = None, on_complete: dict[str, Any] | None = None
+        self,
+        *,
+        name: str | None = None,
+        on_complete: dict[str, Any] | None = None,
+        types: tuple[str, ...] | None = None,
+        max_delay_seconds: float = DEFAULT_MAX_DELAY,
     ) -> str:
         self._not_on_cluster("runs (docs/runs.md)")
+        on_complete, types, max_delay = check_run(on_complete, types, max_delay_seconds)
         run_id = new_id()
         t = now()
-        fields = ["state", "running", "created_at", repr(t)]
+        fields = ["state", "running", "created_at", repr(t), "md", repr(max_delay)]
         if name is not None:
             fields += ["name", name]
         if on_complete is not None:
             fields += ["oc", dumps(on_complete)]
+        if types is not None:
+            fields += ["ty", dumps(list(types))]
+        key = self._keys.run(run_id)
         with self._guard():
-            await self._lane.execute("HSET", self._keys.run(run_id), *fields)
+            await self._lane.execute("HSET", key, *fields)
+            # Created and never started, it expires idle (the scripts that move it
+            # push this forward: lua/run_common.lua run_touch).
+            await self._lane.execute("PEXPIRE", key, int(run_idle_ttl() * 1000) + 1)
             await self._lane.execute("ZADD", self._keys.RUN_INDEX, repr(t), run_id)
             # Where the script that ends the run publishes it (its database's prefix).
             await self._lane.execute(
@@ -77,6 +103,8 @@ class RedisRuns(RedisPart, Runs):
             await self._lane.execute("ZREM", self._keys.RUN_INDEX, *gone)
 
     async def get(self, run_id: str) -> RunRecord | None:
+        if not is_run_id(run_id):
+            return None  # nothing that is not a run id is ever read as a key
         with self._guard():
             flat = await self._lane.execute("HGETALL", self._keys.run(run_id))
         if not flat:
@@ -99,6 +127,8 @@ class RedisRuns(RedisPart, Runs):
 
     async def cancel(self, run_id: str) -> RunCancel | None:
         self._not_on_cluster("runs (docs/runs.md)")
+        if not is_run_id(run_id):
+            return None
         with self._guard():
             answer = await self._scripts.run_cancel(
                 self._lane, [self._keys.run(run_id)], [repr(now()), str(int(run_ttl() * 1000) + 1)]

@@ -19,7 +19,7 @@ from typing import Any
 
 from fleet.backends.redis.resp import Lane, ReplyError
 from fleet.core.results import result_max_per_type, result_ttl
-from fleet.core.runs import run_ttl
+from fleet.core.runs import run_idle_ttl, run_ttl
 
 _INCLUDE = "-- @include "
 
@@ -134,11 +134,13 @@ def function_library(library: str, includes: Sequence[str], body: str) -> str:
 
 def with_settings(source: str) -> str:
     """``source`` with this process' task record settings in place of their
-    placeholders (``FLEET_RESULT_TTL_SECONDS``, ``FLEET_RESULT_MAX_PER_TYPE``)."""
+    placeholders (``FLEET_RESULT_TTL_SECONDS``, ``FLEET_RESULT_MAX_PER_TYPE``,
+    ``FLEET_RUN_TTL_SECONDS``, ``FLEET_RUN_IDLE_TTL_SECONDS``)."""
     return (
         source.replace("__RESULT_TTL__", repr(result_ttl()))
         .replace("__RESULT_MAX__", str(result_max_per_type()))
         .replace("__RUN_TTL__", repr(run_ttl()))
+        .replace("__RUN_IDLE_TTL__", repr(run_idle_ttl()))
     )
 
 
@@ -313,14 +315,14 @@ class Scripts:
 
 
 _SCRIPTS: Scripts | None = None
-_SCRIPTS_SETTINGS: tuple[float, int, float] | None = None
+_SCRIPTS_SETTINGS: tuple[float, int, float, float] | None = None
 
 
 def scripts() -> Scripts:
     """The process-wide script set (sources are read from the package once, and
     again if the task record settings they embed changed)."""
     global _SCRIPTS, _SCRIPTS_SETTINGS
-    settings = (result_ttl(), result_max_per_type(), run_ttl())
+    settings = (result_ttl(), result_max_per_type(), run_ttl(), run_idle_ttl())
     if _SCRIPTS is None or settings != _SCRIPTS_SETTINGS:
         _SCRIPTS, _SCRIPTS_SETTINGS = Scripts(), settings
     return _SCRIPTS

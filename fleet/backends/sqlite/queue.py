@@ -144,9 +144,9 @@ def push(
             results.append(PushResult(dup, queued=False, duplicate=True))
             continue
         if body.run is not None:
-            verdict = runs.admit(conn, body, req.unique_key, automation_type, now)
-            if verdict != "ok":
-                results.append(PushResult(body.id, queued=False, duplicate=verdict == "duplicate"))
+            refusal = runs.admit(conn, req, automation_type, now)
+            if refusal is not None:
+                results.append(refusal)
                 continue
         if not body.enqueued_at:
             body = body.evolve(enqueued_at=now)
@@ -596,4 +596,5 @@ def sweep(conn: sqlite3.Connection, automation_type: str, now: float) -> int:
         signal(conn, automation_type, len(expired) + promoted + book.wake)
     records.prune(conn, automation_type, now, SWEEP_PRUNE_LIMIT)
     prune_idempotency(conn, now, SWEEP_PRUNE_LIMIT)
+    runs.prune(conn, now, SWEEP_PRUNE_LIMIT)  # past their ttl, or idle past theirs
     return len(expired)

@@ -6,7 +6,9 @@ callback push commit together with that operation or not at all. The rule is the
 pure one of :mod:`fleet.core.runs`. A run's counters live as JSON in its row
 (``{"*": totals, "<type>": per type}``): one read and one write per event, and
 nothing at all for a task without a run. ``unique_key`` sets are exact
-(``run_keys``), deleted when the run ends.
+(``run_keys``, per run and task type), deleted when the run ends. A running run
+expires at ``idle_until``, pushed forward by every event of it: a read does not see
+it past that, and the sweep (``queue.sweep``) deletes it.
 """
 
 from __future__ import annotations
@@ -20,27 +22,35 @@ from fleet.backends.sqlite.conn import SQLiteDB
 from fleet.backends.sqlite.events import publish
 from fleet.backends.sqlite.watch import Watcher
 from fleet.core.capabilities.runs import Runs
-from fleet.core.records import PushRequest, TaskBody, dumps, new_id, now
+from fleet.core.records import PushRequest, PushResult, TaskBody, dumps, new_id, now
 from fleet.core.runs import (
     COUNTERS,
+    DEFAULT_MAX_DELAY,
     RunCancel,
     RunEvent,
     RunPage,
     RunRecord,
     callback_payload,
     callback_task_id,
+    check_run,
     deltas,
     ends_now,
+    idle_until,
+    is_run_id,
+    run_idle_ttl,
     run_ttl,
     zero_counters,
 )
 
-_COLUMNS = "id, name, on_complete, state, created_at, finished_at, counters"
+_COLUMNS = "id, name, on_complete, state, created_at, finished_at, counters, types, max_delay"
+#: A run that a read still sees: ended within the run ttl, or running and not idle
+#: past its ``idle_until`` (the parameters: now - run ttl, now).
+_KEPT = "(CASE WHEN finished_at IS NULL THEN idle_until > ? ELSE finished_at > ? END)"
 _LEAVES = frozenset(("done", "dead", "cancelled", "expired"))
 
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
-    run_id, name, on_complete, state, created_at, finished_at, counters = row
+    run_id, name, on_complete, state, created_at, finished_at, counters, types, max_delay = row
     data: dict[str, dict[str, int]] = json.loads(counters)
     total = zero_counters()
     total.update(data.pop("*", {}))
@@ -54,35 +64,65 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         finished_at=None if finished_at is None else float(finished_at),
         counters=total,
         by_type=by_type,
+        types=None if types is None else tuple(json.loads(types)),
+        max_delay_seconds=float(max_delay),
     )
 
 
-def prune(conn: sqlite3.Connection, now: float, limit: int = 100) -> None:
-    """Forget up to ``limit`` runs that ended more than ``FLEET_RUN_TTL_SECONDS`` ago."""
-    conn.execute(
+def prune(conn: sqlite3.Connection, now: float, limit: int = 100) -> int:
+    """Forget up to ``limit`` runs that ended more than ``FLEET_RUN_TTL_SECONDS`` ago,
+    and up to ``limit`` running ones idle past their ``idle_until`` (with their
+    ``unique_key`` sets); how many."""
+    gone = conn.execute(
         "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE finished_at IS NOT NULL "
         "AND finished_at <= ? LIMIT ?)",
         (now - run_ttl(), limit),
-    )
+    ).rowcount
+    idle = [
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM runs WHERE finished_at IS NULL AND idle_until <= ? LIMIT ?",
+            (now, limit),
+        )
+    ]
+    for run_id in idle:
+        conn.execute("DELETE FROM run_keys WHERE run = ?", (run_id,))
+        conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+    return gone + len(idle)
 
 
 def create(
-    conn: sqlite3.Connection, name: str | None, on_complete: dict[str, Any] | None, now: float
+    conn: sqlite3.Connection,
+    name: str | None,
+    on_complete: dict[str, Any] | None,
+    now: float,
+    types: tuple[str, ...] | None = None,
+    max_delay: float = DEFAULT_MAX_DELAY,
 ) -> str:
     prune(conn, now)
     run_id = new_id()
     conn.execute(
-        "INSERT INTO runs (id, seq, name, on_complete, state, created_at, counters) "
-        "VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM runs), ?, ?, 'running', ?, '{}')",
-        (run_id, name, None if on_complete is None else dumps(on_complete), now),
+        "INSERT INTO runs (id, seq, name, on_complete, state, created_at, counters, types, "
+        "max_delay, idle_until) VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM runs), "
+        "?, ?, 'running', ?, '{}', ?, ?, ?)",
+        (
+            run_id,
+            name,
+            None if on_complete is None else dumps(on_complete),
+            now,
+            None if types is None else dumps(list(types)),
+            max_delay,
+            idle_until(now),
+        ),
     )
     return run_id
 
 
 def get(conn: sqlite3.Connection, run_id: str, now: float) -> RunRecord | None:
+    if not is_run_id(run_id):
+        return None
     row = conn.execute(
-        f"SELECT {_COLUMNS} FROM runs WHERE id = ? AND (finished_at IS NULL OR finished_at > ?)",
-        (run_id, now - run_ttl()),
+        f"SELECT {_COLUMNS} FROM runs WHERE id = ? AND {_KEPT}", (run_id, now, now - run_ttl())
     ).fetchone()
     return None if row is None else _record(row)
 
@@ -94,32 +134,56 @@ def page(conn: sqlite3.Connection, after: str | None, limit: int, now: float) ->
         found = conn.execute("SELECT seq FROM runs WHERE id = ?", (after,)).fetchone()
         cut = None if found is None else int(found[0])
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM runs WHERE seq < ? AND "
-        "(finished_at IS NULL OR finished_at > ?) ORDER BY seq DESC LIMIT ?",
-        (cut if cut is not None else 2**62, now - run_ttl(), limit + 1),
+        f"SELECT {_COLUMNS} FROM runs WHERE seq < ? AND {_KEPT} ORDER BY seq DESC LIMIT ?",
+        (cut if cut is not None else 2**62, now, now - run_ttl(), limit + 1),
     ).fetchall()
     runs = [_record(r) for r in rows[:limit]]
     return RunPage(runs, runs[-1].id if len(rows) > limit else None)
 
 
 def admit(
+    conn: sqlite3.Connection, req: PushRequest, automation_type: str, now: float
+) -> PushResult | None:
+    """None if ``req`` (of a task with a run) may be queued, else what its push
+    answers: a duplicate (its ``unique_key`` was seen in this type: counted), or
+    not queued (``refused="delay"`` past the run's ``max_delay_seconds``; else the
+    run is not running, or expired)."""
+    verdict = _admit(conn, req.body, req.unique_key, automation_type, now, req.delay_seconds)
+    if verdict == "ok":
+        return None
+    refused = "delay" if verdict == "delay" else None
+    return PushResult(req.body.id, False, duplicate=verdict == "duplicate", refused=refused)
+
+
+def _admit(
     conn: sqlite3.Connection,
     body: TaskBody,
     unique_key: str | None,
     automation_type: str,
     now: float,
+    delay: float,
 ) -> str:
-    """``ok``, ``duplicate`` (counted) or ``refused`` (the run is not running)."""
-    row = conn.execute("SELECT state FROM runs WHERE id = ?", (body.run,)).fetchone()
-    if row is None or row[0] != "running":
+    row = conn.execute(
+        "SELECT state, max_delay, idle_until FROM runs WHERE id = ?", (body.run,)
+    ).fetchone()
+    if row is None or row[0] != "running" or row[2] <= now:
         return "refused"
+    if delay > row[1]:
+        return "delay"
     if unique_key is not None:
         added = conn.execute(
-            "INSERT OR IGNORE INTO run_keys (run, key) VALUES (?, ?)", (body.run, unique_key)
+            "INSERT OR IGNORE INTO run_keys (run, type, key) VALUES (?, ?, ?)",
+            (body.run, automation_type, unique_key),
         ).rowcount
         if not added:
             event(conn, str(body.run), automation_type, "duplicate", now)
             return "duplicate"
+    if delay > 0:
+        # The task counts as moving when it is due: the run lives at least that long.
+        conn.execute(
+            "UPDATE runs SET idle_until = MAX(idle_until, ?) WHERE id = ?",
+            (idle_until(now, delay), body.run),
+        )
     return "ok"
 
 
@@ -157,11 +221,12 @@ def events(
     the run: what a push (``queued``), a reserve (``started``) or an ack (``done``,
     ``cancelled``) moves."""
     row = conn.execute(
-        "SELECT state, counters, on_complete FROM runs WHERE id = ?", (run_id,)
+        "SELECT state, counters, on_complete, finished_at, idle_until FROM runs WHERE id = ?",
+        (run_id,),
     ).fetchone()
-    if row is None:
-        return None
-    state, raw, on_complete = row
+    if row is None or (row[3] is None and row[4] <= now):
+        return None  # unknown, or running and expired (as if the sweep had deleted it)
+    state, raw, on_complete, _, _ = row
     data: dict[str, dict[str, int]] = json.loads(raw)
     total = data.setdefault("*", {})
     per_type = data.setdefault(automation_type, {})
@@ -170,7 +235,11 @@ def events(
             total[name] = total.get(name, 0) + delta
             per_type[name] = per_type.get(name, 0) + delta
     if not ends_now(state, total):
-        conn.execute("UPDATE runs SET counters = ? WHERE id = ?", (dumps(data), run_id))
+        conn.execute(
+            "UPDATE runs SET counters = ?, idle_until = CASE WHEN finished_at IS NULL "
+            "THEN MAX(idle_until, ?) ELSE idle_until END WHERE id = ?",
+            (dumps(data), now + run_idle_ttl(), run_id),
+        )
         return None
     conn.execute(
         "UPDATE runs SET counters = ?, state = 'done', finished_at = ? WHERE id = ?",
@@ -256,9 +325,15 @@ class SQLiteRuns(Runs):
         self._cancel_tasks = cancel_tasks
 
     async def create(
-        self, *, name: str | None = None, on_complete: dict[str, Any] | None = None
+        self,
+        *,
+        name: str | None = None,
+        on_complete: dict[str, Any] | None = None,
+        types: tuple[str, ...] | None = None,
+        max_delay_seconds: float = DEFAULT_MAX_DELAY,
     ) -> str:
-        return await self._db.write(lambda c: create(c, name, on_complete, now()))
+        checked, types, max_delay = check_run(on_complete, types, max_delay_seconds)
+        return await self._db.write(lambda c: create(c, name, checked, now(), types, max_delay))
 
     async def get(self, run_id: str) -> RunRecord | None:
         return await self._db.read(lambda c: get(c, run_id, now()))

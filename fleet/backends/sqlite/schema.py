@@ -39,8 +39,8 @@ Layout (one row per thing; ``type`` is the automation type):
 * ``task_records``: what a task reported beside its state (latest progress, the
   newest outputs as a JSON array, how many it emitted), only for tasks that
   reported any; pruned with their finished state (``records.py``).
-* ``runs`` + ``run_keys``: runs, their counters and ``unique_key`` sets; a task's
-  run is ``tasks.run`` (``runs.py``).
+* ``runs`` + ``run_keys``: runs, their counters and ``unique_key`` sets (per run
+  and type); a task's run is ``tasks.run`` (``runs.py``).
 * ``history`` + ``history_last``: per type, minute and hour buckets of counts and run
   times, and the totals of the last record (``history.py``).
 """
@@ -48,12 +48,14 @@ Layout (one row per thing; ``type`` is the automation type):
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 
 from fleet.core.errors import SchemaVersionError
+from fleet.core.runs import run_idle_ttl
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -349,6 +351,41 @@ CREATE TABLE history_last (type TEXT PRIMARY KEY, vals TEXT NOT NULL) WITHOUT RO
 """
 
 
+#: Version 15: runs keep their types apart and expire when idle (``runs.py``).
+#: ``runs.types``: the types a scoped token may submit into it (JSON list, NULL for
+#: none named); ``runs.max_delay``: the longest delay of a task of it;
+#: ``runs.idle_until``: when a running run expires if nothing of it moves.
+#: ``run_keys`` gains the task type: a ``unique_key`` belongs to a (run, type) pair.
+#: A key of a live run is kept for every type the run has counted (its counters'
+#: keys), so no task that was a duplicate before the upgrade is queued after it.
+_V15 = """
+ALTER TABLE runs ADD COLUMN types TEXT;
+ALTER TABLE runs ADD COLUMN max_delay REAL NOT NULL DEFAULT 86400;
+ALTER TABLE runs ADD COLUMN idle_until REAL;
+CREATE INDEX runs_idle ON runs (idle_until) WHERE finished_at IS NULL;
+CREATE TABLE run_keys_typed (
+    run TEXT NOT NULL,
+    type TEXT NOT NULL,
+    key TEXT NOT NULL,
+    PRIMARY KEY (run, type, key)
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO run_keys_typed (run, type, key)
+    SELECT k.run, j.key, k.key FROM run_keys AS k JOIN runs AS r ON r.id = k.run,
+    json_each(r.counters) AS j WHERE j.key != '*';
+DROP TABLE run_keys;
+ALTER TABLE run_keys_typed RENAME TO run_keys;
+"""
+
+
+def _v15(conn: sqlite3.Connection) -> None:
+    _script(_V15)(conn)
+    # Running runs start their idle time at the upgrade.
+    conn.execute(
+        "UPDATE runs SET idle_until = ? WHERE finished_at IS NULL",
+        (time.time() + run_idle_ttl(),),
+    )
+
+
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def apply(conn: sqlite3.Connection) -> None:
         # executescript would COMMIT our transaction; run statement by statement.
@@ -375,6 +412,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     12: _script(_V12),
     13: _script(_V13),
     14: _script(_V14),
+    15: _v15,
 }
 
 

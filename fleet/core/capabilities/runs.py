@@ -7,7 +7,7 @@ from __future__ import annotations
 import abc
 from typing import Any
 
-from fleet.core.runs import RunCancel, RunPage, RunRecord
+from fleet.core.runs import DEFAULT_MAX_DELAY, RunCancel, RunPage, RunRecord
 
 
 class Runs(abc.ABC):
@@ -23,19 +23,37 @@ class Runs(abc.ABC):
 
     Pushes into a run that is not ``running`` (done, cancelled, unknown or
     expired) are not queued (``queued=False, duplicate=False``): a run that ended
-    stays ended. A dead task of an ended run that is replayed is counted
+    stays ended. Neither is a push delayed past the run's ``max_delay_seconds``
+    (``refused="delay"``). A dead task of an ended run that is replayed is counted
     (``replayed``) but does not reopen it.
+
+    A ``unique_key`` belongs to the run and the task's type: the same key in two
+    types of one run is two keys.
+
+    A running run with nothing of it moving for ``FLEET_RUN_IDLE_TTL_SECONDS``
+    (:func:`fleet.core.runs.idle_until`; a task scheduled ahead counts as moving
+    when it is due) expires: it is forgotten as a run that ended is
+    ``FLEET_RUN_TTL_SECONDS`` after its end. An id that is not a run id
+    (:func:`fleet.core.runs.is_run_id`) is an unknown run.
     """
 
     @abc.abstractmethod
     async def create(
-        self, *, name: str | None = None, on_complete: dict[str, Any] | None = None
+        self,
+        *,
+        name: str | None = None,
+        on_complete: dict[str, Any] | None = None,
+        types: tuple[str, ...] | None = None,
+        max_delay_seconds: float = DEFAULT_MAX_DELAY,
     ) -> str:
-        """Create a run (state ``running``, counters zero); returns its id."""
+        """Create a run (state ``running``, counters zero); returns its id. ``types``
+        are the types a scoped token may submit into it (the master checks them);
+        ``max_delay_seconds`` the longest delay a task of it may have."""
 
     @abc.abstractmethod
     async def get(self, run_id: str) -> RunRecord | None:
-        """The run, or None if unknown or expired (``FLEET_RUN_TTL_SECONDS`` after it ended)."""
+        """The run, or None if unknown or expired (``FLEET_RUN_TTL_SECONDS`` after it
+        ended, ``FLEET_RUN_IDLE_TTL_SECONDS`` after it last moved while running)."""
 
     @abc.abstractmethod
     async def page(self, *, after: str | None = None, limit: int = 50) -> RunPage:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 
 from fleet.backends.base import Backend
 from fleet.core.results import MAX_WAIT_SECONDS
 from fleet.master.http.auth import admin_access, read_access
+from fleet.master.http.disconnect import unless_disconnected
 from fleet.master.http.models import RunBody, error_responses
 from fleet.master.services import runs
-from fleet.master.state import backend_dependency
+from fleet.master.state import backend_dependency, master_state
 
 router = APIRouter(tags=["runs"], responses=error_responses(401, 403, 404, 413, 503))
 
@@ -41,6 +42,7 @@ async def list_runs(
 @router.get("/runs/{run_id}", summary="A run's state and counters")
 async def get_run(
     run_id: str,
+    request: Request,
     wait: float | None = Query(
         None, gt=0, le=MAX_WAIT_SECONDS, description="Hold the answer until the run ends."
     ),
@@ -48,8 +50,10 @@ async def get_run(
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """``state`` (running, done, cancelled), times and counters (total and per type).
-    ``?wait=`` (at most 60 s) answers when the run ends or the time is up."""
-    return await runs.get(backend, run_id, wait)
+    ``?wait=`` (at most 60 s) answers when the run ends or the time is up; a client
+    that leaves ends its wait at once."""
+    found = runs.get(backend, run_id, wait, master_state(request).waits)
+    return await (found if wait is None else unless_disconnected(request, found))
 
 
 @router.delete("/runs/{run_id}", summary="Cancel a run")

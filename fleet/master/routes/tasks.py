@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from fleet.backends.base import Backend
 from fleet.core.results import MAX_WAIT_SECONDS
 from fleet.master.http.auth import admin_access, submit_access, type_read_access
+from fleet.master.http.disconnect import unless_disconnected
 from fleet.master.http.models import (
     BatchBody,
     BatchResult,
@@ -80,6 +81,7 @@ async def submit_batch(
 async def task_state(
     automation_type: TypeName,
     task_id: str,
+    request: Request,
     wait: float | None = Query(
         None, gt=0, le=MAX_WAIT_SECONDS, description="Hold the answer until the task ends."
     ),
@@ -92,8 +94,11 @@ async def task_state(
     """``state`` (queued, scheduled, processing, dead, done, cancelled or unknown),
     attempt, times, last error, progress and outputs. ``?wait=`` (at most 60 s)
     answers when the task ends or the time is up; ``?payload=true`` adds the
-    payload, group and run of a pending, scheduled, processing or dead task."""
-    return await tasks.state_of(backend, automation_type, task_id, wait, payload)
+    payload, group and run of a pending, scheduled, processing or dead task. A
+    client that leaves ends its wait at once."""
+    waits = master_state(request).waits
+    found = tasks.state_of(backend, automation_type, task_id, wait, payload, waits)
+    return await (found if wait is None else unless_disconnected(request, found))
 
 
 @router.delete("/automations/{automation_type}/tasks/{task_id}", summary="Cancel a task")

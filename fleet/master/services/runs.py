@@ -3,8 +3,6 @@ a submit (docs/runs.md). The routes of ``routes/runs.py`` parse and answer."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 from fastapi import HTTPException
@@ -14,11 +12,9 @@ from fleet.core.errors import ContractValueError, UnsupportedBackend
 from fleet.core.results import MAX_WAIT_SECONDS
 from fleet.core.runs import RunRecord, check_on_complete, check_run_name
 from fleet.master.services.validation import InvalidInput
+from fleet.master.services.waits import Waits
 from fleet.protocol import cancel_topic
 
-#: How often ``?wait=`` reads the run again: quickly at first, then every quarter second.
-WAIT_POLL_FIRST = 0.02
-WAIT_POLL_MAX = 0.25
 #: Most runs one page lists.
 MAX_PAGE = 500
 
@@ -63,24 +59,20 @@ async def _get(backend: Backend, run_id: str) -> RunRecord:
     return record
 
 
-async def get(backend: Backend, run_id: str, wait: float | None = None) -> dict[str, Any]:
+async def get(
+    backend: Backend, run_id: str, wait: float | None = None, waits: Waits | None = None
+) -> dict[str, Any]:
     """A run's record; with ``wait`` seconds (at most 60), answered once it ended
-    or when the time is up.
+    or when the time is up (the wait one of ``waits``': the master's shared poller
+    of runs, one read a tick for all).
 
     Raises:
         HTTPException: 404 for an unknown run.
     """
     record = await _get(backend, run_id)
-    if wait is not None:
-        deadline = time.monotonic() + min(wait, MAX_WAIT_SECONDS)
-        pause = WAIT_POLL_FIRST
-        while record.state == "running":
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            await asyncio.sleep(min(pause, left))
-            pause = min(pause * 2, WAIT_POLL_MAX)
-            record = await _get(backend, run_id)
+    if wait is not None and record.state == "running":
+        waited = await (waits or Waits(backend)).run(run_id, min(wait, MAX_WAIT_SECONDS))
+        record = waited if waited is not None else await _get(backend, run_id)
     return record.to_dict()
 
 

@@ -8,8 +8,6 @@ the task) is here.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 from fastapi import HTTPException
@@ -30,6 +28,7 @@ from fleet.master.services.validation import (
     PayloadChecker,
     non_finite_errors,
 )
+from fleet.master.services.waits import Waits
 from fleet.protocol import cancel_topic
 
 #: Requests per backend push call of a batch (keeps each backend transaction short).
@@ -210,40 +209,32 @@ async def cancel(backend: Backend, automation_type: str, task_id: str) -> str:
     return outcome
 
 
-#: How often ``?wait=`` reads the task's state again: quickly at first (short
-#: tasks answer fast), then every quarter second.
-WAIT_POLL_FIRST = 0.02
-WAIT_POLL_MAX = 0.25
-
-
 async def state_of(
     backend: Backend,
     automation_type: str,
     task_id: str,
     wait: float | None = None,
     with_payload: bool = False,
+    waits: Waits | None = None,
 ) -> dict[str, Any]:
     """A task's record (``state``, attempt, times, last error, progress, outputs),
     secrets masked. With ``wait`` seconds, answers once the task ended (done,
-    dead, cancelled; or unknown) or when the time is up, whichever comes first.
-    With ``with_payload``, also its ``payload``, ``group`` and ``run`` from the
-    stored body (null where none is kept: a finished task keeps none).
+    dead, cancelled; or unknown) or when the time is up, whichever comes first:
+    the wait is one of ``waits``' (the master's shared pollers: one read a tick for
+    all the waits of a type). With ``with_payload``, also its ``payload``, ``group``
+    and ``run`` from the stored body (null where none is kept: a finished task keeps
+    none).
 
     Raises:
         HTTPException: 404 for an unknown type.
     """
     await require_entry(backend, automation_type)
     info = await backend.queues.state(automation_type, task_id)
-    if wait is not None:
-        deadline = time.monotonic() + min(wait, MAX_WAIT_SECONDS)
-        pause = WAIT_POLL_FIRST
-        while info.state not in FINAL_STATES and info.state != "unknown":
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            await asyncio.sleep(min(pause, left))
-            pause = min(pause * 2, WAIT_POLL_MAX)
-            info = await backend.queues.state(automation_type, task_id)
+    if wait is not None and info.state not in FINAL_STATES and info.state != "unknown":
+        shared = waits or Waits(backend)
+        waited = await shared.task(automation_type, task_id, min(wait, MAX_WAIT_SECONDS))
+        # timed out: the state as it is now
+        info = waited or await backend.queues.state(automation_type, task_id)
     shown = mask_task(info.to_dict())
     if with_payload:
         # The stored body, where one is kept (pending, scheduled, processing, dead).

@@ -8,8 +8,9 @@
 -- of a run, the unique key only when it has one)
 -- (one JSON argument instead of eight per request: far cheaper to send and parse;
 -- bodies go as arguments of their own so neither side escapes them into a string).
--- Returns per request: queued (1|0|2: refused, its run is not running), task id (the
--- original one for a duplicate).
+-- Returns per request: queued (1|0|2: refused, its run is not running|3: refused,
+-- delayed past its run's max_delay_seconds), task id (the original one for a
+-- duplicate).
 local now = tonumber(ARGV[1])
 local reqs = cjson.decode(ARGV[2])
 local out = {}
@@ -36,12 +37,14 @@ for n, r in ipairs(reqs) do
   if not dup and live[id] then dup = id end
   local rn = jnull(r[12])
   local verdict = 'ok'
-  if rn and not dup then verdict = run_admit(rn, jnull(r[13]), id) end
+  if rn and not dup then
+    verdict = run_admit(rn, jnull(r[13]), id, ready_at > 0 and ready_at - now or 0)
+  end
   if dup or verdict == 'duplicate' then
     out[#out + 1] = 0
     out[#out + 1] = dup or id
-  elseif verdict == 'refused' then
-    out[#out + 1] = 2
+  elseif verdict == 'refused' or verdict == 'delay' then
+    out[#out + 1] = verdict == 'delay' and 3 or 2
     out[#out + 1] = id
   else
     if ik > 0 then redis.call('SET', KEYS[ik], id, 'PX', r[5]) end

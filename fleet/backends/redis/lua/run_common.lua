@@ -8,7 +8,16 @@
 --   fleet:run:<id>:keys:<n>  string  level n of its unique-key filter (below; dropped
 --                               when it ends); the hash's kl/kn: levels, keys in the last
 -- The hash and the sets expire RUN_TTL_MS after the run ended (FLEET_RUN_TTL_SECONDS).
+-- While it runs, all of them expire RUN_IDLE_MS after it last moved
+-- (FLEET_RUN_IDLE_TTL_SECONDS; a task pushed with a delay counts as moving when due):
+-- every move pushes their expiry forward (run_touch).
 local RUN_TTL_MS = math.ceil((tonumber('__RUN_TTL__') or 604800) * 1000)
+local RUN_IDLE_MS = math.ceil((tonumber('__RUN_IDLE_TTL__') or 86400) * 1000)
+-- A move pushes the expiry forward only when that gains more than this: most moves
+-- of a busy run cost one PTTL.
+local RUN_TOUCH_SLACK_MS = math.min(60000, math.floor(RUN_IDLE_MS / 100))
+-- The longest delay of a task of a run that does not say (fleet.core.runs).
+local RUN_MAX_DELAY = 86400
 -- The fleet's namespace prefix ('' or '<namespace>:') is what comes before
 -- 'fleet:queue:' in the type's normal tier key; every run key carries it too.
 local RUN_AT = string.find(K_NORMAL, 'fleet:queue:', 1, true)
@@ -68,7 +77,8 @@ local function bf_set_args(h, m, k)
   return args
 end
 
--- True if `uk` is in run `key`'s filter (or a false positive); else adds it.
+-- True if `uk` is in run `key`'s filter (or a false positive); else adds it. The
+-- caller hashes the type with the key: a key belongs to a (run, type) pair.
 local function bf_seen_or_add(key, uk)
   local hex = redis.sha1hex(uk)
   local h = {tonumber(string.sub(hex, 1, 12), 16), tonumber(string.sub(hex, 13, 24), 16),
@@ -91,7 +101,13 @@ local function bf_seen_or_add(key, uk)
   end
   if levels == 0 or filled >= bf_shape(levels - 1) then
     local _, m = bf_shape(levels)
-    redis.call('SET', key .. ':keys:' .. levels, string.rep('\0', math.ceil(m / 8)))
+    local bits = string.rep('\0', math.ceil(m / 8))
+    local left = redis.call('PTTL', key)
+    if left > 0 then
+      redis.call('SET', key .. ':keys:' .. levels, bits, 'PX', left) -- expires with the run
+    else
+      redis.call('SET', key .. ':keys:' .. levels, bits)
+    end
     levels, filled = levels + 1, 0
   end
   local _, m, k = bf_shape(levels - 1)
@@ -111,6 +127,9 @@ end
 local function run_callback(rn, key, oc_json, now)
   local ok, oc = pcall(cjson.decode, oc_json)
   if not ok or type(oc) ~= 'table' or type(oc.type) ~= 'string' then return end
+  -- A type name as fleet.core.contracts.check_name has it (runs.create checks it):
+  -- never a name that would reach another key (a ':' or '*' in it).
+  if #oc.type > 128 or not string.match(oc.type, '^[A-Za-z0-9][A-Za-z0-9_.%-]*$') then return end
   local q = RUN_NS .. 'fleet:queue:' .. oc.type
   local id = 'run-' .. rn .. '-complete'
   local old, was = rec_text(q .. ':tasks', id)
@@ -184,6 +203,20 @@ local function run_end(rn, key, state, now)
   run_publish(rn, key)
 end
 
+-- Run `key` moved: if it is running, it and its keys expire RUN_IDLE_MS (plus
+-- `ahead_ms`, a pushed task's delay) from now, unless they live longer already.
+local function run_touch(key, ahead_ms)
+  local ms = RUN_IDLE_MS + ahead_ms
+  local left = redis.call('PTTL', key)
+  -- -2: gone; -1: a run from before runs expired when idle, touched now.
+  if left == -2 or (left >= 0 and left + RUN_TOUCH_SLACK_MS >= ms) then return end
+  local v = redis.call('HMGET', key, 'state', 'kl')
+  if v[1] ~= 'running' then return end -- an ended run keeps its FLEET_RUN_TTL_SECONDS
+  redis.call('PEXPIRE', key, ms)
+  redis.call('PEXPIRE', key .. ':live', ms)
+  for i = 0, (tonumber(v[2]) or 0) - 1 do redis.call('PEXPIRE', key .. ':keys:' .. i, ms) end
+end
+
 -- One event of task `id` (of this script's type) of run `rn` (nothing if nil or
 -- gone): the counters move, and the run ends if the rule says so.
 local function run_event(rn, id, event, from_running, now)
@@ -196,8 +229,14 @@ local function run_event(rn, id, event, from_running, now)
     redis.call('HINCRBY', key, 'c:' .. d[1], d[2])
     redis.call('HINCRBY', key, 't:' .. RUN_TYPE .. ':' .. d[1], d[2])
   end
+  run_touch(key, 0)
   if event == 'queued' or event == 'replayed' then
-    redis.call('SADD', key .. ':live', RUN_TYPE .. '|' .. id)
+    local live = key .. ':live'
+    if redis.call('SADD', live, RUN_TYPE .. '|' .. id) == 1 and redis.call('PTTL', live) == -1 then
+      -- A new set: it expires with the run's hash.
+      local left = redis.call('PTTL', key)
+      if left > 0 then redis.call('PEXPIRE', live, left) end
+    end
   elseif RUN_LEAVES[event] then
     redis.call('SREM', key .. ':live', RUN_TYPE .. '|' .. id)
   end
@@ -218,14 +257,20 @@ local function run_cancelled(rn)
   return redis.call('HGET', RUN_PREFIX .. rn, 'state') == 'cancelled'
 end
 
--- Whether a push into run `rn` with unique key `uk` (or nil) may be queued:
--- 'ok', 'duplicate' (counted) or 'refused' (the run is not running).
-local function run_admit(rn, uk, id)
+-- Whether a push into run `rn` with unique key `uk` (or nil), due `delay` seconds
+-- from now, may be queued: 'ok', 'duplicate' (the key was seen in this type:
+-- counted), 'delay' (past the run's max_delay_seconds) or 'refused' (the run is not
+-- running, or `rn` is not a run id: nothing else is ever read for it).
+local function run_admit(rn, uk, id, delay)
+  if type(rn) ~= 'string' or #rn ~= 32 or string.find(rn, '[^0-9a-f]') then return 'refused' end
   local key = RUN_PREFIX .. rn
-  if redis.call('HGET', key, 'state') ~= 'running' then return 'refused' end
-  if uk and bf_seen_or_add(key, uk) then
+  local v = redis.call('HMGET', key, 'state', 'md')
+  if v[1] ~= 'running' then return 'refused' end
+  if delay > (tonumber(v[2]) or RUN_MAX_DELAY) then return 'delay' end
+  if uk and bf_seen_or_add(key, RUN_TYPE .. '\0' .. uk) then
     run_event(rn, id, 'duplicate', false, 0)
     return 'duplicate'
   end
+  if delay > 0 then run_touch(key, math.ceil(delay * 1000)) end
   return 'ok'
 end
