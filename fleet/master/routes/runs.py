@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
+from pydantic import Field
 
 from fleet.backends.base import Backend
 from fleet.core.results import MAX_WAIT_SECONDS
+from fleet.core.runs import MAX_MAX_DELAY, MAX_RUN_TYPES
 from fleet.master.http.auth import admin_access, read_access
 from fleet.master.http.disconnect import unless_disconnected
 from fleet.master.http.models import RunBody, error_responses
@@ -16,16 +18,49 @@ from fleet.master.state import backend_dependency, master_state
 
 router = APIRouter(tags=["runs"], responses=error_responses(401, 403, 404, 413, 503))
 
+#: A run id as ``POST /runs`` answers it (32 lowercase hex digits): anything else is a
+#: 422 (``runs.valid_run_id``), never a backend read.
+RunId = Annotated[str, Path(description="A run id (32 lowercase hex digits).")]
+
+
+class RunCreate(RunBody):
+    """A run to create: :class:`RunBody`, the types that may join it and the longest
+    delay of its tasks (docs/runs.md)."""
+
+    types: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_RUN_TYPES,
+        description="The automation types a scoped token may submit into the run (an "
+        "admin token and the run's own tasks may submit any type). Without it, only "
+        "those may.",
+    )
+    max_delay_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_MAX_DELAY,
+        description="The longest delay_seconds a task of the run may have (default 86400).",
+    )
+
 
 @router.post("/runs", status_code=201, responses=error_responses(400), summary="Create a run")
 async def create_run(
-    body: RunBody,
+    body: RunCreate,
+    request: Request,
     _: Any = Depends(admin_access),
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
     """A new run (``running``); submit tasks into it with ``"run": run_id``.
-    Its ``on_complete`` task is submitted once when it ends done."""
-    return await runs.create(backend, body.name, body.on_complete)
+    Its ``on_complete`` task (of a known type; 404 otherwise) is submitted once
+    when it ends done."""
+    return await runs.create(
+        backend,
+        body.name,
+        body.on_complete,
+        body.types,
+        body.max_delay_seconds,
+        max_bytes=master_state(request).settings.max_body_bytes,
+    )
 
 
 @router.get("/runs", summary="List runs")
@@ -35,13 +70,16 @@ async def list_runs(
     _: Any = Depends(read_access),
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:
-    """Runs, newest first, ``limit`` a page: ``{"runs": [...], "next": cursor}``."""
+    """Runs, newest first, ``limit`` a page and at most about 1 MB of JSON:
+    ``{"runs": [...], "next": cursor}``."""
+    if after is not None:
+        runs.valid_run_id(after, ("query", "after"))
     return await runs.page(backend, after, limit)
 
 
 @router.get("/runs/{run_id}", summary="A run's state and counters")
 async def get_run(
-    run_id: str,
+    run_id: RunId,
     request: Request,
     wait: float | None = Query(
         None, gt=0, le=MAX_WAIT_SECONDS, description="Hold the answer until the run ends."
@@ -52,13 +90,14 @@ async def get_run(
     """``state`` (running, done, cancelled), times and counters (total and per type).
     ``?wait=`` (at most 60 s) answers when the run ends or the time is up; a client
     that leaves ends its wait at once."""
+    runs.valid_run_id(run_id, ("path", "run_id"))
     found = runs.get(backend, run_id, wait, master_state(request).waits)
     return await (found if wait is None else unless_disconnected(request, found))
 
 
 @router.delete("/runs/{run_id}", summary="Cancel a run")
 async def cancel_run(
-    run_id: str,
+    run_id: RunId,
     _: Any = Depends(admin_access),
     backend: Backend = Depends(backend_dependency),
 ) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 
 from fleet.backends.base import Backend
 from fleet.core.results import MAX_WAIT_SECONDS
-from fleet.master.http.auth import admin_access, submit_access, type_read_access
+from fleet.master.http.auth import Principal, admin_access, submit_access, type_read_access
 from fleet.master.http.disconnect import unless_disconnected
 from fleet.master.http.models import (
     BatchBody,
@@ -25,6 +25,11 @@ from fleet.master.state import backend_dependency, get_backend, master_state
 router = APIRouter(tags=["tasks"], responses=error_responses(401, 403, 404, 409, 413, 503))
 
 
+def _scoped(principal: Principal) -> frozenset[str] | None:
+    """The types of a scoped token (what it may submit into a run); None for admin."""
+    return None if principal.is_admin else principal.types
+
+
 @router.post(
     "/automations/{automation_type}/tasks",
     status_code=202,
@@ -36,7 +41,7 @@ async def submit(
     automation_type: TypeName,
     body: SubmitBody,
     request: Request,
-    _: Any = Depends(submit_access),
+    principal: Principal = Depends(submit_access),
 ) -> JSONResponse:
     """Validate the payload against the type's ``TaskPayload`` and enqueue it.
 
@@ -50,7 +55,9 @@ async def submit(
     checker = await state.entries.checker(backend, automation_type)
     ttl = state.settings.idempotency_ttl_seconds
     parent = request.headers.get("traceparent")
-    result = await tasks.submit_one(backend, checker, automation_type, body, ttl, parent)
+    result = await tasks.submit_one(
+        backend, checker, automation_type, body, ttl, parent, scoped=_scoped(principal)
+    )
     return JSONResponse(result, status_code=202)
 
 
@@ -65,7 +72,7 @@ async def submit_batch(
     automation_type: TypeName,
     body: BatchBody,
     request: Request,
-    _: Any = Depends(submit_access),
+    principal: Principal = Depends(submit_access),
 ) -> JSONResponse:
     """Validate each task on its own; valid ones are queued, invalid ones get an error."""
     state = master_state(request)
@@ -73,7 +80,9 @@ async def submit_batch(
     checker = await state.entries.checker(backend, automation_type)
     ttl = state.settings.idempotency_ttl_seconds
     parent = request.headers.get("traceparent")
-    results = await tasks.submit_batch(backend, checker, automation_type, body.tasks, ttl, parent)
+    results = await tasks.submit_batch(
+        backend, checker, automation_type, body.tasks, ttl, parent, scoped=_scoped(principal)
+    )
     return JSONResponse({"results": results}, status_code=202)
 
 

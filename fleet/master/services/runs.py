@@ -3,6 +3,7 @@ a submit (docs/runs.md). The routes of ``routes/runs.py`` parse and answer."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import HTTPException
@@ -10,13 +11,30 @@ from fastapi import HTTPException
 from fleet.backends.base import Backend
 from fleet.core.errors import ContractValueError, UnsupportedBackend
 from fleet.core.results import MAX_WAIT_SECONDS
-from fleet.core.runs import RunRecord, check_on_complete, check_run_name
+from fleet.core.runs import (
+    MAX_ON_COMPLETE_BYTES,
+    OnCompleteTooLarge,
+    RunRecord,
+    check_max_delay,
+    check_on_complete,
+    check_run_id,
+    check_run_name,
+    check_run_types,
+    delay_refusal,
+)
+from fleet.master.services.catalog import require_entry
 from fleet.master.services.validation import InvalidInput
 from fleet.master.services.waits import Waits
 from fleet.protocol import cancel_topic
 
 #: Most runs one page lists.
 MAX_PAGE = 500
+#: A page of runs stops before its runs pass this many bytes of JSON (a run's
+#: ``on_complete`` may be up to a request body's size); ``next`` goes on from there.
+MAX_PAGE_BYTES = 1 << 20
+#: Runs read from the backend at a time while a page is filled, so that a page of
+#: large runs is cut after reading a few of them, not ``limit``.
+PAGE_CHUNK = 25
 
 
 def _unsupported(exc: UnsupportedBackend) -> HTTPException:
@@ -30,20 +48,42 @@ def _invalid(exc: ContractValueError, where: str) -> InvalidInput:
     )
 
 
-async def create(backend: Backend, name: Any, on_complete: Any) -> dict[str, Any]:
-    """Create a run; ``{"run_id"}``.
+async def create(
+    backend: Backend,
+    name: Any,
+    on_complete: Any,
+    types: Any = None,
+    max_delay_seconds: Any = None,
+    max_bytes: int = MAX_ON_COMPLETE_BYTES,
+) -> dict[str, Any]:
+    """Create a run; ``{"run_id"}``. ``on_complete.type`` must be a type the catalog
+    knows; its JSON at most ``max_bytes`` (a task payload's cap, the request body
+    limit).
 
     Raises:
-        InvalidInput: a bad name or ``on_complete`` (422).
-        HTTPException: 501 on a backend without runs.
+        InvalidInput: a bad name, ``on_complete``, ``types`` or ``max_delay_seconds`` (422).
+        HTTPException: 404 for an unknown ``on_complete.type`` (naming the closest
+            known types), 413 for an ``on_complete`` over ``max_bytes``, 501 on a
+            backend without runs.
     """
     try:
         checked_name = check_run_name(name)
-        checked = check_on_complete(on_complete)
+        checked = check_on_complete(on_complete, max_bytes=max_bytes)
+        checked_types = check_run_types(types)
+        max_delay = check_max_delay(max_delay_seconds)
+    except OnCompleteTooLarge as exc:
+        raise HTTPException(413, detail=exc.message) from None
     except ContractValueError as exc:
         raise _invalid(exc, "on_complete") from None
+    if checked is not None:
+        await require_entry(backend, checked["type"])
     try:
-        run_id = await backend.runs.create(name=checked_name, on_complete=checked)
+        run_id = await backend.runs.create(
+            name=checked_name,
+            on_complete=checked,
+            types=checked_types,
+            max_delay_seconds=max_delay,
+        )
     except UnsupportedBackend as exc:
         raise _unsupported(exc) from None
     return {"run_id": run_id}
@@ -77,12 +117,26 @@ async def get(
 
 
 async def page(backend: Backend, after: str | None, limit: int) -> dict[str, Any]:
-    """``{"runs": [...], "next": cursor | None}``, newest first."""
-    try:
-        found = await backend.runs.page(after=after, limit=min(limit, MAX_PAGE))
-    except UnsupportedBackend as exc:
-        raise _unsupported(exc) from None
-    return {"runs": [r.to_dict() for r in found.runs], "next": found.next}
+    """``{"runs": [...], "next": cursor | None}``, newest first: at most ``limit``
+    runs, and no more than fit in :data:`MAX_PAGE_BYTES` of JSON (always one)."""
+    limit = min(limit, MAX_PAGE)
+    shown: list[dict[str, Any]] = []
+    size = 0
+    cursor = after
+    while True:
+        try:
+            found = await backend.runs.page(after=cursor, limit=min(PAGE_CHUNK, limit - len(shown)))
+        except UnsupportedBackend as exc:
+            raise _unsupported(exc) from None
+        for record in found.runs:
+            item = record.to_dict()
+            size += len(json.dumps(item, separators=(",", ":")).encode())
+            if shown and size > MAX_PAGE_BYTES:
+                return {"runs": shown, "next": shown[-1]["run_id"]}
+            shown.append(item)
+        if found.next is None or len(shown) >= limit:
+            return {"runs": shown, "next": found.next}
+        cursor = found.next
 
 
 async def cancel(backend: Backend, run_id: str) -> dict[str, Any]:
@@ -91,8 +145,10 @@ async def cancel(backend: Backend, run_id: str) -> dict[str, Any]:
     the run ends ``cancelled`` without its ``on_complete``.
 
     Raises:
+        InvalidInput: ``run_id`` is not a run id (422).
         HTTPException: 404 for an unknown run.
     """
+    valid_run_id(run_id, ("path", "run_id"))
     try:
         done = await backend.runs.cancel(run_id)
     except UnsupportedBackend as exc:
@@ -104,14 +160,67 @@ async def cancel(backend: Backend, run_id: str) -> dict[str, Any]:
     return done.record.to_dict()
 
 
-async def check_open(backend: Backend, run_id: str) -> None:
-    """A submit into ``run_id`` may go ahead: the run exists and is running.
+def valid_run_id(run_id: str, loc: tuple[str, ...]) -> str:
+    """``run_id`` if it is a run id (32 lowercase hex digits).
 
     Raises:
+        InvalidInput: 422 at ``loc``; nothing that is not a run id reaches a backend.
+    """
+    try:
+        return check_run_id(run_id, field=".".join(loc[1:]) or "run")
+    except ContractValueError as exc:
+        raise InvalidInput(
+            [{"type": "value_error", "loc": list(loc), "msg": exc.message}]
+        ) from None
+
+
+async def open_run(backend: Backend, run_id: str) -> RunRecord:
+    """The run a submit names (``body.run``), if it takes tasks.
+
+    Raises:
+        InvalidInput: 422, ``run_id`` is not a run id.
         HTTPException: 404 unknown (or expired) run, 409 a run that ended.
     """
+    valid_run_id(run_id, ("body", "run"))
     record = await _get(backend, run_id)
     if record.state != "running":
         raise HTTPException(
             409, detail=f"run {run_id!r} has ended ({record.state}): it takes no more tasks"
         )
+    return record
+
+
+def admit(
+    record: RunRecord, automation_type: str, scoped: frozenset[str] | None, delay: float | None
+) -> None:
+    """A submit of a task of ``automation_type`` into the running run ``record``,
+    ``delay`` seconds ahead, may go ahead: by an admin token (``scoped`` None)
+    always; by a scoped token (``scoped``: its types) only into a run whose
+    ``types`` name ``automation_type``; and no task later than the run's
+    ``max_delay_seconds``.
+
+    Raises:
+        HTTPException: 403, a scoped token into a run that does not name its type.
+        InvalidInput: 422, a delay past the run's ``max_delay_seconds``.
+    """
+    if scoped is not None and (record.types is None or automation_type not in record.types):
+        named = "names no types" if record.types is None else "does not name this type"
+        raise HTTPException(
+            403,
+            detail=f"run {record.id!r} {named}: a scoped token may submit into a run only "
+            f"when the run lists the task's type ({automation_type!r}) in its types",
+        )
+    why = delay_refusal(delay or 0.0, record.max_delay_seconds)
+    if why is not None:
+        raise InvalidInput([{"type": "value_error", "loc": ["body", "delay_seconds"], "msg": why}])
+
+
+async def check_open(
+    backend: Backend,
+    run_id: str,
+    automation_type: str,
+    scoped: frozenset[str] | None,
+    delay: float | None,
+) -> None:
+    """A submit into ``run_id`` may go ahead: :func:`open_run`, then :func:`admit`."""
+    admit(await open_run(backend, run_id), automation_type, scoped, delay)

@@ -17,6 +17,7 @@ from fleet.backends.base import Backend
 from fleet.core import tracing
 from fleet.core.records import PushRequest, PushResult
 from fleet.core.results import FINAL_STATES, MAX_WAIT_SECONDS
+from fleet.core.runs import RunRecord
 from fleet.core.submission import make_push_request
 from fleet.master.http.models import SubmitBody
 from fleet.master.services import runs
@@ -84,19 +85,25 @@ async def submit_one(
     body: SubmitBody,
     idempotency_ttl: float,
     traceparent: str | None = None,
+    *,
+    scoped: frozenset[str] | None,
 ) -> dict[str, Any]:
     """Validate one task and push it; its ``SubmitResult``. ``traceparent`` (the
     request's W3C header) is kept with the task; with tracing on, the submit is a
-    span of its own under it.
+    span of its own under it. A task with a ``run`` goes in as
+    :func:`fleet.master.services.runs.check_open` lets the caller submit it
+    (``scoped``: a scoped token's types; None for the admin token).
 
     Raises:
-        InvalidInput: The payload does not fit the type's ``TaskPayload`` (422).
+        InvalidInput: The payload does not fit the type's ``TaskPayload``, a
+            malformed run id or a delay past the run's ``max_delay_seconds`` (422).
+        HTTPException: 403, 404 or 409 for the run (``runs.check_open``).
     """
     errors = task_errors(checker, body, ("body",))
     if errors:
         raise InvalidInput(errors)
     if body.run is not None:
-        await runs.check_open(backend, body.run)
+        await runs.check_open(backend, body.run, automation_type, scoped, body.delay_seconds)
     if traceparent is None and not tracing.ACTIVE:
         result = await backend.queues.push_one(automation_type, push_request(body, idempotency_ttl))
         return submit_result(result)
@@ -126,9 +133,12 @@ async def submit_batch(
     tasks: list[Any],
     idempotency_ttl: float,
     traceparent: str | None = None,
+    *,
+    scoped: frozenset[str] | None,
 ) -> list[dict[str, Any] | None]:
     """Validate each task on its own and push the valid ones, ``PUSH_CHUNK`` a call
-    (with ``traceparent``, all in one submit span: see :func:`submit_one`).
+    (with ``traceparent``, all in one submit span: see :func:`submit_one`; the run
+    of each task checked as there, each run read once).
 
     Returns:
         One result per task, in order: its ``SubmitResult``, or ``{"error", "detail"}``
@@ -137,9 +147,11 @@ async def submit_batch(
     if traceparent is not None or tracing.ACTIVE:
         with tracing.submit_span(automation_type, traceparent) as parent:
             return await _submit_all(
-                backend, checker, automation_type, tasks, idempotency_ttl, parent
+                backend, checker, automation_type, tasks, idempotency_ttl, parent, scoped
             )
-    return await _submit_all(backend, checker, automation_type, tasks, idempotency_ttl, None)
+    return await _submit_all(
+        backend, checker, automation_type, tasks, idempotency_ttl, None, scoped
+    )
 
 
 async def _submit_all(
@@ -149,10 +161,11 @@ async def _submit_all(
     tasks: list[Any],
     idempotency_ttl: float,
     traceparent: str | None,
+    scoped: frozenset[str] | None,
 ) -> list[dict[str, Any] | None]:
     results: list[dict[str, Any] | None] = [None] * len(tasks)
     pending: list[tuple[int, PushRequest]] = []
-    open_runs: dict[str, str | None] = {}
+    open_runs: dict[str, RunRecord | str] = {}
     for i, raw in enumerate(tasks):
         loc: Loc = ("body", "tasks", i)
         try:
@@ -165,7 +178,7 @@ async def _submit_all(
             results[i] = _payload_error(errors)
             continue
         if task.run is not None:
-            refused = await _run_refusal(backend, task.run, open_runs)
+            refused = await _run_refusal(backend, task, automation_type, scoped, open_runs)
             if refused is not None:
                 results[i] = refused
                 continue
@@ -179,17 +192,32 @@ async def _submit_all(
 
 
 async def _run_refusal(
-    backend: Backend, run_id: str, seen: dict[str, str | None]
+    backend: Backend,
+    task: SubmitBody,
+    automation_type: str,
+    scoped: frozenset[str] | None,
+    seen: dict[str, RunRecord | str],
 ) -> dict[str, Any] | None:
-    """A batch item's error if its run is unknown or ended (each run checked once)."""
+    """A batch item's error if its run does not take it (``runs.check_open``; each
+    run read once)."""
+    run_id = str(task.run)
     if run_id not in seen:
         try:
-            await runs.check_open(backend, run_id)
-            seen[run_id] = None
+            seen[run_id] = await runs.open_run(backend, run_id)
         except HTTPException as exc:
             seen[run_id] = str(exc.detail)
-    why = seen[run_id]
-    return None if why is None else {"error": why, "detail": []}
+        except InvalidInput as exc:
+            seen[run_id] = str(exc.errors[0]["msg"])
+    record = seen[run_id]
+    if isinstance(record, str):
+        return {"error": record, "detail": []}
+    try:
+        runs.admit(record, automation_type, scoped, task.delay_seconds)
+    except HTTPException as exc:
+        return {"error": str(exc.detail), "detail": []}
+    except InvalidInput as exc:
+        return {"error": str(exc.errors[0]["msg"]), "detail": []}
+    return None
 
 
 async def cancel(backend: Backend, automation_type: str, task_id: str) -> str:
