@@ -51,7 +51,7 @@ export function signalUnauthorized(message) {
  * Call the API.
  *
  * @param {string} path - below /api/v1, e.g. "/automations"
- * @param {{method?: string, body?: any, token?: string}} [opts]
+ * @param {{method?: string, body?: any, token?: string, signal?: AbortSignal}} [opts]
  * @returns {Promise<any>} the decoded JSON body (null when empty)
  * @throws {ApiError} on any non-2xx answer (401 also signals sign-out)
  */
@@ -60,6 +60,7 @@ export async function api(path, opts = {}) {
   const headers = { Accept: "application/json" };
   if (token) headers.Authorization = `Bearer ${token}`;
   const init = { method: opts.method || "GET", headers, cache: "no-store" };
+  if (opts.signal) init.signal = opts.signal; // a Refresher's stop() aborts it
   if (opts.body !== undefined) {
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(opts.body);
@@ -81,6 +82,11 @@ export async function api(path, opts = {}) {
     throw err;
   }
   return data;
+}
+
+/** True for the error of a request its view aborted (see refresh.js): not a failure to show. */
+export function aborted(err) {
+  return Boolean(err && err.name === "AbortError");
 }
 
 /** Path segment for a type, worker or pool name. */

@@ -1,7 +1,8 @@
 // One automation type: summary, config editor, submit form, DLQ, output tail,
 // its workers and its schemas.
 
-import { api, seg } from "../api.js";
+import { aborted, api, seg } from "../api.js";
+import { STOP, poll } from "../refresh.js";
 import { store, queueOf } from "../store.js";
 import { buildForm } from "../schemaform.js";
 import { entrySchemas } from "../schemas.js";
@@ -45,22 +46,24 @@ function submitPanel(type, entry) {
   );
   const button = h("button", { type: "submit", class: "btn primary" }, "Submit task");
   const tracker = h("p", { class: "muted", "data-role": "task-state", "aria-live": "polite" });
-  let tracking = 0;
+  let tracking = null;
 
   /** Follow the submitted task's state for a while (queued → processing → done/dead). */
-  async function track(taskId) {
-    const mine = ++tracking;
+  function track(taskId) {
+    if (tracking) tracking.stop();
     const deadline = Date.now() + TRACK_MS;
-    while (mine === tracking && Date.now() < deadline) {
+    tracking = poll(async (signal) => {
+      let st;
       try {
-        const st = await api(`/automations/${seg(type)}/tasks/${seg(taskId)}`);
-        tracker.textContent = `Task ${taskId}: ${st.state}${st.attempt ? ` (attempt ${st.attempt})` : ""}${progressText(st.progress)}${st.outputs_total ? ` · ${st.outputs_total} output${st.outputs_total === 1 ? "" : "s"}` : ""}${st.last_error ? ` — ${st.last_error}` : ""}`;
-        if (["done", "dead", "cancelled", "unknown"].includes(st.state)) return;
-      } catch {
-        return;
+        st = await api(`/automations/${seg(type)}/tasks/${seg(taskId)}`, { signal });
+      } catch (err) {
+        if (aborted(err)) throw err;
+        return STOP;
       }
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-    }
+      tracker.textContent = `Task ${taskId}: ${st.state}${st.attempt ? ` (attempt ${st.attempt})` : ""}${progressText(st.progress)}${st.outputs_total ? ` · ${st.outputs_total} output${st.outputs_total === 1 ? "" : "s"}` : ""}${st.last_error ? ` — ${st.last_error}` : ""}`;
+      const ended = ["done", "dead", "cancelled", "unknown"].includes(st.state);
+      return ended || Date.now() >= deadline ? STOP : null;
+    }, { everyMs: 1000 });
   }
 
   async function submit() {
@@ -97,7 +100,7 @@ function submitPanel(type, entry) {
     }
   }
 
-  return h(
+  const el = h(
     "section",
     { class: "panel", id: "submit" },
     h("h3", {}, "Submit a task"),
@@ -111,6 +114,12 @@ function submitPanel(type, entry) {
       button,
     ),
   );
+  return {
+    el,
+    stop() {
+      if (tracking) tracking.stop();
+    },
+  };
 }
 
 function tailPanel(type) {
@@ -178,6 +187,7 @@ export function automationView(root, type) {
     ),
   );
   let editor = null;
+  let submit = null;
   let dlq = null;
   let groups = null;
   let schedules = null;
@@ -194,7 +204,10 @@ export function automationView(root, type) {
     }
     editor = configEditor(type);
     grid.append(editor.el);
-    if (entry.queue) grid.append(submitPanel(type, entry));
+    if (entry.queue) {
+      submit = submitPanel(type, entry);
+      grid.append(submit.el);
+    }
     if (entry.stream) {
       tail = tailPanel(type);
       grid.append(tail.el);
@@ -266,6 +279,7 @@ export function automationView(root, type) {
     destroy() {
       store.removeEventListener("emit", onEmit);
       store.removeEventListener("resync", onResync);
+      for (const panel of [tasks, dlq, groups, schedules, submit]) if (panel) panel.stop();
     },
   };
 }

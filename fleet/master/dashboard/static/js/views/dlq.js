@@ -1,6 +1,7 @@
 // The dead-letter queue inspector: peek, replay selected or all, drain.
 
-import { api, seg } from "../api.js";
+import { aborted, api, seg } from "../api.js";
+import { PANEL_MIN_MS, onChange } from "../refresh.js";
 import { store } from "../store.js";
 import { h, mount, note, fmtTime, table } from "../render.js";
 
@@ -10,7 +11,6 @@ export function dlqPanel(type) {
   const msg = h("div", { class: "messages", "aria-live": "polite" });
   const body = h("div", { "data-role": "dead-list" });
   const base = `/automations/${seg(type)}/dead`;
-  let lastKey = null;
   let peeks = 0;
 
   function selected() {
@@ -77,14 +77,15 @@ export function dlqPanel(type) {
     body,
   );
 
-  async function refresh() {
+  async function load(signal) {
     // Peeks can overlap (a new death while one is in flight): only the latest
     // may render, or a slow stale answer would hide the newest dead task.
     const mine = ++peeks;
     let dead;
     try {
-      dead = await api(`${base}?n=${PEEK}`);
+      dead = await api(`${base}?n=${PEEK}`, { signal });
     } catch (err) {
+      if (aborted(err)) throw err;
       if (mine === peeks) mount(body, note("error", `Could not peek the DLQ: ${err.summary || err.message}`));
       return;
     }
@@ -119,11 +120,18 @@ export function dlqPanel(type) {
   }
 
   /** Re-peek when `key` (the type's dead counts) changes, not on every snapshot. */
+  // Reloaded when the type's counts move (at most once a PANEL_MIN_MS), at once
+  // after an action of the user's.
+  const loader = onChange(load, { minMs: PANEL_MIN_MS });
+  function refresh() {
+    loader.now();
+  }
   function update(key) {
-    if (key === lastKey) return;
-    lastKey = key;
-    refresh();
+    loader.update(key);
+  }
+  function stop() {
+    loader.stop();
   }
 
-  return { el, update, refresh };
+  return { el, update, refresh, stop };
 }

@@ -2,7 +2,8 @@
 // throttles; pause and resume. Re-read when the type's queue counts change
 // (and by the Refresh button), one page of the busiest-first list.
 
-import { api, seg } from "../api.js";
+import { aborted, api, seg } from "../api.js";
+import { PANEL_MIN_MS, onChange } from "../refresh.js";
 import { h, mount, note, fmtTime, table } from "../render.js";
 
 /** Groups one read lists (the REST page size). */
@@ -26,7 +27,6 @@ export function groupsPanel(type) {
   const body = h("div", { "data-role": "groups-list" });
   const base = `/automations/${seg(type)}/groups`;
   let reads = 0;
-  let lastKey = null;
 
   async function setPaused(name, paused) {
     try {
@@ -43,12 +43,13 @@ export function groupsPanel(type) {
     await refresh();
   }
 
-  async function refresh() {
+  async function load(signal) {
     const mine = ++reads;
     let page;
     try {
-      page = await api(`${base}?limit=${PAGE}`);
+      page = await api(`${base}?limit=${PAGE}`, { signal });
     } catch (err) {
+      if (aborted(err)) throw err;
       if (mine === reads) mount(body, note("error", `Could not list the groups: ${err.summary || err.message}`));
       return;
     }
@@ -110,11 +111,18 @@ export function groupsPanel(type) {
   );
 
   /** Re-read when `key` (the type's queue counts) changes, not on every snapshot. */
+  // Reloaded when the type's counts move (at most once a PANEL_MIN_MS), at once
+  // after an action of the user's.
+  const loader = onChange(load, { minMs: PANEL_MIN_MS });
+  function refresh() {
+    loader.now();
+  }
   function update(key) {
-    if (key === lastKey) return;
-    lastKey = key;
-    refresh();
+    loader.update(key);
+  }
+  function stop() {
+    loader.stop();
   }
 
-  return { el, update, refresh };
+  return { el, update, refresh, stop };
 }

@@ -1,6 +1,7 @@
 // Pools: sizes, claims, expiring soon; items of one pool on demand.
 
-import { api, seg } from "../api.js";
+import { aborted, api, seg } from "../api.js";
+import { poll, polledView } from "../refresh.js";
 import { h, mount, note, fmtJSON, fmtAgo, fmtDuration, table } from "../render.js";
 
 const REFRESH_MS = 5000;
@@ -50,11 +51,12 @@ export function poolsView(root) {
     }
   }
 
-  async function update() {
+  async function update(signal) {
     let pools;
     try {
-      pools = await api("/pools");
+      pools = await api("/pools", { signal });
     } catch (err) {
+      if (aborted(err)) throw err;
       mount(list, note("error", `Could not list pools: ${err.summary || err.message}`));
       return;
     }
@@ -77,12 +79,5 @@ export function poolsView(root) {
   }
 
   // Pools are not part of the shared snapshot: poll them while the view is open.
-  update();
-  const timer = setInterval(update, REFRESH_MS);
-  return {
-    update() {},
-    destroy() {
-      clearInterval(timer);
-    },
-  };
+  return polledView(poll(update, { everyMs: REFRESH_MS }));
 }

@@ -1,7 +1,8 @@
 // Proxies: the fleet-wide health of every proxy the slots use (GET /proxies).
 // Keys never hold credentials; the reason of a bad report is masked by the master.
 
-import { api } from "../api.js";
+import { aborted, api } from "../api.js";
+import { poll, polledView } from "../refresh.js";
 import { h, mount, note, fmtAgo, fmtDuration, table } from "../render.js";
 
 const REFRESH_MS = 5000;
@@ -48,11 +49,12 @@ export function proxiesView(root) {
     ),
   );
 
-  async function update() {
+  async function update(signal) {
     let res;
     try {
-      res = await api("/proxies");
+      res = await api("/proxies", { signal });
     } catch (err) {
+      if (aborted(err)) throw err;
       mount(list, note("error", `Could not list proxies: ${err.summary || err.message}`));
       return;
     }
@@ -67,12 +69,5 @@ export function proxiesView(root) {
   }
 
   // Proxies are not part of the shared snapshot: poll them while the view is open.
-  update();
-  const timer = setInterval(update, REFRESH_MS);
-  return {
-    update() {},
-    destroy() {
-      clearInterval(timer);
-    },
-  };
+  return polledView(poll(update, { everyMs: REFRESH_MS }));
 }

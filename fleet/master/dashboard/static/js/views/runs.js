@@ -1,7 +1,8 @@
 // Runs: the list (newest first, paged) and one run's page (counters, progress,
 // per type, cancel), both kept live by polling while open.
 
-import { api, seg } from "../api.js";
+import { aborted, api, seg } from "../api.js";
+import { STOP, poll, polledView } from "../refresh.js";
 import { h, mount, note, fmtAgo, fmtDuration, fmtJSON, table } from "../render.js";
 
 const REFRESH_MS = 2000;
@@ -91,12 +92,13 @@ export function runsView(root) {
     }
   }
 
-  async function update() {
+  async function update(signal) {
     // As many rows as are shown again (up to the API's page of 500), newest first.
     let page;
     try {
-      page = await api(`/runs?limit=${Math.min(Math.max(PAGE, shown.length), 500)}`);
+      page = await api(`/runs?limit=${Math.min(Math.max(PAGE, shown.length), 500)}`, { signal });
     } catch (err) {
+      if (aborted(err)) throw err;
       mount(list, note("error", `Could not list runs: ${err.summary || err.message}`));
       return;
     }
@@ -105,14 +107,7 @@ export function runsView(root) {
     render();
   }
 
-  update();
-  const timer = setInterval(update, REFRESH_MS);
-  return {
-    update() {},
-    destroy() {
-      clearInterval(timer);
-    },
-  };
+  return polledView(poll(update, { everyMs: REFRESH_MS }));
 }
 
 /** One run: "#/run/<id>". */
@@ -120,7 +115,6 @@ export function runView(root, runId) {
   const head = h("div", {});
   const body = h("div", { "data-role": "run-detail" });
   const msg = h("div", { class: "messages", "aria-live": "polite" });
-  let timer = null;
   mount(
     root,
     h(
@@ -141,7 +135,7 @@ export function runView(root, runId) {
     } catch (err) {
       mount(msg, note("error", `Cancel: ${err.summary || err.message}`));
     }
-    update();
+    refresher.now();
   }
 
   function render(run) {
@@ -188,29 +182,21 @@ export function runView(root, runId) {
     );
   }
 
-  async function update() {
+  async function update(signal) {
     let run;
     try {
-      run = await api(`/runs/${seg(runId)}`);
+      run = await api(`/runs/${seg(runId)}`, { signal });
     } catch (err) {
+      if (aborted(err)) throw err;
       mount(head, h("h2", {}, "Run ", h("span", { class: "mono" }, runId)));
-      mount(body, note("error", err.status === 404 ? "No such run (or it expired)." : err.summary || err.message));
+      mount(body, note("error", err.status === 404 ? "No such run (or it expired)." : err.status === 422 ? "No such run: that is not a run id." : err.summary || err.message));
       return;
     }
     render(run);
     // An ended run does not change any more: stop polling it.
-    if (run.state !== "running" && timer !== null) {
-      clearInterval(timer);
-      timer = null;
-    }
+    return run.state === "running" ? null : STOP;
   }
 
-  update();
-  timer = setInterval(update, REFRESH_MS);
-  return {
-    update() {},
-    destroy() {
-      if (timer !== null) clearInterval(timer);
-    },
-  };
+  const refresher = poll(update, { everyMs: REFRESH_MS });
+  return polledView(refresher);
 }

@@ -2,7 +2,8 @@
 // last run's task; pause, resume and run now. Re-read when the type's queue counts
 // change (a tick enqueues a task) and by the Refresh button.
 
-import { api, seg } from "../api.js";
+import { aborted, api, seg } from "../api.js";
+import { PANEL_MIN_MS, onChange } from "../refresh.js";
 import { h, mount, note, fmtDuration, table } from "../render.js";
 
 /** Periods shown in the largest unit they are a whole number of. */
@@ -38,7 +39,6 @@ export function schedulesPanel(type) {
   const body = h("div", { "data-role": "schedules-list" });
   const base = `/automations/${seg(type)}/schedules`;
   let reads = 0;
-  let lastKey = null;
 
   async function setEnabled(id, enabled) {
     try {
@@ -99,12 +99,13 @@ export function schedulesPanel(type) {
     );
   }
 
-  async function refresh() {
+  async function load(signal) {
     const mine = ++reads;
     let answer;
     try {
-      answer = await api(base);
+      answer = await api(base, { signal });
     } catch (err) {
+      if (aborted(err)) throw err;
       if (mine === reads) mount(body, note("error", `Could not list the schedules: ${err.summary || err.message}`));
       return;
     }
@@ -140,11 +141,18 @@ export function schedulesPanel(type) {
   );
 
   /** Re-read when `key` (the type's queue counts) changes, not on every snapshot. */
+  // Reloaded when the type's counts move (at most once a PANEL_MIN_MS), at once
+  // after an action of the user's.
+  const loader = onChange(load, { minMs: PANEL_MIN_MS });
+  function refresh() {
+    loader.now();
+  }
   function update(key) {
-    if (key === lastKey) return;
-    lastKey = key;
-    refresh();
+    loader.update(key);
+  }
+  function stop() {
+    loader.stop();
   }
 
-  return { el, update, refresh };
+  return { el, update, refresh, stop };
 }

@@ -2,7 +2,8 @@
 // first, paged; search by id; dead letters replayed or deleted by selection) and
 // one task's page (#/task/<type>/<id>).
 
-import { api, seg } from "../api.js";
+import { aborted, api, seg } from "../api.js";
+import { PANEL_MIN_MS, STOP, onChange, poll, polledView } from "../refresh.js";
 import { store } from "../store.js";
 import { h, mount, note, fmtAgo, fmtJSON, fmtTime, table } from "../render.js";
 
@@ -110,14 +111,15 @@ export function tasksPanel(type) {
     );
   }
 
-  async function load(from) {
+  async function load(from, signal) {
     const mine = ++loads;
     renderTabs();
     let page;
     try {
       const q = `state=${state}&limit=${PAGE}${from ? `&cursor=${encodeURIComponent(from)}` : ""}`;
-      page = await api(`${base}/tasks?${q}`);
+      page = await api(`${base}/tasks?${q}`, { signal });
     } catch (err) {
+      if (aborted(err)) throw err;
       if (mine === loads) mount(body, note("error", `Could not list ${state} tasks: ${err.summary || err.message}`));
       return;
     }
@@ -128,8 +130,7 @@ export function tasksPanel(type) {
     if (!page.items.length) {
       mount(body, h("p", { class: "empty" }, from ? "No more tasks." : `No ${state} task.`));
     } else {
-      const rows = page.items.map((t) =>
-        h(
+      const rows = page.items.map((t) => reuse(t, dead, picked) || remember(t, dead, h(
           "tr",
           { "data-task": t.id },
           dead ? h("td", {}, h("input", { type: "checkbox", name: "task-pick", value: t.id, checked: picked.has(t.id), "aria-label": `select ${t.id}` })) : null,
@@ -145,8 +146,9 @@ export function tasksPanel(type) {
             state === "scheduled" && t.ready_at ? `ready ${fmtTime(t.ready_at)}` : state === "processing" && t.deadline ? `lease to ${fmtTime(t.deadline)}` : "",
             t.last_error ? h("span", { class: "error-text" }, t.last_error) : null,
           ),
-        ),
+        )),
       );
+      drawn = new Map(rows.map((tr) => [tr.dataset.task, tr]));
       const head = [...(dead ? [""] : []), "task", "tier", "group", "run", "attempt", "submitted", "note"];
       mount(body, h("div", { class: "scroll" }, table(head, rows, { class: "tasks" })));
     }
@@ -182,20 +184,41 @@ export function tasksPanel(type) {
     );
   }
 
-  /** Reload the page shown when `key` (the type's queue counts) changes. */
-  let lastKey = null;
-  function update(key) {
-    if (key === lastKey) return;
-    lastKey = key;
-    load(cursor);
+  // Rows drawn by the last load, by task id: a reload keeps the row of a task whose
+  // line did not change (the element itself: no redraw, its checkbox as it was).
+  let drawn = new Map();
+  const signature = (t, dead) => JSON.stringify([dead, t.tier, t.group, t.run, t.attempt, t.enqueued_at, t.ready_at, t.deadline, t.last_error]);
+  function remember(t, dead, tr) {
+    tr.dataset.sig = signature(t, dead);
+    return tr;
+  }
+  function reuse(t, dead, picked) {
+    const tr = drawn.get(t.id);
+    if (!tr || tr.dataset.sig !== signature(t, dead)) return null;
+    const box = tr.querySelector("input[name=task-pick]");
+    if (box) box.checked = picked.has(t.id);
+    return tr;
   }
 
-  return { el, update };
+  // Reloaded when the type's counts move (at most once a PANEL_MIN_MS: a busy type
+  // does not reload it on every frame), at once when the user pages or picks a state.
+  const loader = onChange((signal) => load(cursor, signal), { minMs: PANEL_MIN_MS });
+  function update(key) {
+    loader.update(key);
+  }
+  function stop() {
+    loader.stop();
+  }
+
+  return { el, update, stop };
 }
 
 function field(label, value, attrs) {
   return [h("dt", {}, label), h("dd", attrs || {}, value === null || value === undefined || value === "" ? h("span", { class: "muted" }, "—") : value)];
 }
+
+/** How often a live task's page reads its record again. */
+const TASK_REFRESH_MS = 2000;
 
 /** Outputs a task's page draws at first, and how many more each "more" adds. */
 const OUTPUTS_PAGE = 20;
@@ -206,7 +229,6 @@ export function taskView(root, type, taskId) {
   const head = h("div", {});
   const msg = h("div", { class: "messages", "aria-live": "polite" });
   const body = h("div", { "data-role": "task-detail" });
-  let timer = null;
   mount(
     root,
     h(
@@ -227,15 +249,13 @@ export function taskView(root, type, taskId) {
     } catch (err) {
       mount(msg, note("error", `Cancel: ${err.summary || err.message}`));
     }
-    update();
+    refresher.now();
   }
 
   let lastTask = null;
-  let lastDead = null;
 
-  function render(t, dead) {
+  function render(t) {
     lastTask = t;
-    lastDead = dead;
     const live = ["queued", "scheduled", "processing"].includes(t.state);
     mount(
       head,
@@ -245,8 +265,9 @@ export function taskView(root, type, taskId) {
     const progress = t.progress
       ? `${typeof t.progress.fraction === "number" ? `${Math.round(t.progress.fraction * 100)} % ` : ""}${t.progress.message || ""} (attempt ${t.progress.attempt})`
       : null;
-    const traceback = (dead && dead.traceback) || t.traceback;
-    const payload = t.payload !== undefined && t.payload !== null ? t.payload : dead ? dead.payload : undefined;
+    // The record holds a dead task's traceback, and ?payload=true its payload.
+    const traceback = t.traceback;
+    const payload = t.payload !== undefined && t.payload !== null ? t.payload : undefined;
     mount(
       body,
       h(
@@ -325,7 +346,7 @@ export function taskView(root, type, taskId) {
               "data-action": "more-outputs",
               onclick: () => {
                 shownOutputs += OUTPUTS_PAGE;
-                render(lastTask, lastDead);
+                render(lastTask);
               },
             },
             `Show ${Math.min(OUTPUTS_PAGE, all.length - newest.length)} more`,
@@ -334,27 +355,18 @@ export function taskView(root, type, taskId) {
     );
   }
 
-  async function deadEntry() {
-    // The DLQ peek holds a dead task's payload and traceback.
-    try {
-      const dead = await api(`/automations/${seg(type)}/dead?n=500`);
-      return dead.find((d) => d.id === taskId) || null;
-    } catch {
-      return null;
-    }
-  }
-
   // The payload is read once (on Redis a pending one is searched for in its lists),
   // then kept while the page follows the task's state.
   let stored = null;
 
-  async function update() {
+  async function update(signal) {
     let t;
     try {
-      t = await api(stored === null ? `${base}?payload=true` : base);
+      t = await api(stored === null ? `${base}?payload=true` : base, { signal });
       if (stored === null) stored = { payload: t.payload, group: t.group, run: t.run };
       else Object.assign(t, stored);
     } catch (err) {
+      if (aborted(err)) throw err;
       mount(head, h("h2", {}, "Task ", h("span", { class: "mono" }, taskId)));
       mount(body, note("error", err.summary || err.message));
       return;
@@ -364,19 +376,11 @@ export function taskView(root, type, taskId) {
       mount(body, note("info", `No task ${taskId} of ${type}: never submitted, dropped by its ttl, or its finished record was pruned.`));
       return;
     }
-    render(t, t.state === "dead" ? await deadEntry() : null);
-    if (!["queued", "scheduled", "processing"].includes(t.state) && timer !== null) {
-      clearInterval(timer);
-      timer = null;
-    }
+    render(t);
+    // A task that ended does not change any more (a replay makes it a new page load).
+    return ["queued", "scheduled", "processing"].includes(t.state) ? null : STOP;
   }
 
-  update();
-  timer = setInterval(update, 2000);
-  return {
-    update() {},
-    destroy() {
-      if (timer !== null) clearInterval(timer);
-    },
-  };
+  const refresher = poll(update, { everyMs: TASK_REFRESH_MS });
+  return polledView(refresher);
 }
