@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from fleet.cli.common import client_options, open_client, print_json, table
 from fleet.cli.console import progress_console
+from fleet.cli.plain import echo
 
 COLUMNS = ["run", "name", "state", "submitted", "done", "pending", "running", "dead", "dupes"]
 SHOWN = ("submitted", "pending", "running", "done", "dead", "cancelled", "expired", "duplicates")
@@ -29,12 +30,12 @@ def _row(r: dict[str, Any]) -> list[Any]:
 
 def show_run(r: dict[str, Any]) -> None:
     """A run for people: state, times, counters in total and per type."""
-    click.echo(f"run       {r['run_id']}" + (f" ({r['name']})" if r.get("name") else ""))
-    click.echo(f"state     {r['state']}")
-    click.echo(f"created   {_when(r['created_at'])}")
-    click.echo(f"finished  {_when(r['finished_at'])}")
+    echo(f"run       {r['run_id']}" + (f" ({r['name']})" if r.get("name") else ""))
+    echo(f"state     {r['state']}")
+    echo(f"created   {_when(r['created_at'])}")
+    echo(f"finished  {_when(r['finished_at'])}")
     if r.get("on_complete"):
-        click.echo(f"callback  {r['on_complete']['type']}")
+        echo(f"callback  {r['on_complete']['type']}")
     rows = [["(all)", *(r["counters"][k] for k in SHOWN)]]
     rows += [[t, *(c[k] for k in SHOWN)] for t, c in r["by_type"].items()]
     table(None, ["type", *SHOWN], rows)
@@ -63,7 +64,7 @@ def runs(
         return
     table(f"runs ({len(page['runs'])} shown)", COLUMNS, [_row(r) for r in page["runs"]])
     if page["next"] is not None:
-        click.echo(f"more: fleet runs --after {page['next']}")
+        echo(f"more: fleet runs --after {page['next']}")
 
 
 @runs.command("show")
@@ -152,7 +153,7 @@ def create(
     if as_json:
         print_json({"run_id": run_id})
     else:
-        click.echo(run_id)
+        echo(run_id)
 
 
 @runs.command("cancel")
