@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -121,8 +122,12 @@ def _install_error_handlers(app: FastAPI, outage: ApiOutage) -> None:
     async def on_fleet_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, FleetError)
         if isinstance(exc, BackendError):
-            log.error("backend error: %s", exc)
-            return JSONResponse({"detail": f"backend error: {exc.message}"}, status_code=500)
+            # The driver's text can name the backend's address and its scripts: it goes
+            # to the log, and the client gets a reference to find it there.
+            ref = secrets.token_hex(6)
+            log.error("backend error [%s]: %s", ref, exc)
+            detail = f"backend error (logged on the master as [{ref}])"
+            return JSONResponse({"detail": detail}, status_code=500)
         loc: list[str] = ["body", *exc.field.split(".")] if exc.field else ["body"]
         return _validation_response([{"type": "value_error", "loc": loc, "msg": exc.message}])
 
