@@ -173,3 +173,81 @@ class Throttled(FleetError):
             automation_type=automation_type,
             task_id=task_id,
         )
+
+
+class InvalidInput(FleetError, ValueError):
+    """A request's input does not validate: the master answers 422 with ``errors``.
+
+    Args:
+        errors: FastAPI-shaped errors, each ``{"type", "loc", "msg", "input"?}``.
+    """
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        super().__init__(str(errors[0]["msg"]) if errors else "invalid input")
+        self.errors = errors
+
+
+class Refused(FleetError):
+    """A request the master cannot carry out as asked, and why: the base of the
+    errors below. The master's HTTP edge (``fleet/master/http/errors.py``) gives
+    each subclass its status; its ``detail`` is :attr:`detail`.
+
+    Args:
+        message: What went wrong, in words the caller can act on.
+        resource: The kind of thing involved (``"automation type"``, ``"run"``, ...).
+        key: Which one (its name or id).
+        hint: Said after the message: ``"; did you mean 'x'?"``, or ``""``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        resource: str | None = None,
+        key: str | None = None,
+        hint: str = "",
+        automation_type: str | None = None,
+        task_id: str | None = None,
+    ) -> None:
+        super().__init__(message, automation_type=automation_type, task_id=task_id)
+        self.resource = resource
+        self.key = key
+        self.hint = hint
+
+    @property
+    def detail(self) -> str:
+        """The message and its hint: what the caller reads."""
+        return self.message + self.hint
+
+    def context(self) -> dict[str, Any]:
+        out = super().context()
+        out.update({k: v for k, v in (("resource", self.resource), ("key", self.key)) if v})
+        if self.hint:
+            out["hint"] = self.hint
+        return out
+
+
+class NotFound(Refused, LookupError):
+    """The resource named (a type, task, run, worker, pool, schedule) does not exist."""
+
+
+class Conflict(Refused):
+    """The resource exists but its state forbids the request (a type without a task
+    queue, a run that ended, a schedule that exists already)."""
+
+
+class Forbidden(Refused, PermissionError):
+    """The caller's token may not do this to this resource."""
+
+
+class TooLarge(Refused, ValueError):
+    """A value is over the size the master accepts."""
+
+
+class Unsupported(Refused):
+    """The backend does not implement what the request needs."""
+
+
+class RetryLater(Refused):
+    """What the request needs cannot be read right now; the same request later may
+    succeed (a catalog entry being published again)."""

@@ -12,17 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI, Request
-from fastapi.encoders import jsonable_encoder
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 import fleet
@@ -31,15 +26,9 @@ from fleet.backends.base import Backend
 from fleet.core import tracing
 from fleet.core.automation import registered
 from fleet.core.cancelling import cancel_and_wait
-from fleet.core.errors import (
-    BackendBusy,
-    BackendError,
-    BackendUnavailable,
-    ConfigError,
-    FleetError,
-)
+from fleet.core.errors import BackendError, ConfigError
 from fleet.master.http.auth import TokenTable
-from fleet.master.http.disconnect import ClientGone, gone
+from fleet.master.http.errors import install_error_handlers
 from fleet.master.http.gate import AuthGate, FailedAuth
 from fleet.master.http.headers import SecurityHeaders
 from fleet.master.http.limits import BodyLimitMiddleware, limit_for_paths
@@ -67,7 +56,6 @@ from fleet.master.services.readiness import Readiness
 from fleet.master.services.schedule_check import catalog_check
 from fleet.master.services.shared_views import SharedWorkerViews
 from fleet.master.services.sweeper import Sweeper
-from fleet.master.services.validation import InvalidInput, finite_json
 from fleet.master.services.waits import Waits
 from fleet.master.state import MasterState, master_state
 from fleet.scheduler import ScheduleFirer, sync_declared
@@ -83,60 +71,6 @@ CATALOG_CHECK_SECONDS = 2.0
 
 async def _cancel(task: asyncio.Task[None]) -> None:
     await cancel_and_wait(task)
-
-
-class _AsciiJSONResponse(JSONResponse):
-    """JSON with every non-ASCII character escaped: a 422 may echo an input holding a
-    lone surrogate (``"\\ud800"`` is valid JSON text), which UTF-8 cannot encode."""
-
-    def render(self, content: object) -> bytes:
-        return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
-
-
-def _validation_response(errors: list[dict[str, object]]) -> JSONResponse:
-    return _AsciiJSONResponse({"detail": finite_json(jsonable_encoder(errors))}, status_code=422)
-
-
-def _install_error_handlers(app: FastAPI, outage: ApiOutage) -> None:
-    async def on_request_validation(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, RequestValidationError)
-        return _validation_response(list(exc.errors()))
-
-    async def on_invalid_input(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, InvalidInput)
-        return _validation_response(list(exc.errors))
-
-    async def on_unavailable(request: Request, exc: Exception) -> JSONResponse:
-        outage.failed(master_state(request).backend, exc)
-        return JSONResponse({"detail": "the backend is unavailable; retry later"}, status_code=503)
-
-    async def on_busy(request: Request, exc: Exception) -> JSONResponse:
-        # Every backend connection stayed in use for the pool wait: this master is
-        # overloaded, the backend is up; no outage is logged.
-        return JSONResponse(
-            {"detail": "the master is busy (every backend connection in use); retry later"},
-            status_code=503,
-            headers={"Retry-After": "1"},
-        )
-
-    async def on_fleet_error(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, FleetError)
-        if isinstance(exc, BackendError):
-            # The driver's text can name the backend's address and its scripts: it goes
-            # to the log, and the client gets a reference to find it there.
-            ref = secrets.token_hex(6)
-            log.error("backend error [%s]: %s", ref, exc)
-            detail = f"backend error (logged on the master as [{ref}])"
-            return JSONResponse({"detail": detail}, status_code=500)
-        loc: list[str] = ["body", *exc.field.split(".")] if exc.field else ["body"]
-        return _validation_response([{"type": "value_error", "loc": loc, "msg": exc.message}])
-
-    app.add_exception_handler(RequestValidationError, on_request_validation)
-    app.add_exception_handler(InvalidInput, on_invalid_input)
-    app.add_exception_handler(BackendUnavailable, on_unavailable)
-    app.add_exception_handler(BackendBusy, on_busy)
-    app.add_exception_handler(ClientGone, gone)
-    app.add_exception_handler(FleetError, on_fleet_error)
 
 
 def create_app(
@@ -251,7 +185,11 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.fleet = state
-    _install_error_handlers(app, outage)
+
+    def on_outage(request: Request, exc: Exception) -> None:
+        outage.failed(master_state(request).backend, exc)
+
+    install_error_handlers(app, on_outage)
     app.add_middleware(
         BodyLimitMiddleware,
         limit_for=limit_for_paths(settings.max_body_bytes, settings.max_batch_body_bytes),

@@ -1,7 +1,7 @@
 """The house rules of docs/architecture.md, checked on the source tree: imports flow one
 way (no circle in ``fleet``; ``fleet.core`` imports no other ``fleet`` package at run time),
 the master in layers (``http/``, ``services/``, thin ``routes/``; services never import
-routes, the HTTP edge imports neither), no module grows past 600 lines, and no function of
+routes nor a web framework, the HTTP edge imports neither), no module grows past 600 lines, and no function of
 ``fleet/worker`` past 60."""
 
 from __future__ import annotations
@@ -224,6 +224,40 @@ def test_master_services_import_neither_the_app_nor_the_edge() -> None:
         and dep != "fleet.master.http.models"
     }
     assert offenders == set()
+
+
+#: The web framework's packages: only the master's edge and its routes speak HTTP.
+WEB_FRAMEWORKS = ("fastapi", "starlette", "sse_starlette")
+
+
+def web_imports(root: Path) -> dict[str, list[str]]:
+    """Modules under ``root`` importing a web framework (even for typing), and what."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        names: list[str] = []
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.append(node.module)
+        web = sorted({n for n in names if n.split(".")[0] in WEB_FRAMEWORKS})
+        if web:
+            found[path.relative_to(root).as_posix()] = web
+    return found
+
+
+def test_the_web_import_checker_finds_one(tmp_path: Path) -> None:
+    (tmp_path / "fine.py").write_text("import json\nfrom fleet.core.errors import NotFound\n")
+    (tmp_path / "web.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from starlette.requests "
+        "import Request\ndef f():\n    import fastapi\n"
+    )
+    assert web_imports(tmp_path) == {"web.py": ["fastapi", "starlette.requests"]}
+
+
+def test_master_services_import_no_web_framework() -> None:
+    # Services raise fleet.core.errors; fleet/master/http/errors.py makes them HTTP.
+    assert web_imports(PKG / "master" / "services") == {}
 
 
 def test_routes_are_thin() -> None:

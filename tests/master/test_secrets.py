@@ -17,9 +17,9 @@ import pytest
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
+from fleet.core.errors import InvalidInput
 from fleet.core.proxy import ProxyHandle, ProxyPolicy, split_proxy_urls
 from fleet.master.services.secrets import MASK, mask_config, mask_credentials, unmask_patch
-from fleet.master.services.validation import InvalidInput
 from tests.conftest import make_backend_url
 from tests.master.conftest import ADMIN, READ, SCOPED, auth
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleet.master.http.errors import finite_json
 from fleet.master.services.validation import (
-    finite_json,
     non_finite_errors,
     schema_defaults,
     schema_errors,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Body, Depends, Query, Request
 
 from fleet.backends.base import Backend
+from fleet.core.errors import Forbidden
 from fleet.master.http.auth import Principal, admin_access, type_read_access
 from fleet.master.http.models import TypeName, error_responses
 from fleet.master.services import configs
@@ -32,7 +33,7 @@ async def get_config(
     (``SecretStr`` fields, keys naming a secret, URL credentials) are masked unless
     the admin asks with ``reveal=true``."""
     if reveal and not principal.is_admin:
-        raise HTTPException(403, detail="only the admin token may reveal secrets")
+        raise Forbidden("only the admin token may reveal secrets", resource="secrets")
     return await configs.type_config(backend, automation_type, reveal=reveal)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from fleet.backends.base import Backend
 from fleet.core.capabilities.browse import BadCursor, BrowseState, TaskSummary
+from fleet.core.errors import InvalidInput
 from fleet.master.http.models import (
     DeadSelectionResult,
     TaskItem,
@@ -14,7 +15,6 @@ from fleet.master.http.models import (
 )
 from fleet.master.services.catalog import require_entry
 from fleet.master.services.secrets import mask_credentials
-from fleet.master.services.validation import InvalidInput
 
 
 def _item(s: TaskSummary) -> TaskItem:

@@ -10,12 +10,10 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from fastapi import HTTPException
-
 from fleet.backends.base import Backend
 from fleet.core.automation import registered
 from fleet.core.catalog import CatalogEntry, as_entries, as_entry, as_stored, describe
-from fleet.core.errors import BackendError
+from fleet.core.errors import BackendError, Conflict, NotFound, RetryLater
 from fleet.core.outage import OutageLog, is_outage
 from fleet.core.stored import entry_unreadable
 from fleet.master.services.secrets import mask_schema
@@ -119,10 +117,15 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     return "; did you mean " + " or ".join(repr(c) for c in close) + "?"
 
 
-async def unknown_type(backend: Backend, automation_type: str) -> HTTPException:
+async def unknown_type(backend: Backend, automation_type: str) -> NotFound:
     """The 404 of a type the catalog does not hold, naming the closest known types."""
-    hint = did_you_mean(automation_type, await backend.catalog.all())
-    return HTTPException(404, detail=f"unknown automation type {automation_type!r}{hint}")
+    return NotFound(
+        f"unknown automation type {automation_type!r}",
+        resource="automation type",
+        key=automation_type,
+        hint=did_you_mean(automation_type, await backend.catalog.all()),
+        automation_type=automation_type,
+    )
 
 
 async def require_entry(backend: Backend, automation_type: str) -> CatalogEntry:
@@ -130,7 +133,7 @@ async def require_entry(backend: Backend, automation_type: str) -> CatalogEntry:
     :func:`require_readable_entry`).
 
     Raises:
-        HTTPException: 404 if no plugin or worker ever published the type.
+        NotFound: 404 if no plugin or worker ever published the type.
     """
     entry = await find_entry(backend, automation_type)
     if entry is None:
@@ -142,18 +145,19 @@ async def require_readable_entry(backend: Backend, automation_type: str) -> Cata
     """The catalog entry of a type, for the routes that need its schemas.
 
     Raises:
-        HTTPException: 404 for an unknown type, 503 while its stored entry cannot be
-            read (its workers publish it again within a heartbeat).
+        NotFound: 404 for an unknown type.
+        RetryLater: 503 while its stored entry cannot be read (its workers publish
+            it again within a heartbeat).
     """
     entry = await require_entry(backend, automation_type)
     why = entry_unreadable(entry)
     if why is not None:
-        raise HTTPException(
-            503,
-            detail=(
-                f"the catalog entry of {automation_type!r} cannot be read ({why}); a worker "
-                "of the type publishes it again within a heartbeat, retry then"
-            ),
+        raise RetryLater(
+            f"the catalog entry of {automation_type!r} cannot be read ({why}); a worker "
+            "of the type publishes it again within a heartbeat, retry then",
+            resource="catalog entry",
+            key=automation_type,
+            automation_type=automation_type,
         )
     return entry
 
@@ -162,18 +166,19 @@ async def require_batch_entry(backend: Backend, automation_type: str) -> Catalog
     """The catalog entry of a batch type.
 
     Raises:
-        HTTPException: 404 for an unknown type, 409 for a type without a task queue,
-            503 while its stored entry cannot be read.
+        NotFound: 404 for an unknown type.
+        Conflict: 409 for a type without a task queue.
+        RetryLater: 503 while its stored entry cannot be read.
     """
     entry = await require_readable_entry(backend, automation_type)
     if not entry.get("queue"):
         kind = entry.get("kind", "automation")
-        raise HTTPException(
-            409,
-            detail=(
-                f"automation type {automation_type!r} is a {kind}: it has no task queue, "
-                "so tasks cannot be submitted to it"
-            ),
+        raise Conflict(
+            f"automation type {automation_type!r} is a {kind}: it has no task queue, "
+            "so tasks cannot be submitted to it",
+            resource="automation type",
+            key=automation_type,
+            automation_type=automation_type,
         )
     return entry
 

@@ -20,10 +20,10 @@ from fleet.core.capabilities.proxies import ProxyPolicy
 from fleet.core.catalog import CatalogEntry
 from fleet.core.config import FLEET_WIDE_FIELDS, merge_config
 from fleet.core.config_book import ConfigBook
+from fleet.core.errors import InvalidInput
 from fleet.core.flow import GroupLimits
 from fleet.core.records import new_token
 from fleet.master.services.validation import (
-    InvalidInput,
     config_errors,
     non_finite_errors,
     schema_defaults,

@@ -19,7 +19,7 @@ async def type_config(backend: Backend, automation_type: str, *, reveal: bool) -
     still unset, and the ``Config`` schema; secrets masked unless ``reveal``.
 
     Raises:
-        HTTPException: 404 for an unknown type.
+        NotFound: 404 for an unknown type.
     """
     entry = await require_entry(backend, automation_type)
     schema = entry.get("config") or {}
@@ -44,7 +44,7 @@ async def patch_type(
     what it did, the stored config masked.
 
     Raises:
-        HTTPException: 404 for an unknown type, 503 while its entry cannot be read.
+        NotFound: 404 for an unknown type, 503 while its entry cannot be read.
         InvalidInput: The result does not fit ``Config``, or a mask cannot be placed.
     """
     entry = await require_readable_entry(backend, automation_type)
@@ -66,7 +66,7 @@ async def patch_worker(
     answer what it did, the stored override masked.
 
     Raises:
-        HTTPException: 404 for an unknown type, 503 while its entry cannot be read.
+        NotFound: 404 for an unknown type, 503 while its entry cannot be read.
         InvalidInput: The merged result does not fit ``Config``, or a mask cannot be
             placed.
     """

@@ -46,7 +46,7 @@ class EntryCache:
         """The payload checker of a batch type (fetched from the catalog when stale).
 
         Raises:
-            HTTPException: 404 for an unknown type, 409 for a type without a task
+            NotFound: 404 for an unknown type, 409 for a type without a task
                 queue (never cached: asked again on the next call).
         """
         now = self._clock()

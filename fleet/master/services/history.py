@@ -109,7 +109,7 @@ async def read(backend: Backend, automation_type: str, window: str) -> HistorySe
     """The ``window`` of a type's history; 404 for an unknown type (as every per-type read).
 
     Raises:
-        HTTPException: 404 if no plugin or worker ever published the type.
+        NotFound: 404 if no plugin or worker ever published the type.
     """
     await require_entry(backend, automation_type)
     return await backend.history.read(automation_type, window)

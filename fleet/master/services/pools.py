@@ -10,20 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import HTTPException
-
 from fleet.backends.base import Backend
+from fleet.core.errors import NotFound
 from fleet.core.records import PoolStats
 from fleet.master.services.catalog import declared_pools, did_you_mean
 
 
-async def unknown_pool(backend: Backend, name: str) -> HTTPException:
+async def unknown_pool(backend: Backend, name: str) -> NotFound:
     """The 404 of a pool nobody declares and that holds nothing, naming the closest
     pools that exist."""
     known = set(await backend.pools.names()) | declared_pools(await backend.catalog.all())
-    hint = did_you_mean(name, known)
-    return HTTPException(
-        404, detail=f"unknown pool {name!r}: no automation declares it and it holds no items{hint}"
+    return NotFound(
+        f"unknown pool {name!r}: no automation declares it and it holds no items",
+        resource="pool",
+        key=name,
+        hint=did_you_mean(name, known),
     )
 
 
@@ -43,7 +44,7 @@ async def pool_detail(backend: Backend, name: str, n: int, *, payloads: bool) ->
     payloads (often credentials or cookies) only when ``payloads``.
 
     Raises:
-        HTTPException: 404 for a pool that no automation declares and that holds no items.
+        NotFound: 404 for a pool that no automation declares and that holds no items.
     """
     stats = await backend.pools.stats(name)
     if stats.total == 0 and name not in declared_pools(await backend.catalog.all()):
@@ -61,7 +62,7 @@ async def drop(backend: Backend, name: str) -> int:
     """Delete every item and claim of the pool; how many items were dropped.
 
     Raises:
-        HTTPException: 404 for a pool that no automation declares and that holds nothing.
+        NotFound: 404 for a pool that no automation declares and that holds nothing.
     """
     known = name in await backend.pools.names() or name in declared_pools(
         await backend.catalog.all()

@@ -6,10 +6,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import HTTPException
-
 from fleet.backends.base import Backend
-from fleet.core.errors import ContractValueError, UnsupportedBackend
+from fleet.core.errors import (
+    Conflict,
+    ContractValueError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    TooLarge,
+    Unsupported,
+    UnsupportedBackend,
+)
 from fleet.core.results import MAX_WAIT_SECONDS
 from fleet.core.runs import (
     MAX_ON_COMPLETE_BYTES,
@@ -23,7 +30,6 @@ from fleet.core.runs import (
     delay_refusal,
 )
 from fleet.master.services.catalog import require_entry
-from fleet.master.services.validation import InvalidInput
 from fleet.master.services.waits import Waits
 from fleet.protocol import cancel_topic
 
@@ -37,8 +43,12 @@ MAX_PAGE_BYTES = 1 << 20
 PAGE_CHUNK = 25
 
 
-def _unsupported(exc: UnsupportedBackend) -> HTTPException:
-    return HTTPException(501, detail=str(exc))
+def _unsupported(exc: UnsupportedBackend) -> Unsupported:
+    return Unsupported(str(exc), resource="runs")
+
+
+def _unknown(run_id: str) -> NotFound:
+    return NotFound(f"run {run_id!r} is unknown (or expired)", resource="run", key=run_id)
 
 
 def _invalid(exc: ContractValueError, where: str) -> InvalidInput:
@@ -62,9 +72,10 @@ async def create(
 
     Raises:
         InvalidInput: a bad name, ``on_complete``, ``types`` or ``max_delay_seconds`` (422).
-        HTTPException: 404 for an unknown ``on_complete.type`` (naming the closest
-            known types), 413 for an ``on_complete`` over ``max_bytes``, 501 on a
-            backend without runs.
+        NotFound: 404 for an unknown ``on_complete.type`` (naming the closest
+            known types).
+        TooLarge: 413 for an ``on_complete`` over ``max_bytes``.
+        Unsupported: 501 on a backend without runs.
     """
     try:
         checked_name = check_run_name(name)
@@ -72,7 +83,7 @@ async def create(
         checked_types = check_run_types(types)
         max_delay = check_max_delay(max_delay_seconds)
     except OnCompleteTooLarge as exc:
-        raise HTTPException(413, detail=exc.message) from None
+        raise TooLarge(exc.message, resource="on_complete") from None
     except ContractValueError as exc:
         raise _invalid(exc, "on_complete") from None
     if checked is not None:
@@ -95,7 +106,7 @@ async def _get(backend: Backend, run_id: str) -> RunRecord:
     except UnsupportedBackend as exc:
         raise _unsupported(exc) from None
     if record is None:
-        raise HTTPException(404, detail=f"run {run_id!r} is unknown (or expired)")
+        raise _unknown(run_id)
     return record
 
 
@@ -107,7 +118,7 @@ async def get(
     of runs, one read a tick for all).
 
     Raises:
-        HTTPException: 404 for an unknown run.
+        NotFound: 404 for an unknown run.
     """
     record = await _get(backend, run_id)
     if wait is not None and record.state == "running":
@@ -146,7 +157,7 @@ async def cancel(backend: Backend, run_id: str) -> dict[str, Any]:
 
     Raises:
         InvalidInput: ``run_id`` is not a run id (422).
-        HTTPException: 404 for an unknown run.
+        NotFound: 404 for an unknown run.
     """
     valid_run_id(run_id, ("path", "run_id"))
     try:
@@ -154,7 +165,7 @@ async def cancel(backend: Backend, run_id: str) -> dict[str, Any]:
     except UnsupportedBackend as exc:
         raise _unsupported(exc) from None
     if done is None:
-        raise HTTPException(404, detail=f"run {run_id!r} is unknown (or expired)")
+        raise _unknown(run_id)
     for automation_type, task_id in done.stopping:
         await backend.events.publish(cancel_topic(automation_type), {"task_id": task_id})
     return done.record.to_dict()
@@ -179,13 +190,16 @@ async def open_run(backend: Backend, run_id: str) -> RunRecord:
 
     Raises:
         InvalidInput: 422, ``run_id`` is not a run id.
-        HTTPException: 404 unknown (or expired) run, 409 a run that ended.
+        NotFound: 404 unknown (or expired) run.
+        Conflict: 409 a run that ended.
     """
     valid_run_id(run_id, ("body", "run"))
     record = await _get(backend, run_id)
     if record.state != "running":
-        raise HTTPException(
-            409, detail=f"run {run_id!r} has ended ({record.state}): it takes no more tasks"
+        raise Conflict(
+            f"run {run_id!r} has ended ({record.state}): it takes no more tasks",
+            resource="run",
+            key=run_id,
         )
     return record
 
@@ -200,15 +214,17 @@ def admit(
     ``max_delay_seconds``.
 
     Raises:
-        HTTPException: 403, a scoped token into a run that does not name its type.
+        Forbidden: 403, a scoped token into a run that does not name its type.
         InvalidInput: 422, a delay past the run's ``max_delay_seconds``.
     """
     if scoped is not None and (record.types is None or automation_type not in record.types):
         named = "names no types" if record.types is None else "does not name this type"
-        raise HTTPException(
-            403,
-            detail=f"run {record.id!r} {named}: a scoped token may submit into a run only "
+        raise Forbidden(
+            f"run {record.id!r} {named}: a scoped token may submit into a run only "
             f"when the run lists the task's type ({automation_type!r}) in its types",
+            resource="run",
+            key=record.id,
+            automation_type=automation_type,
         )
     why = delay_refusal(delay or 0.0, record.max_delay_seconds)
     if why is not None:

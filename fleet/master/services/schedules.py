@@ -13,10 +13,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import HTTPException
-
 from fleet.backends.base import Backend
 from fleet.core.capabilities.schedules import UnreadableSchedule
+from fleet.core.errors import Conflict, InvalidInput, NotFound
 from fleet.core.records import now
 from fleet.core.schedule import (
     DEFINITION,
@@ -28,7 +27,7 @@ from fleet.core.schedule import (
 )
 from fleet.master.services.catalog import require_batch_entry, require_readable_entry
 from fleet.master.services.entry_cache import EntryCache
-from fleet.master.services.validation import ErrorList, InvalidInput, non_finite_errors
+from fleet.master.services.validation import ErrorList, non_finite_errors
 from fleet.scheduler import run_now
 
 #: Fields whose change moves the next run to the new timing's next tick.
@@ -94,12 +93,23 @@ class Schedules:
         try:
             record = await self.backend.schedules.get(self.type, schedule_id)
         except ValueError as exc:
-            raise HTTPException(
-                409, detail=f"{exc}; it never fires: DELETE it, then create it again"
+            raise self._conflict(
+                schedule_id, f"{exc}; it never fires: DELETE it, then create it again"
             ) from exc
         if record is None:
-            raise HTTPException(404, detail=f"no schedule {schedule_id!r} in {self.type!r}")
+            raise self._unknown(schedule_id)
         return record
+
+    def _unknown(self, schedule_id: str) -> NotFound:
+        return NotFound(
+            f"no schedule {schedule_id!r} in {self.type!r}",
+            resource="schedule",
+            key=schedule_id,
+            automation_type=self.type,
+        )
+
+    def _conflict(self, schedule_id: str, message: str) -> Conflict:
+        return Conflict(message, resource="schedule", key=schedule_id, automation_type=self.type)
 
     async def get(self, schedule_id: str) -> ScheduleRecord:
         """One schedule of a batch type (404/409 as :meth:`record`)."""
@@ -112,7 +122,8 @@ class Schedules:
         without a task queue (none can fire it).
 
         Raises:
-            HTTPException: 404 for an unknown type, 503 while its entry cannot be read.
+            NotFound: 404 for an unknown type.
+            RetryLater: 503 while its entry cannot be read.
         """
         entry = await require_readable_entry(self.backend, self.type)
         items = await self.backend.schedules.listing(self.type)
@@ -142,7 +153,7 @@ class Schedules:
 
         Raises:
             InvalidInput: The definition or the payload is refused (422).
-            HTTPException: 409 if the id exists, or the type has ``cap`` schedules.
+            Conflict: 409 if the id exists, or the type has ``cap`` schedules.
         """
         await require_batch_entry(self.backend, self.type)
         check_schedule_id(schedule_id)
@@ -151,13 +162,13 @@ class Schedules:
         if errors:
             raise InvalidInput(errors)
         if await self.backend.schedules.get_raw(self.type, schedule_id) is not None:
-            raise HTTPException(
-                409, detail=f"schedule {schedule_id!r} exists already in {self.type!r}: PATCH it"
+            raise self._conflict(
+                schedule_id, f"schedule {schedule_id!r} exists already in {self.type!r}: PATCH it"
             )
         if len(await self.backend.schedules.listing_raw(self.type)) >= cap:
-            raise HTTPException(
-                409,
-                detail=f"{self.type!r} has {cap} schedules, the most FLEET_MAX_SCHEDULES "
+            raise self._conflict(
+                schedule_id,
+                f"{self.type!r} has {cap} schedules, the most FLEET_MAX_SCHEDULES "
                 "allows: delete one first, or raise the setting",
             )
         record = new_record(self.type, schedule_id, definition, now=now())
@@ -174,7 +185,7 @@ class Schedules:
 
         Raises:
             InvalidInput: The merged definition or its payload is refused (422).
-            HTTPException: 404/409 as :meth:`record`; 409 when the record kept
+            NotFound, Conflict: 404/409 as :meth:`record`; 409 when the record kept
                 changing for ``SWAP_TRIES`` attempts.
         """
         await require_batch_entry(self.backend, self.type)
@@ -195,15 +206,15 @@ class Schedules:
             )
             if await self.backend.schedules.swap(current, updated):
                 return updated
-        raise HTTPException(
-            409, detail=f"schedule {schedule_id!r} kept changing meanwhile; try again"
+        raise self._conflict(
+            schedule_id, f"schedule {schedule_id!r} kept changing meanwhile; try again"
         )
 
     async def run(self, schedule_id: str) -> str:
         """Enqueue one task with the schedule's payload now; the task's id.
 
         Raises:
-            HTTPException: 404/409 as :meth:`record`; 409 when the payload no longer
+            NotFound, Conflict: 404/409 as :meth:`record`; 409 when the payload no longer
                 fits the type's ``TaskPayload``.
         """
         await require_batch_entry(self.backend, self.type)
@@ -211,12 +222,10 @@ class Schedules:
         errors = await self.payload_errors(record.definition["payload"])
         if errors:
             where = ".".join(str(p) for p in errors[0]["loc"][1:])
-            raise HTTPException(
-                409,
-                detail=(
-                    f"the schedule's payload no longer fits the type's TaskPayload "
-                    f"({where}: {errors[0]['msg']}); PATCH its payload"
-                ),
+            raise self._conflict(
+                schedule_id,
+                f"the schedule's payload no longer fits the type's TaskPayload "
+                f"({where}: {errors[0]['msg']}); PATCH its payload",
             )
         return await run_now(self.backend, record)
 
@@ -224,8 +233,8 @@ class Schedules:
         """Delete the schedule (an unreadable one too).
 
         Raises:
-            HTTPException: 404 if there is none of that id.
+            NotFound: 404 if there is none of that id.
         """
         await require_batch_entry(self.backend, self.type)
         if not await self.backend.schedules.delete(self.type, schedule_id):
-            raise HTTPException(404, detail=f"no schedule {schedule_id!r} in {self.type!r}")
+            raise self._unknown(schedule_id)

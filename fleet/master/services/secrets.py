@@ -21,8 +21,8 @@ import re
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
+from fleet.core.errors import InvalidInput
 from fleet.core.redact import MASK, mask_credentials
-from fleet.master.services.validation import InvalidInput
 
 __all__ = [
     "MASK",

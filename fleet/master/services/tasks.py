@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import HTTPException
 from pydantic import ValidationError
 
 from fleet.backends.base import Backend
 from fleet.core import tracing
+from fleet.core.errors import InvalidInput, NotFound, Refused
 from fleet.core.records import PushRequest, PushResult
 from fleet.core.results import FINAL_STATES, MAX_WAIT_SECONDS
 from fleet.core.runs import RunRecord
@@ -25,7 +25,6 @@ from fleet.master.services.catalog import require_entry
 from fleet.master.services.secrets import mask_credentials, mask_task
 from fleet.master.services.validation import (
     ErrorList,
-    InvalidInput,
     PayloadChecker,
     non_finite_errors,
 )
@@ -97,7 +96,7 @@ async def submit_one(
     Raises:
         InvalidInput: The payload does not fit the type's ``TaskPayload``, a
             malformed run id or a delay past the run's ``max_delay_seconds`` (422).
-        HTTPException: 403, 404 or 409 for the run (``runs.check_open``).
+        Refused: 403, 404 or 409 for the run (``runs.check_open``).
     """
     errors = task_errors(checker, body, ("body",))
     if errors:
@@ -204,8 +203,8 @@ async def _run_refusal(
     if run_id not in seen:
         try:
             seen[run_id] = await runs.open_run(backend, run_id)
-        except HTTPException as exc:
-            seen[run_id] = str(exc.detail)
+        except Refused as exc:
+            seen[run_id] = exc.detail
         except InvalidInput as exc:
             seen[run_id] = str(exc.errors[0]["msg"])
     record = seen[run_id]
@@ -213,8 +212,8 @@ async def _run_refusal(
         return {"error": record, "detail": []}
     try:
         runs.admit(record, automation_type, scoped, task.delay_seconds)
-    except HTTPException as exc:
-        return {"error": str(exc.detail), "detail": []}
+    except Refused as exc:
+        return {"error": exc.detail, "detail": []}
     except InvalidInput as exc:
         return {"error": str(exc.errors[0]["msg"]), "detail": []}
     return None
@@ -226,12 +225,18 @@ async def cancel(backend: Backend, automation_type: str, task_id: str) -> str:
     whose slot running it stops it.
 
     Raises:
-        HTTPException: 404 for an unknown type, or a task in none of these states.
+        NotFound: 404 for an unknown type, or a task in none of these states.
     """
     await require_entry(backend, automation_type)
     outcome = await backend.queues.cancel(automation_type, task_id)
     if outcome == "not_found":
-        raise HTTPException(404, detail=f"task {task_id!r} is not queued, scheduled or processing")
+        raise NotFound(
+            f"task {task_id!r} is not queued, scheduled or processing",
+            resource="task",
+            key=task_id,
+            automation_type=automation_type,
+            task_id=task_id,
+        )
     if outcome == "cancelling":
         await backend.events.publish(cancel_topic(automation_type), {"task_id": task_id})
     return outcome
@@ -254,7 +259,7 @@ async def state_of(
     none).
 
     Raises:
-        HTTPException: 404 for an unknown type.
+        NotFound: 404 for an unknown type.
     """
     await require_entry(backend, automation_type)
     info = await backend.queues.state(automation_type, task_id)
@@ -280,7 +285,7 @@ async def depths_of(backend: Backend, automation_type: str) -> dict[str, Any]:
     """The type's queue depths, ``{"type", ...Depths}``.
 
     Raises:
-        HTTPException: 404 for an unknown type.
+        NotFound: 404 for an unknown type.
     """
     await require_entry(backend, automation_type)
     depths = await backend.queues.depths(automation_type)

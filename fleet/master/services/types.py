@@ -7,9 +7,8 @@ from collections.abc import Callable
 from dataclasses import astuple
 from typing import Any
 
-from fastapi import HTTPException
-
 from fleet.backends.base import Backend
+from fleet.core.errors import Conflict
 from fleet.master.services.catalog import all_entries, find_entry, summary, unknown_type
 from fleet.master.services.shared_views import WorkersRead
 from fleet.master.services.workers_view import load_views, worker_counts
@@ -72,10 +71,12 @@ async def _refuse_if_runs_hold(backend: Backend, automation_type: str) -> None:
             live = run.by_type.get(automation_type, {})
             held = live.get("pending", 0) + live.get("running", 0)
             if run.state == "running" and held > 0:
-                raise HTTPException(
-                    409,
+                raise Conflict(
                     f"run {run.id} has {held} live task(s) of {automation_type!r}: cancel "
                     f"the run first (DELETE /api/v1/runs/{run.id}), then delete the type",
+                    resource="run",
+                    key=run.id,
+                    automation_type=automation_type,
                 )
         if page.next is None:
             return
@@ -89,8 +90,8 @@ async def delete_type(
     records and drain flags; ``forget`` drops what this master keeps of it.
 
     Raises:
-        HTTPException: 404 for a type the backend holds nothing of; 409 while a
-            running run has live tasks of it.
+        NotFound: 404 for a type the backend holds nothing of.
+        Conflict: 409 while a running run has live tasks of it.
     """
     worker_ids = await backend.workers.ids(automation_type)
     if not worker_ids and await _holds_nothing(backend, automation_type):

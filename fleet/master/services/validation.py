@@ -203,18 +203,6 @@ def schema_defaults(schema: dict[str, Any]) -> dict[str, Any]:
     return {k: v["default"] for k, v in props.items() if isinstance(v, dict) and "default" in v}
 
 
-class InvalidInput(Exception):
-    """Raised by master logic for a 422; ``errors`` are FastAPI-shaped.
-
-    Args:
-        errors: Each ``{"type", "loc", "msg", "input"?}``.
-    """
-
-    def __init__(self, errors: ErrorList) -> None:
-        super().__init__(errors[0]["msg"] if errors else "invalid input")
-        self.errors = errors
-
-
 def _has_non_finite(value: Any) -> bool:
     # Iterative (a deeply nested payload must not hit the recursion limit) and
     # without building locations: this runs on every submitted task.
@@ -258,15 +246,3 @@ def non_finite_errors(value: Any, loc: Loc) -> ErrorList:
         elif isinstance(item, list):
             stack.extend((v, (*where, i)) for i, v in enumerate(item))
     return out
-
-
-def finite_json(value: Any) -> Any:
-    """``value`` with NaN/Infinity floats replaced by their names, so that error
-    answers echoing bad input can always be encoded."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): finite_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite_json(v) for v in value]
-    return value

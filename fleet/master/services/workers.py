@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import HTTPException
-
 from fleet.backends.base import Backend
 from fleet.core.config import merge_config
 from fleet.core.config_book import desired_of
+from fleet.core.errors import NotFound
 from fleet.master.services.catalog import find_entry
 from fleet.master.services.secrets import mask_config, mask_value
 from fleet.master.services.workers_view import load_views
@@ -19,8 +18,13 @@ from fleet.protocol import CONTROL_NS, control_topic, drain_key
 Control = Literal["drain", "resume"]
 
 
-def _unknown(automation_type: str, worker_id: str) -> HTTPException:
-    return HTTPException(404, detail=f"unknown worker {worker_id!r} of {automation_type!r}")
+def _unknown(automation_type: str, worker_id: str) -> NotFound:
+    return NotFound(
+        f"unknown worker {worker_id!r} of {automation_type!r}",
+        resource="worker",
+        key=worker_id,
+        automation_type=automation_type,
+    )
 
 
 async def worker_detail(
@@ -32,7 +36,7 @@ async def worker_detail(
     every token (``GET .../config?reveal=true`` shows them to the admin).
 
     Raises:
-        HTTPException: 404 for a worker the type does not have.
+        NotFound: 404 for a worker the type does not have.
     """
     views = await load_views(backend, [(automation_type, worker_id)], heartbeat_seconds)
     if not views:
@@ -62,7 +66,7 @@ async def control(backend: Backend, automation_type: str, worker_id: str, action
     flag it reads at start, and the event it hears now.
 
     Raises:
-        HTTPException: 404 for a worker the type does not have.
+        NotFound: 404 for a worker the type does not have.
     """
     if worker_id not in await backend.workers.ids(automation_type):
         raise _unknown(automation_type, worker_id)
