@@ -1,8 +1,8 @@
 """The house rules of docs/architecture.md, checked on the source tree: imports flow one
 way (no circle in ``fleet``; ``fleet.core`` imports no other ``fleet`` package at run time),
 the master in layers (``http/``, ``services/``, thin ``routes/``; services never import
-routes nor a web framework, the HTTP edge imports neither), no module grows past 600 lines, and no function of
-``fleet/worker`` past 60."""
+routes nor a web framework, the HTTP edge imports neither), no module grows past 600
+lines, and no function of ``fleet/worker`` past 60."""
 
 from __future__ import annotations
 
