@@ -1,9 +1,10 @@
-"""Browse on SQLite: a page is one ordered query over the type's rows of the state
-(``tasks``, or ``dead`` whose order key is read from the body), with the keyset
-condition ``(enqueued_at, id) < cursor`` and ``LIMIT limit + 1``; SQLite keeps only
-the top of the order while it scans (no index: one page costs a scan of the type's
-rows in that state, a few milliseconds for 10,000). A DLQ selection is one write
-transaction."""
+"""Browse on SQLite: a page is one range of an index (schema v16): the live states
+each have a partial index on ``(type, enqueued_at, id)``, the DLQ an expression index
+on its body's ``enqueued_at``. The keyset condition ``(enqueued_at, id) < cursor`` is
+a row value, so SQLite seeks to the cursor and reads ``limit + 1`` rows backwards: a
+page costs the same at 1,000 or 1,000,000 tasks of the type (``tests/sqlite/
+test_browse_plan.py`` checks the plans, ``bench/browse.py`` the times). A DLQ selection
+is one write transaction."""
 
 from __future__ import annotations
 
@@ -30,16 +31,42 @@ from fleet.core.stored import Unreadable, read_body
 _LIVE = {"pending": "queued", "scheduled": "scheduled", "processing": "processing"}
 
 # The order key of a dead row, NULL for a body that is not JSON (json_extract would
-# raise on it; such rows are left out, dead_peek shows them).
-_DEAD_AT = "CASE WHEN json_valid(body) THEN json_extract(body, '$.enqueued_at') END"
+# raise on it; such rows are left out, dead_peek shows them). The same text as the
+# expression of the index dead_browse (schema v16), or SQLite would not use it.
+_DEAD_AT = "(CASE WHEN json_valid(body) THEN json_extract(body, '$.enqueued_at') END)"
 
 
 def _keyset(column: str, pos: Position | None) -> tuple[str, tuple[Any, ...]]:
+    # `column <= ?` bounds the index range (SQLite seeks to it, on a column as on an
+    # expression, which a row value or an OR of two comparisons does not get); the
+    # second term drops the ties the cursor already passed.
     if pos is None:
         return "", ()
     return (
-        f" AND ({column} < ? OR ({column} = ? AND id < ?))",
+        f" AND {column} <= ? AND ({column} < ? OR id < ?)",
         (pos.enqueued_at, pos.enqueued_at, pos.task_id),
+    )
+
+
+def live_sql(state: BrowseState, pos: Position | None) -> tuple[str, tuple[Any, ...]]:
+    """The query of a live page (its parameters after type, before the limit). The
+    state is written into the text, so SQLite picks that state's partial index."""
+    cond, args = _keyset("enqueued_at", pos)
+    return (
+        "SELECT id, CAST(body AS BLOB), attempt, enqueued_at, ready_at, deadline, grp, run "
+        f"FROM tasks WHERE type = ? AND state = '{_LIVE[state]}'{cond} "
+        "ORDER BY enqueued_at DESC, id DESC LIMIT ?",
+        args,
+    )
+
+
+def dead_sql(pos: Position | None) -> tuple[str, tuple[Any, ...]]:
+    """The query of a DLQ page (its parameters after type, before the limit)."""
+    cond, args = _keyset(_DEAD_AT, pos)
+    return (
+        f"SELECT id, CAST(body AS BLOB) FROM dead WHERE type = ? AND {_DEAD_AT} IS NOT NULL"
+        f"{cond} ORDER BY {_DEAD_AT} DESC, id DESC LIMIT ?",
+        args,
     )
 
 
@@ -51,13 +78,8 @@ def live_page(
     pos: Position | None,
 ) -> list[TaskSummary]:
     """The ``limit + 1`` newest live tasks of ``state`` before ``pos``."""
-    cond, args = _keyset("enqueued_at", pos)
-    rows = conn.execute(
-        "SELECT id, CAST(body AS BLOB), attempt, enqueued_at, ready_at, deadline, grp, run "
-        f"FROM tasks WHERE type = ? AND state = ?{cond} "
-        "ORDER BY enqueued_at DESC, id DESC LIMIT ?",
-        (automation_type, _LIVE[state], *args, limit + 1),
-    ).fetchall()
+    sql, args = live_sql(state, pos)
+    rows = conn.execute(sql, (automation_type, *args, limit + 1)).fetchall()
     out: list[TaskSummary] = []
     for tid, raw, attempt, at, ready_at, deadline, grp, run in rows:
         try:
@@ -88,13 +110,8 @@ def dead_page(
     conn: sqlite3.Connection, automation_type: str, limit: int, pos: Position | None
 ) -> list[TaskSummary]:
     """The ``limit + 1`` newest (by first submit) readable dead letters before ``pos``."""
-    cond, args = _keyset("at", pos)
-    rows = conn.execute(
-        f"SELECT id, raw FROM (SELECT id, CAST(body AS BLOB) AS raw, {_DEAD_AT} AS at "
-        f"FROM dead WHERE type = ?) WHERE at IS NOT NULL{cond} "
-        "ORDER BY at DESC, id DESC LIMIT ?",
-        (automation_type, *args, limit + 1),
-    ).fetchall()
+    sql, args = dead_sql(pos)
+    rows = conn.execute(sql, (automation_type, *args, limit + 1)).fetchall()
     out: list[TaskSummary] = []
     for _tid, raw in rows:
         try:

@@ -55,7 +55,7 @@ from fleet.core.errors import SchemaVersionError
 from fleet.core.runs import run_idle_ttl
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -377,6 +377,23 @@ ALTER TABLE run_keys_typed RENAME TO run_keys;
 """
 
 
+#: Version 16: the task browser's orders, so a page reads a page (``browse.py``).
+#: One partial index per live state on ``(type, enqueued_at, id)``: a page of a state
+#: is a range of one index, newest first, from the cursor on; finished rows are in
+#: none of them, so finishing a task removes it from one and adds it to nothing. The
+#: DLQ's order key is read from the body (``enqueued_at``); the expression index
+#: holds it, NULL for a body that is not JSON.
+_V16 = """
+CREATE INDEX tasks_browse_queued ON tasks (type, enqueued_at, id) WHERE state = 'queued';
+CREATE INDEX tasks_browse_scheduled ON tasks (type, enqueued_at, id) WHERE state = 'scheduled';
+CREATE INDEX tasks_browse_processing ON tasks (type, enqueued_at, id)
+    WHERE state = 'processing';
+CREATE INDEX dead_browse ON dead (
+    type, (CASE WHEN json_valid(body) THEN json_extract(body, '$.enqueued_at') END), id
+);
+"""
+
+
 def _v15(conn: sqlite3.Connection) -> None:
     _script(_V15)(conn)
     # Running runs start their idle time at the upgrade.
@@ -413,6 +430,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     13: _script(_V13),
     14: _script(_V14),
     15: _v15,
+    16: _script(_V16),
 }
 
 
