@@ -129,6 +129,7 @@ class RedisBackend(RedisCore, Backend):
                 await self.schedules.delete(t, sid)
             doomed: list[str] = [
                 *self._keys.queue_keys(t, now()),
+                *self._keys.browse_indexes(t),
                 self._keys.stream(t),
                 self._keys.config(t),
             ]

@@ -1,16 +1,16 @@
-"""Browse on Redis: ``lua/browse.lua`` ranks the state records of the type
-(``:tasks`` and its buckets for live tasks, ``:dead:info`` for the DLQ) by
-``(submitted_at, id)``, which every record carries (the ``d`` field: the body's
-``enqueued_at``), so a page reads no body; the records' JSON tail holds the group
-(``g``), the run (``rn``) and the last error (``e``). One script call per page, O(N)
-in the type's tasks of the hashes walked (~12 ms for 10,000). A DLQ selection is one
-``lua/dead.lua`` call. A task's body (the task page's payload) is read from where its
-state keeps it: the lease hash, the scheduled record, or a bounded chunked search of
-its lists."""
+"""Browse on Redis: a page reads its page. Every state has an index, the zset
+``fleet:queue:<type>:browse:<state>`` of task_id -> submitted time, kept by the scripts
+that change a task's state (``IDX_SUFFIX`` in ``lua/queue_common.lua``); ``lua/
+browse.lua`` finds the cursor's rank in it (O(log N)) and reads the next members'
+records (the group ``g``, the run ``rn`` and the last error ``e`` are in their JSON
+tail), one script call per page. Records a Fleet before the indexes stored are indexed
+once, by the first page of the type a process serves (``_index_once``: 17 calls of 64
+buckets each). A DLQ selection is one ``lua/dead.lua`` call. A task's body (the task
+page's payload) is read from where its state keeps it: the lease hash, the scheduled or
+dead record, or a bounded chunked search of its lists (pending)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,24 +33,11 @@ from fleet.core.records import TaskBody, now
 from fleet.core.stored import Unreadable, read_body
 
 _LETTER = {"pending": "q", "scheduled": "s", "processing": "p", "dead": "*"}
+# Buckets one index-building call walks.
+_BUILD_CHUNK = 64
 # Indexes in keys.QUEUE_KEY_PARTS.
 _NORMAL, _HIGH, _LOW, _PROCESSING, _PROCESSING_BODY = 0, 1, 2, 3, 4
 _SCHEDULED, _DEAD, _TASKS, _DEADINFO = 5, 6, 7, 11
-
-
-def _tail(raw: str) -> dict[str, Any]:
-    parts = raw.split("|", 8)
-    if len(parts) > 8 and parts[8]:
-        try:
-            extra = json.loads(parts[8])
-        except ValueError:
-            return {}
-        return extra if isinstance(extra, dict) else {}
-    return {}
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def _body(raw: Any) -> TaskBody | None:
@@ -80,14 +67,13 @@ def summary(state: BrowseState, task_id: str, raw: str, time: str) -> TaskSummar
         rec = parse_record(raw)
     except (ValueError, TypeError):
         return None
-    extra = _tail(raw)
     at = float(time) if time else None
     return TaskSummary(
         id=task_id,
         state=state,
         priority=rec.priority,
-        group=_text(extra.get("g")),
-        run=_text(extra.get("rn")),
+        group=rec.group,
+        run=rec.run,
         attempt=rec.attempt or 0,
         enqueued_at=rec.submitted_at or 0.0,
         ready_at=at if state == "scheduled" else None,
@@ -103,7 +89,9 @@ class RedisBrowse(RedisPart, Browse):
     def __init__(self, core: RedisCore) -> None:
         super().__init__(core)
         # Not in the set loaded at connect: its first call per server loads it.
-        self._page_script = LuaScript("browse")
+        self._script = LuaScript("browse")
+        # The types whose records this process saw indexed (see _index_once).
+        self._indexed: set[str] = set()
 
     async def page(
         self, automation_type: str, state: BrowseState, limit: int, cursor: str | None
@@ -111,17 +99,12 @@ class RedisBrowse(RedisPart, Browse):
         check_page_args(state, limit)
         pos = None if cursor is None else decode_cursor(cursor)
         qkeys = self._keys.queue_keys(automation_type, now())
-        if state == "dead":
-            script_keys = [qkeys[_DEADINFO], qkeys[_DEADINFO]]
-        else:
-            zset = qkeys[_PROCESSING] if state == "processing" else qkeys[_SCHEDULED]
-            script_keys = [qkeys[_TASKS], zset]
-        buckets = 0 if state == "dead" else keys.RECORD_BUCKETS
-        argv: list[Any] = [_LETTER[state], limit + 1, buckets]
+        argv: list[Any] = ["page", _LETTER[state], limit + 1]
         if pos is not None:
             argv += [repr(pos.enqueued_at), pos.task_id]
         with self._guard():
-            raw = await self._page_script(self._lane, script_keys, argv)
+            await self._index_once(automation_type, qkeys)
+            raw = await self._script(self._lane, qkeys, argv)
         found = [
             s
             for i in range(0, len(raw), 3)
@@ -129,6 +112,23 @@ class RedisBrowse(RedisPart, Browse):
             is not None
         ]
         return page_of(found, limit)
+
+    async def _index_once(self, automation_type: str, qkeys: list[str]) -> None:
+        """Index what a Fleet before the browse indexes stored, once per type (the
+        marker ``fleet:queue:<type>:browse``; a process asks once): a walk of the
+        record hashes in 17 calls, none longer than its 64 buckets. The scripts keep
+        the indexes meanwhile, so a record that moves during the walk is indexed by
+        whichever writes last, in its state then."""
+        if automation_type in self._indexed:
+            return
+        marker = self._keys.browse_indexes(automation_type)[0]
+        if await self._lane.execute("EXISTS", marker) == 0:
+            for first in range(0, keys.RECORD_BUCKETS, _BUILD_CHUNK):
+                last = min(first + _BUILD_CHUNK, keys.RECORD_BUCKETS) - 1
+                await self._script(self._lane, qkeys, ["build", first, last])
+            await self._script(self._lane, qkeys, ["build", -1, -1])
+            await self._lane.execute("SET", marker, "1")
+        self._indexed.add(automation_type)
 
     async def body(self, automation_type: str, task_id: str) -> TaskBody | None:
         q = self._keys.queue_keys(automation_type, now())
@@ -138,7 +138,7 @@ class RedisBrowse(RedisPart, Browse):
                 info = await self._lane.execute("HGET", q[_DEADINFO], task_id)
                 if info is None:
                     return None
-                return _submitted(await self._find_in_lists(task_id, [q[_DEAD]]), str(info))
+                return _submitted(await self._dead_body(task_id, str(info), q), str(info))
             return _submitted(await self._live_body(automation_type, q, task_id, str(raw)), raw)
 
     async def _live_body(
@@ -157,13 +157,24 @@ class RedisBrowse(RedisPart, Browse):
                 return await self._find_scheduled(task_id, q[_SCHEDULED])
             if rec.state != "q":
                 return None  # finished: no body is kept
-            group = _text(_tail(str(raw)).get("g"))
+            group = rec.group
             if group is not None:
                 base = f"{self._keys.queue(automation_type)}:g:{group}:"
                 lists = [base + tier for tier in ("high", "normal", "low")]
             else:
                 lists = [q[_HIGH], q[_NORMAL], q[_LOW]]
             return await self._find_in_lists(task_id, lists)
+
+    async def _dead_body(self, task_id: str, info: str, q: list[str]) -> TaskBody | None:
+        # The dead record keeps the body (bury in queue_common.lua); one buried by a
+        # Fleet before that is searched for in :dead.
+        try:
+            kept = parse_record(info).scheduled_body
+        except (ValueError, TypeError):
+            kept = None
+        if kept is not None:
+            return _body(kept)
+        return await self._find_in_lists(task_id, [q[_DEAD]])
 
     async def _find_in_lists(self, task_id: str, lists: list[str]) -> TaskBody | None:
         # No index by id: read the lists a chunk at a time (never one long call),

@@ -42,6 +42,11 @@ QUEUE_KEY_PARTS = (
     ":rec:",  # not a key: the prefix of the task record keys <prefix><id>[:out]
 )
 
+#: The states with a browse index ``fleet:queue:<type>:browse:<state>`` (zset task_id
+#: -> submitted time; ``IDX_SUFFIX`` in ``lua/queue_common.lua``, whose record state
+#: letters are ``q``, ``s``, ``p`` and ``x`` for the DLQ).
+BROWSE_INDEXES = ("pending", "scheduled", "processing", "dead")
+
 #: How many buckets hold the short records of a type's live tasks (``record_key``).
 RECORD_BUCKETS = 1024
 #: Index in ``QUEUE_KEY_PARTS`` of ``:groups:meta`` (depths read it directly).
@@ -218,6 +223,13 @@ class KeySpace:
         """The fixed ``KEYS`` of every queue script at time ``at``, in
         ``QUEUE_KEY_PARTS`` order (the two ``:done:`` buckets depend on the time)."""
         return list(self._queue_keys(automation_type, int(at // DONE_BUCKET_SECONDS)))
+
+    def browse_indexes(self, automation_type: str) -> list[str]:
+        """The task browser's keys of a type: ``fleet:queue:<type>:browse`` (set once
+        the records a Fleet before the indexes stored were indexed) and the zsets
+        ``:browse:<state>`` (task_id -> submitted time), ``BROWSE_INDEXES`` order."""
+        base = self.queue(automation_type) + ":browse"
+        return [base, *(f"{base}:{state}" for state in BROWSE_INDEXES)]
 
     def queue_wake(self, automation_type: str) -> str:
         """``fleet:queue:<type>:wake``: the list blocked reservers wait on."""

@@ -4,7 +4,11 @@ Scripts keep what changes during a task's life in a record beside the immutable
 body (see ``lua/queue_common.lua``)::
 
     s|a|m|p|k|c|x|d[|{"e": last_error, "t": traceback, "f": failed_at, "b": body,
-                      "r": refunds, "g": group, "tr": trace id}]
+                      "r": refunds, "g": group, "tr": trace id, "rn": run}]
+
+``b`` is the body of a scheduled task (its ``:scheduled`` member) or of a dead one
+(so a dead task is read by id). :func:`split_record` is the one reader of the
+format; every other reader goes through :func:`parse_record` or it.
 
 ``d`` holds the task's times, ``finished_at/submitted_at/started_at`` (a record
 written before task records has only ``finished_at``).
@@ -44,6 +48,8 @@ class TaskRecord:
     scheduled_body: str | None = None
     refunds: int = 0
     trace_id: str | None = None
+    group: str | None = None
+    run: str | None = None
 
 
 def _int(text: str) -> int | None:
@@ -65,8 +71,18 @@ def submitted_at(times: str) -> float | None:
     return float(submitted) if submitted else None
 
 
-def parse_record(raw: str) -> TaskRecord:
-    """Decode a record written by the scripts.
+#: The plain fields of a record, in order (``REC_PATTERN`` and ``dec``/``enc`` in
+#: ``lua/queue_common.lua``; ``tests/redis/test_lua_constants.py`` holds them equal).
+RECORD_FIELDS = ("s", "a", "m", "p", "k", "c", "x", "d")
+#: The keys of its JSON tail.
+RECORD_TAIL = ("e", "t", "f", "b", "r", "g", "tr", "rn")
+#: The state letters of a live or finished record (a dead one has none).
+RECORD_STATES = {"q": "queued", "s": "scheduled", "p": "processing", "D": "done", "C": "cancelled"}
+
+
+def split_record(raw: str) -> tuple[list[str], dict[str, Any]]:
+    """The one reader of the record format: its plain fields (``RECORD_FIELDS``
+    order, as text) and its JSON tail (empty when it has none).
 
     Raises:
         ValueError: ``raw`` is not a record.
@@ -74,10 +90,26 @@ def parse_record(raw: str) -> TaskRecord:
     parts = raw.split("|", 8)
     if len(parts) < 8:
         raise ValueError(f"not a task record: {raw[:80]!r}")
+    extra: Any = json.loads(parts[8]) if len(parts) > 8 and parts[8] else {}
+    if not isinstance(extra, dict):
+        raise ValueError(f"not a task record: {raw[:80]!r}")
+    return parts, extra
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def parse_record(raw: str) -> TaskRecord:
+    """Decode a record written by the scripts.
+
+    Raises:
+        ValueError: ``raw`` is not a record.
+    """
+    parts, extra = split_record(raw)
     s, a, m, p, k, c, x, d = parts[:8]
     finished, _, rest = d.partition("/")
     started = rest.partition("/")[2]
-    extra: dict[str, Any] = json.loads(parts[8]) if len(parts) > 8 and parts[8] else {}
     f = extra.get("f")
     return TaskRecord(
         state=s,
@@ -95,7 +127,9 @@ def parse_record(raw: str) -> TaskRecord:
         failed_at=None if f is None else float(f),
         scheduled_body=extra.get("b"),
         refunds=int(extra.get("r") or 0),
-        trace_id=extra.get("tr") if isinstance(extra.get("tr"), str) else None,
+        trace_id=_str(extra.get("tr")),
+        group=_str(extra.get("g")),
+        run=_str(extra.get("rn")),
     )
 
 
@@ -123,11 +157,8 @@ def delivered_body(raw_body: str, raw_record: str) -> TaskBody:
     Raises:
         ValueError: ``raw_record`` is not a record.
     """
-    parts = raw_record.split("|", 8)
-    if len(parts) < 8:
-        raise ValueError(f"not a task record: {raw_record[:80]!r}")
+    parts, extra = split_record(raw_record)
     d: dict[str, Any] = json.loads(raw_body)
-    extra: dict[str, Any] = json.loads(parts[8]) if len(parts) > 8 and parts[8] else {}
     max_attempts = _int(parts[2]) or d.get("max_attempts")
     failed_at = extra.get("f")
     attempt = _int(parts[1])

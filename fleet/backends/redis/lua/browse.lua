@@ -1,19 +1,54 @@
--- One page of a type's tasks in one state, newest first (fleet/backends/redis/browse.py).
--- KEYS: 1 the record hash (:tasks for live states, :dead:info for the DLQ),
---       2 the zset holding the state's times (:scheduled or :processing; else unused).
--- ARGV: state letter (q|s|p, or '*': every record of the hash), n (at most 501),
---       buckets (live records also live in KEYS[1]:0 .. KEYS[1]:<buckets - 1>, see
---       queue_common.lua; 0 for the DLQ), then, for a page after the first, the
---       cursor's enqueued_at and task id.
--- The order is (submitted_at, id) descending: submitted_at is the record's d field
--- (finished/submitted/started), the body's enqueued_at, which no move changes. The
--- walk reads the whole hash (O(N) of the type's live or dead tasks) and keeps the n
--- best in a heap (O(N log n)). Ids compare byte by byte: Lua's `<` on strings follows
--- the server's LC_COLLATE, which Redis takes from its environment.
--- Returns flat (id, record, time) per task, newest first; time is a scheduled task's
--- ready_at or a processing task's lease deadline, '' otherwise.
-local letter, n, buckets = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local cur_at, cur_id = ARGV[4] and tonumber(ARGV[4]), ARGV[5]
+-- @include queue_common
+-- The task browser (fleet/backends/redis/browse.py). KEYS: the queue keys
+-- (keys.queue_keys). ARGV: op, then
+--   page <state letter> <n> [<cursor at> <cursor id>]
+--     One page of a state, newest first, from its browse index (the zset
+--     <queue>:browse:<state>, see IDX_SUFFIX in queue_common.lua): the rank of the
+--     cursor is found with ZCOUNT and a binary search among the members of its
+--     score (a zset orders equal scores by member bytes, as the cursor's ids), then
+--     the next members are read with their records. O(log N + page): an entry whose
+--     record no longer says that state (a write of an older Fleet) is skipped, at most
+--     a few pages of them per call.
+--     Returns flat (id, record, time) per task, newest first; time is a scheduled
+--     task's ready_at or a processing task's lease deadline, '' otherwise.
+--   build <first bucket> <last bucket>
+--     Index the records of buckets first..last (-1: the :tasks hash itself and the
+--     DLQ's :dead:info): what a Fleet before the indexes stored. Idempotent; the
+--     scripts keep the indexes meanwhile. Returns how many records it indexed.
+local op = ARGV[1]
+
+if op == 'build' then
+  local added = 0
+  local function index_hash(key, dead)
+    local all = redis.call('HGETALL', key)
+    local args = {q = {}, s = {}, p = {}, x = {}}
+    for i = 1, #all, 2 do
+      local rec = dec(all[i + 1])
+      local st = rec and (dead and 'x' or rec.s)
+      local list = st and args[st]
+      if list then
+        list[#list + 1] = idx_at(rec)
+        list[#list + 1] = all[i]
+        added = added + 1
+      end
+    end
+    for st, list in pairs(args) do
+      if #list > 0 then mcall('ZADD', idx_key(K_NORMAL, st), list) end
+    end
+  end
+  local first, last = tonumber(ARGV[2]), tonumber(ARGV[3])
+  if first < 0 then
+    index_hash(K_TASKS, false)
+    index_hash(K_DEADINFO, true)
+  else
+    for b = first, last do index_hash(K_TASKS .. ':' .. b, false) end
+  end
+  return added
+end
+
+local letter, n = ARGV[2], tonumber(ARGV[3])
+local cur_at, cur_id = ARGV[4], ARGV[5]
+local idx = idx_key(K_NORMAL, letter == '*' and 'x' or letter)
 
 local function id_lt(a, b)
   if a == b then return false end
@@ -25,95 +60,44 @@ local function id_lt(a, b)
   return #a < #b
 end
 
--- (at, id) of x before (at, id) of y in ascending order
-local function lt(xa, xi, ya, yi)
-  if xa ~= ya then return xa < ya end
-  return id_lt(xi, yi)
-end
-
--- the submitted_at of d (finished/submitted/started), the record's eighth field
-local D_PATTERN = '^[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|/]*/([^|/]*)'
--- a min-heap on (at, id) of the n newest seen: its root is the first to give way
-local h_at, h_id, h_raw, size = {}, {}, {}, 0
-
-local function swap(i, j)
-  h_at[i], h_at[j] = h_at[j], h_at[i]
-  h_id[i], h_id[j] = h_id[j], h_id[i]
-  h_raw[i], h_raw[j] = h_raw[j], h_raw[i]
-end
-
-local function sift_down(i)
-  while true do
-    local l, r, m = 2 * i, 2 * i + 1, i
-    if l <= size and lt(h_at[l], h_id[l], h_at[m], h_id[m]) then m = l end
-    if r <= size and lt(h_at[r], h_id[r], h_at[m], h_id[m]) then m = r end
-    if m == i then return end
-    swap(i, m)
-    i = m
+-- Newest first is ZREVRANGE's order: scores descending, equal scores by member
+-- descending. The page starts at the first member strictly before the cursor.
+local start = 0
+if cur_at then
+  local above = redis.call('ZCOUNT', idx, '(' .. cur_at, '+inf')
+  local ties = redis.call('ZCOUNT', idx, cur_at, cur_at)
+  local lo, hi = above, above + ties
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local m = redis.call('ZREVRANGE', idx, mid, mid)[1]
+    if id_lt(m, cur_id) then hi = mid else lo = mid + 1 end
   end
+  start = lo
 end
 
-local function offer(at, id, raw)
-  if size < n then
-    size = size + 1
-    h_at[size], h_id[size], h_raw[size] = at, id, raw
-    local i = size
-    while i > 1 do
-      local p = math.floor(i / 2)
-      if not lt(h_at[i], h_id[i], h_at[p], h_id[p]) then break end
-      swap(i, p)
-      i = p
-    end
-  elseif lt(h_at[1], h_id[1], at, id) then
-    h_at[1], h_id[1], h_raw[1] = at, id, raw
-    sift_down(1)
-  end
-end
-
+local out, found = {}, 0
 local byte = letter ~= '*' and string.byte(letter) or nil
-local function walk(key)
-  local all = redis.call('HGETALL', key)
-  for i = 1, #all, 2 do
-    local id, raw = all[i], all[i + 1]
-    if not byte or string.byte(raw, 1) == byte then
-      local at = tonumber(string.match(raw, D_PATTERN)) or 0
-      -- cheap rejects first: older than a full heap's root, or not before the cursor
-      if (size < n or at >= h_at[1]) and (not cur_at or at < cur_at
-          or (at == cur_at and id_lt(id, cur_id))) then
-        offer(at, id, raw)
+for _ = 1, 4 do
+  local ids = redis.call('ZREVRANGE', idx, start, start + n - 1)
+  for _, id in ipairs(ids) do
+    local raw
+    if byte then raw = rec_text(K_TASKS, id) else raw = redis.call('HGET', K_DEADINFO, id) end
+    if raw and (not byte or string.byte(raw, 1) == byte) then
+      local t = ''
+      if letter == 'p' then
+        t = redis.call('ZSCORE', K_PROC, id) or ''
+      elseif letter == 's' then
+        local rec = dec(raw)
+        if rec and rec.b then t = redis.call('ZSCORE', K_SCHED, rec.b) or '' end
       end
+      out[#out + 1] = id
+      out[#out + 1] = raw
+      out[#out + 1] = t
+      found = found + 1
+      if found >= n then return out end
     end
   end
-end
-walk(KEYS[1])
-for b = 0, buckets - 1 do walk(KEYS[1] .. ':' .. b) end
-
--- pop the heap (oldest first), then answer newest first
-local order = {}
-while size > 0 do
-  order[#order + 1] = {h_id[1], h_raw[1]}
-  swap(1, size)
-  h_at[size], h_id[size], h_raw[size] = nil, nil, nil
-  size = size - 1
-  sift_down(1)
-end
-local out = {}
-for i = #order, 1, -1 do
-  local id, raw = order[i][1], order[i][2]
-  local t = ''
-  if letter == 'p' then
-    t = redis.call('ZSCORE', KEYS[2], id) or ''
-  elseif letter == 's' then
-    local tail = string.match(raw, '^[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|(.*)$')
-    if tail and tail ~= '' then
-      local ok, extra = pcall(cjson.decode, tail)
-      if ok and type(extra) == 'table' and type(extra.b) == 'string' then
-        t = redis.call('ZSCORE', KEYS[2], extra.b) or ''
-      end
-    end
-  end
-  out[#out + 1] = id
-  out[#out + 1] = raw
-  out[#out + 1] = t
+  if #ids < n then break end
+  start = start + n
 end
 return out

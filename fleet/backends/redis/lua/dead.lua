@@ -21,7 +21,7 @@ if op == 'peek' then
 end
 if op == 'clear' then
   local n = redis.call('LLEN', K_DEAD)
-  redis.call('UNLINK', K_DEAD, K_DEADINFO)
+  redis.call('UNLINK', K_DEAD, K_DEADINFO, K_NORMAL .. IDX_SUFFIX.x)
   return n
 end
 
@@ -34,6 +34,7 @@ local function replay_one(raw)
   local group = jnull(body.group)
   local info = redis.call('HGET', K_DEADINFO, id)
   redis.call('HDEL', K_DEADINFO, id)
+  redis.call('ZREM', K_NORMAL .. IDX_SUFFIX.x, id)
   local live = get_rec(id)
   if live and (live.s == 'q' or live.s == 's' or live.s == 'p') then
     return 0 -- the id was pushed again meanwhile; the live task wins
@@ -51,6 +52,7 @@ local function replay_one(raw)
   end
   rec.a = 0
   rec.r = nil
+  rec.b = nil
   rec.s = 'q'
   rec.k = nil
   rec.c = nil
@@ -94,6 +96,7 @@ if op == 'pick_delete' then
     redis.call('LREM', K_DEAD, 1, raw)
     redis.call('HDEL', K_DEADINFO, hit_ids[i])
   end
+  mcall('ZREM', K_NORMAL .. IDX_SUFFIX.x, hit_ids)
   return hit_ids
 end
 

@@ -19,6 +19,8 @@ local ready, delayed, submitted = 0, 0, 0
 -- `live` also catches an id given twice in one call; `was` is where each id's
 -- record is (see rec_store).
 local live, was = {}, {}
+-- The browse indexes' (submitted time, id) pairs of the queued and the delayed.
+local indexed = {q = {}, s = {}}
 for _, r in ipairs(reqs) do
   local id = r[1]
   if was[id] == nil then
@@ -69,6 +71,9 @@ for n, r in ipairs(reqs) do
     live[id] = true
     if rn then run_event(rn, id, 'queued', false, now) end
     was[id] = rec_store(K_TASKS, id, enc(rec), was[id])
+    local ix = indexed[rec.s]
+    ix[#ix + 1] = rec.d and string.sub(rec.d, 2) or '0'
+    ix[#ix + 1] = id
     submitted = submitted + 1
     out[#out + 1] = 1
     out[#out + 1] = id
@@ -78,6 +83,9 @@ for key, tail in pairs(tails) do
   for i = 1, #tail, 500 do
     redis.call('RPUSH', key, unpack(tail, i, math.min(i + 499, #tail)))
   end
+end
+for st, ix in pairs(indexed) do
+  if #ix > 0 then mcall('ZADD', idx_key(K_NORMAL, st), ix) end
 end
 if submitted > 0 then count('submitted', submitted) end
 -- A delayed push also wakes one reserver so it re-bounds its wait by the new due time.

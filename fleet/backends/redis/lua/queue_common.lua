@@ -67,7 +67,8 @@ local REC_PATTERN = '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([
 local function dec(raw)
   local s, a, m, p, k, c, x, d, rest = string.match(raw, REC_PATTERN)
   if not s then return nil end
-  local rec = {s = s, a = tonumber(a), m = tonumber(m), p = tonumber(p) or 0}
+  -- s0: the state as read, so a write knows which browse index the task leaves
+  local rec = {s = s, s0 = s, a = tonumber(a), m = tonumber(m), p = tonumber(p) or 0}
   if k ~= '' then rec.k = k end
   if c ~= '' then rec.c = 1 end
   if x ~= '' then rec.x = x end
@@ -98,6 +99,38 @@ local function enc(rec)
                                         g = rec.g, tr = rec.tr, rn = rec.rn})
   end
   return head
+end
+
+-- The browse indexes (lua/browse.lua pages them): per state of a type, a zset
+-- <queue>:browse:<pending|scheduled|processing|dead> of task_id -> submitted time,
+-- so a page of a state reads the page, not the type's records. The scripts that
+-- change a record's state keep them: set_rec, drop_rec and bury here (through the
+-- state a record was read in, rec.s0), and the batched writes of push, reserve, ack
+-- and dead.lua. Finished tasks are in none. 'x' names the DLQ (a dead record has
+-- no state letter).
+local IDX_SUFFIX = {q = ':browse:pending', s = ':browse:scheduled',
+                    p = ':browse:processing', x = ':browse:dead'}
+
+-- The browse index key of state letter st of the queue whose normal list is q
+-- (nil for a state without one).
+local function idx_key(q, st)
+  local suffix = st and IDX_SUFFIX[st]
+  return suffix and q .. suffix
+end
+
+-- The index score of a record: its submitted time (text, exact), 0 when unknown.
+local function idx_at(rec)
+  local sub = string.match(rec.d or '', '^[^/]*/([^/]*)')
+  if sub == nil or sub == '' then return '0' end
+  return sub
+end
+
+-- Move id between the browse indexes of states `from` and `to` (either nil).
+local function idx_move(id, from, to, rec)
+  if from == to then return end
+  local out, into = idx_key(K_NORMAL, from), idx_key(K_NORMAL, to)
+  if out then redis.call('ZREM', out, id) end
+  if into then redis.call('ZADD', into, idx_at(rec), id) end
 end
 
 -- Where live records are kept (keys.record_bucket in Python is the same rule):
@@ -193,10 +226,18 @@ end
 -- place of whatever the id had).
 local function set_rec(id, rec)
   rec.at = rec_store(K_TASKS, id, enc(rec), rec.at)
+  if rec.s ~= rec.s0 then
+    idx_move(id, rec.s0, rec.s, rec)
+    rec.s0 = rec.s
+  end
 end
 
 local function drop_rec(id, rec)
   rec_drop(K_TASKS, id, rec and rec.at)
+  if rec and rec.s0 then
+    idx_move(id, rec.s0, nil, rec)
+    rec.s0 = nil
+  end
 end
 
 -- One command over many arguments (in chunks the Lua stack can take): batching
@@ -346,14 +387,16 @@ local function remove_body(key, id)
 end
 
 -- Bury a body in the DLQ with its record (the live record goes away). The DLQ
--- keeps one dead letter per id, of its newest death (as memory and SQLite do).
+-- keeps one dead letter per id, of its newest death (as memory and SQLite do). The
+-- record keeps the body (b), so a dead task is read by id without a walk of :dead.
 local function bury(id, raw, rec)
   rec.s = nil
   rec.k = nil
-  rec.b = nil
+  rec.b = raw
   drop_rec(id, rec)
   if redis.call('HEXISTS', K_DEADINFO, id) == 1 then remove_body(K_DEAD, id) end
   redis.call('HSET', K_DEADINFO, id, enc(rec))
+  redis.call('ZADD', K_NORMAL .. IDX_SUFFIX.x, idx_at(rec), id)
   redis.call('RPUSH', K_DEAD, raw)
   count('dead')
   retain({id}, tonumber(rec.f) or 0)

@@ -149,6 +149,7 @@ local function run_callback(rn, key, oc_json, now)
   local raw = '{"id":' .. cjson.encode(id) .. ',"payload":' .. cjson.encode(payload) ..
     ',"enqueued_at":' .. fstr(now) .. '}'
   rec_store(q .. ':tasks', id, enc({s = 'q', a = 0, p = 0, d = '/' .. fstr(now)}), was)
+  redis.call('ZADD', q .. IDX_SUFFIX.q, fstr(now), id)
   redis.call('RPUSH', q, raw)
   redis.call('HINCRBY', q .. ':counters', 'submitted', 1)
   if redis.call('LLEN', q .. ':wake') < WAKE_CAP then redis.call('LPUSH', q .. ':wake', '1') end
