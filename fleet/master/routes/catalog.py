@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 
 from fleet.backends.base import Backend
+from fleet.master.http.answers import CatalogEntryOut, TypeDeleted, TypeRow
 from fleet.master.http.auth import Principal, admin_access, list_access, type_read_access
 from fleet.master.http.models import TypeName, error_responses
 from fleet.master.services import types
@@ -16,7 +17,11 @@ from fleet.master.state import backend_dependency, master_state, shared_views, v
 router = APIRouter(tags=["catalog"], responses=error_responses(401, 403, 404, 413, 503))
 
 
-@router.get("/catalog", summary="Every automation's declared schemas")
+@router.get(
+    "/catalog",
+    response_model=dict[str, CatalogEntryOut],
+    summary="Every automation's declared schemas",
+)
 async def catalog(
     principal: Principal = Depends(list_access),
     backend: Backend = Depends(backend_dependency),
@@ -25,7 +30,11 @@ async def catalog(
     return await shown_catalog(backend, principal.sees_type)
 
 
-@router.get("/catalog/{automation_type}", summary="One automation's declared schemas")
+@router.get(
+    "/catalog/{automation_type}",
+    response_model=CatalogEntryOut,
+    summary="One automation's declared schemas",
+)
 async def catalog_one(
     automation_type: TypeName,
     _: Any = Depends(type_read_access),
@@ -35,7 +44,11 @@ async def catalog_one(
     return await shown_entry(backend, automation_type)
 
 
-@router.get("/automations", summary="Types with kind, worker counts and queue depths")
+@router.get(
+    "/automations",
+    response_model=list[TypeRow],
+    summary="Types with kind, worker counts and queue depths",
+)
 async def automations(
     request: Request,
     principal: Principal = Depends(list_access),
@@ -48,7 +61,11 @@ async def automations(
     return await types.type_rows(backend, principal.sees_type, heartbeat, read)
 
 
-@router.delete("/automations/{automation_type}", summary="Remove all state of a type")
+@router.delete(
+    "/automations/{automation_type}",
+    response_model=TypeDeleted,
+    summary="Remove all state of a type",
+)
 async def delete_type(
     automation_type: TypeName,
     request: Request,

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 
 from fleet.backends.base import Backend
 from fleet.core.errors import Forbidden
+from fleet.master.http.answers import ConfigOut, ConfigWritten
 from fleet.master.http.auth import Principal, admin_access, type_read_access
 from fleet.master.http.models import TypeName, error_responses
 from fleet.master.services import configs
@@ -21,7 +22,11 @@ _PATCH_DOC = (
 )
 
 
-@router.get("/automations/{automation_type}/config", summary="The type-wide config")
+@router.get(
+    "/automations/{automation_type}/config",
+    response_model=ConfigOut,
+    summary="The type-wide config",
+)
 async def get_config(
     automation_type: TypeName,
     reveal: bool = Query(False, description="Show secrets unmasked (admin token only)."),
@@ -39,6 +44,7 @@ async def get_config(
 
 @router.patch(
     "/automations/{automation_type}/config",
+    response_model=ConfigWritten,
     summary="Change the type-wide config",
     responses=error_responses(400),
 )
@@ -61,6 +67,7 @@ async def patch_config(
 
 @router.patch(
     "/automations/{automation_type}/workers/{worker_id}/config",
+    response_model=ConfigWritten,
     summary="Change one worker's override",
     responses=error_responses(400),
 )

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_
 
 from fleet.backends.base import Backend
 from fleet.core.flow import MAX_GROUP_LEN, parse_rate
+from fleet.master.http.answers import GroupOut, GroupPage
 from fleet.master.http.auth import admin_access, type_read_access
 from fleet.master.http.models import TypeName, error_responses
 from fleet.master.services import groups
@@ -47,7 +48,11 @@ class GroupBody(BaseModel):
         return None if value is None else parse_rate(value).text
 
 
-@router.get("/automations/{automation_type}/groups", summary="List a type's groups")
+@router.get(
+    "/automations/{automation_type}/groups",
+    response_model=GroupPage,
+    summary="List a type's groups",
+)
 async def list_groups(
     automation_type: TypeName,
     after: str | None = Query(
@@ -63,7 +68,11 @@ async def list_groups(
     return await groups.group_page(backend, automation_type, after, limit)
 
 
-@router.get("/automations/{automation_type}/groups/{group:path}", summary="One group")
+@router.get(
+    "/automations/{automation_type}/groups/{group:path}",
+    response_model=GroupOut,
+    summary="One group",
+)
 async def get_group(
     automation_type: TypeName,
     group: GroupName,
@@ -77,6 +86,7 @@ async def get_group(
 
 @router.put(
     "/automations/{automation_type}/groups/{group:path}",
+    response_model=GroupOut,
     summary="Set a group's own limits or pause it",
     responses=error_responses(400),
 )
@@ -101,6 +111,7 @@ async def put_group(
 
 @router.delete(
     "/automations/{automation_type}/groups/{group:path}",
+    response_model=GroupOut,
     summary="Back to the type's limits",
 )
 async def reset_group(

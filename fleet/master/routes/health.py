@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from fleet.master.http.answers import Health
 from fleet.master.http.auth import authorize
 from fleet.master.http.models import error_responses
 from fleet.master.state import get_backend, master_state
@@ -15,7 +16,7 @@ from fleet.master.state import get_backend, master_state
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", summary="Liveness")
+@router.get("/healthz", response_model=Health, summary="Liveness")
 async def healthz() -> dict[str, Any]:
     """The process answers (no auth)."""
     return {"ok": True}

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 
 from fleet.backends.base import Backend
+from fleet.master.http.answers import PoolDetail, PoolDropped, PoolOut
 from fleet.master.http.auth import Principal, admin_access, read_access
 from fleet.master.http.models import PoolName, error_responses
 from fleet.master.services import pools as pool_service
@@ -15,7 +16,7 @@ from fleet.master.state import backend_dependency
 router = APIRouter(tags=["pools"], responses=error_responses(401, 403, 404, 413, 503))
 
 
-@router.get("/pools", summary="Pools with sizes")
+@router.get("/pools", response_model=list[PoolOut], summary="Pools with sizes")
 async def pools(
     _: Any = Depends(read_access),
     backend: Backend = Depends(backend_dependency),
@@ -25,7 +26,7 @@ async def pools(
     return [stats.to_dict() for stats in await pool_service.existing_pools(backend)]
 
 
-@router.get("/pools/{name}", summary="One pool and its items")
+@router.get("/pools/{name}", response_model=PoolDetail, summary="One pool and its items")
 async def pool_items(
     name: PoolName,
     n: int = Query(50, ge=1, le=1_000),
@@ -39,7 +40,7 @@ async def pool_items(
     return await pool_service.pool_detail(backend, name, n, payloads=principal.is_admin)
 
 
-@router.delete("/pools/{name}", summary="Drop a pool and its claims")
+@router.delete("/pools/{name}", response_model=PoolDropped, summary="Drop a pool and its claims")
 async def drop_pool(
     name: PoolName,
     _: Any = Depends(admin_access),

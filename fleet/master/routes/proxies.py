@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 
 from fleet.backends.base import Backend
+from fleet.master.http.answers import ProxiesOut
 from fleet.master.http.auth import read_access
 from fleet.master.http.models import error_responses
 from fleet.master.services.proxies import proxy_health
@@ -19,7 +20,7 @@ router = APIRouter(tags=["proxies"], responses=error_responses(401, 403, 503))
 MAX_PROXIES = 1000
 
 
-@router.get("/proxies", summary="Proxy health, fleet-wide")
+@router.get("/proxies", response_model=ProxiesOut, summary="Proxy health, fleet-wide")
 async def list_proxies(
     limit: int = Query(MAX_PROXIES, ge=1, le=MAX_PROXIES),
     _: Any = Depends(read_access),

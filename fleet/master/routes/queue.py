@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 
 from fleet.backends.base import Backend
+from fleet.master.http.answers import DeadLetter, Drained, OutputEntry, Replayed
 from fleet.master.http.auth import admin_access, type_read_access
 from fleet.master.http.models import PopBody, ReplayBody, TypeName, error_responses
 from fleet.master.services import queue
@@ -17,7 +18,9 @@ router = APIRouter(
 )
 
 
-@router.get("/automations/{automation_type}/dead", summary="Peek the DLQ")
+@router.get(
+    "/automations/{automation_type}/dead", response_model=list[DeadLetter], summary="Peek the DLQ"
+)
 async def dead_peek(
     automation_type: TypeName,
     n: int = Query(50, ge=1, le=1_000),
@@ -30,6 +33,7 @@ async def dead_peek(
 
 @router.post(
     "/automations/{automation_type}/dead/replay",
+    response_model=Replayed,
     summary="Replay dead tasks",
     responses=error_responses(400),
 )
@@ -45,7 +49,9 @@ async def dead_replay(
     return {"replayed": await queue.replay(backend, automation_type, body.n, body.task_ids)}
 
 
-@router.delete("/automations/{automation_type}/dead", summary="Drain the DLQ")
+@router.delete(
+    "/automations/{automation_type}/dead", response_model=Drained, summary="Drain the DLQ"
+)
 async def dead_drain(
     automation_type: TypeName,
     _: Any = Depends(admin_access),
@@ -55,7 +61,11 @@ async def dead_drain(
     return {"drained": await queue.drain_dead(backend, automation_type)}
 
 
-@router.get("/automations/{automation_type}/output", summary="Peek the output stream")
+@router.get(
+    "/automations/{automation_type}/output",
+    response_model=list[OutputEntry],
+    summary="Peek the output stream",
+)
 async def output_peek(
     automation_type: TypeName,
     n: int = Query(20, ge=1, le=1_000),
@@ -73,6 +83,7 @@ async def output_peek(
 
 @router.post(
     "/automations/{automation_type}/output/pop",
+    response_model=list[OutputEntry],
     summary="Pop from the output stream",
     responses=error_responses(400),
 )

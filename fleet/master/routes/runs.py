@@ -10,6 +10,7 @@ from pydantic import Field
 from fleet.backends.base import Backend
 from fleet.core.results import MAX_WAIT_SECONDS
 from fleet.core.runs import MAX_MAX_DELAY, MAX_RUN_TYPES
+from fleet.master.http.answers import RunCreated, RunOut, RunPage
 from fleet.master.http.auth import admin_access, read_access
 from fleet.master.http.disconnect import unless_disconnected
 from fleet.master.http.models import RunBody, error_responses
@@ -43,7 +44,13 @@ class RunCreate(RunBody):
     )
 
 
-@router.post("/runs", status_code=201, responses=error_responses(400), summary="Create a run")
+@router.post(
+    "/runs",
+    response_model=RunCreated,
+    status_code=201,
+    responses=error_responses(400),
+    summary="Create a run",
+)
 async def create_run(
     body: RunCreate,
     request: Request,
@@ -63,7 +70,7 @@ async def create_run(
     )
 
 
-@router.get("/runs", summary="List runs")
+@router.get("/runs", response_model=RunPage, summary="List runs")
 async def list_runs(
     after: str | None = Query(None, max_length=200, description="The previous page's `next`."),
     limit: int = Query(50, ge=1, le=runs.MAX_PAGE),
@@ -77,7 +84,7 @@ async def list_runs(
     return await runs.page(backend, after, limit)
 
 
-@router.get("/runs/{run_id}", summary="A run's state and counters")
+@router.get("/runs/{run_id}", response_model=RunOut, summary="A run's state and counters")
 async def get_run(
     run_id: RunId,
     request: Request,
@@ -95,7 +102,7 @@ async def get_run(
     return await (found if wait is None else unless_disconnected(request, found))
 
 
-@router.delete("/runs/{run_id}", summary="Cancel a run")
+@router.delete("/runs/{run_id}", response_model=RunOut, summary="Cancel a run")
 async def cancel_run(
     run_id: RunId,
     _: Any = Depends(admin_access),

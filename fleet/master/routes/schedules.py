@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, StrictInt
 from pydantic.json_schema import SkipJsonSchema
 
 from fleet.backends.base import Backend
+from fleet.master.http.answers import ScheduleDeleted, ScheduleOut, SchedulePage, ScheduleRun
 from fleet.master.http.auth import admin_access, type_read_access
 from fleet.master.http.models import ErrorBody, TypeName, error_responses
 from fleet.master.services.schedules import MAX_PAGE, Schedules, answer
@@ -99,7 +100,11 @@ def _schedules(request: Request, backend: Backend, automation_type: str) -> Sche
     return Schedules(backend, master_state(request).entries, automation_type)
 
 
-@router.get("/automations/{automation_type}/schedules", summary="List a type's schedules")
+@router.get(
+    "/automations/{automation_type}/schedules",
+    response_model=SchedulePage,
+    summary="List a type's schedules",
+)
 async def list_schedules(
     automation_type: TypeName,
     request: Request,
@@ -121,6 +126,7 @@ async def list_schedules(
 
 @router.post(
     "/automations/{automation_type}/schedules",
+    response_model=ScheduleOut,
     status_code=201,
     summary="Create a schedule",
     responses=error_responses(400),
@@ -141,7 +147,11 @@ async def create_schedule(
     return JSONResponse(answer(record), status_code=201)
 
 
-@router.get("/automations/{automation_type}/schedules/{schedule_id}", summary="One schedule")
+@router.get(
+    "/automations/{automation_type}/schedules/{schedule_id}",
+    response_model=ScheduleOut,
+    summary="One schedule",
+)
 async def get_schedule(
     automation_type: TypeName,
     schedule_id: ScheduleId,
@@ -155,6 +165,7 @@ async def get_schedule(
 
 @router.patch(
     "/automations/{automation_type}/schedules/{schedule_id}",
+    response_model=ScheduleOut,
     summary="Change, pause or resume a schedule",
     responses=error_responses(400),
 )
@@ -174,7 +185,9 @@ async def patch_schedule(
 
 
 @router.delete(
-    "/automations/{automation_type}/schedules/{schedule_id}", summary="Delete a schedule"
+    "/automations/{automation_type}/schedules/{schedule_id}",
+    response_model=ScheduleDeleted,
+    summary="Delete a schedule",
 )
 async def delete_schedule(
     automation_type: TypeName,
@@ -192,6 +205,7 @@ async def delete_schedule(
 
 @router.post(
     "/automations/{automation_type}/schedules/{schedule_id}/run",
+    response_model=ScheduleRun,
     status_code=202,
     summary="Enqueue one run of a schedule now",
 )

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from fleet.backends.base import Backend
 from fleet.core.results import MAX_WAIT_SECONDS
+from fleet.master.http.answers import QueueDepths, TaskCancelled, TaskRecord
 from fleet.master.http.auth import Principal, admin_access, submit_access, type_read_access
 from fleet.master.http.disconnect import unless_disconnected
 from fleet.master.http.models import (
@@ -86,7 +87,11 @@ async def submit_batch(
     return JSONResponse({"results": results}, status_code=202)
 
 
-@router.get("/automations/{automation_type}/tasks/{task_id}", summary="A task's record")
+@router.get(
+    "/automations/{automation_type}/tasks/{task_id}",
+    response_model=TaskRecord,
+    summary="A task's record",
+)
 async def task_state(
     automation_type: TypeName,
     task_id: str,
@@ -110,7 +115,11 @@ async def task_state(
     return await (found if wait is None else unless_disconnected(request, found))
 
 
-@router.delete("/automations/{automation_type}/tasks/{task_id}", summary="Cancel a task")
+@router.delete(
+    "/automations/{automation_type}/tasks/{task_id}",
+    response_model=TaskCancelled,
+    summary="Cancel a task",
+)
 async def cancel_task(
     automation_type: TypeName,
     task_id: str,
@@ -123,7 +132,9 @@ async def cancel_task(
     return {"task_id": task_id, "outcome": outcome}
 
 
-@router.get("/automations/{automation_type}/queue", summary="Queue depths")
+@router.get(
+    "/automations/{automation_type}/queue", response_model=QueueDepths, summary="Queue depths"
+)
 async def queue_depths(
     automation_type: TypeName,
     _: Any = Depends(type_read_access),

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 
 from fleet.backends.base import Backend
+from fleet.master.http.answers import WorkerAction, WorkerForgotten, WorkerOut
 from fleet.master.http.auth import Kind, Principal, admin_access, list_access, type_read_access
 from fleet.master.http.models import TypeName, error_responses
 from fleet.master.services import workers
@@ -16,7 +17,7 @@ from fleet.master.state import backend_dependency, master_state, shared_views, v
 router = APIRouter(tags=["workers"], responses=error_responses(401, 403, 404, 413, 503))
 
 
-@router.get("/workers", summary="Every worker of every type", response_model=list[dict[str, Any]])
+@router.get("/workers", summary="Every worker of every type", response_model=list[WorkerOut])
 async def all_workers(
     request: Request,
     principal: Principal = Depends(list_access),
@@ -31,7 +32,11 @@ async def all_workers(
     return Response(read.json(sees), media_type="application/json")
 
 
-@router.get("/automations/{automation_type}/workers", summary="Workers of one type")
+@router.get(
+    "/automations/{automation_type}/workers",
+    response_model=list[WorkerOut],
+    summary="Workers of one type",
+)
 async def type_workers(
     automation_type: TypeName,
     request: Request,
@@ -43,7 +48,11 @@ async def type_workers(
     return await load_views(backend, pairs, master_state(request).settings.heartbeat_seconds)
 
 
-@router.get("/automations/{automation_type}/workers/{worker_id}", summary="One worker")
+@router.get(
+    "/automations/{automation_type}/workers/{worker_id}",
+    response_model=WorkerOut,
+    summary="One worker",
+)
 async def one_worker(
     automation_type: TypeName,
     worker_id: str,
@@ -57,7 +66,11 @@ async def one_worker(
     return await workers.worker_detail(backend, automation_type, worker_id, heartbeat)
 
 
-@router.post("/automations/{automation_type}/workers/{worker_id}/drain", summary="Drain")
+@router.post(
+    "/automations/{automation_type}/workers/{worker_id}/drain",
+    response_model=WorkerAction,
+    summary="Drain",
+)
 async def drain_worker(
     automation_type: TypeName,
     worker_id: str,
@@ -73,7 +86,11 @@ async def drain_worker(
     return {"worker_id": worker_id, "action": "drain"}
 
 
-@router.post("/automations/{automation_type}/workers/{worker_id}/resume", summary="Resume")
+@router.post(
+    "/automations/{automation_type}/workers/{worker_id}/resume",
+    response_model=WorkerAction,
+    summary="Resume",
+)
 async def resume_worker(
     automation_type: TypeName,
     worker_id: str,
@@ -89,7 +106,11 @@ async def resume_worker(
     return {"worker_id": worker_id, "action": "resume"}
 
 
-@router.delete("/automations/{automation_type}/workers/{worker_id}", summary="Forget a worker")
+@router.delete(
+    "/automations/{automation_type}/workers/{worker_id}",
+    response_model=WorkerForgotten,
+    summary="Forget a worker",
+)
 async def forget_worker(
     automation_type: TypeName,
     worker_id: str,

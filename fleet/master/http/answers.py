@@ -1,0 +1,342 @@
+"""The response bodies of the REST API, one model per answer, named in the OpenAPI
+document (request bodies and the task browser's answers are in ``models.py``).
+
+Every answer extends :class:`Answer`: the fields it declares are what the answer
+promises; a field declared with a default is sent only when the service gave it
+(the wire carries exactly the keys the service put in, nothing is filled in), and
+keys not declared pass through (``additionalProperties``), so a service adding a
+field never breaks the answer. Numbers that may be whole are ``int | float``: an
+``int`` stays an ``int`` on the wire.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
+
+Number = int | float
+
+
+class Answer(BaseModel):
+    """The base of every answer: declared fields typed, others passed through, and
+    only the keys given written back."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    @model_serializer(mode="wrap")
+    def _given_keys(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        fields = type(self).model_fields
+        given = {fields[n].alias or n for n in self.model_fields_set if n in fields}
+        given |= set(self.__pydantic_extra__ or {})
+        given |= self.model_fields_set  # a dump by field name
+        return {k: v for k, v in data.items() if k in given}
+
+
+# ------------------------------------------------------------------- health
+class Health(Answer):
+    """``GET /healthz``."""
+
+    ok: bool
+
+
+# ------------------------------------------------------------ catalog, types
+class CatalogEntryOut(Answer):
+    """One automation's declared schemas (contracts.md); the schemas are the plugin's."""
+
+    type: str | None = None
+    kind: str | None = None
+    config: dict[str, Any] | None = None
+    queue: dict[str, Any] | None = None
+    stream: dict[str, Any] | None = None
+    pools: Any = None
+    browser: Any = None
+    unreadable: Any = None
+
+
+class TypeRow(Answer):
+    """One row of ``GET /automations``: kind, worker counts, queue depths."""
+
+    type: str
+    kind: str | None
+    catalogued: bool
+    has_queue: bool
+    has_stream: bool
+    workers: dict[str, int] | None = None
+    queue: dict[str, Any] | None = None
+    unreadable: str | None = None
+
+
+class TypeDeleted(Answer):
+    """``DELETE /automations/{type}``."""
+
+    deleted: str
+
+
+# ------------------------------------------------------------------- tasks
+class TaskRecord(Answer):
+    """A task's record (``GET …/tasks/{id}``): its state and what it did."""
+
+    task_id: str
+    state: str
+    attempt: int | None = None
+    max_attempts: int | None = None
+    priority: int | None = None
+    last_error: str | None = None
+    traceback: str | None = None
+    deadline: Number | None = None
+    ready_at: Number | None = None
+    finished_at: Number | None = None
+    submitted_at: Number | None = None
+    started_at: Number | None = None
+    progress: Any = None
+    outputs: list[Any] | None = None
+    outputs_total: int | None = None
+    outputs_truncated: bool | None = None
+    trace_id: str | None = None
+    payload: Any = None
+    group: str | None = None
+    run: str | None = None
+
+
+class TaskCancelled(Answer):
+    """``DELETE …/tasks/{id}``: ``cancelled``, or ``cancelling`` for a processing one."""
+
+    task_id: str
+    outcome: str
+
+
+class QueueDepths(Answer):
+    """``GET …/queue``: depths per tier, processing, scheduled, dead, counters."""
+
+    type: str
+    pending: dict[str, int]
+    pending_total: int
+    processing: int
+    scheduled: int
+    dead: int
+    oldest_pending_age: Number | None
+    counters: dict[str, int]
+
+
+class DeadLetter(Answer):
+    """One dead task: its body, last error and attempts."""
+
+    id: str
+    payload: Any = None
+    priority: int | None = None
+    attempt: int | None = None
+    max_attempts: int | None = None
+    enqueued_at: Number | None = None
+    last_error: str | None = None
+    failed_at: Number | None = None
+
+
+class Replayed(Answer):
+    """``POST …/dead/replay``."""
+
+    replayed: int
+
+
+class Drained(Answer):
+    """``DELETE …/dead``."""
+
+    drained: int
+
+
+class OutputEntry(Answer):
+    """One entry of a type's output stream; ``payload`` is the automation's."""
+
+    id: str
+    ts: Number
+    worker_id: str | None = None
+    task_id: str | None = None
+    attempt: int | None = None
+    payload: Any = None
+
+
+# -------------------------------------------------------------------- runs
+class RunCreated(Answer):
+    """``POST /runs``."""
+
+    run_id: str
+
+
+class RunOut(Answer):
+    """A run: its state, counters and counts by type."""
+
+    run_id: str
+    state: str
+    name: str | None = None
+    on_complete: dict[str, Any] | None = None
+    types: list[str] | None = None
+    max_delay_seconds: Number | None = None
+    created_at: Number | None = None
+    finished_at: Number | None = None
+    counters: dict[str, int] | None = None
+    by_type: dict[str, dict[str, int]] | None = None
+
+
+class RunPage(Answer):
+    """``GET /runs``: newest first; ``next`` is the ``after`` of the next page."""
+
+    runs: list[RunOut]
+    next: str | None
+
+
+# ------------------------------------------------------------------ groups
+class GroupOut(Answer):
+    """One flow-control group: counts, effective limits, its own settings."""
+
+    group: str
+    pending: int
+    running: int
+    concurrency: int | None
+    rate: str | None
+    paused: bool
+    throttled_until: Number | None
+    settings: dict[str, Any] | None
+
+
+class GroupLimits(Answer):
+    """A type's group limits."""
+
+    concurrency: int | None
+    rate: str | None
+
+
+class GroupPage(Answer):
+    """``GET …/groups``: a page by name; ``next`` is the ``after`` of the next page."""
+
+    groups: list[GroupOut]
+    next: str | None
+    defaults: GroupLimits
+
+
+# --------------------------------------------------------------- schedules
+class ScheduleOut(Answer):
+    """One schedule: its definition, ``next_run``, ``last_run``, ``last_task_id``
+    (one whose record cannot be read: ``{id, unreadable, raw, error}``)."""
+
+    id: str
+    payload: Any = None
+    enabled: bool | None = None
+    declared: bool | None = None
+    next_run: Number | None = None
+    last_run: Number | None = None
+    last_task_id: str | None = None
+    unreadable: bool | None = None
+
+
+class SchedulePage(Answer):
+    """``GET …/schedules``: by id; ``next`` is the ``after`` of the next page."""
+
+    schedules: list[ScheduleOut]
+    next: str | None
+    note: str | None = None
+
+
+class ScheduleDeleted(Answer):
+    """``DELETE …/schedules/{id}``."""
+
+    deleted: bool
+
+
+class ScheduleRun(Answer):
+    """``POST …/schedules/{id}/run``: the task it enqueued."""
+
+    task_id: str
+
+
+# ------------------------------------------------------------------ config
+class ConfigOut(Answer):
+    """``GET …/config``: stored, defaults, effective, missing fields and the schema
+    (the automation's ``Config``)."""
+
+    type: str
+    config: dict[str, Any]
+    defaults: dict[str, Any]
+    effective: dict[str, Any]
+    missing: list[str]
+    schema_: dict[str, Any] = Field(alias="schema")
+
+
+class ConfigWritten(Answer):
+    """A config patch: what is stored now, its generation, the workers told."""
+
+    config: dict[str, Any]
+    gen: int
+    workers: list[str]
+    missing: list[str]
+
+
+# ----------------------------------------------------------------- workers
+class WorkerOut(Answer):
+    """One worker's view: state, heartbeat, slots, config generations, hardware."""
+
+    type: str
+    worker_id: str
+    state: str
+    up: bool
+    reported_state: str | None = None
+    last_seen: Number | None = None
+    seen_ago: Number | None = None
+    slots: dict[str, int] | None = None
+    gen: dict[str, int] | None = None
+    lagging: bool | None = None
+    hardware: dict[str, Any] | None = None
+    last_error: str | None = None
+
+
+class WorkerAction(Answer):
+    """``POST …/workers/{id}/drain`` and ``/resume``."""
+
+    worker_id: str
+    action: str
+
+
+class WorkerForgotten(Answer):
+    """``DELETE …/workers/{id}``."""
+
+    worker_id: str
+    forgotten: bool
+
+
+# ------------------------------------------------------------ pools, proxies
+class PoolOut(Answer):
+    """A pool's sizes."""
+
+    name: str
+    total: int
+    available: int
+    claimed: int
+    expiring_soon: int
+
+
+class PoolDetail(PoolOut):
+    """A pool and its items (payloads shown to the admin only)."""
+
+    items: list[dict[str, Any]]
+
+
+class PoolDropped(Answer):
+    """``DELETE /pools/{name}``: how many items went."""
+
+    dropped: int
+
+
+class ProxiesOut(Answer):
+    """``GET /proxies``: each proxy's health, and totals."""
+
+    proxies: list[dict[str, Any]]
+    cooling: int
+    in_use: int
