@@ -27,6 +27,11 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
         [str(ROOT), str(ROOT), "--smoke", "--url", "{url}"],
         r"median after: enqueue/s [\d,.]+, .*drain/s [\d,.]+",
     ),
+    "browse.py": (
+        ["--smoke", "--url", "{url}"],
+        r"\| sqlite \| pending \| 2,000 \| [\d.]+ \| [\d.]+ \| [\d.]+x \|"
+        r"(.|\n)*\| redis \| dead \| 2,000 \| [\d.]+ \| [\d.]+ \| [\d.]+x \|",
+    ),
     "cluster_drain.py": (
         ["--smoke"],
         r"\| one server \| [\d,]+ \|\n\| cluster, 3 primaries \| [\d,]+ \|",
