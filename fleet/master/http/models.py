@@ -194,10 +194,15 @@ class TaskItem(BaseModel):
 
 
 class TaskPageBody(BaseModel):
-    """A page, newest first; pass ``next_cursor`` as ``cursor`` for the next one."""
+    """A page, newest first; pass ``next`` as ``after`` for the next one."""
 
     items: list[TaskItem]
-    next_cursor: str | None = Field(description="None on the last page.")
+    next: str | None = Field(description="The ``after`` of the next page; None on the last.")
+    next_cursor: str | None = Field(
+        description="Deprecated: the same as ``next`` (the name before the API's one "
+        "pagination style).",
+        deprecated=True,
+    )
 
 
 class DeadSelectionBody(BaseModel):

@@ -32,16 +32,19 @@ async def task_page(
     automation_type: TypeName,
     state: BrowseState = Query("pending", description="pending, scheduled, processing or dead."),
     limit: int = Query(50, ge=MIN_LIMIT, le=MAX_LIMIT),
+    after: str | None = Query(None, max_length=4096, description="The previous page's `next`."),
     cursor: str | None = Query(
-        None, max_length=4096, description="The ``next_cursor`` of the page before."
+        None, max_length=4096, description="Deprecated: the old name of `after`.", deprecated=True
     ),
     _: Any = Depends(type_read_access),
     backend: Backend = Depends(backend_dependency),
 ) -> TaskPageBody:
     """The ``limit`` newest tasks of ``state`` (by first submit time, then id),
-    strictly after ``cursor``. A walk lists no task twice; tasks that enter the
+    strictly after ``after``. A walk lists no task twice; tasks that enter the
     state behind it (new submits, retries, replays) show in the next walk."""
-    return await browse.task_page(backend, automation_type, state, limit, cursor)
+    where = "after" if after is not None or cursor is None else "cursor"
+    given = after if after is not None else cursor
+    return await browse.task_page(backend, automation_type, state, limit, given, where)
 
 
 @router.post(

@@ -35,18 +35,25 @@ def _item(s: TaskSummary) -> TaskItem:
 
 
 async def task_page(
-    backend: Backend, automation_type: str, state: BrowseState, limit: int, cursor: str | None
+    backend: Backend,
+    automation_type: str,
+    state: BrowseState,
+    limit: int,
+    cursor: str | None,
+    where: str = "after",
 ) -> TaskPageBody:
-    """One page of the type's tasks in ``state``, newest first; 404 for an unknown
-    type, 422 for a cursor that is not one."""
+    """One page of the type's tasks in ``state``, newest first, after ``cursor`` (the
+    previous page's ``next``; ``where`` the query parameter that gave it); 404 for an
+    unknown type, 422 for a cursor that is not one."""
     await require_entry(backend, automation_type)
     try:
         page = await backend.browse.page(automation_type, state, limit, cursor)
     except BadCursor as exc:
         raise InvalidInput(
-            [{"type": "value_error", "loc": ["query", "cursor"], "msg": str(exc), "input": cursor}]
+            [{"type": "value_error", "loc": ["query", where], "msg": str(exc), "input": cursor}]
         ) from exc
-    return TaskPageBody(items=[_item(s) for s in page.items], next_cursor=page.next_cursor)
+    following = page.next_cursor
+    return TaskPageBody(items=[_item(s) for s in page.items], next=following, next_cursor=following)
 
 
 async def dead_selection(

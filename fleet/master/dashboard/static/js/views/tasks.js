@@ -25,7 +25,7 @@ export function tasksPanel(type) {
   let state = "pending";
   // Cursors of the pages before the one shown (null: the first page), for "Newer".
   let trail = [];
-  let cursor = null;
+  let after = null; // the page shown: the `next` of the page before it (null: the first)
   let loads = 0;
 
   const search = h("input", { type: "search", name: "task-id", placeholder: "task id", "aria-label": "find a task by id", spellcheck: "false" });
@@ -75,7 +75,7 @@ export function tasksPanel(type) {
       mount(msg, note("error", `${action}: ${err.summary || err.message}`));
     }
     store.refreshSoon(0);
-    load(cursor);
+    load(after);
   }
 
   function renderTabs() {
@@ -116,7 +116,7 @@ export function tasksPanel(type) {
     renderTabs();
     let page;
     try {
-      const q = `state=${state}&limit=${PAGE}${from ? `&cursor=${encodeURIComponent(from)}` : ""}`;
+      const q = `state=${state}&limit=${PAGE}${from ? `&after=${encodeURIComponent(from)}` : ""}`;
       page = await api(`${base}/tasks?${q}`, { signal });
     } catch (err) {
       if (aborted(err)) throw err;
@@ -124,7 +124,7 @@ export function tasksPanel(type) {
       return;
     }
     if (mine !== loads) return;
-    cursor = from;
+    after = from;
     const dead = state === "dead";
     const picked = new Set(selected()); // a reload keeps what the user ticked
     if (!page.items.length) {
@@ -166,7 +166,7 @@ export function tasksPanel(type) {
             "← Newer",
           )
         : null,
-      page.next_cursor
+      page.next
         ? h(
             "button",
             {
@@ -175,7 +175,7 @@ export function tasksPanel(type) {
               "data-action": "older",
               onclick: () => {
                 trail.push(from);
-                load(page.next_cursor);
+                load(page.next);
               },
             },
             "Older →",
@@ -202,7 +202,7 @@ export function tasksPanel(type) {
 
   // Reloaded when the type's counts move (at most once a PANEL_MIN_MS: a busy type
   // does not reload it on every frame), at once when the user pages or picks a state.
-  const loader = onChange((signal) => load(cursor, signal), { minMs: PANEL_MIN_MS });
+  const loader = onChange((signal) => load(after, signal), { minMs: PANEL_MIN_MS });
   function update(key) {
     loader.update(key);
   }

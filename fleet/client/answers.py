@@ -1,0 +1,211 @@
+"""What :class:`fleet.client.http.FleetClient` returns: the master's answers as
+``TypedDict``s, one per response model of the OpenAPI document, under the same name
+(``fleet/master/http/answers.py``; ``tests/master/test_contract.py`` holds the two
+to each other). Plain JSON at run time: the client needs neither FastAPI nor the
+master's extra, and a caller indexes them as before, checked by mypy.
+"""
+
+from typing import Any, NotRequired, TypedDict
+
+Number = int | float
+
+
+class SubmitResult(TypedDict):
+    task_id: str
+    queued: bool
+    duplicate: bool
+
+
+class BatchItemError(TypedDict):
+    error: str
+    detail: NotRequired[list[dict[str, Any]]]
+
+
+class TaskRecord(TypedDict):
+    task_id: str
+    state: str
+    attempt: NotRequired[int | None]
+    max_attempts: NotRequired[int | None]
+    priority: NotRequired[int | None]
+    last_error: NotRequired[str | None]
+    traceback: NotRequired[str | None]
+    deadline: NotRequired[Number | None]
+    ready_at: NotRequired[Number | None]
+    finished_at: NotRequired[Number | None]
+    submitted_at: NotRequired[Number | None]
+    started_at: NotRequired[Number | None]
+    progress: NotRequired[Any]
+    outputs: NotRequired[list[Any] | None]
+    outputs_total: NotRequired[int | None]
+    outputs_truncated: NotRequired[bool | None]
+    trace_id: NotRequired[str | None]
+    payload: NotRequired[Any]
+    group: NotRequired[str | None]
+    run: NotRequired[str | None]
+
+
+class TaskCancelled(TypedDict):
+    task_id: str
+    outcome: str
+
+
+class QueueDepths(TypedDict):
+    type: str
+    pending: dict[str, int]
+    pending_total: int
+    processing: int
+    scheduled: int
+    dead: int
+    oldest_pending_age: Number | None
+    counters: dict[str, int]
+
+
+class DeadLetter(TypedDict):
+    id: str
+    payload: NotRequired[Any]
+    priority: NotRequired[int | None]
+    attempt: NotRequired[int | None]
+    max_attempts: NotRequired[int | None]
+    enqueued_at: NotRequired[Number | None]
+    last_error: NotRequired[str | None]
+    failed_at: NotRequired[Number | None]
+
+
+class OutputEntry(TypedDict):
+    id: str
+    ts: Number
+    worker_id: NotRequired[str | None]
+    task_id: NotRequired[str | None]
+    attempt: NotRequired[int | None]
+    payload: NotRequired[Any]
+
+
+class RunOut(TypedDict):
+    run_id: str
+    state: str
+    name: NotRequired[str | None]
+    on_complete: NotRequired[dict[str, Any] | None]
+    types: NotRequired[list[str] | None]
+    max_delay_seconds: NotRequired[Number | None]
+    created_at: NotRequired[Number | None]
+    finished_at: NotRequired[Number | None]
+    counters: NotRequired[dict[str, int] | None]
+    by_type: NotRequired[dict[str, dict[str, int]] | None]
+
+
+class RunPage(TypedDict):
+    runs: list[RunOut]
+    next: str | None
+
+
+class HistoryOut(TypedDict):
+    type: str
+    window: str
+    step_seconds: int
+    points: list[dict[str, Any]]
+
+
+class GroupOut(TypedDict):
+    group: str
+    pending: int
+    running: int
+    concurrency: int | None
+    rate: str | None
+    paused: bool
+    throttled_until: Number | None
+    settings: dict[str, Any] | None
+
+
+class GroupLimits(TypedDict):
+    concurrency: int | None
+    rate: str | None
+
+
+class GroupPage(TypedDict):
+    groups: list[GroupOut]
+    next: str | None
+    defaults: GroupLimits
+
+
+class ScheduleOut(TypedDict):
+    id: str
+    payload: NotRequired[Any]
+    enabled: NotRequired[bool | None]
+    declared: NotRequired[bool | None]
+    next_run: NotRequired[Number | None]
+    last_run: NotRequired[Number | None]
+    last_task_id: NotRequired[str | None]
+    unreadable: NotRequired[bool | None]
+
+
+class SchedulePage(TypedDict):
+    schedules: list[ScheduleOut]
+    next: str | None
+    note: NotRequired[str | None]
+
+
+class ScheduleDeleted(TypedDict):
+    deleted: bool
+
+
+class ConfigOut(TypedDict):
+    type: str
+    config: dict[str, Any]
+    defaults: dict[str, Any]
+    effective: dict[str, Any]
+    missing: list[str]
+    schema: dict[str, Any]
+
+
+class ConfigWritten(TypedDict):
+    config: dict[str, Any]
+    gen: int
+    workers: list[str]
+    missing: list[str]
+
+
+class WorkerOut(TypedDict):
+    type: str
+    worker_id: str
+    state: str
+    up: bool
+    reported_state: NotRequired[str | None]
+    last_seen: NotRequired[Number | None]
+    seen_ago: NotRequired[Number | None]
+    slots: NotRequired[dict[str, int] | None]
+    gen: NotRequired[dict[str, int] | None]
+    lagging: NotRequired[bool | None]
+    hardware: NotRequired[dict[str, Any] | None]
+    last_error: NotRequired[str | None]
+
+
+class WorkerAction(TypedDict):
+    worker_id: str
+    action: str
+
+
+class WorkerForgotten(TypedDict):
+    worker_id: str
+    forgotten: bool
+
+
+class CatalogEntryOut(TypedDict):
+    type: NotRequired[str | None]
+    kind: NotRequired[str | None]
+    config: NotRequired[dict[str, Any] | None]
+    queue: NotRequired[dict[str, Any] | None]
+    stream: NotRequired[dict[str, Any] | None]
+    pools: NotRequired[Any]
+    browser: NotRequired[Any]
+    unreadable: NotRequired[Any]
+
+
+class TypeRow(TypedDict):
+    type: str
+    kind: str | None
+    catalogued: bool
+    has_queue: bool
+    has_stream: bool
+    workers: NotRequired[dict[str, int] | None]
+    queue: NotRequired[dict[str, Any] | None]
+    unreadable: NotRequired[str | None]

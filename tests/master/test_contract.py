@@ -1,0 +1,175 @@
+"""The master's contract (issue 41, item 5): each Fleet error kind answers its status
+through the one map of ``fleet/master/http/errors.py``; every route names its answer
+in the OpenAPI document; the client's ``TypedDict``s are the same shapes; the task
+browser pages with ``after``/``next`` and still takes ``cursor``/``next_cursor``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import typing
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import APIRouter
+
+from fleet.client import answers as client_answers
+from fleet.core.errors import (
+    BackendError,
+    Conflict,
+    ContractValueError,
+    FleetError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    Refused,
+    RetryLater,
+    TooLarge,
+    Unsupported,
+)
+from fleet.master.app import create_app
+from fleet.master.http.errors import REFUSAL_STATUS
+from tests.master import plugins
+from tests.master.conftest import ADMIN, InProcess, auth, memory_url, settings_for
+
+#: Routes whose answer is not JSON: SSE, Prometheus text, the readiness probe.
+NOT_JSON = {("GET", "/api/v1/events"), ("GET", "/metrics"), ("GET", "/readyz")}
+
+RAISED: list[tuple[FleetError, int]] = [
+    (NotFound("unknown pool 'x'", resource="pool", key="x", hint="; did you mean 'y'?"), 404),
+    (Conflict("run 'r' has ended", resource="run", key="r"), 409),
+    (Forbidden("not this run", resource="run", key="r"), 403),
+    (TooLarge("on_complete too large", resource="on_complete"), 413),
+    (Unsupported("no runs on this backend", resource="runs"), 501),
+    (RetryLater("entry cannot be read", resource="catalog entry", key="t"), 503),
+    (InvalidInput([{"type": "value_error", "loc": ["body", "x"], "msg": "bad"}]), 422),
+    (ContractValueError("bad tag", field="tags.a"), 422),
+    (BackendError("redis at redis://secret:6379 refused"), 500),
+]
+
+
+@pytest.fixture
+async def raising_master() -> Any:
+    """A master whose app also has a route raising the error of its index."""
+    app = create_app(settings_for(memory_url()), plugins=False, sweeper=False)
+    router = APIRouter()
+
+    @router.get("/api/v1/raise/{index}")
+    async def _raise(index: int) -> None:
+        raise RAISED[index][0]
+
+    app.include_router(router)
+    app.router.routes.insert(0, app.router.routes.pop())  # before the dashboard's mount
+    lifespan = app.router.lifespan_context(app)
+    await lifespan.__aenter__()
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://master")
+    try:
+        yield InProcess(app, client)
+    finally:
+        await client.aclose()
+        await lifespan.__aexit__(None, None, None)
+
+
+@pytest.mark.parametrize("index", range(len(RAISED)), ids=[type(e).__name__ for e, _ in RAISED])
+async def test_each_fleet_error_answers_its_status(raising_master: InProcess, index: int) -> None:
+    error, status = RAISED[index]
+    r = await raising_master.client.get(f"/api/v1/raise/{index}", headers=auth(ADMIN))
+    assert r.status_code == status, r.text
+    detail = r.json()["detail"]
+    if isinstance(error, Refused):
+        assert detail == error.message + error.hint
+    elif status == 422:
+        assert isinstance(detail, list) and detail[0]["msg"]
+    else:
+        assert "secret" not in detail and "logged on the master" in detail
+
+
+def test_every_refusal_kind_has_a_status() -> None:
+    tree = vars(sys.modules["fleet.core.errors"]).values()
+    kinds = {c for c in tree if isinstance(c, type) and issubclass(c, Refused) and c is not Refused}
+    assert kinds == set(REFUSAL_STATUS)
+
+
+async def test_services_refusals_reach_the_wire(master: InProcess) -> None:
+    h = auth(ADMIN)
+    r = await master.client.get("/api/v1/automations/scrap/queue", headers=h)
+    assert r.status_code == 404
+    assert r.json()["detail"].startswith("unknown automation type 'scrap'")
+    r = await master.client.get("/api/v1/runs/nope", headers=h)
+    assert r.status_code in (404, 422)
+
+
+def _document() -> dict[str, Any]:
+    app = create_app(settings_for(memory_url()), plugins=False, sweeper=False)
+    return app.openapi()
+
+
+def _named(schema: dict[str, Any]) -> bool:
+    """A schema that names its shape: a ``$ref``, or an array or map of ``$ref``s."""
+    if "$ref" in schema:
+        return True
+    if schema.get("type") == "array":
+        return _named(schema.get("items", {}))
+    extra = schema.get("additionalProperties")
+    return schema.get("type") == "object" and isinstance(extra, dict) and _named(extra)
+
+
+def test_every_route_names_its_answer_in_the_openapi_document() -> None:
+    unnamed = []
+    for path, ops in _document()["paths"].items():
+        for method, op in ops.items():
+            if (method.upper(), path) in NOT_JSON:
+                continue
+            ok = next(c for c in op["responses"] if c.startswith("2"))
+            schema = op["responses"][ok].get("content", {}).get("application/json", {})
+            if not _named(schema.get("schema", {})):
+                unnamed.append(f"{method.upper()} {path}")
+    assert unnamed == []
+
+
+def test_the_clients_typed_answers_are_the_documents_schemas() -> None:
+    schemas = _document()["components"]["schemas"]
+    typed = {
+        name: cls
+        for name, cls in vars(client_answers).items()
+        if isinstance(cls, type) and typing.is_typeddict(cls)
+    }
+    assert typed
+    for name, cls in typed.items():
+        assert name in schemas, name
+        schema = schemas[name]
+        assert set(cls.__annotations__) == set(schema["properties"]), name
+        assert set(cls.__required_keys__) == set(schema.get("required", [])), name
+
+
+def test_the_client_imports_without_the_master_extra() -> None:
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('fastapi', 'starlette', 'uvicorn'):\n"
+        "            raise ImportError(name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import fleet.client.http, fleet.client.answers\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+async def test_the_task_browser_pages_with_after_and_next(master: InProcess) -> None:
+    h = auth(ADMIN)
+    base = f"/api/v1/automations/{plugins.SCRAPE}/tasks"
+    for i in range(3):
+        r = await master.client.post(base, json={"payload": {"url": f"https://x/{i}"}}, headers=h)
+        assert r.status_code == 202, r.text
+    first = (await master.client.get(base, params={"limit": 2}, headers=h)).json()
+    assert first["next"] is not None and first["next_cursor"] == first["next"]
+    by_after = (
+        await master.client.get(base, params={"limit": 2, "after": first["next"]}, headers=h)
+    ).json()
+    by_cursor = (
+        await master.client.get(base, params={"limit": 2, "cursor": first["next"]}, headers=h)
+    ).json()
+    assert by_after == by_cursor and len(by_after["items"]) == 1 and by_after["next"] is None
+    bad = await master.client.get(base, params={"after": "not-a-cursor"}, headers=h)
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "after"]
