@@ -1,11 +1,11 @@
-"""Differential: the rules memory and SQLite decide in Python (``fleet.core.limiter``,
-``fleet.core.proxy_health``)
-against their only other copy, the Lua of the Redis backend, on the same random
-operation sequences under one shared, simulated clock.
+"""Differential: the rules SQLite decides in Python (``fleet.core.limiter``,
+``fleet.core.proxy_health``; memory:// is the same engine) against their only other
+copy, the Lua of the Redis backend, on the same random operation sequences under one
+shared, simulated clock.
 
 Unlike ``test_differential.py``, which goes through the backends' public methods (and
 so leaves out what depends on the clock), these call each backend's one step with an
-explicit ``now``: the memory table's functions, the SQLite transaction's functions and
+explicit ``now``: the SQLite transaction's functions and
 the Redis script, so rates, hold ends and expiry are compared too.
 """
 
@@ -23,8 +23,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleet.backends import open_backend
-from fleet.backends.memory import limits as mem_limits
-from fleet.backends.memory import proxies as mem_proxies
 from fleet.backends.redis import keys
 from fleet.backends.redis import limits as redis_limits
 from fleet.backends.redis import proxies as redis_proxies
@@ -53,23 +51,6 @@ def _wait(raw: float) -> float:
     # Near 1.8e9 s a float's step is 2.4e-7 s: Lua and Python may round a wait
     # computed from the same times differently in that last step.
     return round(float(raw), 6)
-
-
-class MemoryLimiter:
-    def __init__(self) -> None:
-        self.table = mem_limits.LimitTable()
-
-    async def acquire(self, key: str, token: str, iv: Any, cap: Any, hold: float, t: float) -> Any:
-        got = mem_limits.acquire(
-            self.table, key, token, interval=iv, concurrency=cap, hold=hold, t=t
-        )
-        return _wait(got)
-
-    async def renew(self, key: str, token: str, hold: float, t: float) -> bool:
-        return mem_limits.renew(self.table, key, token, hold, t)
-
-    async def release(self, key: str, token: str, t: float) -> bool:
-        return mem_limits.release(self.table, key, token, t)
 
 
 class SQLiteLimiter:
@@ -147,13 +128,12 @@ def test_limiters_answer_alike_in_python_and_in_lua(redis_url: str) -> None:
             # from the simulated time) never ends a key the sequence still needs.
             t0 = time.time()
 
-            async def all_three() -> list[list[Any]]:
+            async def both() -> list[list[Any]]:
                 sq = await open_backend(sqlite_url)
                 rd = await open_backend(redis_url)
                 try:
                     assert isinstance(sq, SQLiteBackend) and isinstance(rd, RedisBackend)
                     return [
-                        await run_limits(MemoryLimiter(), key, ops, t0, interval),
                         await run_limits(SQLiteLimiter(sq), key, ops, t0, interval),
                         await run_limits(LuaLimiter(rd), key, ops, t0, interval),
                     ]
@@ -161,10 +141,9 @@ def test_limiters_answer_alike_in_python_and_in_lua(redis_url: str) -> None:
                     await sq.close()
                     await rd.close()
 
-            memory, sqlite, lua = asyncio.run(all_three())
-            ran.append((len(ops), sum(1 for w in memory if isinstance(w, float) and w > 0)))
-            assert sqlite == memory, (ops, sqlite, memory)
-            assert lua == memory, (ops, lua, memory)
+            sqlite, lua = asyncio.run(both())
+            ran.append((len(ops), sum(1 for w in sqlite if isinstance(w, float) and w > 0)))
+            assert lua == sqlite, (ops, lua, sqlite)
 
         ran: list[tuple[int, int]] = []
         check()
@@ -198,46 +177,6 @@ PROXY_OPS = st.one_of(
     REPORT,
     st.tuples(st.just("advance"), st.sampled_from([0.0, 0.1, 0.3, 1.0, 2.5])),
 )
-
-
-class MemoryProxies:
-    def __init__(self) -> None:
-        self.table = mem_proxies.ProxyTable()
-
-    async def take(
-        self,
-        names: list[str],
-        token: str,
-        cap: Any,
-        hold: float,
-        sticky: Any,
-        spread: bool,
-        held: Any,
-        t: float,
-    ) -> Any:
-        return mem_proxies.take(
-            self.table,
-            names,
-            token,
-            held=held,
-            cap=cap,
-            hold=hold,
-            sticky=sticky,
-            sticky_seconds=60.0,
-            spread=spread,
-            t=t,
-        )
-
-    async def renew(self, key: str, token: str, hold: float, t: float) -> bool:
-        return mem_proxies.renew(self.table, key, token, hold, t)
-
-    async def release(self, key: str, token: str, t: float) -> bool:
-        return mem_proxies.release(self.table, key, token, t)
-
-    async def report(self, key: str, ok: bool, threshold: int, cooldown: float, t: float) -> Any:
-        return mem_proxies.report(
-            self.table, key, ok=ok, threshold=threshold, cooldown=cooldown, reason="r", t=t
-        )
 
 
 class SQLiteProxies:
@@ -384,13 +323,12 @@ def test_proxy_health_answers_alike_in_python_and_in_lua(redis_url: str) -> None
             prefix = f"x{next(_keys)}-"
             t0 = time.time()
 
-            async def all_three() -> list[list[Any]]:
+            async def both() -> list[list[Any]]:
                 sq = await open_backend(sqlite_url)
                 rd = await open_backend(redis_url)
                 try:
                     assert isinstance(sq, SQLiteBackend) and isinstance(rd, RedisBackend)
                     return [
-                        await run_proxies(MemoryProxies(), prefix, ops, t0),
                         await run_proxies(SQLiteProxies(sq), prefix, ops, t0),
                         await run_proxies(LuaProxies(rd), prefix, ops, t0),
                     ]
@@ -398,8 +336,8 @@ def test_proxy_health_answers_alike_in_python_and_in_lua(redis_url: str) -> None
                     await sq.close()
                     await rd.close()
 
-            memory, sqlite, lua = asyncio.run(all_three())
-            takes = [a for a in memory if isinstance(a, tuple)]
+            sqlite, lua = asyncio.run(both())
+            takes = [a for a in sqlite if isinstance(a, tuple)]
             ran.append(
                 (
                     len(ops),
@@ -407,8 +345,7 @@ def test_proxy_health_answers_alike_in_python_and_in_lua(redis_url: str) -> None
                     sum(1 for a in takes if a[2]),
                 )
             )
-            assert sqlite == memory, (ops, sqlite, memory)
-            assert lua == memory, (ops, lua, memory)
+            assert lua == sqlite, (ops, lua, sqlite)
 
         ran: list[tuple[int, int, int]] = []
         check()

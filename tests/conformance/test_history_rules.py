@@ -1,4 +1,4 @@
-"""Differential: the history rules memory and SQLite apply in Python
+"""Differential: the history rules SQLite applies in Python (memory:// is the same engine)
 (``fleet.core.history``) against their only other copy, ``lua/history_record.lua``, on
 the same random sequences of counter changes, worker reports and records under one
 simulated clock (as ``test_differential_rules.py`` does for limiters and proxies)."""
@@ -17,7 +17,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleet.backends import open_backend
-from fleet.backends.memory import history as mem_history
 from fleet.backends.redis import history as redis_history
 from fleet.backends.redis import keys
 from fleet.backends.redis.backend import RedisBackend
@@ -49,20 +48,6 @@ OPS = st.one_of(
     ),
 )
 _types = itertools.count()
-
-
-class Memory:
-    def __init__(self) -> None:
-        self.table = mem_history.HistoryTable()
-
-    async def set_counters(self, t: str, counters: dict[str, int]) -> None:
-        self.counters = dict(counters)
-
-    async def record(self, t: str, reported: Reported, at: float) -> bool:
-        return mem_history.record(self.table, t, self.counters, reported, at)
-
-    async def buckets(self, t: str, res: int, starts: list[int]) -> dict[int, list[int]]:
-        return await mem_history.MemoryHistory(self.table, lambda _: {}).buckets(t, res, starts)
 
 
 class SQLite:
@@ -151,13 +136,12 @@ def test_history_records_alike_in_python_and_in_lua(redis_url: str) -> None:
             t = f"hist-{next(_types)}"
             t0 = time.time()
 
-            async def all_three() -> list[list[Any]]:
+            async def both() -> list[list[Any]]:
                 sq = await open_backend(sqlite_url)
                 rd = await open_backend(redis_url)
                 try:
                     assert isinstance(sq, SQLiteBackend) and isinstance(rd, RedisBackend)
                     return [
-                        await run(Memory(), t, ops, t0),
                         await run(SQLite(sq), t, ops, t0),
                         await run(Lua(rd), t, ops, t0),
                     ]
@@ -165,10 +149,9 @@ def test_history_records_alike_in_python_and_in_lua(redis_url: str) -> None:
                     await sq.close()
                     await rd.close()
 
-            memory, sqlite, lua = asyncio.run(all_three())
-            ran.append(sum(1 for x in memory if x is True))
-            assert sqlite == memory, (ops, sqlite, memory)
-            assert lua == memory, (ops, lua, memory)
+            sqlite, lua = asyncio.run(both())
+            ran.append(sum(1 for x in sqlite if x is True))
+            assert lua == sqlite, (ops, lua, sqlite)
 
         ran: list[int] = []
         check()

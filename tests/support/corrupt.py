@@ -1,16 +1,18 @@
 """Plant corrupt records straight into a backend's storage, bypassing Fleet: raw
 redis-py writes to the keys of docs/redis-schema.md, raw sqlite3 writes to the
-tables of fleet/backends/sqlite/schema.py, and for memory:// the store object of
-fleet/backends/memory/store.py."""
+tables of fleet/backends/sqlite/schema.py (for memory://, the same tables in the
+store's in-memory database, fleet/backends/memory/store.py)."""
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from typing import Any
 
 import redis
 
-from fleet.backends.memory.store import get_store, store_name
+from fleet.backends.memory.store import run_in_store, store_name
+from fleet.backends.redis.keys import event_channel
 
 #: A value that is not UTF-8 (so not JSON either).
 NOT_UTF8 = b"\xff\xfe{\x80"
@@ -27,17 +29,24 @@ class Planter:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.kind = url.split(":", 1)[0]
-        if self.kind not in ("memory", "sqlite", "redis"):
+        kind = url.split(":", 1)[0]
+        if kind not in ("memory", "sqlite", "redis"):
             raise ValueError(url)
+        # memory:// is the SQLite engine over an in-memory database: planted alike.
+        self.memory = store_name(url) if kind == "memory" else None
+        self.kind = "sqlite" if kind == "memory" else kind
 
     @property
     def holds_raw_tasks(self) -> bool:
-        """False for memory://, whose queues and DLQ hold decoded bodies, not text."""
-        return self.kind != "memory"
+        """True: every backend keeps its tasks as text a planter can spoil."""
+        return True
 
     # ------------------------------------------------------------------ helpers
     def _sql(self, sql: str, params: tuple[Any, ...]) -> None:
+        if self.memory is not None:
+            changed = run_in_store(self.memory, sql, params)
+            assert changed == 1, (sql, params)
+            return
         path = self.url.removeprefix("sqlite:///")
         conn = sqlite3.connect(path, timeout=10)
         try:
@@ -58,9 +67,7 @@ class Planter:
     # ------------------------------------------------------------------ records
     def catalog(self, automation_type: str, raw: str | bytes) -> None:
         """Replace the stored catalog entry of a type with ``raw``."""
-        if self.kind == "memory":
-            get_store(store_name(self.url)).catalog[automation_type] = _as_str(raw)
-        elif self.kind == "sqlite":
+        if self.kind == "sqlite":
             expr, value = self._text(raw)
             self._sql(f"UPDATE catalog SET entry = {expr} WHERE type = ?", (value, automation_type))
         else:
@@ -73,10 +80,7 @@ class Planter:
         worker's record with ``raw``; on Redis a ``state`` is written as a string,
         so the hash is a key of the wrong type."""
         assert part in WORKER_PARTS, part
-        if self.kind == "memory":
-            data = get_store(store_name(self.url)).workers[(automation_type, worker_id)]
-            setattr(data, part, _as_str(raw))  # gen and state of another type, too
-        elif self.kind == "sqlite":
+        if self.kind == "sqlite":
             expr, value = self._text(raw)
             self._sql(
                 f"UPDATE workers SET {part} = {expr} WHERE type = ? AND id = ?",
@@ -90,7 +94,7 @@ class Planter:
             client.close()
 
     def dead(self, automation_type: str, task_id: str, raw: str | bytes) -> None:
-        """Append ``raw`` to the type's DLQ (not on memory://)."""
+        """Append ``raw`` to the type's DLQ."""
         if self.kind == "sqlite":
             expr, value = self._text(raw)
             self._sql(
@@ -101,8 +105,18 @@ class Planter:
             client = self._redis()
             client.rpush(f"fleet:queue:{automation_type}:dead", raw)
             client.close()
+
+    def event(self, topic: str, raw: str) -> None:
+        """Publish ``raw`` as an event's message, not JSON-encoded."""
+        if self.kind == "sqlite":
+            self._sql(
+                "INSERT INTO events (topic, message, ts) VALUES (?, ?, ?)",
+                (topic, raw, time.time()),
+            )
         else:
-            raise AssertionError("memory:// holds decoded dead letters only")
+            client = self._redis()
+            client.publish(event_channel(topic), raw)
+            client.close()
 
     def task_body(self, automation_type: str, task_id: str, raw: str | bytes) -> None:
         """Replace the stored body of a queued task (SQLite only: Redis bodies are
@@ -120,9 +134,3 @@ class Planter:
         client = self._redis()
         client.lpush(f"fleet:queue:{automation_type}", raw)
         client.close()
-
-
-def _as_str(raw: str | bytes) -> str:
-    # the memory store keeps text; bytes that are not UTF-8 become lone surrogates,
-    # which no JSON decoder accepts either
-    return raw if isinstance(raw, str) else raw.decode("utf-8", "surrogateescape")

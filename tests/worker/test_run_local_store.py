@@ -30,7 +30,7 @@ class RunCounter(BatchAutomation[BaseConfig]):
 
 
 def run_stores() -> set[str]:
-    return {name for name in memory_store._STORES if name.startswith("fleet-run-")}
+    return {name for name in memory_store._stores if name.startswith("fleet-run-")}
 
 
 async def test_runs_in_one_process_share_nothing_and_leave_no_store() -> None:

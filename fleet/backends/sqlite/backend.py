@@ -60,9 +60,10 @@ class SQLiteBackend(Backend):
 
     queues: SQLiteQueues
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, db: SQLiteDB | None = None) -> None:
         self.url = url
-        db = self._db = SQLiteDB(parse_url(url))
+        # ``db``: the engine of another home for the same tables (memory://).
+        db = self._db = SQLiteDB(parse_url(url)) if db is None else db
         watcher = self._watcher = Watcher(db, db.options.poll_ms / 1000)
         self.queues = SQLiteQueues(db, watcher)
         self.groups = SQLiteGroups(db, watcher)

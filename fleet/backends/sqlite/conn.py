@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from fleet.backends.base import check_namespace
+from fleet.backends.sqlite.poller import Polled, Poller
 from fleet.backends.sqlite.schema import migrate
 from fleet.backends.sqlite.writer import BEGIN_ATTEMPTS, Writer, is_busy
 from fleet.core.errors import BackendError, BackendUnavailable, ConfigError
@@ -182,6 +183,16 @@ class SQLiteDB:
         for conn in conns:
             # Their threads have exited, so nothing else can use them now.
             conn.close()
+
+    def poller(
+        self,
+        interval: float,
+        on_change: Callable[[Polled], None],
+        loop: asyncio.AbstractEventLoop,
+    ) -> Poller:
+        """The thread that tells a watcher what other connections changed: here one
+        polling ``PRAGMA data_version`` on a connection of its own."""
+        return Poller(self.connect, interval, on_change, loop)
 
     def _closed_error(self) -> BackendUnavailable:
         return BackendUnavailable(f"sqlite {self.path}: backend is closed")

@@ -58,6 +58,11 @@ def poll(
     version = int(conn.execute("PRAGMA data_version").fetchone()[0])
     if version == last_version and not force:
         return Polled(version)
+    return changes(conn, types, cursor, version)
+
+
+def changes(conn: sqlite3.Connection, types: list[str], cursor: int | None, version: int) -> Polled:
+    """The signals of ``types`` and the events after ``cursor`` (None: not read)."""
     signals: dict[str, int] = {}
     if types:
         marks = ",".join("?" * len(types))
@@ -122,6 +127,18 @@ class Poller:
     def _active(self) -> bool:
         return bool(self.types) or self.listening
 
+    def _idle_wait(self) -> float | None:
+        """How long to sleep between polls (None: until kicked)."""
+        return self._interval if self._active() else None
+
+    def _poll(
+        self, conn: sqlite3.Connection | None, cursor: int | None, version: int | None, force: bool
+    ) -> tuple[sqlite3.Connection | None, Polled]:
+        """One poll on the poller's own connection (opened on first use)."""
+        if conn is None:
+            conn = self._connect()
+        return conn, poll(conn, list(self.types), cursor, version, force)
+
     def _run(self) -> None:
         conn: sqlite3.Connection | None = None
         version: int | None = None
@@ -129,7 +146,7 @@ class Poller:
         outages = OutageLog(log)
         try:
             while not self._stopping:
-                self._wakeup.wait(self._interval if self._active() else None)
+                self._wakeup.wait(self._idle_wait())
                 self._wakeup.clear()
                 if self._stopping:
                     break
@@ -138,9 +155,7 @@ class Poller:
                 force_gen = self.force_gen
                 cursor = max(self.cursor, self.event_floor) if self.listening else None
                 try:
-                    if conn is None:
-                        conn = self._connect()
-                    polled = poll(conn, list(self.types), cursor, version, force_gen != forced)
+                    conn, polled = self._poll(conn, cursor, version, force_gen != forced)
                 except Exception as exc:
                     if isinstance(exc, sqlite3.Error) or is_outage(exc):
                         # The file is locked, gone or unreadable: one line per outage.

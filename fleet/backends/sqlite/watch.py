@@ -185,11 +185,8 @@ class Watcher:
         if self._poller is None:
             if not (self._waiters or self._subs):
                 return None
-            self._poller = Poller(
-                self._db.connect,
-                self._interval,
-                self._on_change,
-                asyncio.get_running_loop(),
+            self._poller = self._db.poller(
+                self._interval, self._on_change, asyncio.get_running_loop()
             )
         idle = not (self._poller.types or self._poller.listening)
         self._poller.types = tuple(t for t, ws in self._waiters.items() if ws)
