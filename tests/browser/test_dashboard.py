@@ -334,6 +334,7 @@ def test_a_new_worker_appears_live_then_is_forgotten(
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+        stack.procs.remove(proc)  # stopped on purpose: not a process that died on us
     expect(row.locator("[data-col=state]")).to_have_text(re.compile("STOPPED|DOWN"))
     row.get_by_role("button", name="Forget").click()
     assert any(extra in d for d in watch.dialogs)

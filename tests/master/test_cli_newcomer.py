@@ -108,7 +108,10 @@ def test_did_you_mean_in_the_cli_and_none_when_nothing_is_close(live: Any) -> No
     out = fleet(live, "schedules", "m-lop")
     assert out.exit_code == 1 and f"did you mean {LOOP!r}" in out.output
     r = httpx.get(f"{live.url}/api/v1/automations/zzzzzz/schedules", headers=auth(ADMIN))
-    assert r.json()["detail"] == "unknown automation type 'zzzzzz'"
+    assert r.json()["detail"] == (
+        "unknown automation type 'zzzzzz'; no worker or master has registered it yet "
+        "(start one with its plugin)"
+    )
 
 
 def test_an_unknown_pool_gets_a_did_you_mean(live: Any) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from fleet.backends import open_backend
+from fleet.backends.base import Backend
 from fleet.core.runs import callback_task_id
 from tests.docs.blocks import fenced_blocks
 from tests.support.master_proc import MASTER_TOKEN, MasterProcess
@@ -141,6 +142,15 @@ async def _until(what: str, check: Any, timeout: float) -> None:
         await asyncio.sleep(0.1)
 
 
+async def registered(backend: Backend, automation_type: str) -> None:
+    """Wait for a starting worker to register ``automation_type`` (a run's
+    ``on_complete`` must name a type the fleet knows, as the page says)."""
+    deadline = time.monotonic() + 30
+    while await backend.catalog.get(automation_type) is None:
+        assert time.monotonic() < deadline, f"{automation_type} never registered"
+        await asyncio.sleep(0.05)
+
+
 async def test_a_crawl_run_ends_once_through_a_worker_kill(
     site: Site, tmp_path: Path, shared_url: str
 ) -> None:
@@ -159,6 +169,7 @@ async def test_a_crawl_run_ends_once_through_a_worker_kill(
         async with await open_backend(url) as b:
             await b.configs.set("crawl-page", {"slots": 4, "visibility_seconds": 10})
             workers = [start_worker(url, w, env, tmp_path) for w in ("w1", "w2")]
+            await registered(b, "crawl-report")
             run = cli(user, lines[1].split("=", 1)[1].strip("$()"), site).strip()
             cli(user, lines[2], site, run)
             await _until("a third of the site", lambda: _ready(site.fetched() >= PAGES // 3), 60)

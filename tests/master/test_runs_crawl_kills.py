@@ -63,6 +63,7 @@ async def test_a_2000_page_crawl_through_four_kills(
         async with await open_backend(url) as b:
             await _set_config(b, "crawl-page", {"slots": 8, "visibility_seconds": 10})
             workers = [crawl.start_worker(url, w, env, tmp_path) for w in ("w1", "w2")]
+            await crawl.registered(b, "crawl-report")
             run = crawl.cli(user, lines[1].split("=", 1)[1].strip("$()"), site).strip()
             crawl.cli(user, lines[2], site, run)
             for i, at in (

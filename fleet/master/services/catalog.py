@@ -119,11 +119,15 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
 
 async def unknown_type(backend: Backend, automation_type: str) -> NotFound:
     """The 404 of a type the catalog does not hold, naming the closest known types."""
+    hint = did_you_mean(automation_type, await backend.catalog.all())
+    if not hint:
+        # Most often a worker that is starting: its types appear once it registers.
+        hint = "; no worker or master has registered it yet (start one with its plugin)"
     return NotFound(
         f"unknown automation type {automation_type!r}",
         resource="automation type",
         key=automation_type,
-        hint=did_you_mean(automation_type, await backend.catalog.all()),
+        hint=hint,
         automation_type=automation_type,
     )
 
