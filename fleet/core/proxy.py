@@ -24,10 +24,10 @@ import hmac
 import logging
 import os
 import secrets
-import time
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import SplitResult, unquote, urlsplit
 
+from fleet.core import clock
 from fleet.core.capabilities.primitives import KV
 
 # ProxyPolicy is the backend's record of a type's settings; re-exported where the
@@ -490,7 +490,7 @@ class ProxyHandle:
             "%s: proxy %s cools down for %.0f s (%s)",
             self._label(),
             key,
-            max(0.0, until - time.time()),
+            max(0.0, until - clock.now()),
             reason or "reported bad",
         )
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal
 
+from fleet.core import clock
 from fleet.core.tracing import trace_id_of
 
 Tier = Literal["high", "normal", "low"]
@@ -578,5 +578,6 @@ class WorkerRecord:
 
 
 def now() -> float:
-    """Wall-clock Unix time; the one clock backends and workers compare deadlines on."""
-    return time.time()
+    """Wall-clock Unix time; the one clock backends and workers compare deadlines on
+    (:mod:`fleet.core.clock`: a test can stop and move it)."""
+    return clock.now()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -23,6 +22,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 from pydantic import BaseModel
 
+from fleet.core import clock
 from fleet.core.errors import ContractValueError
 from fleet.core.flow import check_group
 
@@ -370,7 +370,7 @@ def new_record(
     declared: str | None = None,
 ) -> ScheduleRecord:
     """A fresh record: its first tick is the first one after ``now``."""
-    t = time.time() if now is None else now
+    t = clock.now() if now is None else now
     return ScheduleRecord(
         automation_type=automation_type,
         id=check_schedule_id(schedule_id),

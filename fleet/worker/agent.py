@@ -7,13 +7,12 @@ import asyncio
 import contextlib
 import logging
 import os
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import fleet
 from fleet.backends.base import Backend, Subscription
-from fleet.core import tracing
+from fleet.core import clock, tracing
 from fleet.core.automation import Automation
 from fleet.core.backoff import RetryPolicy, backoff_delay
 from fleet.core.browser import BrowserNeeds
@@ -110,7 +109,7 @@ class Worker:
             )
             for cls in classes
         }
-        self.started_at = time.time()
+        self.started_at = clock.now()
         self._hardware = hardware()
         self._sampler = ProcessSampler()
         self._written_state: dict[str, str] = {}
@@ -258,7 +257,7 @@ class Worker:
         """The ``wkr:<type>:<id>:state`` hash of one type."""
         return {
             "state": state or runner.state(),
-            "last_seen": f"{time.time():.3f}",
+            "last_seen": f"{clock.now():.3f}",
             "last_error": runner.last_error or "",
             "applied_gen": str(runner.held_gen),
             "slots": str(len(runner.slots)),

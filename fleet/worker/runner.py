@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fleet.backends.base import Backend
+from fleet.core import clock
 from fleet.core.automation import Automation, BatchAutomation
 from fleet.core.backoff import RetryPolicy
 from fleet.core.config import BaseConfig
@@ -83,7 +83,7 @@ class TypeRunner:
         self.slots: dict[int, Slot] = {}
         self.changed = asyncio.Event()
         self._retired_metrics: dict[str, Any] | None = None
-        self._rate = RateMeter(time.time())
+        self._rate = RateMeter(clock.now())
         self._closed = False
         self.is_batch = issubclass(cls, BatchAutomation)
         #: Why the type can never run in this process (its class failed to build).
@@ -288,7 +288,7 @@ class TypeRunner:
         if self._closed:
             return
         views = [SlotView(s.slot_id, s.started_at, s.stopping) for s in self.slots.values()]
-        plan = decide(views, self.desired(), time.time())
+        plan = decide(views, self.desired(), clock.now())
         for sid in (*plan.stop, *plan.recycle):
             self._stop_slot(self.slots[sid])
         for sid in plan.start:
@@ -386,7 +386,7 @@ class TypeRunner:
     # ------------------------------------------------------------------ stats
     def stats(self, cpu_percent: float, rss_bytes: int) -> dict[str, Any]:
         """The stats frame of this type (docs/protocol.md)."""
-        now = time.time()
+        now = clock.now()
         per_second = self._rate.update(now, self.env.counters.completed)
         return stats_frame(
             ts=now,

@@ -13,12 +13,12 @@ import asyncio
 import logging
 import math
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fleet.backends.base import Backend
+from fleet.core import clock
 from fleet.core.automation import Automation
 from fleet.core.backoff import RetryPolicy
 from fleet.core.config import BaseConfig
@@ -123,7 +123,7 @@ class Slot:
         self.env = env
         self.ctx = ctx
         self.slot_id = ctx.slot_id
-        self.started_at = time.time()
+        self.started_at = clock.now()
         self.stats = SlotStats(slot=ctx.slot_id, started_at=self.started_at, metrics=ctx.metrics)
         self.stopping = False
         self.task: asyncio.Task[None] | None = None

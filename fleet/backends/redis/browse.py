@@ -1,13 +1,21 @@
 """Browse on Redis: a page reads its page. Every state has an index, the zset
-``fleet:queue:<type>:browse:<state>`` of task_id -> submitted time, kept by the scripts
-that change a task's state (``IDX_SUFFIX`` in ``lua/queue_common.lua``); ``lua/
-browse.lua`` finds the cursor's rank in it (O(log N)) and reads the next members'
-records (the group ``g``, the run ``rn`` and the last error ``e`` are in their JSON
-tail), one script call per page. Records a Fleet before the indexes stored are indexed
-once, by the first page of the type a process serves (``_index_once``: 17 calls of 64
-buckets each). A DLQ selection is one ``lua/dead.lua`` call. A task's body (the task
-page's payload) is read from where its state keeps it: the lease hash, the scheduled or
-dead record, or a bounded chunked search of its lists (pending)."""
+``fleet:queue:<type>:browse:<state>`` of task_id -> submitted time (``IDX_SUFFIX`` in
+``lua/queue_common.lua``); ``lua/browse.lua`` finds the cursor's rank in it (O(log N))
+and reads the next members' records (the group ``g``, the run ``rn`` and the last error
+``e`` are in their JSON tail), one script call per page.
+
+The DLQ's index is always kept (a death adds, a replay or delete removes: off the hot
+path). The live states' indexes cost the hot path nothing while nobody browses the
+type: the scripts keep them only while the marker ``fleet:queue:<type>:browse`` exists.
+The first page of a live state after ``KEEP_SECONDS`` without one sets the marker and
+builds the indexes from the records (``_build``: calls of ``_BUILD_BUCKETS`` buckets
+and one ``HSCAN`` step of ``:tasks`` each, O(tasks) once); every page renews the
+marker's TTL, and the indexes expire with it. Dead letters a Fleet before the indexes
+buried are indexed by the first DLQ page that counts fewer entries than letters.
+
+A DLQ selection is one ``lua/dead.lua`` call. A task's body (the task page's payload)
+is read from where its state keeps it: the lease hash, the scheduled or dead record, or
+a bounded chunked search of its lists (pending)."""
 
 from __future__ import annotations
 
@@ -33,8 +41,13 @@ from fleet.core.records import TaskBody, now
 from fleet.core.stored import Unreadable, read_body
 
 _LETTER = {"pending": "q", "scheduled": "s", "processing": "p", "dead": "*"}
-# Buckets one index-building call walks.
-_BUILD_CHUNK = 64
+#: How long (s) the live states' indexes are kept after the last page of a type.
+KEEP_SECONDS = 900
+# Record buckets one index-building call reads (~700 records each at 1M waiting tasks).
+_BUILD_BUCKETS = 16
+# Builds one page call may ask for (another process's build under way, a marker
+# expired in between): then the page is read as the index stands.
+_BUILD_TRIES = 3
 # Indexes in keys.QUEUE_KEY_PARTS.
 _NORMAL, _HIGH, _LOW, _PROCESSING, _PROCESSING_BODY = 0, 1, 2, 3, 4
 _SCHEDULED, _DEAD, _TASKS, _DEADINFO = 5, 6, 7, 11
@@ -90,8 +103,6 @@ class RedisBrowse(RedisPart, Browse):
         super().__init__(core)
         # Not in the set loaded at connect: its first call per server loads it.
         self._script = LuaScript("browse")
-        # The types whose records this process saw indexed (see _index_once).
-        self._indexed: set[str] = set()
 
     async def page(
         self, automation_type: str, state: BrowseState, limit: int, cursor: str | None
@@ -99,12 +110,18 @@ class RedisBrowse(RedisPart, Browse):
         check_page_args(state, limit)
         pos = None if cursor is None else decode_cursor(cursor)
         qkeys = self._keys.queue_keys(automation_type, now())
-        argv: list[Any] = ["page", _LETTER[state], limit + 1]
+        argv: list[Any] = ["page", _LETTER[state], limit + 1, int(KEEP_SECONDS * 1000)]
         if pos is not None:
             argv += [repr(pos.enqueued_at), pos.task_id]
         with self._guard():
-            await self._index_once(automation_type, qkeys)
             raw = await self._script(self._lane, qkeys, argv)
+            for _ in range(_BUILD_TRIES):
+                if len(raw) != 1:
+                    break
+                await self._build(qkeys, dead=state == "dead")
+                raw = await self._script(self._lane, qkeys, argv)
+            if len(raw) == 1:
+                raw = []
         found = [
             s
             for i in range(0, len(raw), 3)
@@ -113,22 +130,24 @@ class RedisBrowse(RedisPart, Browse):
         ]
         return page_of(found, limit)
 
-    async def _index_once(self, automation_type: str, qkeys: list[str]) -> None:
-        """Index what a Fleet before the browse indexes stored, once per type (the
-        marker ``fleet:queue:<type>:browse``; a process asks once): a walk of the
-        record hashes in 17 calls, none longer than its 64 buckets. The scripts keep
-        the indexes meanwhile, so a record that moves during the walk is indexed by
-        whichever writes last, in its state then."""
-        if automation_type in self._indexed:
-            return
-        marker = self._keys.browse_indexes(automation_type)[0]
-        if await self._lane.execute("EXISTS", marker) == 0:
-            for first in range(0, keys.RECORD_BUCKETS, _BUILD_CHUNK):
-                last = min(first + _BUILD_CHUNK, keys.RECORD_BUCKETS) - 1
-                await self._script(self._lane, qkeys, ["build", first, last])
-            await self._script(self._lane, qkeys, ["build", -1, -1])
-            await self._lane.execute("SET", marker, "1")
-        self._indexed.add(automation_type)
+    async def _build(self, qkeys: list[str], *, dead: bool) -> None:
+        """Build the DLQ's index (``dead``) or the live states' (then mark them
+        ready), in calls none longer than a few milliseconds per thousand records.
+        The scripts keep the indexes meanwhile (see ``lua/browse.lua``)."""
+        if dead:
+            cursor = "0"
+            while True:
+                cursor = str(await self._script(self._lane, qkeys, ["dead_build", cursor]))
+                if cursor == "0":
+                    return
+        cursor = "0"
+        for first in range(0, keys.RECORD_BUCKETS, _BUILD_BUCKETS):
+            last = min(first + _BUILD_BUCKETS, keys.RECORD_BUCKETS) - 1
+            step = cursor if cursor != "0" or first == 0 else ""
+            cursor = str(await self._script(self._lane, qkeys, ["build", first, last, step]))
+        while cursor not in ("0", ""):
+            cursor = str(await self._script(self._lane, qkeys, ["build", 0, -1, cursor]))
+        await self._script(self._lane, qkeys, ["ready"])
 
     async def body(self, automation_type: str, task_id: str) -> TaskBody | None:
         q = self._keys.queue_keys(automation_type, now())

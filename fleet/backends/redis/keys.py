@@ -9,10 +9,10 @@ receive full keys in ``KEYS`` or, for per-item keys only known inside a script
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fleet.backends.base import check_namespace
+from fleet.core.capabilities.pools import tag_text
 
 WORKER_PARTS = ("hardware", "config", "gen", "state", "stats")
 #: Order of the keys every queue script receives in ``KEYS`` (see ``queue_keys``).
@@ -60,7 +60,7 @@ PROXY_PLACES = ":places"
 
 def pool_tag_suffix(field: str, value: Any) -> str:
     """The part after :func:`pool_tag_prefix` for one tag (stored in each item)."""
-    return f"{field}={json.dumps(value, sort_keys=True, separators=(',', ':'), ensure_ascii=False)}"
+    return f"{field}={tag_text(value)}"
 
 
 def _hex_value(byte: int) -> int:

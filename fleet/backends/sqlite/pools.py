@@ -1,7 +1,7 @@
 """Pools of the SQLite backend: items, the tag index, claims.
 
-``pool_items`` holds each item with ``xs`` (its expiry; items that never
-expire sort last, at :data:`NEVER`) and ``rnd`` (a random sort key for the
+``pool_items`` holds each item with ``xs`` (its place in the pool's order:
+:func:`fleet.core.capabilities.pools.place_of`) and ``rnd`` (a random sort key for the
 ``random`` strategy). ``pool_tags`` has one row per (item, tag) with copies of
 ``xs``/``rnd``, indexed by ``(name, k, v, xs)`` and ``(name, k, v, rnd)``: a
 claim with ``where`` walks the index of one tag in strategy order and stops at
@@ -17,6 +17,7 @@ from typing import Any
 
 from fleet.backends.sqlite.conn import SQLiteDB
 from fleet.core.capabilities import Pools
+from fleet.core.capabilities.pools import place_of, tag_text
 from fleet.core.records import (
     PoolClaim,
     PoolItem,
@@ -28,8 +29,6 @@ from fleet.core.records import (
     now,
 )
 
-#: ``xs`` of items without expiry (a finite number so every SQLite build sorts it).
-NEVER = 1e18
 #: ``expiring_soon`` counts items whose expiry is within this many seconds.
 EXPIRING_SOON_SECONDS = 60.0
 
@@ -67,18 +66,21 @@ def _matching(name: str, where: dict[str, Any] | None, now: float) -> tuple[str,
         "JOIN pool_items i ON i.name = t.name AND i.id = t.item_id "
         f"WHERE t.name = ? AND t.k = ? AND t.v = ? AND t.xs > ? AND {unclaimed}"
     )
-    params = [name, k0, dumps(v0), now, now]
+    params = [name, k0, tag_text(v0), now, now]
     for k, v in rest:
         sql += (
             " AND EXISTS (SELECT 1 FROM pool_tags o WHERE o.name = t.name "
             "AND o.item_id = t.item_id AND o.k = ? AND o.v = ?)"
         )
-        params += [k, dumps(v)]
+        params += [k, tag_text(v)]
     return sql, params
 
 
-def _order(where: dict[str, Any] | None, key: str) -> str:
-    return f" ORDER BY {'t' if where else 'i'}.{key}"
+def _order(where: dict[str, Any] | None, desc: bool) -> str:
+    """The pool's order (place, then id), from the greatest with ``desc``."""
+    t, item = ("t", "t.item_id") if where else ("i", "i.id")
+    way = " DESC" if desc else ""
+    return f" ORDER BY {t}.xs{way}, {item}{way}"
 
 
 def prune(conn: sqlite3.Connection, name: str, now: float) -> int:
@@ -100,12 +102,13 @@ def put(
     prune(conn, name, now)
     item_id = item_id or new_id()
     old = conn.execute(
-        "SELECT claim_token, claim_until, created_at FROM pool_items WHERE name = ? AND id = ?",
+        "SELECT claim_token, claim_until FROM pool_items WHERE name = ? AND id = ?",
         (name, item_id),
     ).fetchone()
-    token, until, created = old if old is not None else (None, None, now)
+    token, until = old if old is not None else (None, None)
+    created = now  # a put makes the item anew (only a claim on it is kept)
     expires = None if ttl_seconds is None else now + ttl_seconds
-    xs = NEVER if expires is None else expires
+    xs = place_of(expires, created)
     rnd = random.random()
     conn.execute("DELETE FROM pool_items WHERE name = ? AND id = ?", (name, item_id))
     conn.execute(
@@ -115,7 +118,7 @@ def put(
     )
     conn.executemany(
         "INSERT INTO pool_tags (name, item_id, k, v, xs, rnd) VALUES (?, ?, ?, ?, ?, ?)",
-        [(name, item_id, k, dumps(v), xs, rnd) for k, v in tags.items()],
+        [(name, item_id, k, tag_text(v), xs, rnd) for k, v in tags.items()],
     )
     return item_id
 
@@ -132,13 +135,12 @@ def _first(
         prefix = "t" if where else "i"
         pivot = random.random()
         for cond, arg in ((f" AND {prefix}.rnd >= ?", pivot), (f" AND {prefix}.rnd < ?", pivot)):
-            row = conn.execute(
-                sql + cond + _order(where, "rnd") + " LIMIT 1", (*params, arg)
-            ).fetchone()
+            order = f" ORDER BY {prefix}.rnd"
+            row = conn.execute(sql + cond + order + " LIMIT 1", (*params, arg)).fetchone()
             if row is not None:
                 return _item(row)
         return None
-    order = _order(where, "xs") + (" DESC" if strategy == "freshest" else "")
+    order = _order(where, desc=strategy == "freshest")
     row = conn.execute(sql + order + " LIMIT 1", params).fetchone()
     return None if row is None else _item(row)
 
@@ -208,7 +210,7 @@ def list_items(
 ) -> list[PoolItem]:
     """Up to ``n`` unclaimed, unexpired matching items, freshest first."""
     sql, params = _matching(name, where, now)
-    found = conn.execute(sql + _order(where, "xs") + " DESC LIMIT ?", (*params, n)).fetchall()
+    found = conn.execute(sql + _order(where, desc=True) + " LIMIT ?", (*params, n)).fetchall()
     return [_item(row) for row in found]
 
 
@@ -219,8 +221,9 @@ def size(conn: sqlite3.Connection, name: str, where: dict[str, Any] | None, now:
     return int(row[0])
 
 
-def remove(conn: sqlite3.Connection, name: str, item_id: str) -> bool:
-    """Remove an item whatever its claim."""
+def remove(conn: sqlite3.Connection, name: str, item_id: str, now: float) -> bool:
+    """Remove an item whatever its claim; False for one that expired (it is gone)."""
+    prune(conn, name, now)
     return (
         conn.execute("DELETE FROM pool_items WHERE name = ? AND id = ?", (name, item_id)).rowcount
         == 1
@@ -316,7 +319,7 @@ class SQLitePools(Pools):
         return await self._db.read(lambda c: size(c, name, where, now()))
 
     async def remove(self, name: str, item_id: str) -> bool:
-        return await self._db.write(lambda c: remove(c, name, item_id))
+        return await self._db.write(lambda c: remove(c, name, item_id, now()))
 
     async def prune(self, name: str) -> int:
         return await self._db.write(lambda c: prune_all(c, name, now()))

@@ -48,9 +48,9 @@ Layout (one row per thing; ``type`` is the automation type):
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Callable
 
+from fleet.core import clock
 from fleet.core.errors import SchemaVersionError
 from fleet.core.runs import run_idle_ttl
 
@@ -399,7 +399,7 @@ def _v15(conn: sqlite3.Connection) -> None:
     # Running runs start their idle time at the upgrade.
     conn.execute(
         "UPDATE runs SET idle_until = ? WHERE finished_at IS NULL",
-        (time.time() + run_idle_ttl(),),
+        (clock.now() + run_idle_ttl(),),
     )
 
 

@@ -1,11 +1,38 @@
-"""Pools: shared items with tags, TTLs and exclusive claims."""
+"""Pools: shared items with tags, TTLs and exclusive claims.
+
+**The order of a pool**, the same on every backend: items sort by their *place*,
+then by id. An item that expires has its expiry as its place; one that never expires
+has :data:`NEVER` + its creation time, so it sorts after every item that expires, the
+newest last. ``freshest`` claims and ``items`` list from the greatest (place, id),
+``oldest`` claims the least; ``random`` takes any. Two items with the same place (put
+at the same instant with the same TTL) are told apart by their ids. A put of an
+existing id makes the item anew (its ``created_at`` and place are the new put's): only
+a claim on it is kept.
+
+**Tag values** are compared as their canonical JSON (:func:`tag_text`: object keys
+sorted), so ``{"a": 1, "b": 2}`` and ``{"b": 2, "a": 1}`` are one value everywhere.
+"""
 
 from __future__ import annotations
 
 import abc
+import json
 from typing import Any
 
 from fleet.core.records import PoolClaim, PoolItem, PoolStats, PoolStrategy
+
+#: The place of items that never expire starts here (a time no expiry reaches).
+NEVER = 1e12
+
+
+def place_of(expires_at: float | None, created_at: float) -> float:
+    """An item's place in its pool's order (see the module's docstring)."""
+    return NEVER + created_at if expires_at is None else expires_at
+
+
+def tag_text(value: Any) -> str:
+    """A tag value's canonical JSON: what every backend stores and compares."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 class Pools(abc.ABC):
@@ -64,7 +91,8 @@ class Pools(abc.ABC):
 
     @abc.abstractmethod
     async def remove(self, name: str, item_id: str) -> bool:
-        """Remove an item whatever its claim; True if it existed."""
+        """Remove an item whatever its claim; True if it existed (an expired item
+        does not)."""
 
     @abc.abstractmethod
     async def prune(self, name: str) -> int:

@@ -9,7 +9,6 @@ process-global one, so several apps in one process do not clash).
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +23,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from fleet.backends.base import Backend
+from fleet.core import clock
 from fleet.core.metrics import BUCKETS, merge_histograms, merge_snapshots
 from fleet.core.records import QueueDepths
 from fleet.core.runs import COUNTERS, RunRecord
@@ -167,7 +167,7 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
     pairs = await backend.workers.all()
     snap.proxies = await gather_proxies(backend.proxies)
     snap.runs, snap.runs_live = await live_runs(backend)
-    snap.taken_at = time.time()
+    snap.taken_at = clock.now()
     for t in sorted({*entries, *(t for t, _ in pairs)}):
         ts = snap.types.setdefault(t, TypeSnapshot())
         if (entries.get(t) or {}).get("queue"):
@@ -175,7 +175,7 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
             await _busiest_groups(backend, t, ts)
         if t in entries and entry_unreadable(entries[t]) is not None:
             ts.unreadable["catalog"] = 1
-    now = time.time()
+    now = clock.now()
     plugin_snaps: dict[str, list[dict[str, Any]]] = {}
     for (t, wid), record in zip(pairs, await backend.workers.get_many(pairs), strict=True):
         if record is None:

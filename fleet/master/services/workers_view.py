@@ -7,10 +7,10 @@ overview and the event hub share)."""
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from fleet.backends.base import Backend
+from fleet.core import clock
 from fleet.core.config_book import ConfigBook
 from fleet.core.records import WorkerRecord
 from fleet.core.redact import mask_credentials
@@ -106,7 +106,7 @@ async def load_views(
     backend: Backend, pairs: list[tuple[str, str]], heartbeat_seconds: float
 ) -> list[dict[str, Any]]:
     """Views of the ``(type, worker_id)`` pairs that still have a record."""
-    now = time.time()
+    now = clock.now()
     views = []
     ids: dict[str, list[str]] = {}
     for automation_type, wid in pairs:

@@ -47,7 +47,7 @@ if #gone > 0 then
   mcall('HDEL', K_PBODY, gone)
   mcall('HDEL', K_STARTED, gone)
   mcall('HDEL', K_TASKS, gone)
-  mcall('ZREM', K_NORMAL .. IDX_SUFFIX.p, gone)
+  if idx_keeping() then mcall('ZREM', K_NORMAL .. IDX_SUFFIX.p, gone) end
   mcall('HSET', K_DONE, done)
   touch_done()
   retain(gone, now)

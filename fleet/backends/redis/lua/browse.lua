@@ -1,7 +1,7 @@
 -- @include queue_common
 -- The task browser (fleet/backends/redis/browse.py). KEYS: the queue keys
 -- (keys.queue_keys). ARGV: op, then
---   page <state letter> <n> [<cursor at> <cursor id>]
+--   page <state letter> <n> <keep ms> [<cursor at> <cursor id>]
 --     One page of a state, newest first, from its browse index (the zset
 --     <queue>:browse:<state>, see IDX_SUFFIX in queue_common.lua): the rank of the
 --     cursor is found with ZCOUNT and a binary search among the members of its
@@ -10,45 +10,87 @@
 --     record no longer says that state (a write of an older Fleet) is skipped, at most
 --     a few pages of them per call.
 --     Returns flat (id, record, time) per task, newest first; time is a scheduled
---     task's ready_at or a processing task's lease deadline, '' otherwise.
---   build <first bucket> <last bucket>
---     Index the records of buckets first..last (-1: the :tasks hash itself and the
---     DLQ's :dead:info): what a Fleet before the indexes stored. Idempotent; the
---     scripts keep the indexes meanwhile. Returns how many records it indexed.
+--     task's ready_at or a processing task's lease deadline, '' otherwise. Returns
+--     {'build'} instead when the index must be built first: a live state's while its
+--     type was not browsed (the marker <queue>:browse absent: this call sets it to
+--     '0', for <keep ms>, and empties the live indexes; or '0': a build under way),
+--     the DLQ's when it holds fewer entries than :dead:info (dead letters buried by a
+--     Fleet before the indexes). A live page renews the marker and the live indexes'
+--     TTLs to <keep ms>; each live index holds the sentinel member '' (score -inf),
+--     so that it exists, and expires with the marker, however many tasks it lists.
+--   build <first bucket> <last bucket> <hscan cursor>
+--     Index the live records of buckets first..last, then of one HSCAN step (2000)
+--     of the :tasks hash from <hscan cursor> ('' for none). Idempotent; the scripts
+--     keep the indexes meanwhile (the marker exists), so a record that moves during
+--     the build ends in the index of its state then. Returns the next HSCAN cursor.
+--   ready      The build is done: the marker says '1' (its TTL kept).
+--   dead_build <hscan cursor>
+--     Index one HSCAN step (2000) of :dead:info; returns the next cursor.
 local op = ARGV[1]
+local MARKER = K_NORMAL .. ':browse'
+local LIVE = {'q', 's', 'p'}
+-- The letter and the submitted time of a record, without decoding it.
+local D_PATTERN = '^[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|/]*/([^|/]*)'
 
-if op == 'build' then
-  local added = 0
-  local function index_hash(key, dead)
-    local all = redis.call('HGETALL', key)
-    local args = {q = {}, s = {}, p = {}, x = {}}
-    for i = 1, #all, 2 do
-      local rec = dec(all[i + 1])
-      local st = rec and (dead and 'x' or rec.s)
-      local list = st and args[st]
-      if list then
-        list[#list + 1] = idx_at(rec)
-        list[#list + 1] = all[i]
-        added = added + 1
-      end
-    end
-    for st, list in pairs(args) do
-      if #list > 0 then mcall('ZADD', idx_key(K_NORMAL, st), list) end
+local function index_flat(flat, dead)
+  local args = {q = {}, s = {}, p = {}, x = {}}
+  for i = 1, #flat, 2 do
+    local raw = flat[i + 1]
+    local st = dead and 'x' or string.sub(raw, 1, 1)
+    local list = args[st]
+    if list then
+      local at = string.match(raw, D_PATTERN)
+      list[#list + 1] = (at == nil or at == '') and '0' or at
+      list[#list + 1] = flat[i]
     end
   end
-  local first, last = tonumber(ARGV[2]), tonumber(ARGV[3])
-  if first < 0 then
-    index_hash(K_TASKS, false)
-    index_hash(K_DEADINFO, true)
-  else
-    for b = first, last do index_hash(K_TASKS .. ':' .. b, false) end
+  for st, list in pairs(args) do
+    if #list > 0 then mcall('ZADD', idx_key(K_NORMAL, st), list) end
   end
-  return added
 end
 
-local letter, n = ARGV[2], tonumber(ARGV[3])
-local cur_at, cur_id = ARGV[4], ARGV[5]
+if op == 'build' then
+  for b = tonumber(ARGV[2]), tonumber(ARGV[3]) do
+    index_flat(redis.call('HGETALL', K_TASKS .. ':' .. b), false)
+  end
+  if ARGV[4] == '' then return '' end
+  local step = redis.call('HSCAN', K_TASKS, ARGV[4], 'COUNT', 2000)
+  index_flat(step[2], false)
+  return step[1]
+end
+if op == 'dead_build' then
+  local step = redis.call('HSCAN', K_DEADINFO, ARGV[2], 'COUNT', 2000)
+  index_flat(step[2], true)
+  return step[1]
+end
+if op == 'ready' then
+  redis.call('SET', MARKER, '1', 'XX', 'KEEPTTL')
+  return 1
+end
+
+local letter, n, keep = ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local cur_at, cur_id = ARGV[5], ARGV[6]
 local idx = idx_key(K_NORMAL, letter == '*' and 'x' or letter)
+
+if letter == '*' then
+  if redis.call('ZCARD', idx) < redis.call('HLEN', K_DEADINFO) then return {'build'} end
+else
+  local on = redis.call('GET', MARKER)
+  if not on then
+    local live = {}
+    for i, st in ipairs(LIVE) do live[i] = idx_key(K_NORMAL, st) end
+    redis.call('UNLINK', unpack(live))
+    for _, key in ipairs(live) do
+      redis.call('ZADD', key, '-inf', '')
+      redis.call('PEXPIRE', key, keep)
+    end
+    redis.call('SET', MARKER, '0', 'PX', keep)
+    return {'build'}
+  end
+  redis.call('PEXPIRE', MARKER, keep)
+  for _, st in ipairs(LIVE) do redis.call('PEXPIRE', idx_key(K_NORMAL, st), keep) end
+  if on ~= '1' then return {'build'} end
+end
 
 local function id_lt(a, b)
   if a == b then return false end
@@ -81,7 +123,13 @@ for _ = 1, 4 do
   local ids = redis.call('ZREVRANGE', idx, start, start + n - 1)
   for _, id in ipairs(ids) do
     local raw
-    if byte then raw = rec_text(K_TASKS, id) else raw = redis.call('HGET', K_DEADINFO, id) end
+    if id == '' then
+      raw = nil -- the sentinel
+    elseif byte then
+      raw = rec_text(K_TASKS, id)
+    else
+      raw = redis.call('HGET', K_DEADINFO, id)
+    end
     if raw and (not byte or string.byte(raw, 1) == byte) then
       local t = ''
       if letter == 'p' then

@@ -19,8 +19,9 @@ local ready, delayed, submitted = 0, 0, 0
 -- `live` also catches an id given twice in one call; `was` is where each id's
 -- record is (see rec_store).
 local live, was = {}, {}
--- The browse indexes' (submitted time, id) pairs of the queued and the delayed.
-local indexed = {q = {}, s = {}}
+-- The browse indexes' (submitted time, id) pairs of the queued and the delayed
+-- (nil while the type is not browsed: see IDX_SUFFIX).
+local indexed = idx_keeping() and {q = {}, s = {}} or nil
 for _, r in ipairs(reqs) do
   local id = r[1]
   if was[id] == nil then
@@ -71,9 +72,11 @@ for n, r in ipairs(reqs) do
     live[id] = true
     if rn then run_event(rn, id, 'queued', false, now) end
     was[id] = rec_store(K_TASKS, id, enc(rec), was[id])
-    local ix = indexed[rec.s]
-    ix[#ix + 1] = rec.d and string.sub(rec.d, 2) or '0'
-    ix[#ix + 1] = id
+    if indexed then
+      local ix = indexed[rec.s]
+      ix[#ix + 1] = rec.d and string.sub(rec.d, 2) or '0'
+      ix[#ix + 1] = id
+    end
     submitted = submitted + 1
     out[#out + 1] = 1
     out[#out + 1] = id
@@ -84,7 +87,7 @@ for key, tail in pairs(tails) do
     redis.call('RPUSH', key, unpack(tail, i, math.min(i + 499, #tail)))
   end
 end
-for st, ix in pairs(indexed) do
+for st, ix in pairs(indexed or {}) do
   if #ix > 0 then mcall('ZADD', idx_key(K_NORMAL, st), ix) end
 end
 if submitted > 0 then count('submitted', submitted) end

@@ -103,11 +103,15 @@ end
 
 -- The browse indexes (lua/browse.lua pages them): per state of a type, a zset
 -- <queue>:browse:<pending|scheduled|processing|dead> of task_id -> submitted time,
--- so a page of a state reads the page, not the type's records. The scripts that
--- change a record's state keep them: set_rec, drop_rec and bury here (through the
--- state a record was read in, rec.s0), and the batched writes of push, reserve, ack
--- and dead.lua. Finished tasks are in none. 'x' names the DLQ (a dead record has
--- no state letter).
+-- so a page of a state reads the page, not the type's records. Finished tasks are
+-- in none. 'x' names the DLQ (a dead record has no state letter).
+-- The DLQ's index is always kept (bury adds, dead.lua removes: off the hot path).
+-- The live states' indexes are kept only while the type is browsed: while the
+-- marker <queue>:browse exists (browse.lua sets it, with a TTL that each page
+-- renews, and builds the indexes from the records), the scripts that change a
+-- record's state keep them: set_rec and drop_rec here (through the state a record
+-- was read in, rec.s0) and the batched writes of push, reserve and ack. A type
+-- nobody browses pays one EXISTS per script call that changes a state.
 local IDX_SUFFIX = {q = ':browse:pending', s = ':browse:scheduled',
                     p = ':browse:processing', x = ':browse:dead'}
 
@@ -118,6 +122,13 @@ local function idx_key(q, st)
   return suffix and q .. suffix
 end
 
+-- Whether this call keeps the live states' indexes (asked once per call).
+local idx_kept = nil
+local function idx_keeping()
+  if idx_kept == nil then idx_kept = redis.call('EXISTS', K_NORMAL .. ':browse') == 1 end
+  return idx_kept
+end
+
 -- The index score of a record: its submitted time (text, exact), 0 when unknown.
 local function idx_at(rec)
   local sub = string.match(rec.d or '', '^[^/]*/([^/]*)')
@@ -125,9 +136,10 @@ local function idx_at(rec)
   return sub
 end
 
--- Move id between the browse indexes of states `from` and `to` (either nil).
+-- Move id between the live browse indexes of states `from` and `to` (either nil),
+-- while they are kept.
 local function idx_move(id, from, to, rec)
-  if from == to then return end
+  if from == to or not idx_keeping() then return end
   local out, into = idx_key(K_NORMAL, from), idx_key(K_NORMAL, to)
   if out then redis.call('ZREM', out, id) end
   if into then redis.call('ZADD', into, idx_at(rec), id) end

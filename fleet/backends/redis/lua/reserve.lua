@@ -86,13 +86,15 @@ local function take_one(id, raw, rec)
       pargs[#pargs + 1] = raw
       -- A running task's record goes to :tasks (rec_place): one HSET for all below.
       if rec.at ~= 'h' then rec_drop(K_TASKS, id, rec.at) end
-      if rec.s0 == 'q' then
-        left_q[#left_q + 1] = id
-      elseif rec.s0 then
-        idx_move(id, rec.s0, nil, rec)
+      if idx_keeping() then
+        if rec.s0 == 'q' then
+          left_q[#left_q + 1] = id
+        elseif rec.s0 then
+          idx_move(id, rec.s0, nil, rec)
+        end
+        into_p[#into_p + 1] = idx_at(rec)
+        into_p[#into_p + 1] = id
       end
-      into_p[#into_p + 1] = idx_at(rec)
-      into_p[#into_p + 1] = id
       targs[#targs + 1] = id
       targs[#targs + 1] = encoded
       out[#out + 1] = raw
@@ -187,7 +189,7 @@ if got > 0 then
   mcall('HSET', K_PBODY, pargs)
   mcall('HSET', K_TASKS, targs)
   if #left_q > 0 then mcall('ZREM', K_NORMAL .. IDX_SUFFIX.q, left_q) end
-  mcall('ZADD', K_NORMAL .. IDX_SUFFIX.p, into_p)
+  if #into_p > 0 then mcall('ZADD', K_NORMAL .. IDX_SUFFIX.p, into_p) end
 else
   -- When to look again: the first scheduled task or held group coming due.
   local first = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')

@@ -149,7 +149,9 @@ local function run_callback(rn, key, oc_json, now)
   local raw = '{"id":' .. cjson.encode(id) .. ',"payload":' .. cjson.encode(payload) ..
     ',"enqueued_at":' .. fstr(now) .. '}'
   rec_store(q .. ':tasks', id, enc({s = 'q', a = 0, p = 0, d = '/' .. fstr(now)}), was)
-  redis.call('ZADD', q .. IDX_SUFFIX.q, fstr(now), id)
+  if redis.call('EXISTS', q .. ':browse') == 1 then
+    redis.call('ZADD', q .. IDX_SUFFIX.q, fstr(now), id)
+  end
   redis.call('RPUSH', q, raw)
   redis.call('HINCRBY', q .. ':counters', 'submitted', 1)
   if redis.call('LLEN', q .. ':wake') < WAKE_CAP then redis.call('LPUSH', q .. ':wake', '1') end
