@@ -11,6 +11,8 @@ import pytest
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
+from fleet.core import clock
+from fleet.core.clock import ManualClock
 from tests.support.redis_server import REDIS_BIN, RedisServer, require_redis
 
 # Tests must not depend on which plugins happen to be installed in the venv (`make dev`
@@ -90,3 +92,11 @@ async def backend(backend_url: str) -> AsyncIterator[Backend]:
         yield b
     finally:
         await b.close()
+
+
+@pytest.fixture
+def frozen() -> Iterator[ManualClock]:
+    """Fleet's clock stopped for the test (``fleet.core.clock``): it moves only with
+    ``frozen.advance(seconds)``, so a test of a time rule does not sleep."""
+    with clock.frozen() as manual:
+        yield manual

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from fleet.backends.base import Backend
+from fleet.core.clock import ManualClock
 from fleet.core.flow import GroupLimits, GroupSettings
 from fleet.core.records import PushRequest, Reservation
 
@@ -155,13 +156,13 @@ async def test_dropping_the_type_rate_frees_a_delayed_group(backend: Backend) ->
     assert await ids(backend) == ["a2"]
 
 
-async def test_a_lost_lease_frees_its_place(backend: Backend) -> None:
+async def test_a_lost_lease_frees_its_place(backend: Backend, frozen: ManualClock) -> None:
     limits = GroupLimits(concurrency=1)
     await backend.groups.set_defaults(TYPE, limits, gen=1)
     await gpush(backend, "a", "a1", "a2")
     assert await ids(backend, visibility_seconds=SHORT) == ["a1"]
     assert await ids(backend) == []
-    await asyncio.sleep(SHORT + 0.1)
+    frozen.advance(SHORT + 0.1)
     assert await backend.queues.sweep(TYPE) == 1
     # Swept back to the head of its group, charged nothing (it never started).
     got = await take(backend)
@@ -248,12 +249,12 @@ async def test_rate_spaces_the_starts(backend: Backend) -> None:
     assert info.pending == 2
 
 
-async def test_rate_from_group_settings(backend: Backend) -> None:
+async def test_rate_from_group_settings(backend: Backend, frozen: ManualClock) -> None:
     await backend.groups.set(TYPE, "a", GroupSettings(rate="2/s"))
     await gpush(backend, "a", "a0", "a1")
     assert await ids(backend) == ["a0"]
     assert await ids(backend) == []
-    await asyncio.sleep(0.55)
+    frozen.advance(0.55)
     assert await ids(backend) == ["a1"]
 
 
@@ -288,13 +289,13 @@ async def test_throttle_without_a_group_schedules_the_task(backend: Backend) -> 
     assert (d.counters.failed, d.counters.throttled, d.scheduled, d.processing) == (0, 1, 1, 0)
 
 
-async def test_retried_task_returns_to_its_group(backend: Backend) -> None:
+async def test_retried_task_returns_to_its_group(backend: Backend, frozen: ManualClock) -> None:
     limits = GroupLimits(concurrency=1)
     await backend.groups.set_defaults(TYPE, limits, gen=1)
     await gpush(backend, "a", "a1")
     (r,) = await take(backend)
     assert await backend.queues.nack(TYPE, "a1", r.token, delay_seconds=0.05) == "retry"
-    await asyncio.sleep(0.1)
+    frozen.advance(0.1)
     await gpush(backend, "a", "a2")
     first = await take(backend)
     assert len(first) == 1 and first[0].body.group == "a"

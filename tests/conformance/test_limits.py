@@ -16,6 +16,7 @@ import pytest
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core.capabilities.limits import CONCURRENCY_RETRY_SECONDS
+from fleet.core.clock import ManualClock
 from fleet.core.records import new_token
 
 KEY = "conf-limit"
@@ -79,20 +80,20 @@ async def test_retry_after_is_the_earliest_hold_end_capped(backend: Backend) -> 
     assert 0 < wait <= 0.05
 
 
-async def test_an_expired_hold_frees_its_place(backend: Backend) -> None:
+async def test_an_expired_hold_frees_its_place(backend: Backend, frozen: ManualClock) -> None:
     assert await take(backend, "dead", concurrency=1, hold=0.2) == 0.0
     assert await take(backend, "t2", concurrency=1) > 0
-    await asyncio.sleep(0.25)
+    frozen.advance(0.25)
     assert await take(backend, "t2", concurrency=1) == 0.0
     assert not await backend.limits.renew(KEY, "dead", 10)  # expired: not taken back
     assert not await backend.limits.release(KEY, "dead")
     assert await take(backend, "t3", concurrency=1) > 0  # t2 holds the one place
 
 
-async def test_renew_keeps_a_place(backend: Backend) -> None:
+async def test_renew_keeps_a_place(backend: Backend, frozen: ManualClock) -> None:
     assert await take(backend, "t1", concurrency=1, hold=0.2) == 0.0
     for _ in range(2):
-        await asyncio.sleep(0.12)
+        frozen.advance(0.12)
         assert await backend.limits.renew(KEY, "t1", 0.2)
     assert await take(backend, "t2", concurrency=1) > 0  # 0.24 s > the first hold
     assert not await backend.limits.renew(KEY, "t2", 0.2)

@@ -18,6 +18,7 @@ from fleet.core.capabilities.proxies import (
     ProxyInfo,
     spread_choice,
 )
+from fleet.core.clock import ManualClock
 
 A, B, C = "http://a.test:8080", "http://b.test:8080", "http://c.test:8080#3f2a9c01bd"
 
@@ -68,10 +69,12 @@ async def test_reports_during_a_cool_down_count_but_do_not_extend_it(backend: Ba
     assert p.cooling_until == pytest.approx(until)
 
 
-async def test_a_cool_down_ends_and_the_next_bad_report_cools_again(backend: Backend) -> None:
+async def test_a_cool_down_ends_and_the_next_bad_report_cools_again(
+    backend: Backend, frozen: ManualClock
+) -> None:
     assert await bad(backend, A, cooldown=0.3) is not None
     assert (await backend.proxies.take([A, B], "t")).key == B
-    await asyncio.sleep(0.35)
+    frozen.advance(0.35)
     assert (await info(backend, A)).cooling_until is None
     assert (await backend.proxies.take([A, B], "t", held=B)).key == A  # back in use
     # Still on probation: its score was not reset by the cool-down.
@@ -152,14 +155,14 @@ async def test_a_cooling_proxy_is_not_a_fallback_while_a_healthy_one_is_full(
     assert got.key is None and got.wait > 0
 
 
-async def test_places_expire_and_renew(backend: Backend) -> None:
+async def test_places_expire_and_renew(backend: Backend, frozen: ManualClock) -> None:
     assert (await backend.proxies.take([A], "dies", max_concurrency=1, hold_seconds=0.3)).key == A
     assert (await backend.proxies.take([A], "lives", max_concurrency=2, hold_seconds=0.3)).key == A
     wait = (await backend.proxies.take([A], "t", max_concurrency=2)).wait
     assert 0 < wait <= PLACE_RETRY_SECONDS
-    await asyncio.sleep(0.15)
+    frozen.advance(0.15)
     assert await backend.proxies.renew(A, "lives", 0.5)
-    await asyncio.sleep(0.25)
+    frozen.advance(0.25)
     # The worker of "dies" stopped renewing: its place is free again, "lives" kept its own.
     assert (await info(backend, A)).in_use == 1
     assert not await backend.proxies.renew(A, "dies", 5)
@@ -190,7 +193,7 @@ async def in_use(backend: Backend, *keys: str) -> list[int]:
     return [found.get(k, 0) for k in keys]
 
 
-async def test_places_are_counted_without_a_cap(backend: Backend) -> None:
+async def test_places_are_counted_without_a_cap(backend: Backend, frozen: ManualClock) -> None:
     await hold(backend, A, "t1", "t2", "t3")
     await hold(backend, B, "t4")
     assert await in_use(backend, A, B) == [3, 1]
@@ -199,7 +202,7 @@ async def test_places_are_counted_without_a_cap(backend: Backend) -> None:
     assert (await backend.proxies.take([B], "t1", held=A)).key == B
     assert (await backend.proxies.take([C], "brief", hold_seconds=0.2)).key == C
     assert await in_use(backend, A, B, C) == [1, 2, 1]
-    await asyncio.sleep(0.25)
+    frozen.advance(0.25)
     assert await in_use(backend, A, B, C) == [1, 2, 0]
 
 
@@ -224,7 +227,9 @@ async def test_spread_counts_the_callers_own_place_once(backend: Backend) -> Non
     assert await in_use(backend, A, B, C) == [2, 1, 1]
 
 
-async def test_a_recovered_proxy_takes_its_share_again(backend: Backend) -> None:
+async def test_a_recovered_proxy_takes_its_share_again(
+    backend: Backend, frozen: ManualClock
+) -> None:
     await bad(backend, A, cooldown=0.4)
     tokens = [f"s{i}" for i in range(6)]
     held: dict[str, str] = {}
@@ -234,7 +239,7 @@ async def test_a_recovered_proxy_takes_its_share_again(backend: Backend) -> None
         assert got.key is not None
         held[token] = got.key
     assert await in_use(backend, A, B, C) == [0, 3, 3]  # spread over the healthy two
-    await asyncio.sleep(0.45)
+    frozen.advance(0.45)
     # One take per slot, each preferring the proxy it holds (as ensure() does).
     for token in tokens:
         here = held[token]
@@ -336,7 +341,7 @@ async def test_a_sticky_choice_moves_when_its_proxy_cools(backend: Backend) -> N
 
 async def test_a_sticky_choice_expires(backend: Backend) -> None:
     assert (await backend.proxies.take([A, B], "t", sticky="s", sticky_seconds=0.2)).key == A
-    await asyncio.sleep(0.25)
+    await asyncio.sleep(0.25)  # a Redis key's own TTL: real time
     assert await backend.proxies.sticky("s") is None
     assert (await backend.proxies.take([B, A], "t", held=A, sticky="s")).key == B
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from fleet.backends.base import Backend
+from fleet.core.clock import ManualClock
 from fleet.core.records import LeaseStatus, PushRequest, now
 
 from .helpers import TYPE, body, push, req, reserve_ids, reserve_one
@@ -120,9 +121,9 @@ async def test_depths_by_tier_and_state(backend: Backend) -> None:
     assert d.to_dict()["pending_total"] == 5
 
 
-async def test_oldest_pending_age(backend: Backend) -> None:
+async def test_oldest_pending_age(backend: Backend, frozen: ManualClock) -> None:
     await push(backend, "a")
-    await asyncio.sleep(0.3)
+    frozen.advance(0.3)
     await push(backend, "b", priority=1)
     age = (await backend.queues.depths(TYPE)).oldest_pending_age
     assert age is not None and 0.25 <= age < 5
@@ -139,10 +140,10 @@ async def test_oldest_pending_age_counts_tasks_in_groups(backend: Backend) -> No
     assert age is not None and 99 <= age < 110, age
 
 
-async def test_counters_accumulate(backend: Backend) -> None:
+async def test_counters_accumulate(backend: Backend, frozen: ManualClock) -> None:
     await push(backend, "ok", "retry", "dead", "cancel")
     await push(backend, "exp", ttl_seconds=0.05)
-    await asyncio.sleep(0.1)
+    frozen.advance(0.1)
     got = {r.body.id: r for r in await backend.queues.reserve(TYPE, k=3, default_max_attempts=5)}
     assert set(got) == {"ok", "retry", "dead"}
     await backend.queues.ack(TYPE, [("ok", got["ok"].token)])
@@ -180,7 +181,7 @@ async def test_task_state_of_each_state(backend: Backend) -> None:
     assert info.finished_at is not None
 
 
-async def test_cancel_queued_and_scheduled(backend: Backend) -> None:
+async def test_cancel_queued_and_scheduled(backend: Backend, frozen: ManualClock) -> None:
     await push(backend, "q1", "q2")
     await backend.queues.push(TYPE, [req("s", delay_seconds=0.1)])
     assert await backend.queues.cancel(TYPE, "q1") == "cancelled"
@@ -188,7 +189,7 @@ async def test_cancel_queued_and_scheduled(backend: Backend) -> None:
     assert await backend.queues.cancel(TYPE, "q1") == "not_found"
     d = await backend.queues.depths(TYPE)
     assert (d.normal, d.scheduled, d.counters.cancelled) == (1, 0, 2)
-    await asyncio.sleep(0.15)
+    frozen.advance(0.15)
     assert await reserve_ids(backend, k=5) == ["q2"]
     assert (await backend.queues.state(TYPE, "s")).state == "cancelled"
 
@@ -252,7 +253,7 @@ async def test_idempotency_key_holds_after_task_finished(backend: Backend) -> No
 
 async def test_idempotency_key_expires(backend: Backend) -> None:
     await backend.queues.push_one(TYPE, req("a", idempotency_key="k", idempotency_ttl=0.2))
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # a Redis key's own TTL: real time
     res = await backend.queues.push_one(TYPE, req("b", idempotency_key="k", idempotency_ttl=0.2))
     assert (res.task_id, res.queued) == ("b", True)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from fleet.backends.base import Backend
+from fleet.core.clock import ManualClock
 from fleet.core.records import LeaseStatus, now
 
 from .helpers import SHORT, TYPE, push, reserve_ids, reserve_one
@@ -45,7 +46,7 @@ async def test_ack_mixed_batch_answers_per_lease(backend: Backend) -> None:
     ]
 
 
-async def test_nack_schedules_retry_keeping_priority(backend: Backend) -> None:
+async def test_nack_schedules_retry_keeping_priority(backend: Backend, frozen: ManualClock) -> None:
     await push(backend, "a", priority=3, max_attempts=3)
     r = await reserve_one(backend)
     outcome = await backend.queues.nack(TYPE, "a", r.token, delay_seconds=0.3, error="boom")
@@ -56,7 +57,7 @@ async def test_nack_schedules_retry_keeping_priority(backend: Backend) -> None:
     depths = await backend.queues.depths(TYPE)
     assert (depths.scheduled, depths.processing, depths.counters.failed) == (1, 0, 1)
     assert await reserve_ids(backend) == []
-    await asyncio.sleep(0.4)
+    frozen.advance(0.4)
     await push(backend, "normal")
     r2 = await reserve_one(backend)
     assert r2.body.id == "a"  # still high priority
@@ -135,14 +136,16 @@ async def test_release_puts_at_head_of_own_tier_only(backend: Backend) -> None:
     assert await reserve_ids(backend, k=2) == ["norm", "low"]
 
 
-async def test_extend_keeps_lease_past_original_deadline(backend: Backend) -> None:
+async def test_extend_keeps_lease_past_original_deadline(
+    backend: Backend, frozen: ManualClock
+) -> None:
     await push(backend, "a")
     r = await reserve_one(backend, visibility_seconds=SHORT)
-    await asyncio.sleep(SHORT / 2)
+    frozen.advance(SHORT / 2)
     assert await backend.queues.extend(TYPE, "a", r.token, 30.0) == LeaseStatus.OK
     info = await backend.queues.state(TYPE, "a")
     assert info.deadline is not None and info.deadline > now() + 20
-    await asyncio.sleep(SHORT)
+    frozen.advance(SHORT)
     assert await backend.queues.sweep(TYPE) == 0
     assert await backend.queues.ack(TYPE, [("a", r.token)]) == [True]
 
@@ -156,13 +159,15 @@ async def test_extend_with_stale_token(backend: Backend) -> None:
     assert await backend.queues.extend(TYPE, "a", r.token, 10) == LeaseStatus.STALE
 
 
-async def test_sweep_requeues_only_expired_leases_at_head(backend: Backend) -> None:
+async def test_sweep_requeues_only_expired_leases_at_head(
+    backend: Backend, frozen: ManualClock
+) -> None:
     await push(backend, "x", "y")
     short = await reserve_one(backend, visibility_seconds=SHORT)
     long = await reserve_one(backend, visibility_seconds=30)
     assert await backend.queues.mark_started(TYPE, [(short.body.id, short.token)]) == [True]
     await push(backend, "z")
-    await asyncio.sleep(SHORT + 0.1)
+    frozen.advance(SHORT + 0.1)
     assert await backend.queues.sweep(TYPE) == 1
     assert (await backend.queues.state(TYPE, short.body.id)).state == "queued"
     assert (await backend.queues.state(TYPE, long.body.id)).state == "processing"
@@ -172,10 +177,10 @@ async def test_sweep_requeues_only_expired_leases_at_head(backend: Backend) -> N
     assert await backend.queues.sweep(TYPE) == 0
 
 
-async def test_ack_after_sweep_is_refused(backend: Backend) -> None:
+async def test_ack_after_sweep_is_refused(backend: Backend, frozen: ManualClock) -> None:
     await push(backend, "a")
     zombie = await reserve_one(backend, visibility_seconds=0.1)
-    await asyncio.sleep(0.2)
+    frozen.advance(0.2)
     assert await backend.queues.sweep(TYPE) == 1
     assert await backend.queues.ack(TYPE, [("a", zombie.token)]) == [False]
     assert await backend.queues.nack(TYPE, "a", zombie.token, delay_seconds=0) == "stale"
@@ -187,22 +192,22 @@ async def test_ack_after_sweep_is_refused(backend: Backend) -> None:
     assert (await backend.queues.depths(TYPE)).counters.completed == 1
 
 
-async def test_sweep_keeps_priority(backend: Backend) -> None:
+async def test_sweep_keeps_priority(backend: Backend, frozen: ManualClock) -> None:
     await push(backend, "h", priority=2)
     await reserve_one(backend, visibility_seconds=0.1)
     await push(backend, "n")
-    await asyncio.sleep(0.2)
+    frozen.advance(0.2)
     assert await backend.queues.sweep(TYPE) == 1
     depths = await backend.queues.depths(TYPE)
     assert (depths.high, depths.normal) == (1, 1)
     assert await reserve_ids(backend, k=2) == ["h", "n"]
 
 
-async def test_sweep_promotes_due_scheduled_tasks(backend: Backend) -> None:
+async def test_sweep_promotes_due_scheduled_tasks(backend: Backend, frozen: ManualClock) -> None:
     await push(backend, "a")
     r = await reserve_one(backend)
     await backend.queues.nack(TYPE, "a", r.token, delay_seconds=0.1)
-    await asyncio.sleep(0.2)
+    frozen.advance(0.2)
     assert await backend.queues.sweep(TYPE) == 0
     depths = await backend.queues.depths(TYPE)
     assert (depths.scheduled, depths.normal) == (0, 1)

@@ -6,6 +6,7 @@ import asyncio
 import time
 
 from fleet.backends.base import Backend
+from fleet.core.clock import ManualClock
 from fleet.core.records import PushRequest, TaskBody, now
 
 from .helpers import SHORT, TYPE, body, drain, push, req, reserve_ids, reserve_one
@@ -118,7 +119,7 @@ async def test_wake_up_of_a_cancelled_reserver_is_not_lost(backend: Backend) -> 
         assert time.monotonic() - t0 < 5.0
 
 
-async def test_delayed_push_is_scheduled_until_due(backend: Backend) -> None:
+async def test_delayed_push_is_scheduled_until_due(backend: Backend, frozen: ManualClock) -> None:
     await backend.queues.push(TYPE, [req("later", delay_seconds=0.4)])
     depths = await backend.queues.depths(TYPE)
     assert (depths.scheduled, depths.pending) == (1, 0)
@@ -126,7 +127,7 @@ async def test_delayed_push_is_scheduled_until_due(backend: Backend) -> None:
     assert state.state == "scheduled"
     assert state.ready_at is not None and state.ready_at > now()
     assert await reserve_ids(backend) == []
-    await asyncio.sleep(0.5)
+    frozen.advance(0.5)
     assert await reserve_ids(backend) == ["later"]
 
 
@@ -152,10 +153,12 @@ async def test_blocked_reserve_wakes_for_task_scheduled_while_waiting(backend: B
     assert time.monotonic() - t0 < 5.0
 
 
-async def test_due_scheduled_task_goes_to_tail_of_its_tier(backend: Backend) -> None:
+async def test_due_scheduled_task_goes_to_tail_of_its_tier(
+    backend: Backend, frozen: ManualClock
+) -> None:
     await backend.queues.push(TYPE, [req("sched", delay_seconds=0.2, priority=1)])
     await push(backend, "h1", priority=1)
-    await asyncio.sleep(0.3)
+    frozen.advance(0.3)
     await push(backend, "h2", priority=1)
     await push(backend, "n1")
     # "sched" came due before h2 was pushed; it joins the high tier at reserve time.
@@ -165,12 +168,12 @@ async def test_due_scheduled_task_goes_to_tail_of_its_tier(backend: Backend) -> 
     assert got[3] == "n1"
 
 
-async def test_attempt_is_charged_at_reserve(backend: Backend) -> None:
+async def test_attempt_is_charged_at_reserve(backend: Backend, frozen: ManualClock) -> None:
     await push(backend, "a", max_attempts=5)
     r1 = await reserve_one(backend, visibility_seconds=SHORT)
     assert r1.body.attempt == 1
     assert await backend.queues.mark_started(TYPE, [("a", r1.token)]) == [True]
-    await asyncio.sleep(SHORT + 0.1)
+    frozen.advance(SHORT + 0.1)
     assert await backend.queues.sweep(TYPE) == 1
     r2 = await reserve_one(backend)
     assert r2.body.attempt == 2
@@ -195,13 +198,15 @@ async def test_explicit_max_attempts_wins_over_default(backend: Backend) -> None
     assert r.body.max_attempts == 1
 
 
-async def test_reserve_dead_letters_when_lost_attempts_exhaust(backend: Backend) -> None:
+async def test_reserve_dead_letters_when_lost_attempts_exhaust(
+    backend: Backend, frozen: ManualClock
+) -> None:
     await push(backend, "poison", max_attempts=2)
     for attempt in (1, 2):
         r = await reserve_one(backend, visibility_seconds=0.05)
         assert r.body.attempt == attempt
         assert await backend.queues.mark_started(TYPE, [("poison", r.token)]) == [True]
-        await asyncio.sleep(0.1)
+        frozen.advance(0.1)
         assert await backend.queues.sweep(TYPE) == 1  # the worker "crashed" while it ran
     assert await backend.queues.reserve(TYPE, k=5) == []
     dead = await backend.queues.dead_peek(TYPE)
@@ -213,10 +218,12 @@ async def test_reserve_dead_letters_when_lost_attempts_exhaust(backend: Backend)
     assert (await backend.queues.state(TYPE, "poison")).state == "dead"
 
 
-async def test_expired_ttl_task_is_dropped_and_counted(backend: Backend) -> None:
+async def test_expired_ttl_task_is_dropped_and_counted(
+    backend: Backend, frozen: ManualClock
+) -> None:
     await push(backend, "stale", ttl_seconds=0.1)
     await push(backend, "fresh", ttl_seconds=60)
-    await asyncio.sleep(0.2)
+    frozen.advance(0.2)
     assert await reserve_ids(backend, k=5) == ["fresh"]
     depths = await backend.queues.depths(TYPE)
     assert depths.counters.expired == 1
