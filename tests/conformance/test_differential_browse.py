@@ -3,10 +3,12 @@ v16) and on Redis (the browse indexes its scripts keep, ``lua/browse.lua``) give
 same pages after the same random operations (issue 41, items 2 and 4).
 
 Hypothesis draws pushes (priorities, groups, delays, submit times with ties),
-reserves, acks, nacks (retried or dead), releases, cancels, lost leases swept and
-dead letters replayed or deleted by selection; after the sequence every state is
-walked page by page with a drawn page size, and every id is looked up (its stored
-body, as the task page reads it). Both engines must answer alike, item by item.
+reserves, acks, nacks (retried or dead), releases, cancels, lost leases swept,
+dead letters replayed or deleted by selection, walks of a state in between (on Redis,
+the live indexes are kept from the first one on) and the end of browsing (the marker
+expires: the next page rebuilds them); after the sequence every state is walked page
+by page with a drawn page size, and every id is looked up (its stored body, as the
+task page reads it). Both engines must answer alike, item by item.
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ OPS = st.one_of(
     st.tuples(st.just("cancel"), st.integers(0, 15)),
     st.tuples(st.just("lose"), st.integers(0, 5)),
     st.tuples(st.just("dead"), st.booleans(), st.lists(st.integers(0, 15), max_size=3)),
+    # a walk mid-sequence: on Redis the live indexes are kept from then on
+    st.tuples(st.just("walk"), st.sampled_from(BROWSE_STATES)),
+    # the browsing stops: on Redis the marker expires, the scripts stop keeping the
+    # live indexes, and the next page rebuilds them
+    st.tuples(st.just("forget")),
 )
 _types = itertools.count()
 
@@ -72,6 +79,14 @@ async def _walk(backend: Backend, automation_type: str, state: Any, limit: int) 
             return items
         cursor = page.next_cursor
     raise AssertionError("a walk that does not end")
+
+
+async def _forget(backend: Backend, automation_type: str) -> None:
+    """On Redis, what ``KEEP_SECONDS`` without a page does: the marker goes."""
+    lane = getattr(backend, "_lane", None)
+    if lane is not None:
+        marker = backend._keys.browse_indexes(automation_type)[0]  # type: ignore[attr-defined]
+        await lane.execute("DEL", marker)
 
 
 async def run(
@@ -109,6 +124,10 @@ async def run(
                 trace.append(outcome)
                 if outcome == "cancelled":
                     held = [r for r in held if r.body.id != tid]
+        elif kind == "walk":
+            trace.append((op[1], await _walk(backend, automation_type, op[1], limit)))
+        elif kind == "forget":
+            await _forget(backend, automation_type)
         elif kind == "dead":
             if issued:
                 ids = [_id(i % issued) for i in op[2]]
