@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from fleet.backends.sqlite import queue as q
+from fleet.backends.sqlite import signals
 from fleet.backends.sqlite.conn import SQLiteDB
 from fleet.backends.sqlite.group_book import Book
 from fleet.backends.sqlite.queues import write_waking
@@ -25,7 +26,7 @@ def _on_groups(conn: sqlite3.Connection, automation_type: str, act: Callable[[Bo
     book = Book(conn, automation_type, now())
     out = act(book)
     if book.wake:
-        q.signal(conn, automation_type, book.wake)
+        signals.signal(conn, automation_type, book.wake)
     return out
 
 
@@ -47,7 +48,7 @@ class SQLiteGroups(TaskGroups):
                 conn, automation_type, lambda book: book.throttle(task_id, token, retry_after)
             )
             if done:
-                q.count(conn, automation_type, "throttled")
+                signals.count(conn, automation_type, "throttled")
                 row = conn.execute(
                     "SELECT run FROM tasks WHERE type = ? AND id = ?", (automation_type, task_id)
                 ).fetchone()

@@ -18,14 +18,9 @@ from typing import Any
 
 from fleet.backends.sqlite import records, runs
 from fleet.backends.sqlite.group_book import Book
-from fleet.backends.sqlite.tallies import SWEEP_PRUNE_LIMIT as SWEEP_PRUNE_LIMIT
-from fleet.backends.sqlite.tallies import count as count
-from fleet.backends.sqlite.tallies import is_live, key_holder
-from fleet.backends.sqlite.tallies import merged as merged
-from fleet.backends.sqlite.tallies import prune_idempotency as prune_idempotency
-from fleet.backends.sqlite.tallies import read_signal as read_signal
-from fleet.backends.sqlite.tallies import signal as signal
-from fleet.backends.sqlite.tallies import tier_num as tier_num
+from fleet.backends.sqlite.idempotency import SWEEP_PRUNE_LIMIT, key_holder, prune_idempotency
+from fleet.backends.sqlite.rows import is_live, merged, tier_num
+from fleet.backends.sqlite.signals import count, read_signal, signal
 from fleet.core.delivery import (
     at_failure,
     at_take,

@@ -12,15 +12,9 @@ from collections.abc import Sequence
 
 from fleet.backends.sqlite import records, runs
 from fleet.backends.sqlite.group_book import Book
-from fleet.backends.sqlite.queue import (
-    LIVE_STATES,
-    count,
-    merged,
-    run_event,
-    signal,
-    tail_of,
-    tier_num,
-)
+from fleet.backends.sqlite.queue import LIVE_STATES, run_event, tail_of
+from fleet.backends.sqlite.rows import merged, tier_num
+from fleet.backends.sqlite.signals import count, signal
 from fleet.core.records import (
     TIERS,
     CancelOutcome,

@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from fleet.backends.sqlite import queue as q
 from fleet.backends.sqlite import queue_admin as qa
+from fleet.backends.sqlite import signals
 from fleet.backends.sqlite.conn import SQLiteDB
 from fleet.backends.sqlite.watch import Watcher
 from fleet.core.capabilities import TaskQueues
@@ -36,8 +37,8 @@ async def write_waking(
     reservers as it moved the type's signal (other processes' pollers see it)."""
 
     def run(conn: sqlite3.Connection) -> tuple[T, int, int]:
-        before = q.read_signal(conn, automation_type)
-        return op(conn), before, q.read_signal(conn, automation_type)
+        before = signals.read_signal(conn, automation_type)
+        return op(conn), before, signals.read_signal(conn, automation_type)
 
     out, before, after = await db.write(run)
     if after != before:
