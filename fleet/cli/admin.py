@@ -16,6 +16,7 @@ from fleet.cli.common import (
     table,
 )
 from fleet.cli.plain import echo
+from fleet.client.answers import CatalogEntryOut
 
 
 @click.group("config")
@@ -33,16 +34,18 @@ def config_get(
     """Show the effective config of a type (or of one worker)."""
     with open_client(url, token) as client:
         if worker_id is not None:
-            cfg = client.worker(automation_type, worker_id)["config"]
+            layers = client.worker(automation_type, worker_id).get("config")
+            if layers is None:  # one worker's answer has it; a list's would not
+                raise click.ClickException(f"the master sent no config of {worker_id}")
             if as_json:
-                print_json(cfg)
+                print_json(layers)
                 return
             rows = [
-                [k, json.dumps(v), "override" if k in cfg["override"] else "type"]
-                for k, v in sorted(cfg["merged"].items())
+                [k, json.dumps(v), "override" if k in layers["override"] else "type"]
+                for k, v in sorted(layers["merged"].items())
             ]
             table(
-                f"{automation_type} / {worker_id} (gen {cfg['desired_gen']})",
+                f"{automation_type} / {worker_id} (gen {layers['desired_gen']})",
                 ["key", "value", "from"],
                 rows,
             )
@@ -155,7 +158,7 @@ def workers(
     )
 
 
-def pool_names(entry: dict[str, Any]) -> list[str]:
+def pool_names(entry: CatalogEntryOut) -> list[str]:
     """The names of the pools a catalog entry declares (the name its REST path uses,
     not the attribute that holds the pool in the class)."""
     pools = entry.get("pools")
@@ -183,9 +186,9 @@ def catalog(automation_type: str | None, url: str | None, token: str | None, as_
         return
     rows = []
     for t, e in sorted(entries.items()):
-        s = summary.get(t, {})
-        w = s.get("workers", {})
-        q = s.get("queue") or {}
+        s = summary.get(t)
+        w = (s.get("workers") if s else None) or {}
+        q = (s.get("queue") if s else None) or {}
         rows.append(
             [
                 t,

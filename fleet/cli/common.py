@@ -84,7 +84,7 @@ def console() -> Console:
     return output_console()
 
 
-def print_json(value: Any) -> None:
+def print_json(value: object) -> None:
     click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
 
 

@@ -9,6 +9,7 @@ import click
 
 from fleet.cli.common import client_options, open_client, print_json, table
 from fleet.cli.plain import echo
+from fleet.client.answers import GroupOut
 
 
 def _until(value: Any) -> str:
@@ -23,7 +24,7 @@ def _limit(value: Any, own: Any) -> str:
     return f"{text} *" if own is not None else text
 
 
-def _row(g: dict[str, Any]) -> list[Any]:
+def _row(g: GroupOut) -> list[Any]:
     own = g.get("settings") or {}
     return [
         g["group"],

@@ -12,6 +12,7 @@ from rich.progress import Progress
 from fleet.cli.common import ago, client_options, open_client, print_json, table
 from fleet.cli.console import progress_console
 from fleet.cli.plain import echo
+from fleet.client.answers import TaskRecord
 from fleet.client.http import ENDED_STATES, FleetClient
 from fleet.core.results import result_ttl
 
@@ -38,7 +39,7 @@ def _progress_text(progress: dict[str, Any] | None) -> str:
     return " ".join(parts) + f" (attempt {progress.get('attempt')}, {_when(progress.get('at'))})"
 
 
-def show_record(record: dict[str, Any]) -> None:
+def show_record(record: TaskRecord) -> None:
     """A task's record for people: its state, times and progress, then its outputs."""
     table(
         None,
@@ -60,7 +61,9 @@ def show_record(record: dict[str, Any]) -> None:
     )
     echo(f"progress  {_progress_text(record.get('progress'))}")
     outputs = record.get("outputs") or []
-    total = record.get("outputs_total", len(outputs))
+    total = record.get("outputs_total")
+    if total is None:
+        total = len(outputs)
     if outputs:
         shown = f"the newest {len(outputs)} of {total}" if total > len(outputs) else str(total)
         table(
@@ -76,7 +79,7 @@ def _payload_text(output: dict[str, Any]) -> str:
     return json.dumps(output["payload"])[:100]
 
 
-def echo_outputs(record: dict[str, Any]) -> None:
+def echo_outputs(record: TaskRecord) -> None:
     """Each output payload of the record as a JSON line (stdout)."""
     for output in record.get("outputs") or []:
         echo(json.dumps(output["payload"], ensure_ascii=False))
@@ -89,7 +92,7 @@ def unknown_message(automation_type: str, task_id: str) -> str:
     )
 
 
-def finish_wait(record: dict[str, Any], as_json: bool) -> None:
+def finish_wait(record: TaskRecord, as_json: bool) -> None:
     """Print what one waited-for task left and exit as it ended: 0 done, 1 dead or
     cancelled, 2 still running when the wait was over."""
     if as_json:
@@ -109,11 +112,11 @@ def finish_wait(record: dict[str, Any], as_json: bool) -> None:
 
 def wait_all(
     client: FleetClient, automation_type: str, task_ids: list[str], seconds: float, quiet: bool
-) -> list[dict[str, Any]]:
+) -> list[TaskRecord]:
     """The records of ``task_ids`` once each ended or ``seconds`` passed, with a
     progress bar; in the order given."""
     deadline = time.monotonic() + seconds
-    records: dict[str, dict[str, Any]] = {}
+    records: dict[str, TaskRecord] = {}
     pending = list(dict.fromkeys(task_ids))
     with Progress(disable=quiet, console=progress_console()) as progress:
         bar = progress.add_task(f"waiting for {automation_type}", total=len(pending))
@@ -167,7 +170,7 @@ def task(
         show_record(record)
 
 
-def finish_wait_all(records: list[dict[str, Any]], refused: int, as_json: bool) -> None:
+def finish_wait_all(records: list[TaskRecord], refused: int, as_json: bool) -> None:
     """Print what the waited-for tasks left (their outputs, then a summary) and
     exit 1 if one ended dead or cancelled or was refused, 2 if one still runs."""
     counts: dict[str, int] = {}

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from fleet.cli.common import client_options, open_client, print_json, table
 from fleet.cli.console import progress_console
 from fleet.cli.plain import echo
+from fleet.client.answers import RunOut
 
 COLUMNS = ["run", "name", "state", "submitted", "done", "pending", "running", "dead", "dupes"]
 SHOWN = ("submitted", "pending", "running", "done", "dead", "cancelled", "expired", "duplicates")
@@ -22,20 +23,21 @@ def _when(t: float | None) -> str:
     return "-" if t is None else datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _row(r: dict[str, Any]) -> list[Any]:
+def _row(r: RunOut) -> list[Any]:
     c = r["counters"]
     cells = [c["submitted"], c["done"], c["pending"], c["running"], c["dead"], c["duplicates"]]
     return [r["run_id"], r.get("name") or "", r["state"], *cells]
 
 
-def show_run(r: dict[str, Any]) -> None:
+def show_run(r: RunOut) -> None:
     """A run for people: state, times, counters in total and per type."""
     echo(f"run       {r['run_id']}" + (f" ({r['name']})" if r.get("name") else ""))
     echo(f"state     {r['state']}")
     echo(f"created   {_when(r['created_at'])}")
     echo(f"finished  {_when(r['finished_at'])}")
-    if r.get("on_complete"):
-        echo(f"callback  {r['on_complete']['type']}")
+    on_complete = r["on_complete"]
+    if on_complete:
+        echo(f"callback  {on_complete['type']}")
     rows = [["(all)", *(r["counters"][k] for k in SHOWN)]]
     rows += [[t, *(c[k] for k in SHOWN)] for t, c in r["by_type"].items()]
     table(None, ["type", *SHOWN], rows)

@@ -11,6 +11,7 @@ import click
 
 from fleet.cli.common import ago, client_options, open_client, print_json, table
 from fleet.cli.plain import echo
+from fleet.client.answers import ScheduleOut
 
 COLUMNS = ["id", "when", "timezone", "enabled", "next run", "last run", "last task"]
 #: Units of a period, largest first: a period that is a whole number of one is shown in it.
@@ -35,10 +36,11 @@ def when_text(value: Any, *, now: float | None = None) -> str:
     return f"{local} (in {ago(delta)})" if delta >= 0 else f"{local} ({ago(-delta)} ago)"
 
 
-def row(s: dict[str, Any]) -> list[Any]:
+def row(s: ScheduleOut) -> list[Any]:
     if s.get("unreadable"):
         return [s["id"], f"unreadable: {s.get('error', '')}", "", "", "", "", ""]
-    when = s["cron"] if s.get("cron") is not None else every_text(float(s["every_seconds"]))
+    cron, every = s.get("cron"), s.get("every_seconds")
+    when = cron if cron is not None else every_text(float(every or 0))
     return [
         s["id"],
         when,
@@ -52,7 +54,7 @@ def row(s: dict[str, Any]) -> list[Any]:
     ]
 
 
-def _details(s: dict[str, Any]) -> str:
+def _details(s: ScheduleOut) -> str:
     parts = [
         f"priority {s['priority']}",
         f"group {s['group'] or '-'}",
@@ -115,9 +117,9 @@ def schedules(
         if delete:
             if not yes and not as_json:
                 click.confirm(f"Delete schedule {schedule_id} of {automation_type}?", abort=True)
-            answer = client.schedule_delete(automation_type, schedule_id)
+            deleted = client.schedule_delete(automation_type, schedule_id)
             if as_json:
-                print_json(answer)
+                print_json(deleted)
             else:
                 echo(f"schedule {schedule_id} deleted")
             return

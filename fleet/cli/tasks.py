@@ -29,6 +29,7 @@ from fleet.cli.records import (
     unknown_message,
     wait_all,
 )
+from fleet.client.answers import BatchItemError, DeadLetter, OutputEntry, SubmitResult
 from fleet.client.http import FleetClient
 
 #: Tasks per batch request of ``submit --from-jsonl``.
@@ -130,7 +131,7 @@ def submit(
         payloads = _read_jsonl(jsonl)
         extra = {k: v for k, v in options.items() if v is not None}
         extra.pop("task_id", None)  # one id cannot name many tasks
-        results: list[dict[str, Any]] = []
+        results: list[SubmitResult | BatchItemError] = []
         with Progress(disable=as_json, console=progress_console()) as progress:
             bar = progress.add_task(f"submitting to {automation_type}", total=len(payloads))
             for start in range(0, len(payloads), JSONL_CHUNK):
@@ -139,17 +140,25 @@ def submit(
                     automation_type, [{"payload": p, **extra} for p in chunk]
                 )
                 progress.advance(bar, len(chunk))
-        errors = [(i + 1, r) for i, r in enumerate(results) if "error" in r]
+        taken: list[SubmitResult] = []
+        errors: list[tuple[int, BatchItemError]] = []
+        for i, r in enumerate(results):
+            # Each result is one or the other: a refusal has no task_id, a task no error
+            # (mypy narrows a TypedDict union by a key only where it is absent).
+            if "task_id" not in r:
+                errors.append((i + 1, r))
+            elif "error" not in r:
+                taken.append(r)
         if wait:
-            ids = [str(r["task_id"]) for r in results if "task_id" in r]
+            ids = [r["task_id"] for r in taken]
             records = wait_all(client, automation_type, ids, limit, as_json)
             finish_wait_all(records, len(errors), as_json)
             return
         if as_json:
             print_json(results)
         else:
-            accepted = sum(1 for r in results if r.get("queued"))
-            dupes = sum(1 for r in results if r.get("duplicate"))
+            accepted = sum(1 for r in taken if r["queued"])
+            dupes = sum(1 for r in taken if r["duplicate"])
             echo(f"{accepted} {queued}, {dupes} duplicates, {len(errors)} refused")
             for line, r in errors[:20]:
                 echo(f"  line {line}: {r['error']}", err=True)
@@ -199,22 +208,18 @@ def tasks(
             c = q["counters"]
             table(None, list(c), [list(c.values())])
             return
-        result = (
-            client.cancel(automation_type, task_id)
-            if cancel
-            else client.task_state(automation_type, task_id)
-        )
+        if cancel:
+            cancelled = client.cancel(automation_type, task_id)
+            print_json(cancelled) if as_json else echo(f"{task_id} {cancelled['outcome']}")
+            return
+        record = client.task_state(automation_type, task_id)
         if as_json:
-            print_json(result)
-        if not cancel and result["state"] == "unknown":
+            print_json(record)
+        if record["state"] == "unknown":
             # Scripts test the exit status: a typo'd or long-forgotten id is an error.
             raise click.ClickException(unknown_message(automation_type, task_id))
-        if as_json:
-            return
-        if cancel:
-            echo(f"{task_id} {result['outcome']}")
-        else:
-            show_record(result)
+        if not as_json:
+            show_record(record)
 
 
 @click.command("dlq")
@@ -268,14 +273,19 @@ def dlq(
                     d["priority"],
                     (d.get("last_error") or "")[:80],
                     # an entry that cannot be read: what is stored instead
-                    (d["raw"] if d.get("unreadable") else json.dumps(d["payload"]))[:60],
+                    _dead_payload(d)[:60],
                 ]
                 for d in dead
             ],
         )
 
 
-def follow_entries(client: FleetClient, automation_type: str, n: int) -> Iterator[dict[str, Any]]:
+def _dead_payload(d: DeadLetter) -> str:
+    """A dead letter's payload as JSON, or the stored text of one that cannot be read."""
+    return (d.get("raw") or "") if d.get("unreadable") else json.dumps(d["payload"])
+
+
+def follow_entries(client: FleetClient, automation_type: str, n: int) -> Iterator[OutputEntry]:
     """The ``n`` newest output entries, then every new one as it is emitted, each once.
 
     The event stream is subscribed before the newest entries are read, so an entry

@@ -67,8 +67,17 @@ class DeadLetter(TypedDict):
     attempt: NotRequired[int | None]
     max_attempts: NotRequired[int | None]
     enqueued_at: NotRequired[Number | None]
+    ttl_seconds: NotRequired[Number | None]
     last_error: NotRequired[str | None]
+    traceback: NotRequired[str | None]
     failed_at: NotRequired[Number | None]
+    refunds: NotRequired[int | None]
+    group: NotRequired[str | None]
+    timeout_seconds: NotRequired[Number | None]
+    traceparent: NotRequired[str | None]
+    run: NotRequired[str | None]
+    unreadable: NotRequired[str | None]
+    raw: NotRequired[str | None]
 
 
 class OutputEntry(TypedDict):
@@ -83,14 +92,14 @@ class OutputEntry(TypedDict):
 class RunOut(TypedDict):
     run_id: str
     state: str
-    name: NotRequired[str | None]
-    on_complete: NotRequired[dict[str, Any] | None]
-    types: NotRequired[list[str] | None]
-    max_delay_seconds: NotRequired[Number | None]
-    created_at: NotRequired[Number | None]
-    finished_at: NotRequired[Number | None]
-    counters: NotRequired[dict[str, int] | None]
-    by_type: NotRequired[dict[str, dict[str, int]] | None]
+    name: str | None
+    on_complete: dict[str, Any] | None
+    types: list[str] | None
+    max_delay_seconds: Number
+    created_at: Number
+    finished_at: Number | None
+    counters: dict[str, int]
+    by_type: dict[str, dict[str, int]]
 
 
 class RunPage(TypedDict):
@@ -129,13 +138,26 @@ class GroupPage(TypedDict):
 
 class ScheduleOut(TypedDict):
     id: str
+    cron: NotRequired[str | None]
+    every_seconds: NotRequired[Number | None]
+    timezone: NotRequired[str | None]
     payload: NotRequired[Any]
+    priority: NotRequired[int | None]
+    group: NotRequired[str | None]
+    max_attempts: NotRequired[int | None]
     enabled: NotRequired[bool | None]
+    misfire: NotRequired[str | None]
+    jitter_seconds: NotRequired[Number | None]
     declared: NotRequired[bool | None]
     next_run: NotRequired[Number | None]
     last_run: NotRequired[Number | None]
     last_task_id: NotRequired[str | None]
+    last_error: NotRequired[str | None]
+    created_at: NotRequired[Number | None]
+    updated_at: NotRequired[Number | None]
     unreadable: NotRequired[bool | None]
+    raw: NotRequired[str | None]
+    error: NotRequired[str | None]
 
 
 class SchedulePage(TypedDict):
@@ -164,6 +186,54 @@ class ConfigWritten(TypedDict):
     missing: list[str]
 
 
+class WorkerSlots(TypedDict):
+    running: int
+    busy: int
+    total: int
+
+
+class WorkerGen(TypedDict):
+    desired: int
+    applied: int
+
+
+class WorkerTasks(TypedDict):
+    completed: NotRequired[int | None]
+    failed: NotRequired[int | None]
+    dead: NotRequired[int | None]
+    retried: NotRequired[int | None]
+    throttled: NotRequired[int | None]
+    zombies_cancelled: NotRequired[int | None]
+    timed_out: NotRequired[int | None]
+    slots_abandoned: NotRequired[int | None]
+    per_second: NotRequired[Number | None]
+
+
+class BrowserPoolStats(TypedDict):
+    engine: NotRequired[str | None]
+    size: NotRequired[int | None]
+    max_uses: NotRequired[int | None]
+    warm: NotRequired[int | None]
+    idle: NotRequired[int | None]
+    in_use: NotRequired[int | None]
+    acquired: NotRequired[int | None]
+    launched: NotRequired[int | None]
+    retired: NotRequired[int | None]
+    crashed: NotRequired[int | None]
+    launch_failures: NotRequired[int | None]
+    launch_seconds_last: NotRequired[Number | None]
+    launch_seconds_avg: NotRequired[Number | None]
+    error: NotRequired[str | None]
+
+
+class WorkerConfig(TypedDict):
+    type_wide: dict[str, Any]
+    override: dict[str, Any]
+    merged: dict[str, Any]
+    desired: dict[str, Any] | None
+    desired_gen: int
+
+
 class WorkerOut(TypedDict):
     type: str
     worker_id: str
@@ -172,11 +242,20 @@ class WorkerOut(TypedDict):
     reported_state: NotRequired[str | None]
     last_seen: NotRequired[Number | None]
     seen_ago: NotRequired[Number | None]
-    slots: NotRequired[dict[str, int] | None]
-    gen: NotRequired[dict[str, int] | None]
+    slots: WorkerSlots
+    gen: WorkerGen
     lagging: NotRequired[bool | None]
     hardware: NotRequired[dict[str, Any] | None]
     last_error: NotRequired[str | None]
+    host: NotRequired[str | None]
+    pid: NotRequired[int | None]
+    started_at: NotRequired[Number | None]
+    version: NotRequired[str | None]
+    tasks: NotRequired[WorkerTasks | None]
+    browser_pools: NotRequired[list[BrowserPoolStats] | None]
+    unreadable: NotRequired[list[str] | None]
+    config: NotRequired[WorkerConfig | None]
+    stats: NotRequired[dict[str, Any] | None]
 
 
 class WorkerAction(TypedDict):

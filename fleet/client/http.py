@@ -10,11 +10,35 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, overload
 from urllib.parse import quote
 
 import httpx
 
+from fleet.client.answers import (
+    BatchItemError,
+    CatalogEntryOut,
+    ConfigOut,
+    ConfigWritten,
+    DeadLetter,
+    GroupOut,
+    GroupPage,
+    HistoryOut,
+    OutputEntry,
+    QueueDepths,
+    RunOut,
+    RunPage,
+    ScheduleDeleted,
+    ScheduleOut,
+    SchedulePage,
+    SubmitResult,
+    TaskCancelled,
+    TaskRecord,
+    TypeRow,
+    WorkerAction,
+    WorkerForgotten,
+    WorkerOut,
+)
 from fleet.client.tokenfile import token_path
 from fleet.core import tracing
 from fleet.core.results import FINAL_STATES, MAX_WAIT_SECONDS
@@ -181,9 +205,19 @@ class FleetClient:
     def _type(self, automation_type: str) -> str:
         return f"/api/v1/automations/{_seg(automation_type)}"
 
+    @overload
+    def submit(
+        self, automation_type: str, payload: Any, *, wait: None = None, **options: Any
+    ) -> SubmitResult: ...
+
+    @overload
+    def submit(
+        self, automation_type: str, payload: Any, *, wait: float, **options: Any
+    ) -> TaskRecord: ...
+
     def submit(
         self, automation_type: str, payload: Any, *, wait: float | None = None, **options: Any
-    ) -> dict[str, Any]:
+    ) -> SubmitResult | TaskRecord:
         """Submit one task; options as the REST body (priority, task_id, ...).
 
         Without ``wait``, the submit's answer (``task_id``, ...). With ``wait``
@@ -191,12 +225,12 @@ class FleetClient:
         ``state`` says which; ``outputs`` holds what it emitted).
         """
         body = {"payload": payload, **{k: v for k, v in options.items() if v is not None}}
-        result: dict[str, Any] = self._submit(automation_type, "/tasks", body)
+        result: SubmitResult = self._submit(automation_type, "/tasks", body)
         if wait is None:
             return result
-        return self.wait_task(automation_type, str(result["task_id"]), wait)
+        return self.wait_task(automation_type, result["task_id"], wait)
 
-    def wait_task(self, automation_type: str, task_id: str, seconds: float) -> dict[str, Any]:
+    def wait_task(self, automation_type: str, task_id: str, seconds: float) -> TaskRecord:
         """The task's record once it ended (done, dead, cancelled or unknown) or
         ``seconds`` passed, by long polls of at most 60 s each."""
         deadline = time.monotonic() + max(seconds, 0.0)
@@ -210,10 +244,10 @@ class FleetClient:
 
     def submit_batch(
         self, automation_type: str, tasks: list[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
+    ) -> list[SubmitResult | BatchItemError]:
         """Submit up to 10,000 task bodies; one result (or ``{error}``) per task."""
         result = self._submit(automation_type, "/tasks/batch", {"tasks": tasks})
-        results: list[dict[str, Any]] = result["results"]
+        results: list[SubmitResult | BatchItemError] = result["results"]
         return results
 
     def _submit(self, automation_type: str, tail: str, body: dict[str, Any]) -> Any:
@@ -228,12 +262,12 @@ class FleetClient:
 
     def task_state(
         self, automation_type: str, task_id: str, *, wait: float | None = None
-    ) -> dict[str, Any]:
+    ) -> TaskRecord:
         """The task's record; with ``wait`` (0 < wait <= 60), held by the master
         until the task ends or the time is up."""
         params = None if wait is None else {"wait": wait}
         timeout = None if wait is None else wait + (self._http.timeout.read or 30.0)
-        result: dict[str, Any] = self.request(
+        result: TaskRecord = self.request(
             "GET",
             f"{self._type(automation_type)}/tasks/{_seg(task_id)}",
             params=params,
@@ -241,8 +275,8 @@ class FleetClient:
         )
         return result
 
-    def cancel(self, automation_type: str, task_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.request(
+    def cancel(self, automation_type: str, task_id: str) -> TaskCancelled:
+        result: TaskCancelled = self.request(
             "DELETE", f"{self._type(automation_type)}/tasks/{_seg(task_id)}"
         )
         return result
@@ -271,7 +305,7 @@ class FleetClient:
         result: dict[str, Any] = self.request("POST", "/api/v1/runs", json_body=body)
         return str(result["run_id"])
 
-    def run(self, run_id: str, *, wait: float | None = None) -> dict[str, Any]:
+    def run(self, run_id: str, *, wait: float | None = None) -> RunOut:
         """A run's state and counters; with ``wait`` seconds, once it ended or the
         time is up (long polls of at most 60 s each)."""
         deadline = time.monotonic() + max(wait or 0.0, 0.0)
@@ -280,37 +314,37 @@ class FleetClient:
             params = None if wait is None or left <= 0 else {"wait": min(left, MAX_WAIT_SECONDS)}
             timeout = None if params is None else params["wait"] + (self._http.timeout.read or 30.0)
             path = f"/api/v1/runs/{_seg(run_id)}"
-            record: dict[str, Any] = self.request("GET", path, params=params, timeout=timeout)
+            record: RunOut = self.request("GET", path, params=params, timeout=timeout)
             if params is None or record.get("state") != "running":
                 return record
 
-    def runs(self, *, after: str | None = None, limit: int = 50) -> dict[str, Any]:
+    def runs(self, *, after: str | None = None, limit: int = 50) -> RunPage:
         """One page of runs, newest first: ``{"runs": [...], "next": cursor}``."""
         params: dict[str, Any] = {"limit": limit}
         if after is not None:
             params["after"] = after
-        result: dict[str, Any] = self.request("GET", "/api/v1/runs", params=params)
+        result: RunPage = self.request("GET", "/api/v1/runs", params=params)
         return result
 
-    def cancel_run(self, run_id: str) -> dict[str, Any]:
+    def cancel_run(self, run_id: str) -> RunOut:
         """Cancel a run: its pending tasks are cancelled, running ones stopped."""
-        result: dict[str, Any] = self.request("DELETE", f"/api/v1/runs/{_seg(run_id)}")
+        result: RunOut = self.request("DELETE", f"/api/v1/runs/{_seg(run_id)}")
         return result
 
-    def queue(self, automation_type: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("GET", f"{self._type(automation_type)}/queue")
+    def queue(self, automation_type: str) -> QueueDepths:
+        result: QueueDepths = self.request("GET", f"{self._type(automation_type)}/queue")
         return result
 
-    def history(self, automation_type: str, window: str = "1h") -> dict[str, Any]:
+    def history(self, automation_type: str, window: str = "1h") -> HistoryOut:
         """A type's history over ``window`` (``1h``, ``24h`` or ``30d``): ``{type, window,
         step_seconds, points: [{t, submitted, completed, ..., p50, p95}]}``."""
-        result: dict[str, Any] = self.request(
+        result: HistoryOut = self.request(
             "GET", f"{self._type(automation_type)}/history", params={"window": window}
         )
         return result
 
-    def dead_peek(self, automation_type: str, n: int = 50) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self.request(
+    def dead_peek(self, automation_type: str, n: int = 50) -> list[DeadLetter]:
+        result: list[DeadLetter] = self.request(
             "GET", f"{self._type(automation_type)}/dead", params={"n": n}
         )
         return result
@@ -327,31 +361,31 @@ class FleetClient:
 
     def output_peek(
         self, automation_type: str, n: int = 20, *, newest: bool = False
-    ) -> list[dict[str, Any]]:
+    ) -> list[OutputEntry]:
         """The ``n`` oldest output entries (``newest``: the ``n`` newest), oldest first."""
         params: dict[str, Any] = {"n": n}
         if newest:
             params["newest"] = "true"
-        result: list[dict[str, Any]] = self.request(
+        result: list[OutputEntry] = self.request(
             "GET", f"{self._type(automation_type)}/output", params=params
         )
         return result
 
     def groups(
         self, automation_type: str, *, after: str | None = None, limit: int = 1000
-    ) -> dict[str, Any]:
+    ) -> GroupPage:
         """One page of a type's groups: ``{groups, next, defaults}``."""
         params: dict[str, Any] = {"limit": limit}
         if after is not None:
             params["after"] = after
-        result: dict[str, Any] = self.request(
+        result: GroupPage = self.request(
             "GET", f"{self._type(automation_type)}/groups", params=params
         )
         return result
 
-    def group(self, automation_type: str, group: str) -> dict[str, Any]:
+    def group(self, automation_type: str, group: str) -> GroupOut:
         """One group: counts, effective limits, its own settings, throttle."""
-        result: dict[str, Any] = self.request(
+        result: GroupOut = self.request(
             "GET", f"{self._type(automation_type)}/groups/{_seg(group)}"
         )
         return result
@@ -364,72 +398,73 @@ class FleetClient:
         concurrency: int | None = None,
         rate: str | None = None,
         paused: bool = False,
-    ) -> dict[str, Any]:
+    ) -> GroupOut:
         """Replace a group's own settings (None: the type's value)."""
         body = {"concurrency": concurrency, "rate": rate, "paused": paused}
-        result: dict[str, Any] = self.request(
+        result: GroupOut = self.request(
             "PUT", f"{self._type(automation_type)}/groups/{_seg(group)}", json_body=body
         )
         return result
 
-    def group_reset(self, automation_type: str, group: str) -> dict[str, Any]:
+    def group_reset(self, automation_type: str, group: str) -> GroupOut:
         """Back to the type's limits; any throttle in force is lifted."""
-        result: dict[str, Any] = self.request(
+        result: GroupOut = self.request(
             "DELETE", f"{self._type(automation_type)}/groups/{_seg(group)}"
         )
         return result
 
-    def schedules(self, automation_type: str) -> list[dict[str, Any]]:
+    def schedules(self, automation_type: str) -> list[ScheduleOut]:
         """Every schedule of a type by id (one that cannot be read as
         ``{"id", "unreadable": true, "raw", "error"}``)."""
-        listed: list[dict[str, Any]] = self.schedule_listing(automation_type)["schedules"]
-        return listed
+        return self.schedule_listing(automation_type)["schedules"]
 
-    def schedule_listing(self, automation_type: str) -> dict[str, Any]:
+    def schedule_listing(self, automation_type: str) -> SchedulePage:
         """The whole schedule list, every page followed: ``schedules`` and, for a type
         that takes no tasks, a ``note`` saying why it has none."""
         params: dict[str, Any] = {"limit": 1000}
-        result: dict[str, Any] = self.request(
+        result: SchedulePage = self.request(
             "GET", f"{self._type(automation_type)}/schedules", params=params
         )
         while result.get("next"):
             params["after"] = result["next"]
-            page = self.request("GET", f"{self._type(automation_type)}/schedules", params=params)
+            page: SchedulePage = self.request(
+                "GET", f"{self._type(automation_type)}/schedules", params=params
+            )
             result["schedules"] += page["schedules"]
             result["next"] = page.get("next")
         return result
 
-    def schedule(self, automation_type: str, schedule_id: str) -> dict[str, Any]:
+    def schedule(self, automation_type: str, schedule_id: str) -> ScheduleOut:
         """One schedule: its definition, ``next_run``, ``last_run``, ``last_task_id``."""
-        result: dict[str, Any] = self.request(
+        result: ScheduleOut = self.request(
             "GET", f"{self._type(automation_type)}/schedules/{_seg(schedule_id)}"
         )
         return result
 
     def schedule_create(
         self, automation_type: str, schedule_id: str, payload: Any, **fields: Any
-    ) -> dict[str, Any]:
+    ) -> ScheduleOut:
         """Create a schedule: ``cron=`` or ``every_seconds=``, and any other field
         (timezone, priority, group, max_attempts, enabled, misfire, jitter_seconds)."""
         body = {"id": schedule_id, "payload": payload, **fields}
-        result: dict[str, Any] = self.request(
+        result: ScheduleOut = self.request(
             "POST", f"{self._type(automation_type)}/schedules", json_body=body
         )
         return result
 
     def schedule_patch(
         self, automation_type: str, schedule_id: str, changes: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> ScheduleOut:
         """Change some fields of a schedule (``{"enabled": False}`` pauses it)."""
-        result: dict[str, Any] = self.request(
+        result: ScheduleOut = self.request(
             "PATCH",
             f"{self._type(automation_type)}/schedules/{_seg(schedule_id)}",
             json_body=changes,
         )
         return result
 
-    def schedule_delete(self, automation_type: str, schedule_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.request(
+    def schedule_delete(self, automation_type: str, schedule_id: str) -> ScheduleDeleted:
+        result: ScheduleDeleted = self.request(
             "DELETE", f"{self._type(automation_type)}/schedules/{_seg(schedule_id)}"
         )
         return result
@@ -441,8 +476,8 @@ class FleetClient:
         )
         return str(result["task_id"])
 
-    def config_get(self, automation_type: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("GET", f"{self._type(automation_type)}/config")
+    def config_get(self, automation_type: str) -> ConfigOut:
+        result: ConfigOut = self.request("GET", f"{self._type(automation_type)}/config")
         return result
 
     def config_patch(
@@ -452,49 +487,58 @@ class FleetClient:
         *,
         worker_id: str | None = None,
         replace: bool = False,
-    ) -> dict[str, Any]:
+    ) -> ConfigWritten:
         path = f"{self._type(automation_type)}/config"
         if worker_id is not None:
             path = f"{self._type(automation_type)}/workers/{_seg(worker_id)}/config"
         params = {"replace": "true"} if replace else None
-        result: dict[str, Any] = self.request("PATCH", path, json_body=patch, params=params)
+        result: ConfigWritten = self.request("PATCH", path, json_body=patch, params=params)
         return result
 
-    def worker(self, automation_type: str, worker_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.request(
+    def worker(self, automation_type: str, worker_id: str) -> WorkerOut:
+        result: WorkerOut = self.request(
             "GET", f"{self._type(automation_type)}/workers/{_seg(worker_id)}"
         )
         return result
 
-    def workers(self, automation_type: str | None = None) -> list[dict[str, Any]]:
+    def workers(self, automation_type: str | None = None) -> list[WorkerOut]:
         path = (
             "/api/v1/workers"
             if automation_type is None
             else f"{self._type(automation_type)}/workers"
         )
-        result: list[dict[str, Any]] = self.request("GET", path)
+        result: list[WorkerOut] = self.request("GET", path)
         return result
 
-    def worker_action(self, automation_type: str, worker_id: str, action: str) -> dict[str, Any]:
+    def worker_action(
+        self, automation_type: str, worker_id: str, action: str
+    ) -> WorkerAction | WorkerForgotten:
         """``drain``, ``resume`` or ``forget`` one worker."""
         path = f"{self._type(automation_type)}/workers/{_seg(worker_id)}"
         if action == "forget":
-            result: dict[str, Any] = self.request("DELETE", path)
-        else:
-            result = self.request("POST", f"{path}/{action}")
-        return result
+            forgotten: WorkerForgotten = self.request("DELETE", path)
+            return forgotten
+        done: WorkerAction = self.request("POST", f"{path}/{action}")
+        return done
 
-    def catalog(self, automation_type: str | None = None) -> dict[str, Any]:
-        path = (
-            "/api/v1/catalog"
-            if automation_type is None
-            else f"/api/v1/catalog/{_seg(automation_type)}"
-        )
-        result: dict[str, Any] = self.request("GET", path)
-        return result
+    @overload
+    def catalog(self, automation_type: None = None) -> dict[str, CatalogEntryOut]: ...
 
-    def automations(self) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self.request("GET", "/api/v1/automations")
+    @overload
+    def catalog(self, automation_type: str) -> CatalogEntryOut: ...
+
+    def catalog(
+        self, automation_type: str | None = None
+    ) -> dict[str, CatalogEntryOut] | CatalogEntryOut:
+        """Every type's catalog entry by type, or one type's entry."""
+        if automation_type is None:
+            entries: dict[str, CatalogEntryOut] = self.request("GET", "/api/v1/catalog")
+            return entries
+        entry: CatalogEntryOut = self.request("GET", f"/api/v1/catalog/{_seg(automation_type)}")
+        return entry
+
+    def automations(self) -> list[TypeRow]:
+        result: list[TypeRow] = self.request("GET", "/api/v1/automations")
         return result
 
     def events(self, types: list[str] | None = None) -> Iterator[tuple[str, Any]]:

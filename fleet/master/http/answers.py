@@ -131,7 +131,8 @@ class QueueDepths(Answer):
 
 
 class DeadLetter(Answer):
-    """One dead task: its body, last error and attempts."""
+    """One dead task: its body, last error and attempts (one whose stored text cannot
+    be read: ``unreadable`` says why, ``raw`` holds the text, cut)."""
 
     id: str
     payload: Any = None
@@ -139,8 +140,17 @@ class DeadLetter(Answer):
     attempt: int | None = None
     max_attempts: int | None = None
     enqueued_at: Number | None = None
+    ttl_seconds: Number | None = None
     last_error: str | None = None
+    traceback: str | None = None
     failed_at: Number | None = None
+    refunds: int | None = None
+    group: str | None = None
+    timeout_seconds: Number | None = None
+    traceparent: str | None = None
+    run: str | None = None
+    unreadable: str | None = None
+    raw: str | None = None
 
 
 class Replayed(Answer):
@@ -178,14 +188,14 @@ class RunOut(Answer):
 
     run_id: str
     state: str
-    name: str | None = None
-    on_complete: dict[str, Any] | None = None
-    types: list[str] | None = None
-    max_delay_seconds: Number | None = None
-    created_at: Number | None = None
-    finished_at: Number | None = None
-    counters: dict[str, int] | None = None
-    by_type: dict[str, dict[str, int]] | None = None
+    name: str | None
+    on_complete: dict[str, Any] | None
+    types: list[str] | None
+    max_delay_seconds: Number
+    created_at: Number
+    finished_at: Number | None
+    counters: dict[str, int]
+    by_type: dict[str, dict[str, int]]
 
 
 class RunPage(Answer):
@@ -230,13 +240,26 @@ class ScheduleOut(Answer):
     (one whose record cannot be read: ``{id, unreadable, raw, error}``)."""
 
     id: str
+    cron: str | None = None
+    every_seconds: Number | None = None
+    timezone: str | None = None
     payload: Any = None
+    priority: int | None = None
+    group: str | None = None
+    max_attempts: int | None = None
     enabled: bool | None = None
+    misfire: str | None = None
+    jitter_seconds: Number | None = None
     declared: bool | None = None
     next_run: Number | None = None
     last_run: Number | None = None
     last_task_id: str | None = None
+    last_error: str | None = None
+    created_at: Number | None = None
+    updated_at: Number | None = None
     unreadable: bool | None = None
+    raw: str | None = None
+    error: str | None = None
 
 
 class SchedulePage(Answer):
@@ -282,8 +305,70 @@ class ConfigWritten(Answer):
 
 
 # ----------------------------------------------------------------- workers
+class WorkerSlots(Answer):
+    """A worker's slots: ``running`` (its heartbeat's count), ``busy`` and ``total``
+    (its stats frame's)."""
+
+    running: int
+    busy: int
+    total: int
+
+
+class WorkerGen(Answer):
+    """A worker's config generations: the one it should run, the one it merged."""
+
+    desired: int
+    applied: int
+
+
+class WorkerTasks(Answer):
+    """A worker's task counters since it started (its stats frame; empty before the
+    first frame)."""
+
+    completed: int | None = None
+    failed: int | None = None
+    dead: int | None = None
+    retried: int | None = None
+    throttled: int | None = None
+    zombies_cancelled: int | None = None
+    timed_out: int | None = None
+    slots_abandoned: int | None = None
+    per_second: Number | None = None
+
+
+class BrowserPoolStats(Answer):
+    """One browser pool of a worker (``BrowserPool.stats()``, in its stats frame)."""
+
+    engine: str | None = None
+    size: int | None = None
+    max_uses: int | None = None
+    warm: int | None = None
+    idle: int | None = None
+    in_use: int | None = None
+    acquired: int | None = None
+    launched: int | None = None
+    retired: int | None = None
+    crashed: int | None = None
+    launch_failures: int | None = None
+    launch_seconds_last: Number | None = None
+    launch_seconds_avg: Number | None = None
+    error: str | None = None
+
+
+class WorkerConfig(Answer):
+    """One worker's config layers (secrets masked; the values are the automation's)
+    and the generation of its desired config."""
+
+    type_wide: dict[str, Any]
+    override: dict[str, Any]
+    merged: dict[str, Any]
+    desired: dict[str, Any] | None
+    desired_gen: int
+
+
 class WorkerOut(Answer):
-    """One worker's view: state, heartbeat, slots, config generations, hardware."""
+    """One worker's view: state, heartbeat, slots, config generations, hardware; one
+    worker's (``GET …/workers/{id}``) adds its ``config`` and last ``stats`` frame."""
 
     type: str
     worker_id: str
@@ -292,11 +377,20 @@ class WorkerOut(Answer):
     reported_state: str | None = None
     last_seen: Number | None = None
     seen_ago: Number | None = None
-    slots: dict[str, int] | None = None
-    gen: dict[str, int] | None = None
+    slots: WorkerSlots
+    gen: WorkerGen
     lagging: bool | None = None
     hardware: dict[str, Any] | None = None
     last_error: str | None = None
+    host: str | None = None
+    pid: int | None = None
+    started_at: Number | None = None
+    version: str | None = None
+    tasks: WorkerTasks | None = None
+    browser_pools: list[BrowserPoolStats] | None = None
+    unreadable: list[str] | None = None
+    config: WorkerConfig | None = None
+    stats: dict[str, Any] | None = None
 
 
 class WorkerAction(Answer):
