@@ -249,11 +249,12 @@ class WorkerOut(TypedDict):
     last_error: NotRequired[str | None]
     host: NotRequired[str | None]
     pid: NotRequired[int | None]
-    started_at: NotRequired[Number | None]
+    started_at: NotRequired[str | None]
     version: NotRequired[str | None]
     tasks: NotRequired[WorkerTasks | None]
     browser_pools: NotRequired[list[BrowserPoolStats] | None]
     unreadable: NotRequired[list[str] | None]
+    draining_requested: NotRequired[bool | None]
     config: NotRequired[WorkerConfig | None]
     stats: NotRequired[dict[str, Any] | None]
 

@@ -384,11 +384,12 @@ class WorkerOut(Answer):
     last_error: str | None = None
     host: str | None = None
     pid: int | None = None
-    started_at: Number | None = None
+    started_at: str | None = None  # the heartbeat's text, as the worker wrote it
     version: str | None = None
     tasks: WorkerTasks | None = None
     browser_pools: list[BrowserPoolStats] | None = None
     unreadable: list[str] | None = None
+    draining_requested: bool | None = None
     config: WorkerConfig | None = None
     stats: dict[str, Any] | None = None
 
