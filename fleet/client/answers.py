@@ -269,15 +269,35 @@ class WorkerForgotten(TypedDict):
     forgotten: bool
 
 
+class ChannelOut(TypedDict):
+    name: str
+    payload: NotRequired[dict[str, Any] | None]
+
+
+class PoolDeclared(TypedDict):
+    name: str
+    payload: NotRequired[dict[str, Any] | None]
+    tags: NotRequired[dict[str, Any] | None]
+
+
+class BrowserNeedsOut(TypedDict):
+    size: NotRequired[int | None]
+    max_uses: NotRequired[int | None]
+    engine: NotRequired[str | None]
+    headless: NotRequired[bool | None]
+    launch_args: NotRequired[list[str] | None]
+
+
 class CatalogEntryOut(TypedDict):
     type: NotRequired[str | None]
     kind: NotRequired[str | None]
     config: NotRequired[dict[str, Any] | None]
-    queue: NotRequired[dict[str, Any] | None]
-    stream: NotRequired[dict[str, Any] | None]
-    pools: NotRequired[Any]
-    browser: NotRequired[Any]
-    unreadable: NotRequired[Any]
+    queue: NotRequired[ChannelOut | None]
+    stream: NotRequired[ChannelOut | None]
+    pools: NotRequired[dict[str, PoolDeclared] | None]
+    browser: NotRequired[BrowserNeedsOut | None]
+    unreadable: NotRequired[str | None]
+    raw: NotRequired[str | None]
 
 
 class TypeRow(TypedDict):

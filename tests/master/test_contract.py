@@ -303,3 +303,13 @@ async def test_every_worker_answers_its_documented_model(master: InProcess) -> N
     assert_documented(
         master, "get", "/api/v1/automations/{automation_type}/workers/{worker_id}", one
     )
+
+
+async def test_catalog_entries_declare_their_fixed_fields(master: InProcess) -> None:
+    h = auth(ADMIN)
+    every = await master.client.get("/api/v1/catalog", headers=h)
+    assert plugins.SCRAPE in every.json()
+    assert_documented(master, "get", "/api/v1/catalog", every)
+    one = await master.client.get(f"/api/v1/catalog/{plugins.SCRAPE}", headers=h)
+    assert one.json()["queue"]["name"] == plugins.SCRAPE
+    assert_documented(master, "get", "/api/v1/catalog/{automation_type}", one)

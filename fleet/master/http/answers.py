@@ -52,17 +52,45 @@ class Health(Answer):
 
 
 # ------------------------------------------------------------ catalog, types
+class ChannelOut(Answer):
+    """A batch type's task queue, or a type's output stream: its name and the JSON
+    schema of what it carries (the plugin's)."""
+
+    name: str
+    payload: dict[str, Any] | None = None
+
+
+class PoolDeclared(Answer):
+    """A pool an automation declares: its fleet-wide name and its schemas (the plugin's)."""
+
+    name: str
+    payload: dict[str, Any] | None = None
+    tags: dict[str, Any] | None = None
+
+
+class BrowserNeedsOut(Answer):
+    """An automation's ``BrowserNeeds`` declaration."""
+
+    size: int | None = None
+    max_uses: int | None = None
+    engine: str | None = None
+    headless: bool | None = None
+    launch_args: list[str] | None = None
+
+
 class CatalogEntryOut(Answer):
-    """One automation's declared schemas (contracts.md); the schemas are the plugin's."""
+    """One automation's declared schemas (contracts.md); the schemas are the plugin's.
+    One whose stored text cannot be read: ``{type, unreadable, raw}``."""
 
     type: str | None = None
     kind: str | None = None
     config: dict[str, Any] | None = None
-    queue: dict[str, Any] | None = None
-    stream: dict[str, Any] | None = None
-    pools: Any = None
-    browser: Any = None
-    unreadable: Any = None
+    queue: ChannelOut | None = None
+    stream: ChannelOut | None = None
+    pools: dict[str, PoolDeclared] | None = None
+    browser: BrowserNeedsOut | None = None
+    unreadable: str | None = None
+    raw: str | None = None
 
 
 class TypeRow(Answer):
@@ -431,9 +459,24 @@ class PoolDropped(Answer):
     dropped: int
 
 
+class ProxyOut(Answer):
+    """One proxy's health, by key (no credentials; the reason masked)."""
+
+    proxy: str
+    uses: int
+    oks: int
+    failures: int
+    score: int
+    cooling: bool
+    cooling_until: Number | None
+    in_use: int
+    last_reason: str | None
+    last_bad_at: Number | None
+
+
 class ProxiesOut(Answer):
     """``GET /proxies``: each proxy's health, and totals."""
 
-    proxies: list[dict[str, Any]]
+    proxies: list[ProxyOut]
     cooling: int
     in_use: int
