@@ -29,8 +29,8 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
     ),
     "browse.py": (
         ["--smoke", "--url", "{url}"],
-        r"\| sqlite \| pending \| 2,000 \| [\d.]+ \| [\d.]+ \| [\d.]+x \|"
-        r"(.|\n)*\| redis \| dead \| 2,000 \| [\d.]+ \| [\d.]+ \| [\d.]+x \|",
+        r"\| sqlite \| pending \| 2,000 \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+x \|"
+        r"(.|\n)*\| redis \| dead \| 2,000 \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+x \|",
     ),
     "cluster_drain.py": (
         ["--smoke"],

@@ -19,7 +19,7 @@
 --     TTLs to <keep ms>; each live index holds the sentinel member '' (score -inf),
 --     so that it exists, and expires with the marker, however many tasks it lists.
 --   build <first bucket> <last bucket> <hscan cursor>
---     Index the live records of buckets first..last, then of one HSCAN step (2000)
+--     Index the live records of buckets first..last, then of one HSCAN step (1000)
 --     of the :tasks hash from <hscan cursor> ('' for none). Idempotent; the scripts
 --     keep the indexes meanwhile (the marker exists), so a record that moves during
 --     the build ends in the index of its state then. Returns the next HSCAN cursor.
@@ -54,7 +54,7 @@ if op == 'build' then
     index_flat(redis.call('HGETALL', K_TASKS .. ':' .. b), false)
   end
   if ARGV[4] == '' then return '' end
-  local step = redis.call('HSCAN', K_TASKS, ARGV[4], 'COUNT', 2000)
+  local step = redis.call('HSCAN', K_TASKS, ARGV[4], 'COUNT', 1000)
   index_flat(step[2], false)
   return step[1]
 end
