@@ -43,11 +43,10 @@ OPS = st.one_of(
     st.tuples(st.just("cancel"), st.integers(0, 15)),
     st.tuples(st.just("lose"), st.integers(0, 5)),
     st.tuples(st.just("dead"), st.booleans(), st.lists(st.integers(0, 15), max_size=3)),
-    # a walk mid-sequence: on Redis the live indexes are kept from then on
-    st.tuples(st.just("walk"), st.sampled_from(BROWSE_STATES)),
-    # the browsing stops: on Redis the marker expires, the scripts stop keeping the
-    # live indexes, and the next page rebuilds them
-    st.tuples(st.just("forget")),
+    # a walk mid-sequence (on Redis the live indexes are kept from then on), after
+    # the end of browsing if drawn (on Redis the marker expires, the scripts stop
+    # keeping the live indexes, and the walk's first page rebuilds them)
+    st.tuples(st.just("walk"), st.sampled_from(BROWSE_STATES), st.booleans()),
 )
 _types = itertools.count()
 
@@ -125,9 +124,9 @@ async def run(
                 if outcome == "cancelled":
                     held = [r for r in held if r.body.id != tid]
         elif kind == "walk":
+            if op[2]:
+                await _forget(backend, automation_type)
             trace.append((op[1], await _walk(backend, automation_type, op[1], limit)))
-        elif kind == "forget":
-            await _forget(backend, automation_type)
         elif kind == "dead":
             if issued:
                 ids = [_id(i % issued) for i in op[2]]
