@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from fleet.backends.waiting import open_when_reachable
+from fleet.core import outage
 from tests.master.conftest import ADMIN, auth
 from tests.master.plugins import SCRAPE
 from tests.support.master_proc import MasterProcess
@@ -59,9 +60,15 @@ async def _readyz_until(client: httpx.AsyncClient, status: int) -> httpx.Respons
 
 
 async def test_backend_outage_is_503_and_recovers(
-    live_factory: Any, own_redis: RedisServer, caplog: pytest.LogCaptureFixture
+    live_factory: Any,
+    own_redis: RedisServer,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="fleet")
+    # The process's outage board is shared by every master a test process started: an
+    # outage another test left (one that named no backend) must not become this one's.
+    monkeypatch.setattr(outage, "PROCESS_OUTAGES", outage.OutageBoard())
     live = live_factory(own_redis.url, sweeper=False, catalog_check_seconds=0.2)
     tasks = f"/api/v1/automations/{SCRAPE}/tasks"
     async with httpx.AsyncClient(base_url=live.url, headers=auth(ADMIN), timeout=30) as client:
