@@ -84,9 +84,16 @@ async def test_cap_cool_down_and_places(
         fresh = ForwardProxy("p2")
         await fresh.start()
         try:
-            await push_config(mem, T, {"proxy_url": fresh.url()}, ["w1"])
+            gen = await push_config(mem, T, {"proxy_url": fresh.url()}, ["w1"])
 
             async def moved() -> bool:
+                # The worker applied the new config (its slots have the new proxy) and
+                # the places on the old one are given back: in use 0 alone is also the
+                # instant between two tasks of a slot still on the old proxy.
+                worker = await mem.workers.get(T, "w1")
+                applied = 0 if worker is None else int(worker.state.get("applied_gen") or 0)
+                if applied < gen:
+                    return False
                 found = {p.key: p.in_use for p in await mem.proxies.listing()}
                 return found.get(proxy_key(good.url(), salt)) == 0
 
