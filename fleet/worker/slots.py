@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -24,6 +22,7 @@ from fleet.core.backoff import RetryPolicy
 from fleet.core.config import BaseConfig
 from fleet.core.context import Context
 from fleet.core.outage import OutageLog, is_outage
+from fleet.worker import env
 from fleet.worker.cancels import PendingCancels
 from fleet.worker.feeder import Feeder
 from fleet.worker.leases import AckBatcher, LeaseKeeper
@@ -49,21 +48,7 @@ DEFAULT_GRACE_SECONDS = 5.0
 
 def timeout_grace() -> float:
     """``FLEET_TIMEOUT_GRACE_SECONDS`` (>= 0), or the default when unset or invalid."""
-    raw = os.environ.get("FLEET_TIMEOUT_GRACE_SECONDS")
-    if not raw:
-        return DEFAULT_GRACE_SECONDS
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < math.inf:
-        log.warning(
-            "FLEET_TIMEOUT_GRACE_SECONDS=%r is not a number >= 0; using %g",
-            raw,
-            DEFAULT_GRACE_SECONDS,
-        )
-        return DEFAULT_GRACE_SECONDS
-    return value
+    return env.seconds("FLEET_TIMEOUT_GRACE_SECONDS", DEFAULT_GRACE_SECONDS)
 
 
 @dataclass(slots=True)

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import os
 import sys
 import threading
 import time
@@ -33,6 +31,8 @@ import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+
+from fleet.worker import env
 
 log = logging.getLogger("fleet.worker.stalls")
 
@@ -46,19 +46,7 @@ BEAT = 0.1
 def stall_seconds() -> float:
     """``FLEET_STALL_SECONDS`` (> 0; 0 turns the watch off), or the default when
     unset or invalid."""
-    raw = os.environ.get("FLEET_STALL_SECONDS")
-    if not raw:
-        return DEFAULT_STALL_SECONDS
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < math.inf:
-        log.warning(
-            "FLEET_STALL_SECONDS=%r is not a number >= 0; using %g", raw, DEFAULT_STALL_SECONDS
-        )
-        return DEFAULT_STALL_SECONDS
-    return value
+    return env.seconds("FLEET_STALL_SECONDS", DEFAULT_STALL_SECONDS)
 
 
 @dataclass(slots=True)
