@@ -17,19 +17,11 @@ import pytest
 
 from fleet.backends import open_backend
 from fleet.master.http.headers import bounded_trace_context
-from tests.support.master_proc import MasterProcess
+from tests.support.master_proc import MasterProcess, bare_entry
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 TYPE = "header-limits"
-ENTRY: dict[str, Any] = {
-    "type": TYPE,
-    "kind": "BatchAutomation",
-    "config": {"type": "object", "properties": {}},
-    "queue": {"name": TYPE, "payload": {"type": "object"}},
-    "stream": None,
-    "pools": {},
-}
 TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
@@ -37,7 +29,7 @@ TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 async def master(tmp_path: Path) -> Any:
     url = f"sqlite:///{tmp_path / 'fleet.db'}"
     async with await open_backend(url) as b:
-        await b.catalog.put(TYPE, ENTRY)  # type: ignore[arg-type]
+        await b.catalog.put(TYPE, bare_entry(TYPE))
     proc = MasterProcess(url, tmp_path, env={"FLEET_LOG_LEVEL": "WARNING"})
     try:
         await proc.wait_ready()

@@ -14,26 +14,18 @@ import pytest
 import redis.asyncio as aioredis
 
 from fleet.backends import open_backend
-from tests.support.master_proc import MASTER_TOKEN, MasterProcess
+from tests.support.master_proc import MASTER_TOKEN, MasterProcess, bare_entry
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 TYPE = "pool-queue"
 H = {"Authorization": f"Bearer {MASTER_TOKEN}"}
-ENTRY = {
-    "type": TYPE,
-    "kind": "BatchAutomation",
-    "config": {"type": "object", "properties": {}},
-    "queue": {"name": TYPE, "payload": {"type": "object"}},
-    "stream": None,
-    "pools": {},
-}
 CALLERS = 500
 
 
 async def _started(redis_url: str, tmp_path: Path) -> MasterProcess:
     async with await open_backend(redis_url) as b:
-        await b.catalog.put(TYPE, ENTRY)  # type: ignore[arg-type]
+        await b.catalog.put(TYPE, bare_entry(TYPE))
     master = MasterProcess(redis_url, tmp_path)
     await master.wait_ready()
     return master

@@ -15,19 +15,11 @@ import pytest
 import redis.asyncio as aioredis
 
 from fleet.backends import open_backend
-from tests.support.master_proc import MASTER_TOKEN, MasterProcess
+from tests.support.master_proc import MASTER_TOKEN, MasterProcess, bare_entry
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 TYPE = "wait-clients"
-ENTRY: dict[str, Any] = {
-    "type": TYPE,
-    "kind": "BatchAutomation",
-    "config": {"type": "object", "properties": {}},
-    "queue": {"name": TYPE, "payload": {"type": "object"}},
-    "stream": None,
-    "pools": {},
-}
 TASKS = f"/api/v1/automations/{TYPE}/tasks"
 H = {"Authorization": f"Bearer {MASTER_TOKEN}"}
 WAITS = 200
@@ -36,7 +28,7 @@ WAITS = 200
 @pytest.fixture
 async def master(redis_url: str, tmp_path: Path) -> Any:
     async with await open_backend(redis_url) as b:
-        await b.catalog.put(TYPE, ENTRY)  # type: ignore[arg-type]
+        await b.catalog.put(TYPE, bare_entry(TYPE))
     # no sweeper: the store's own traffic is what the waits make
     proc = MasterProcess(redis_url, tmp_path, sweep_seconds=3600)
     try:

@@ -11,8 +11,23 @@ from pathlib import Path
 
 import httpx
 
+from fleet.core.catalog import CatalogEntry
 from tests.support.redis_server import free_port
 from tests.worker.procs import ROOT, fleet_env
+
+
+def bare_entry(automation_type: str) -> CatalogEntry:
+    """A catalog entry of a queue type whose payload is any object: what a master
+    process needs to take tasks of a type no plugin of the test declares."""
+    return {  # type: ignore[typeddict-item]
+        "type": automation_type,
+        "kind": "BatchAutomation",
+        "config": {"type": "object", "properties": {}},
+        "queue": {"name": automation_type, "payload": {"type": "object"}},
+        "stream": None,
+        "pools": {},
+    }
+
 
 #: The admin token of every test master process.
 MASTER_TOKEN = "outage-test-admin-token"
