@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 import time
 
 from fleet.dev.procs import Child
+from tests.support.waits import until
 
 IGNORES_SIGINT = (
     "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN);"
@@ -22,10 +22,10 @@ STOPS_ON_SIGINT = (
 
 
 async def wait_for_line(lines: list[tuple[str, str]], text: str, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not any(text == line for _, line in lines):
-        assert time.monotonic() < deadline, f"no {text!r} in {lines}"
-        await asyncio.sleep(0.02)
+    try:
+        await until(lambda: any(text == line for _, line in lines), timeout=timeout)
+    except AssertionError:
+        raise AssertionError(f"no {text!r} in {lines}") from None
 
 
 async def test_stop_sends_sigint_and_keeps_the_last_output() -> None:

@@ -3,10 +3,8 @@ a backend and a way to build a slot's Context without installing anything."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from fleet.core.automation import Automation
 from fleet.dev.demo_site import create_demo_app
 from fleet.dev.demo_state import DemoSettings, DemoState
 from fleet.dev.serve import RunningServer, start_server
+from tests.support.waits import until
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EXAMPLE_DIRS = sorted(p for p in EXAMPLES.iterdir() if (p / "pyproject.toml").exists())
@@ -38,14 +37,8 @@ _memory_counter = 0
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> bool:
-    """Poll ``check`` until it answers True (True) or ``timeout`` passes (False)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if await check():
-            return True
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.02)
+    """Wait until ``check`` answers True (True); an AssertionError after ``timeout``."""
+    return bool(await until(check, timeout=timeout, what=getattr(check, "__name__", "check")))
 
 
 class DemoSite:

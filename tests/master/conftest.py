@@ -3,11 +3,9 @@ app (httpx over ASGI, lifespan run), and a live uvicorn master on a free port.""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import socket
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from fastapi import FastAPI
 from fleet.master.app import create_app
 from fleet.settings import Settings
 from tests.master import plugins  # registers the test automations
+from tests.support.waits import until, until_sync
 
 ADMIN = "admin-secret-token"
 READ = "read-secret-token"
@@ -106,11 +105,13 @@ class LiveMaster:
 
     def start(self) -> None:
         self.thread.start()
-        deadline = time.monotonic() + 15
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
+
+        def started() -> bool:
+            if not self.thread.is_alive():
                 raise RuntimeError("uvicorn did not start")
-            time.sleep(0.02)
+            return bool(self.server.started)
+
+        until_sync(started, timeout=15, what="uvicorn to start")
 
     def stop(self) -> None:
         self.server.should_exit = True
@@ -140,10 +141,6 @@ def live_factory() -> Iterator[Any]:
         live.stop()
 
 
-async def wait_for(predicate: Any, timeout: float = 15.0) -> None:
-    """Poll an async predicate until true (for effects of background tasks)."""
-    deadline = time.monotonic() + timeout
-    while not await predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
+async def wait_for(predicate: Any, timeout: float = 15.0, what: str = "the condition") -> None:
+    """Wait until an async predicate is true (for effects of background tasks)."""
+    await until(predicate, timeout=timeout, what=what)

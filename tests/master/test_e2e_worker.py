@@ -6,12 +6,10 @@ and views come from the catalog entry and state the worker publishes.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,17 +19,14 @@ import pytest
 
 from fleet.core.automation import get_automation
 from tests.master.conftest import ADMIN, auth
+from tests.support.waits import until
 
 E2E = "m-e2e"
 ROOT = Path(__file__).resolve().parents[2]
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
+    await until(check, timeout=timeout, interval=0.1, what=what)
 
 
 @pytest.fixture(params=["sqlite", "redis"])

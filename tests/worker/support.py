@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -15,6 +14,7 @@ from fleet.core.config import merge_config
 from fleet.core.submission import make_push_request
 from fleet.protocol import CONTROL_NS, drain_key
 from fleet.worker.agent import Worker
+from tests.support.waits import until
 
 FAST_RETRY = RetryPolicy(base=0.02, cap=0.1)
 
@@ -26,16 +26,7 @@ async def wait_until(
     what: str = "condition",
 ) -> None:
     """Poll ``check`` (sync or async) until it is true; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(interval)
+    await until(check, timeout=timeout, interval=interval, what=what)
 
 
 @asynccontextmanager
