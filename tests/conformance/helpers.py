@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fleet.backends.base import Backend
+from fleet.backends.redis.backend import RedisBackend
+from fleet.core.clock import ManualClock
 from fleet.core.records import PushRequest, Reservation, TaskBody, new_id, now
 
 TYPE = "conf-type"
 #: Short lease used where a test lets leases run out.
 SHORT = 0.3
+
+
+async def elapse(backend: Backend, clock: ManualClock, seconds: float) -> None:
+    """Let ``seconds`` pass for ``backend``: the stopped clock moves; a Redis key's own
+    TTL (``PX``, ``EXPIRE``) is kept by Redis, so on Redis real time passes too."""
+    clock.advance(seconds)
+    if isinstance(backend, RedisBackend):
+        await asyncio.sleep(seconds)
 
 
 def body(

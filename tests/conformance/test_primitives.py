@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from fleet.backends.base import Backend
+from fleet.core.clock import ManualClock
+
+from .helpers import elapse
 
 # ------------------------------------------------------------ kv
 
@@ -28,18 +31,18 @@ async def test_kv_namespaces_do_not_collide(backend: Backend) -> None:
     assert await backend.kv.get("a:b", "c") == "2"
 
 
-async def test_kv_ttl(backend: Backend) -> None:
+async def test_kv_ttl(backend: Backend, frozen: ManualClock) -> None:
     await backend.kv.set("ns", "k", "v", ttl_seconds=0.4)
     assert await backend.kv.get("ns", "k") == "v"
-    await asyncio.sleep(0.5)
+    await elapse(backend, frozen, 0.5)
     assert await backend.kv.get("ns", "k") is None
     assert not await backend.kv.delete("ns", "k")
 
 
-async def test_kv_set_replaces_ttl(backend: Backend) -> None:
+async def test_kv_set_replaces_ttl(backend: Backend, frozen: ManualClock) -> None:
     await backend.kv.set("ns", "k", "v", ttl_seconds=0.2)
     await backend.kv.set("ns", "k", "v2")
-    await asyncio.sleep(0.3)
+    await elapse(backend, frozen, 0.3)
     assert await backend.kv.get("ns", "k") == "v2"
 
 
@@ -49,9 +52,9 @@ async def test_kv_setnx(backend: Backend) -> None:
     assert await backend.kv.get("ns", "k") == "first"
 
 
-async def test_kv_setnx_after_expiry(backend: Backend) -> None:
+async def test_kv_setnx_after_expiry(backend: Backend, frozen: ManualClock) -> None:
     assert await backend.kv.setnx("ns", "k", "first", ttl_seconds=0.2)
-    await asyncio.sleep(0.3)
+    await elapse(backend, frozen, 0.3)
     assert await backend.kv.setnx("ns", "k", "second")
     assert await backend.kv.get("ns", "k") == "second"
 
@@ -76,9 +79,9 @@ async def test_lock_acquire_release_token_semantics(backend: Backend) -> None:
     assert await backend.locks.acquire("L", "t2", 10)
 
 
-async def test_lock_expires(backend: Backend) -> None:
+async def test_lock_expires(backend: Backend, frozen: ManualClock) -> None:
     assert await backend.locks.acquire("L", "t1", 0.2)
-    await asyncio.sleep(0.3)
+    await elapse(backend, frozen, 0.3)
     assert await backend.locks.acquire("L", "t2", 10)
     # The expired holder can neither renew nor release the new holder's lock.
     assert not await backend.locks.renew("L", "t1", 10)
@@ -86,11 +89,11 @@ async def test_lock_expires(backend: Backend) -> None:
     assert await backend.locks.release("L", "t2")
 
 
-async def test_lock_renew(backend: Backend) -> None:
+async def test_lock_renew(backend: Backend, frozen: ManualClock) -> None:
     assert await backend.locks.acquire("L", "t1", 0.4)
     assert await backend.locks.renew("L", "t1", 2)
     assert not await backend.locks.renew("L", "t2", 2)
-    await asyncio.sleep(0.5)
+    await elapse(backend, frozen, 0.5)
     assert not await backend.locks.acquire("L", "t2", 10)
     assert not await backend.locks.renew("free-lock", "t1", 2)
 
