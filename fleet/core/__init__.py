@@ -27,15 +27,19 @@ if TYPE_CHECKING:
         PayloadValidationError,
         PluginLoadError,
         RegistrationError,
+        ResultTimeout,
         SchemaVersionError,
         StaleLease,
+        TaskCancelledError,
+        TaskFailed,
         TaskTimeout,
         Throttled,
         UnknownAutomation,
         UnsupportedBackend,
     )
+    from fleet.core.functions import FunctionTask, task
     from fleet.core.schedule import Schedule
-    from fleet.core.task import Task
+    from fleet.core.tasks import Task
 
 #: Each public name and the module that defines it.
 _HOMES = {
@@ -50,21 +54,26 @@ _HOMES = {
     "ContractTypeError": "fleet.core.errors",
     "ContractValueError": "fleet.core.errors",
     "FleetError": "fleet.core.errors",
+    "FunctionTask": "fleet.core.functions",
     "PayloadValidationError": "fleet.core.errors",
     "PluginLoadError": "fleet.core.errors",
     "Pool": "fleet.core.contracts",
     "Queue": "fleet.core.contracts",
     "RegistrationError": "fleet.core.errors",
+    "ResultTimeout": "fleet.core.errors",
     "Schedule": "fleet.core.schedule",
     "SchemaVersionError": "fleet.core.errors",
     "StaleLease": "fleet.core.errors",
     "Stream": "fleet.core.contracts",
-    "Task": "fleet.core.task",
+    "Task": "fleet.core.tasks",
+    "TaskCancelledError": "fleet.core.errors",
+    "TaskFailed": "fleet.core.errors",
     "TaskTimeout": "fleet.core.errors",
     "Throttled": "fleet.core.errors",
     "UnknownAutomation": "fleet.core.errors",
     "UnsupportedBackend": "fleet.core.errors",
     "register": "fleet.core.automation",
+    "task": "fleet.core.functions",
 }
 
 __all__ = [
@@ -79,21 +88,26 @@ __all__ = [
     "ContractTypeError",
     "ContractValueError",
     "FleetError",
+    "FunctionTask",
     "PayloadValidationError",
     "PluginLoadError",
     "Pool",
     "Queue",
     "RegistrationError",
+    "ResultTimeout",
     "Schedule",
     "SchemaVersionError",
     "StaleLease",
     "Stream",
     "Task",
+    "TaskCancelledError",
+    "TaskFailed",
     "TaskTimeout",
     "Throttled",
     "UnknownAutomation",
     "UnsupportedBackend",
     "register",
+    "task",
 ]
 
 

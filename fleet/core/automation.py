@@ -14,7 +14,7 @@ from fleet.core.schedule import Schedule, check_schedule_id
 
 if TYPE_CHECKING:
     from fleet.core.context import Context
-    from fleet.core.task import Task
+    from fleet.core.tasks import Task
 
 ConfigT = TypeVar("ConfigT", bound=BaseConfig)
 

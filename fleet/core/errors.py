@@ -137,6 +137,19 @@ class TaskTimeout(FleetError):
     dead letter's) starts with ``TaskTimeout:``."""
 
 
+class TaskFailed(FleetError):
+    """A submitted task ended dead (its attempts spent), or left no record: what
+    ``handle.result()`` raises; the message carries the task's last error."""
+
+
+class TaskCancelledError(FleetError):
+    """``handle.result()`` of a task that was cancelled."""
+
+
+class ResultTimeout(FleetError, TimeoutError):
+    """``handle.result(timeout=)`` ran out before the task ended (the task goes on)."""
+
+
 class Throttled(FleetError):
     """The outside world asked Fleet to slow down.
 

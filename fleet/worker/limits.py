@@ -30,7 +30,7 @@ from fleet.worker.outcomes import OK, Outcome
 
 if TYPE_CHECKING:
     from fleet.core.automation import BatchAutomation
-    from fleet.core.task import Task
+    from fleet.core.tasks import Task
     from fleet.worker.slots import Slot
 
 log = logging.getLogger("fleet.worker.limits")

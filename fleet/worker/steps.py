@@ -24,7 +24,7 @@ from fleet.core import tracing
 from fleet.core.automation import BatchAutomation
 from fleet.core.errors import Throttled
 from fleet.core.records import Reservation
-from fleet.core.task import Task
+from fleet.core.tasks import Task
 from fleet.worker.leases import Lease
 from fleet.worker.limits import effective_limit, run_limited
 from fleet.worker.outcomes import (

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fleet.core import tracing
-from fleet.core.task import Task
+from fleet.core.tasks import Task
 from fleet.worker.outcomes import Outcome
 from fleet.worker.slots import Slot
 

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from fleet.core import BaseConfig, BatchAutomation, ContinuousAutomation, register
 from fleet.core.context import Context
-from fleet.core.task import Task
+from fleet.core.tasks import Task
 
 SCRAPE = "m-scrape"
 LOOP = "m-loop"

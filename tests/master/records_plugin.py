@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from fleet.core import BaseConfig, BatchAutomation, register
 from fleet.core.context import Context
-from fleet.core.task import Task
+from fleet.core.tasks import Task
 
 RECORDS = "m-records"
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from fleet.core import BaseConfig, BatchAutomation, Pool
 from fleet.core.catalog import catalog_entry
 from fleet.core.context import Context
-from fleet.core.task import Task
+from fleet.core.tasks import Task
 from tests.master.conftest import ADMIN, InProcess, auth, settings_for, start_in_process
 
 H = auth(ADMIN)
