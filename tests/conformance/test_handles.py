@@ -9,8 +9,12 @@ import pytest
 from pydantic import BaseModel
 
 from fleet.backends.base import Backend
+from fleet.core.clock import ManualClock
 from fleet.core.contracts import Pool, Stream
 from fleet.core.handles import KV, Counter, Events, Lock, PoolHandle, StreamHandle
+from tests.support.waits import until
+
+from .helpers import elapse
 
 
 class Cookie(BaseModel):
@@ -78,13 +82,13 @@ async def test_pool_claim_releases_on_error(backend: Backend) -> None:
     assert await pool.size() == 1
 
 
-async def test_pool_claim_evict_and_extend(backend: Backend) -> None:
+async def test_pool_claim_evict_and_extend(backend: Backend, frozen: ManualClock) -> None:
     pool = PoolHandle(backend.pools, COOKIES)
     await pool.put(payload=Cookie(value="burnt"), tags=CookieTags(site="a"))
     async with pool.claim(hold_seconds=0.4) as item:
         assert item is not None
         assert await item.extend(5)
-        await asyncio.sleep(0.5)
+        frozen.advance(0.5)
         async with pool.claim() as other:
             assert other is None
         assert await item.evict()
@@ -136,7 +140,7 @@ async def test_stream_handle_typed_entries(backend: Backend) -> None:
 # ------------------------------------------------------------ kv, counters, events
 
 
-async def test_kv_handle_roundtrip_and_get_as(backend: Backend) -> None:
+async def test_kv_handle_roundtrip_and_get_as(backend: Backend, frozen: ManualClock) -> None:
     kv = KV(backend.kv, "conf-ns")
     await kv.set("model", Cookie(value="v"))
     await kv.set("plain", {"a": [1, 2]})
@@ -146,7 +150,7 @@ async def test_kv_handle_roundtrip_and_get_as(backend: Backend) -> None:
     assert await kv.get("missing", default=7) == 7
     assert await kv.setnx("plain", 1) is False
     assert await kv.setnx("new", 1, ttl_seconds=0.2) is True
-    await asyncio.sleep(0.3)
+    await elapse(backend, frozen, 0.3)
     assert await kv.get("new") is None
     assert await kv.delete("plain")
     with pytest.raises(ValueError):
@@ -179,12 +183,13 @@ async def test_events_handle(backend: Backend) -> None:
 
     listener = asyncio.create_task(listen())
     await ready.wait()
-    for _ in range(100):
+
+    async def heard() -> bool:
         await events.publish("conf.topic", Cookie(value="m"))
-        await asyncio.sleep(0.02)
-        if listener.done():
-            break
-    await asyncio.wait_for(listener, 15)
+        return listener.done()
+
+    await until(heard, timeout=15, what="the listener to hear a message")
+    await listener
     assert received == [{"value": "m"}]
 
 
@@ -227,12 +232,14 @@ async def test_lock_context_renews_while_held(backend: Backend) -> None:
     assert await backend.locks.acquire("conf-lock", "intruder", 5)
 
 
-async def test_lock_release_does_not_drop_a_newer_holder(backend: Backend) -> None:
+async def test_lock_release_does_not_drop_a_newer_holder(
+    backend: Backend, frozen: ManualClock
+) -> None:
     lock = Lock(backend.locks, "conf-lock", hold_seconds=0.2, wait_seconds=0)
     assert await lock.acquire()
     assert lock._renewer is not None
     lock._renewer.cancel()  # simulate a frozen holder: no more renewals
-    await asyncio.sleep(0.3)
+    await elapse(backend, frozen, 0.3)
     assert await backend.locks.acquire("conf-lock", "newer", 5)
     await lock.release()
     assert not await backend.locks.acquire("conf-lock", "third", 5)

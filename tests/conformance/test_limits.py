@@ -20,6 +20,9 @@ from fleet.core.clock import ManualClock
 from fleet.core.records import new_token
 
 KEY = "conf-limit"
+#: What one backend call takes on a stopped clock: a real call takes a moment, and
+#: times near 1.8e9 s carry float error (~2e-7 s) that a zero-length call would expose.
+ROUND_TRIP = 0.001
 
 
 async def take(
@@ -37,19 +40,31 @@ async def take(
 
 
 async def take_waiting(
-    backend: Backend, token: str, *, interval: float | None = None, concurrency: int | None = None
+    backend: Backend,
+    token: str,
+    *,
+    interval: float | None = None,
+    concurrency: int | None = None,
+    clock: ManualClock | None = None,
 ) -> tuple[float, float]:
-    """Acquire, sleeping what the backend says; the (before, after) times of the
-    successful call. Fails the test after 10 s."""
+    """Acquire, waiting what the backend says; the (before, after) times of the
+    successful call. With ``clock`` (stopped), the wait moves it; without, real time
+    passes (other holders release on their own). Fails the test after 10 s."""
     give_up = time.monotonic() + 10
+    read = clock.time if clock is not None else time.time
     while True:
-        before = time.time()
+        before = read()
         wait = await take(backend, token, interval=interval, concurrency=concurrency)
+        if clock is not None:
+            clock.advance(ROUND_TRIP)
         if wait == 0.0:
-            return before, time.time()
+            return before, read()
         assert 0 < wait, wait
         assert time.monotonic() < give_up, "no place within 10 s"
-        await asyncio.sleep(wait)
+        if clock is not None:
+            clock.advance(wait)
+        else:
+            await asyncio.sleep(wait)
 
 
 # ------------------------------------------------------------ concurrency
@@ -135,24 +150,24 @@ async def test_cap_holds_under_many_concurrent_acquirers(backend: Backend) -> No
 # ------------------------------------------------------------ rate
 
 
-async def test_rate_spaces_starts(backend: Backend) -> None:
+async def test_rate_spaces_starts(backend: Backend, frozen: ManualClock) -> None:
     interval = 0.05  # "20/s"
-    before, after = await take_waiting(backend, "s0", interval=interval)
+    before, after = await take_waiting(backend, "s0", interval=interval, clock=frozen)
     wait = await take(backend, "s1", interval=interval)
     assert 0 < wait <= interval  # a second start right away is refused
     starts = [(before, after)]
     for i in range(1, 6):
-        starts.append(await take_waiting(backend, f"s{i}", interval=interval))
+        starts.append(await take_waiting(backend, f"s{i}", interval=interval, clock=frozen))
     first = starts[0][0]
     for k, (_, after_k) in enumerate(starts):
         assert after_k - first >= k * interval
     assert starts[-1][1] - first < 5 * interval + 2.0  # and not far slower
 
 
-async def test_rate_with_many_concurrent_acquirers(backend: Backend) -> None:
+async def test_rate_with_many_concurrent_acquirers(backend: Backend, frozen: ManualClock) -> None:
     interval = 0.05
     got = await asyncio.gather(
-        *(take_waiting(backend, f"r{i}", interval=interval) for i in range(8))
+        *(take_waiting(backend, f"r{i}", interval=interval, clock=frozen) for i in range(8))
     )
     first = min(b for b, _ in got)
     for k, after in enumerate(sorted(a for _, a in got)):
@@ -170,11 +185,12 @@ async def test_rate_retry_after_is_exact(backend: Backend) -> None:
     assert await take(backend, "b", interval=60) > 59
 
 
-async def test_rate_and_concurrency_together(backend: Backend) -> None:
+async def test_rate_and_concurrency_together(backend: Backend, frozen: ManualClock) -> None:
     async def both(token: str, key: str = KEY, interval: float = 0.4) -> float:
         return await take(backend, token, key=key, concurrency=1, interval=interval)
 
     assert await both("t1") == 0.0
+    frozen.advance(ROUND_TRIP)
     # Both bind: the wait is the larger of the two (the rate's here).
     wait = await both("t2")
     assert CONCURRENCY_RETRY_SECONDS < wait <= 0.4
@@ -182,11 +198,11 @@ async def test_rate_and_concurrency_together(backend: Backend) -> None:
     # The place is free but the rate still holds t2 back.
     wait = await both("t2")
     assert 0 < wait <= 0.4
-    await asyncio.sleep(wait)
+    frozen.advance(wait)
     assert await both("t2") == 0.0
     # The rate has room, but the one place is taken (for 10 s): the capped wait.
     assert await both("u1", key="other", interval=0.001) == 0.0
-    await asyncio.sleep(0.01)
+    frozen.advance(0.01)
     wait = await both("u2", key="other", interval=0.001)
     assert wait == pytest.approx(CONCURRENCY_RETRY_SECONDS, abs=1e-6)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from fleet.backends.base import Backend
+from fleet.core.clock import ManualClock
 from fleet.core.records import now
 
 POOL = "conf-pool"
@@ -132,12 +133,14 @@ async def test_evict_removes_for_good(backend: Backend) -> None:
     assert not await backend.pools.remove(POOL, item_id)
 
 
-async def test_lease_expiry_makes_item_claimable_again(backend: Backend) -> None:
+async def test_lease_expiry_makes_item_claimable_again(
+    backend: Backend, frozen: ManualClock
+) -> None:
     item_id = await _put(backend)
     crashed = await backend.pools.claim(POOL, hold_seconds=0.4)
     assert crashed is not None
     assert await backend.pools.claim(POOL) is None
-    await asyncio.sleep(0.5)
+    frozen.advance(0.5)
     assert await backend.pools.size(POOL) == 1
     again = await backend.pools.claim(POOL)
     assert again is not None and again.item.id == item_id
@@ -145,20 +148,22 @@ async def test_lease_expiry_makes_item_claimable_again(backend: Backend) -> None
     assert not await backend.pools.extend(POOL, item_id, crashed.token, 10)
 
 
-async def test_extend_keeps_the_lease(backend: Backend) -> None:
+async def test_extend_keeps_the_lease(backend: Backend, frozen: ManualClock) -> None:
     item_id = await _put(backend)
     c = await backend.pools.claim(POOL, hold_seconds=0.4)
     assert c is not None
     assert await backend.pools.extend(POOL, item_id, c.token, 2)
-    await asyncio.sleep(0.5)
+    frozen.advance(0.5)
     assert await backend.pools.claim(POOL) is None
     assert await backend.pools.release(POOL, item_id, c.token)
 
 
-async def test_expired_items_are_not_claimed_or_listed(backend: Backend) -> None:
+async def test_expired_items_are_not_claimed_or_listed(
+    backend: Backend, frozen: ManualClock
+) -> None:
     await _put(backend, ttl=0.15)
     keep = await _put(backend, ttl=60)
-    await asyncio.sleep(0.25)
+    frozen.advance(0.25)
     assert await backend.pools.size(POOL) == 1
     assert [i.id for i in await backend.pools.items(POOL)] == [keep]
     c = await backend.pools.claim(POOL, strategy="oldest")
@@ -204,7 +209,7 @@ async def test_remove_whatever_the_claim(backend: Backend) -> None:
     assert await backend.pools.names() == []
 
 
-async def test_prune_names_stats_drop(backend: Backend) -> None:
+async def test_prune_names_stats_drop(backend: Backend, frozen: ManualClock) -> None:
     await _put(backend, ttl=0.1)
     await _put(backend, ttl=0.1)
     await _put(backend, ttl=30)  # expiring soon
@@ -212,7 +217,7 @@ async def test_prune_names_stats_drop(backend: Backend) -> None:
     await backend.pools.put("other-pool", {}, {})
     c = await backend.pools.claim(POOL, where={"site": "a"}, strategy="freshest")
     assert c is not None and c.item.id == held
-    await asyncio.sleep(0.2)
+    frozen.advance(0.2)
     assert await backend.pools.prune(POOL) == 2
     assert await backend.pools.prune(POOL) == 0
     stats = await backend.pools.stats(POOL)

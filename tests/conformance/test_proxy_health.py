@@ -5,7 +5,6 @@ places under a cap and their expiry, places counted without a cap, spreading the
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 
@@ -19,6 +18,8 @@ from fleet.core.capabilities.proxies import (
     spread_choice,
 )
 from fleet.core.clock import ManualClock
+
+from .helpers import elapse
 
 A, B, C = "http://a.test:8080", "http://b.test:8080", "http://c.test:8080#3f2a9c01bd"
 
@@ -58,10 +59,12 @@ async def test_threshold_counts_bad_reports_in_a_row(backend: Backend) -> None:
     assert p.last_bad_at is not None and before <= p.last_bad_at <= time.time()
 
 
-async def test_reports_during_a_cool_down_count_but_do_not_extend_it(backend: Backend) -> None:
+async def test_reports_during_a_cool_down_count_but_do_not_extend_it(
+    backend: Backend, frozen: ManualClock
+) -> None:
     until = await bad(backend, A, cooldown=60)
     assert until is not None
-    await asyncio.sleep(0.01)
+    frozen.advance(0.01)
     assert await bad(backend, A, cooldown=60) == pytest.approx(until)
     assert await backend.proxies.report(A, ok=True) == pytest.approx(until)  # runs on
     p = await info(backend, A)
@@ -339,9 +342,9 @@ async def test_a_sticky_choice_moves_when_its_proxy_cools(backend: Backend) -> N
     assert await backend.proxies.sticky("acct") == C
 
 
-async def test_a_sticky_choice_expires(backend: Backend) -> None:
+async def test_a_sticky_choice_expires(backend: Backend, frozen: ManualClock) -> None:
     assert (await backend.proxies.take([A, B], "t", sticky="s", sticky_seconds=0.2)).key == A
-    await asyncio.sleep(0.25)  # a Redis key's own TTL: real time
+    await elapse(backend, frozen, 0.25)
     assert await backend.proxies.sticky("s") is None
     assert (await backend.proxies.take([B, A], "t", held=A, sticky="s")).key == B
 

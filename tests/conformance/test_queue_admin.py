@@ -8,7 +8,7 @@ from fleet.backends.base import Backend
 from fleet.core.clock import ManualClock
 from fleet.core.records import LeaseStatus, PushRequest, now
 
-from .helpers import TYPE, body, push, req, reserve_ids, reserve_one
+from .helpers import TYPE, body, elapse, push, req, reserve_ids, reserve_one
 
 
 async def _kill(backend: Backend, task_id: str, error: str = "boom") -> None:
@@ -251,9 +251,9 @@ async def test_idempotency_key_holds_after_task_finished(backend: Backend) -> No
     assert (dup.task_id, dup.duplicate) == ("a", True)
 
 
-async def test_idempotency_key_expires(backend: Backend) -> None:
+async def test_idempotency_key_expires(backend: Backend, frozen: ManualClock) -> None:
     await backend.queues.push_one(TYPE, req("a", idempotency_key="k", idempotency_ttl=0.2))
-    await asyncio.sleep(0.3)  # a Redis key's own TTL: real time
+    await elapse(backend, frozen, 0.3)
     res = await backend.queues.push_one(TYPE, req("b", idempotency_key="k", idempotency_ttl=0.2))
     assert (res.task_id, res.queued) == ("b", True)
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 import uuid
 from collections import deque
 from collections.abc import Coroutine
@@ -37,6 +36,7 @@ from hypothesis.stateful import (
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
+from fleet.core.clock import ManualClock
 from fleet.core.records import (
     TIERS,
     LeaseStatus,
@@ -83,8 +83,9 @@ class ModelTask:
         return self.attempt + 1 <= self.limit
 
 
-def queue_machine(url: str) -> type[RuleBasedStateMachine]:
-    """A machine class bound to one backend URL (each run uses a fresh type)."""
+def queue_machine(url: str, clock: ManualClock) -> type[RuleBasedStateMachine]:
+    """A machine class bound to one backend URL (each run uses a fresh type) and the
+    stopped clock it moves to let short leases run out."""
 
     class QueueMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -297,7 +298,7 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
         @rule()
         def expire_and_sweep(self) -> None:
             if any(t.short_lease for t in self.processing.values()):
-                time.sleep(SHORT_VISIBILITY * 1.5)
+                clock.advance(SHORT_VISIBILITY * 1.5)
             swept = self.run(self.backend.queues.sweep(self.type))
             expired = [t for t in self.processing.values() if t.short_lease]
             assert swept == len(expired)
@@ -414,10 +415,10 @@ def queue_machine(url: str) -> type[RuleBasedStateMachine]:
     return QueueMachine
 
 
-def test_queue_state_machine(backend_url: str) -> None:
+def test_queue_state_machine(backend_url: str, frozen: ManualClock) -> None:
     """Runs in a few seconds per backend; for a deeper search run it with
     ``FLEET_MACHINE_EXAMPLES=500 pytest --timeout=0``."""
-    machine = queue_machine(backend_url)
+    machine = queue_machine(backend_url, frozen)
     run_state_machine_as_test(
         machine,
         settings=settings(
