@@ -220,7 +220,7 @@ def test_the_getting_started_plugin_installs_and_runs_as_written(
 
 
 def test_the_readme_batch_automation_runs(venv_bin: Path, tmp_path: Path) -> None:
-    blocks = fenced_blocks(section(README, "## A batch automation"))
+    blocks = fenced_blocks(section(README, "## A batch automation, as a class"))
     (code,) = [b for b in blocks if b.lang == "python"]
     (tmp_path / "scraper_example.py").write_text(code.text)
     ran = shell(
@@ -275,3 +275,49 @@ def test_the_getting_started_fleet_dev_section_runs_as_written(
         assert json.loads(posted.stdout)["queued"] is True
     finally:
         stop(dev)
+
+
+def test_the_readme_five_line_task_runs_as_written(
+    venv_bin: Path, page_url: str, tmp_path: Path
+) -> None:
+    """``titles.py`` and ``ask.py`` saved as the README names them; ``fleet worker
+    --plugin titles`` in that folder; ``python ask.py`` prints the page's title; the
+    sync form and a failing URL as the prose says."""
+    blocks = fenced_blocks(section(README, "## A task in five lines"))
+    assert save_blocks(blocks, tmp_path) == ["titles.py", "ask.py"]
+    code = (tmp_path / "titles.py").read_text()
+    assert len([line for line in code.splitlines() if line.strip()]) <= 7  # "five lines"
+    (worker_line,) = [line for b in blocks if b.lang == "bash" for line in b.lines()]
+    assert worker_line == "fleet worker --plugin titles"
+    ask = (tmp_path / "ask.py").read_text()
+    assert DEMO_URL in ask
+    (tmp_path / "ask.py").write_text(ask.replace(DEMO_URL, page_url))
+    env = user_env(venv_bin)
+    with (tmp_path / "worker.log").open("w") as log:
+        worker = subprocess.Popen(
+            shlex.split(worker_line), cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        asked = shell("python ask.py", tmp_path, env)
+        assert asked.returncode == 0, asked.stderr + (tmp_path / "worker.log").read_text()
+        assert asked.stdout.strip() == TITLE
+        # the sync form the prose names, and a URL that fails: TaskFailed with the error
+        closed = f"http://127.0.0.1:{free_port()}/"
+        sync = (
+            "from titles import fetch_title\n"
+            f"print(fetch_title.delay(url={page_url!r}).result(timeout=30))\n"
+            "from fleet.core import TaskFailed\n"
+            "try:\n"
+            f"    fetch_title.options(max_attempts=1).delay(url={closed!r}).result(timeout=30)\n"
+            "except TaskFailed as exc:\n"
+            "    print('failed:', exc)\n"
+        )
+        (tmp_path / "sync.py").write_text(sync)
+        ran = shell("python sync.py", tmp_path, env)
+        assert ran.returncode == 0, ran.stderr
+        first, second = ran.stdout.strip().splitlines()
+        assert first == TITLE
+        assert second.startswith("failed: the task failed: ConnectError"), second
+    finally:
+        stop(worker)
+    assert "runs fetch-title" in (tmp_path / "worker.log").read_text()
