@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from fleet.backends.base import Backend
+from tests.support.waits import until
 
 # ------------------------------------------------------------ events
 
@@ -63,10 +64,7 @@ async def test_aclose_ends_iteration(backend: Backend) -> None:
 
     consumer = asyncio.create_task(consume())
     await backend.events.publish("t", 1)
-    for _ in range(100):
-        if received:
-            break
-        await asyncio.sleep(0.01)
+    await until(lambda: received, what="the published message")
     await sub.aclose()
     await asyncio.wait_for(consumer, 15)
     assert received == [1]

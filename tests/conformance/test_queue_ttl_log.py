@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 
 import pytest
 
 from fleet.backends.base import Backend
+from fleet.core.clock import ManualClock
 
 from .helpers import TYPE, push, reserve_ids
 
@@ -34,11 +34,11 @@ def _info(caplog: pytest.LogCaptureFixture) -> None:
 
 
 async def test_each_ttl_drop_is_logged_with_type_id_and_age(
-    backend: Backend, caplog: pytest.LogCaptureFixture
+    backend: Backend, caplog: pytest.LogCaptureFixture, frozen: ManualClock
 ) -> None:
     await push(backend, "old1", "old2", ttl_seconds=0.1)
     await push(backend, "fresh", ttl_seconds=60)
-    await asyncio.sleep(0.3)
+    frozen.advance(0.3)
     assert await reserve_ids(backend, k=5) == ["fresh"]
     got = drops(caplog)
     assert [(d["id"], d["type"], d["ttl"]) for d in got] == [
@@ -50,10 +50,10 @@ async def test_each_ttl_drop_is_logged_with_type_id_and_age(
 
 
 async def test_a_reserve_that_only_drops_logs_too(
-    backend: Backend, caplog: pytest.LogCaptureFixture
+    backend: Backend, caplog: pytest.LogCaptureFixture, frozen: ManualClock
 ) -> None:
     await push(backend, "gone", ttl_seconds=0.05)
-    await asyncio.sleep(0.2)
+    frozen.advance(0.2)
     # Nothing is delivered (the Redis reply then carries only the drops), and a
     # blocking reserve logs the drop once, not once per look.
     assert await backend.queues.reserve(TYPE, k=3, timeout=0.3) == []

@@ -7,7 +7,6 @@ with the summary; ``unique_key`` deduplicates; cancel; paging; expiry.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,10 +15,11 @@ import pytest
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core import runs as core_runs
+from fleet.core.clock import ManualClock
 from fleet.core.errors import UnsupportedBackend
 from fleet.core.records import PushRequest, TaskBody, new_id, now
 from fleet.core.runs import callback_task_id
-from tests.conformance.helpers import SHORT, TYPE
+from tests.conformance.helpers import SHORT, TYPE, elapse
 
 CB = "conf-callback"
 
@@ -107,12 +107,12 @@ async def test_retry_does_not_end_the_run(runs_backend: Backend) -> None:
     assert len(await b.queues.reserve(CB, k=5)) == 1
 
 
-async def test_redelivery_is_not_counted_twice(runs_backend: Backend) -> None:
+async def test_redelivery_is_not_counted_twice(runs_backend: Backend, frozen: ManualClock) -> None:
     b = runs_backend
     run = await b.runs.create()
     await push_run(b, run, "t")
     first = (await b.queues.reserve(TYPE, k=1, visibility_seconds=SHORT))[0]
-    await asyncio.sleep(SHORT + 0.3)
+    frozen.advance(SHORT + 0.3)
     assert await b.queues.sweep(TYPE) == 1
     assert await counters(b, run) == {"submitted": 1, "pending": 1}
     second = (await b.queues.reserve(TYPE, k=1))[0]
@@ -125,12 +125,14 @@ async def test_redelivery_is_not_counted_twice(runs_backend: Backend) -> None:
     assert await counters(b, run) == {"submitted": 1, "done": 1}
 
 
-async def test_ttl_expiry_and_cancel_of_queued_tasks_count(runs_backend: Backend) -> None:
+async def test_ttl_expiry_and_cancel_of_queued_tasks_count(
+    runs_backend: Backend, frozen: ManualClock
+) -> None:
     b = runs_backend
     run = await b.runs.create(on_complete={"type": CB})
     await push_run(b, run, "old", ttl_seconds=0.05)
     await push_run(b, run, "later", delay_seconds=30)
-    await asyncio.sleep(0.15)
+    frozen.advance(0.15)
     assert await b.queues.cancel(TYPE, "later") == "cancelled"
     assert await b.queues.reserve(TYPE, k=5) == []
     rec = await b.runs.get(run)
@@ -218,23 +220,25 @@ async def test_list_pages_newest_first(runs_backend: Backend) -> None:
     assert [i for i in seen if i in made] == made[::-1]
 
 
-async def test_ended_runs_expire(runs_backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_ended_runs_expire(
+    runs_backend: Backend, monkeypatch: pytest.MonkeyPatch, frozen: ManualClock
+) -> None:
     monkeypatch.setenv("FLEET_RUN_TTL_SECONDS", "0.3")
     # A backend opened now has the setting (Redis scripts take it at load).
     b = await open_backend(runs_backend.url)
     try:
-        await _expiry(b)
+        await _expiry(b, frozen)
     finally:
         await b.close()
 
 
-async def _expiry(b: Backend) -> None:
+async def _expiry(b: Backend, frozen: ManualClock) -> None:
     run = await b.runs.create()
     await push_run(b, run, "t")
     r = (await b.queues.reserve(TYPE, k=1))[0]
     await b.queues.ack(TYPE, [("t", r.token)])
     assert await b.runs.get(run) is not None
-    await asyncio.sleep(0.5)
+    await elapse(b, frozen, 0.5)  # on Redis the ended run's hash expires (EXPIRE)
     await b.runs.create()  # any write prunes
     assert await b.runs.get(run) is None
 

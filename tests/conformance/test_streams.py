@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from fleet.backends.base import Backend
+from fleet.core.clock import ManualClock
 from fleet.core.records import now
 
 from .helpers import TYPE
@@ -95,10 +96,10 @@ async def test_trim_by_count(backend: Backend) -> None:
     assert [e.payload["i"] for e in await backend.streams.peek(TYPE, n=10)] == [3, 4, 5, 6, 7]
 
 
-async def test_trim_by_age(backend: Backend) -> None:
+async def test_trim_by_age(backend: Backend, frozen: ManualClock) -> None:
     await backend.streams.push(TYPE, {"i": 0}, worker_id="w")
     await backend.streams.push(TYPE, {"i": 1}, worker_id="w")
-    await asyncio.sleep(0.3)
+    frozen.advance(0.3)
     await backend.streams.push(TYPE, {"i": 2}, worker_id="w", max_age=0.2)
     assert await backend.streams.length(TYPE) == 1
     assert [e.payload["i"] for e in await backend.streams.peek(TYPE)] == [2]

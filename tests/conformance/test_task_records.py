@@ -16,10 +16,11 @@ import pytest
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
+from fleet.core.clock import ManualClock
 from fleet.core.records import dumps, now
 from fleet.core.results import RECORD_MAX_OUTPUTS, RECORD_OUTPUT_MAX_BYTES, progress_topic
 
-from .helpers import SHORT, TYPE, push, reserve_one
+from .helpers import SHORT, TYPE, elapse, push, reserve_one
 
 
 async def emit(backend: Backend, task_id: str, attempt: int, n: int) -> str:
@@ -58,12 +59,14 @@ async def test_record_of_a_done_task(backend: Backend) -> None:
     assert d["outputs"][0]["id"] == ids[0] and d["progress"]["message"] == "step 2/4"
 
 
-async def test_redelivered_outputs_tell_their_attempts_apart(backend: Backend) -> None:
+async def test_redelivered_outputs_tell_their_attempts_apart(
+    backend: Backend, frozen: ManualClock
+) -> None:
     await push(backend, "a", max_attempts=3)
     first = await reserve_one(backend, visibility_seconds=SHORT)
     assert await backend.queues.mark_started(TYPE, [("a", first.token)]) == [True]
     await emit(backend, "a", first.body.attempt, 1)
-    await asyncio.sleep(SHORT * 2)  # the worker is lost; the lease runs out
+    frozen.advance(SHORT * 2)  # the worker is lost; the lease runs out
     assert await backend.queues.sweep(TYPE) == 1
     second = await reserve_one(backend)
     assert second.body.attempt == 2
@@ -202,14 +205,16 @@ async def short_lived(backend_url: str, monkeypatch: pytest.MonkeyPatch) -> Asyn
         await b.close()
 
 
-async def test_finished_records_expire_after_the_result_ttl(short_lived: Backend) -> None:
+async def test_finished_records_expire_after_the_result_ttl(
+    short_lived: Backend, frozen: ManualClock
+) -> None:
     b = short_lived
     await push(b, "old")
     r = await reserve_one(b)
     await emit(b, "old", 1, 1)
     assert await b.queues.ack(TYPE, [("old", r.token)]) == [True]
     assert (await b.queues.state(TYPE, "old")).outputs_total == 1
-    await asyncio.sleep(1.3)
+    await elapse(b, frozen, 1.3)  # on Redis a finished bucket expires (EXPIRE)
     await push(b, "new")  # a later finish prunes what is past the ttl
     r = await reserve_one(b)
     assert await b.queues.ack(TYPE, [("new", r.token)]) == [True]
