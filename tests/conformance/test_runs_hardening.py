@@ -10,14 +10,13 @@ idle (issue 40; docs/runs.md "The rules"), on every backend.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
+from fleet.core.clock import ManualClock
 from fleet.core.config import BaseConfig
 from fleet.core.context import Context
 from fleet.core.contracts import Queue
@@ -25,7 +24,8 @@ from fleet.core.errors import ContractValueError, UnsupportedBackend
 from fleet.core.records import PushRequest, TaskBody, new_id, now
 from fleet.core.runs import DEFAULT_MAX_DELAY, callback_task_id
 from fleet.core.submission import make_push_request
-from tests.conformance.helpers import TYPE
+from tests.conformance.helpers import TYPE, elapse
+from tests.support.waits import until
 
 OTHER = "conf-other"
 CB = "conf-callback"
@@ -190,29 +190,31 @@ async def idle_backend(
         await b.close()
 
 
-async def test_a_run_never_started_expires(idle_backend: Backend) -> None:
+async def test_a_run_never_started_expires(idle_backend: Backend, frozen: ManualClock) -> None:
     b = idle_backend
     run = await b.runs.create(on_complete={"type": CB})
     assert await b.runs.get(run) is not None
-    await asyncio.sleep(0.9)
+    await elapse(b, frozen, 0.9)  # on Redis an idle run's hash expires (PEXPIRE)
     assert await b.runs.get(run) is None
     assert run not in [r.id for r in (await b.runs.page(limit=50)).runs]
     refused = await b.queues.push(TYPE, [request(run)])
     assert not refused[0].queued
 
 
-async def test_a_run_that_moves_lives_and_expires_once_idle(idle_backend: Backend) -> None:
+async def test_a_run_that_moves_lives_and_expires_once_idle(
+    idle_backend: Backend, frozen: ManualClock
+) -> None:
     b = idle_backend
     run = await b.runs.create()
     await b.queues.push(TYPE, [request(run, unique="k")])
     for _ in range(3):  # 1.2 s in all, never idle 0.6 s
-        await asyncio.sleep(0.4)
+        await elapse(b, frozen, 0.4)
         got = (await b.queues.reserve(TYPE, k=1))[0]
         await b.queues.release(TYPE, got.body.id, got.token)
     assert await counters(b, run) == {"submitted": 1, "pending": 1}
     again = await b.queues.push(TYPE, [request(run, unique="k")])
     assert again[0].duplicate  # its keys lived with it
-    await asyncio.sleep(0.9)
+    await elapse(b, frozen, 0.9)
     await b.queues.sweep(TYPE)
     assert await b.runs.get(run) is None
     # The task goes on without its run: its moves find no run to count.
@@ -221,18 +223,15 @@ async def test_a_run_that_moves_lives_and_expires_once_idle(idle_backend: Backen
     assert await b.runs.get(run) is None
 
 
-async def test_a_delayed_task_keeps_its_run_until_it_is_due(idle_backend: Backend) -> None:
+async def test_a_delayed_task_keeps_its_run_until_it_is_due(
+    idle_backend: Backend, frozen: ManualClock
+) -> None:
     b = idle_backend
     run = await b.runs.create()
     assert (await b.queues.push(TYPE, [request(run, delay=1.0)]))[0].queued
-    await asyncio.sleep(1.2)  # idle 0.6 s past creation, but its task is due at 1 s
+    await elapse(b, frozen, 1.2)  # idle 0.6 s past creation, but its task is due at 1 s
     assert await counters(b, run) == {"submitted": 1, "pending": 1}
-    got: list[Any] = []
-    for _ in range(20):
-        got = await b.queues.reserve(TYPE, k=1)
-        if got:
-            break
-        await asyncio.sleep(0.05)
+    got = await until(lambda: b.queues.reserve(TYPE, k=1), what="the due task")
     await b.queues.ack(TYPE, [(got[0].body.id, got[0].token)])
     rec = await b.runs.get(run)
     assert rec is not None and rec.state == "done"
