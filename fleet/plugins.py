@@ -2,7 +2,10 @@
 ``--plugin MODULE[:ATTR]`` specs (also ``FLEET_PLUGINS``, comma separated).
 
 A plugin that fails to import is recorded with its traceback and skipped, so one
-broken package never keeps the others from running.
+broken package never keeps the others from running. A *named* plugin (a spec, or the
+entry point named like a type the caller asked for) is different: the caller said it
+needs it, and ``discover(strict=True)`` raises :class:`~fleet.core.errors.PluginLoadError`
+for it before importing anything else (``fleet worker`` and ``fleet run`` refuse to start).
 
 A spec may name a module in the current directory, from the ``fleet`` console
 script as from ``python -m fleet``: see :func:`cwd_on_path` for where that
@@ -12,16 +15,20 @@ directory goes on ``sys.path``.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 import traceback
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
 from typing import Any
 
 from fleet.core.automation import Automation, registered
+from fleet.core.errors import PluginLoadError
+
+log = logging.getLogger(__name__)
 
 #: Entry-point group of automation plugins.
 GROUP = "fleet.automations"
@@ -47,14 +54,36 @@ class PluginError:
         source: ``entry point <name> = <value>`` or ``--plugin <spec>``.
         error: The exception, one line.
         traceback: The full traceback text.
+        location: Where in the plugin's own code it failed: ``<file>, line <n>: <text>``
+            (for a syntax error, the offending line), or ``""`` when no frame of the
+            plugin is involved (a module that is not there at all).
+        named: The caller asked for this plugin by name: a ``--plugin`` or
+            ``FLEET_PLUGINS`` spec, or the entry point named like a wanted type.
+        provides: The wanted type an entry point is named like (``--type NAME``), or
+            ``""``.
     """
 
     source: str
     error: str
     traceback: str
+    location: str = ""
+    named: bool = False
+    provides: str = ""
 
     def to_dict(self) -> dict[str, str]:
-        return {"source": self.source, "error": self.error, "traceback": self.traceback}
+        """The error as JSON (``fleet plugins --json``)."""
+        return {
+            "source": self.source,
+            "error": self.error,
+            "location": self.location,
+            "traceback": self.traceback,
+        }
+
+    def describe(self) -> str:
+        """One message for people: what failed, why, and where (no traceback)."""
+        where = f"\n  at {self.location}" if self.location else ""
+        wanted = f"type {self.provides}: " if self.provides else ""
+        return f"{wanted}{self.source} failed: {self.error}{where}"
 
 
 @dataclass(slots=True)
@@ -72,6 +101,17 @@ class Plugins:
     sources: dict[str, str] = field(default_factory=dict)
     origins: dict[str, str] = field(default_factory=dict)
     errors: list[PluginError] = field(default_factory=list)
+
+    def raise_for_named(self) -> None:
+        """Raise if a plugin the caller named failed to load.
+
+        Raises:
+            PluginLoadError: One or more named plugins failed; the message describes
+                each (:meth:`PluginError.describe`).
+        """
+        named = [e for e in self.errors if e.named]
+        if named:
+            raise PluginLoadError("\n".join(e.describe() for e in named))
 
 
 def _automations_in(obj: Any, before: set[str]) -> list[type[Automation[Any]]]:
@@ -173,6 +213,7 @@ def discover(
     use_entry_points: bool | None = None,
     use_env: bool = True,
     wanted: Collection[str] = (),
+    strict: bool = False,
 ) -> Plugins:
     """Load every plugin: entry points, then ``FLEET_PLUGINS``, then ``specs``.
 
@@ -186,41 +227,59 @@ def discover(
             the entry points named like a missing type, then the rest only if a type
             is still missing: a worker of one type never imports (nor waits for) the
             other plugins of its host. Empty: everything loads.
+        strict: Raise for a *named* plugin that fails: the specs load first, and
+            if one fails nothing else is imported; then the entry points named like a
+            wanted type, the same way. The other entry points are only recorded as
+            errors, as without ``strict``.
 
     Returns:
-        The automation types found and the plugins that failed (never raises for a
-        broken plugin).
+        The automation types found and the plugins that failed.
+
+    Raises:
+        PluginLoadError: With ``strict`` only: a named plugin failed to load (every
+            named plugin of the same step is tried first, so all of them are reported).
     """
     if use_entry_points is None:
         use_entry_points = entry_points_enabled()
     all_specs = list(dict.fromkeys([*(env_specs() if use_env else []), *specs]))
-    eps: list[EntryPoint] | None = None  # read once, and only when needed
-    if wanted:
-        early = Plugins()
+    early = Plugins()  # the specs, loaded first when the caller waits on them
+    first = bool(wanted) or strict
+    if first:
         _load_specs(early, all_specs)
-        if set(wanted) <= set(early.types) or not use_entry_points:
+        if strict:
+            early.raise_for_named()
+        if not use_entry_points or (wanted and set(wanted) <= set(early.types)):
             return early
-        eps = list(entry_points(group=GROUP))
-        named = [ep for ep in eps if ep.name in set(wanted) - set(early.types)]
-        found = Plugins()
-        _load_entry_points(found, named)
-        _merge(found, early)
-        if set(wanted) <= set(found.types):
-            return found
+    eps = list(entry_points(group=GROUP)) if use_entry_points else []
+    if wanted:
+        missing = set(wanted) - set(early.types)
+        by_name = Plugins()
+        _load_entry_points(by_name, [ep for ep in eps if ep.name in missing], named=True)
+        if strict:
+            by_name.raise_for_named()
+        _merge(by_name, early)
+        early = by_name
+        if set(wanted) <= set(early.types):
+            return early
+        eps = [ep for ep in eps if ep.name not in missing]
     found = Plugins()
-    if use_entry_points:
-        _load_entry_points(found, list(entry_points(group=GROUP)) if eps is None else eps)
-    _load_specs(found, all_specs)
+    _load_entry_points(found, eps)
+    if first:
+        _merge(found, early)
+    else:
+        _load_specs(found, all_specs)
     return found
 
 
-def _load_entry_points(found: Plugins, eps: Iterable[EntryPoint]) -> None:
+def _load_entry_points(found: Plugins, eps: Iterable[EntryPoint], *, named: bool = False) -> None:
+    """Load ``eps`` into ``found``; ``named``: each was asked for as the type it is named
+    like (``--type NAME``), so its error says which type it failed to provide."""
     for ep in eps:
         source = f"entry point {ep.name} = {ep.value}"
         try:
             _add(found, _load_entry_point(ep), source, _origin(ep))
         except Exception as exc:
-            found.errors.append(_error(source, exc))
+            found.errors.append(_error(source, exc, provides=ep.name if named else ""))
 
 
 def _load_specs(found: Plugins, specs: Iterable[str]) -> None:
@@ -229,7 +288,13 @@ def _load_specs(found: Plugins, specs: Iterable[str]) -> None:
         try:
             _add(found, load_spec(spec), source, source)
         except Exception as exc:
-            found.errors.append(_error(source, exc))
+            error = _error(source, exc, named=True)
+            if isinstance(exc, ModuleNotFoundError) and not error.location:
+                # The spec's own module is missing (a nested import would have a frame
+                # of the plugin): most often a typo, or a module in another folder.
+                hint = " (not on sys.path, the current directory included)"
+                error = replace(error, error=error.error + hint)
+            found.errors.append(error)
 
 
 def _merge(found: Plugins, later: Plugins) -> None:
@@ -239,9 +304,37 @@ def _merge(found: Plugins, later: Plugins) -> None:
     found.errors.extend(later.errors)
 
 
-def _error(source: str, exc: BaseException) -> PluginError:
+#: Frames that are the import machinery or discovery, not the plugin's code.
+_MACHINERY = (os.path.dirname(importlib.__file__) + os.sep, __file__)
+
+
+def _location(exc: BaseException) -> str:
+    """``<file>, line <n>: <text>`` of the plugin's code where ``exc`` was raised."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        # The parser's own position: the traceback only reaches the import statement.
+        text = (exc.text or "").strip()
+        return f"{exc.filename}, line {exc.lineno}" + (f": {text}" if text else "")
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith("<frozen") and not f.filename.startswith(_MACHINERY)
+    ]
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f"{last.filename}, line {last.lineno}" + (f": {last.line}" if last.line else "")
+
+
+def _error(
+    source: str, exc: BaseException, *, named: bool = False, provides: str = ""
+) -> PluginError:
+    # Commands show one line per failed plugin; the traceback is for --log-level DEBUG.
+    log.debug("plugin %s failed to load", source, exc_info=exc)
     return PluginError(
         source=source,
         error=f"{type(exc).__name__}: {exc}",
         traceback="".join(traceback.format_exception(exc)),
+        location=_location(exc),
+        named=named or bool(provides),
+        provides=provides,
     )

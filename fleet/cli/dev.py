@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from fleet.cli.worker import load_named
 from fleet.dev.demo_seed import DemoUnavailable
 from fleet.dev.procs import make_echo
 from fleet.dev.runner import DevError, DevOptions, DevRunner
@@ -63,6 +64,9 @@ def dev(
         # per-request and server start/stop lines out of the way.
         for name in ("httpx", "uvicorn.error"):
             logging.getLogger(name).setLevel(logging.WARNING)
+    # A named plugin that fails would stop both children, after a misleading "no
+    # plugins installed": refuse before starting anything, as they would.
+    load_named(plugins, use_entry_points=False)
     options = DevOptions(
         backend_url=backend_url or Settings().backend_url,
         host=host,

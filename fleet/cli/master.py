@@ -10,6 +10,7 @@ import click
 from fleet import heap
 from fleet.backends import redact_url
 from fleet.cli.environment import load_settings
+from fleet.cli.worker import load_named
 from fleet.client.tokenfile import UnsafeTokenFile, ensure_token, is_loopback
 from fleet.core.logs import log_format
 from fleet.master.http.tokens_policy import weak_tokens
@@ -78,6 +79,10 @@ def master(
         updates["backend_url"] = backend_url
     settings = settings.model_copy(update=updates)
     settings, token_file = prepare_settings(settings, settings.host)
+    # The master skips a plugin that fails (workers publish their own catalog entries),
+    # but one named here is a mistake to report, not to serve around; installed entry
+    # points nobody named stay logged and skipped by the app.
+    load_named(plugins, use_entry_points=False)
     banner = (
         f"fleet master on http://{settings.host}:{settings.port} "
         f"(backend {redact_url(settings.backend_url)})"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sys
 from collections.abc import Coroutine
@@ -15,7 +16,10 @@ from fleet import heap
 from fleet.cli.environment import load_settings
 from fleet.core.automation import Automation, BatchAutomation
 from fleet.core.config import FRAMEWORK_FIELDS
+from fleet.core.errors import PluginLoadError
 from fleet.plugins import Plugins, discover
+
+log = logging.getLogger("fleet.worker")
 
 _plugin_option = click.option(
     "--plugin",
@@ -26,25 +30,58 @@ _plugin_option = click.option(
 )
 
 
-def _load(plugins: tuple[str, ...], types: tuple[str, ...] = ()) -> Plugins:
-    found = discover(plugins, wanted=types)
-    for error in found.errors:
-        click.echo(f"plugin {error.source} failed to load:\n{error.traceback}", err=True)
-    return found
+def load_named(
+    plugins: tuple[str, ...], types: tuple[str, ...] = (), *, use_entry_points: bool | None = None
+) -> Plugins:
+    """Discover plugins for a command that needs the ones it names (``--plugin``,
+    ``FLEET_PLUGINS``, the entry point named like a ``--type``): one of those that fails
+    to load ends the command before it serves or takes any task.
+
+    Raises:
+        click.ClickException: A named plugin failed; the message says why and where.
+    """
+    try:
+        return discover(plugins, use_entry_points=use_entry_points, wanted=types, strict=True)
+    except PluginLoadError as exc:
+        raise click.ClickException(f"{exc}\n{_NOT_STARTING}") from exc
+
+
+#: The end of a refusal for a broken plugin: why nothing runs, where the traceback is.
+_NOT_STARTING = "Not starting: fix the plugin (`fleet --log-level DEBUG ...` shows the traceback)."
+
+
+def _failed(found: Plugins) -> str:
+    return "\n".join(f"  {e.describe()}".replace("\n", "\n  ") for e in found.errors)
 
 
 def _select(found: Plugins, types: tuple[str, ...]) -> list[type[Automation[Any]]]:
-    if not types:
-        if not found.types:
-            raise click.UsageError(
-                "no automation types found; install a plugin or pass --plugin MODULE"
+    """The classes to run; a type nothing provides ends the command, naming the
+    plugins that failed (one of them may have been meant to provide it) or else
+    the types there are. Other plugins that failed are logged and skipped."""
+    if not types and not found.types:
+        if found.errors:
+            raise click.ClickException(
+                f"no automation types loaded; these plugins failed:\n{_failed(found)}"
             )
-        return list(found.types.values())
+        raise click.UsageError(
+            "no automation types found; install a plugin or pass --plugin MODULE"
+        )
     unknown = [t for t in types if t not in found.types]
+    known = ", ".join(sorted(found.types)) or "none"
+    if unknown and found.errors:
+        raise click.ClickException(
+            f"type(s) {', '.join(unknown)} not provided by any plugin that loaded "
+            f"(available: {known}); these plugins failed, one of them perhaps the one "
+            f"meant to provide it:\n{_failed(found)}\n{_NOT_STARTING}"
+        )
     if unknown:
-        known = ", ".join(sorted(found.types)) or "none"
-        raise click.UsageError(f"unknown type(s) {', '.join(unknown)}; loaded: {known}")
-    return [found.types[t] for t in dict.fromkeys(types)]
+        raise click.UsageError(f"unknown type(s) {', '.join(unknown)}; available: {known}")
+    for error in found.errors:
+        # Nobody asked for these by name: one broken package does not stop the others.
+        log.warning("plugin skipped: %s", error.describe())
+    return (
+        list(found.types.values()) if not types else [found.types[t] for t in dict.fromkeys(types)]
+    )
 
 
 @click.command()
@@ -90,7 +127,7 @@ def worker(
     url = backend_url or settings.backend_url
     if processes > 1:
         _check_prefork(url)
-    found = _load(plugins, types)
+    found = load_named(plugins, types)
     classes = _select(found, types)
     heap.settle(settings.gc_threshold)
     resync = float(os.environ.get("FLEET_RESYNC_SECONDS", RESYNC_SECONDS))
@@ -183,7 +220,7 @@ def run(
     or stdin; emits printed as JSON lines. Exit status 1 if any task dead-lettered."""
     from fleet.worker.run_local import read_json_lines, run_local
 
-    (cls,) = _select(_load(plugins, (automation_type,)), (automation_type,))
+    (cls,) = _select(load_named(plugins, (automation_type,)), (automation_type,))
     try:
         items: list[Any] = [json.loads(p) for p in payloads]
         if file is not None:
