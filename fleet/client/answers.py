@@ -102,6 +102,28 @@ class RunOut(TypedDict):
     by_type: dict[str, dict[str, int]]
 
 
+class TaskItem(TypedDict):
+    id: str
+    state: str
+    priority: int
+    tier: str
+    group: str | None
+    run: str | None
+    attempt: int
+    enqueued_at: float
+    ready_at: float | None
+    deadline: float | None
+    last_error: str | None
+    failed_at: float | None
+    finished_at: NotRequired[float | None]
+
+
+class TaskPageBody(TypedDict):
+    items: list[TaskItem]
+    next: str | None
+    next_cursor: str | None
+
+
 class RunPage(TypedDict):
     runs: list[RunOut]
     next: str | None

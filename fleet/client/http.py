@@ -33,6 +33,7 @@ from fleet.client.answers import (
     SchedulePage,
     SubmitResult,
     TaskCancelled,
+    TaskPageBody,
     TaskRecord,
     TypeRow,
     WorkerAction,
@@ -317,6 +318,27 @@ class FleetClient:
             record: RunOut = self.request("GET", path, params=params, timeout=timeout)
             if params is None or record.get("state") != "running":
                 return record
+
+    def tasks(
+        self,
+        automation_type: str,
+        state: str = "pending",
+        *,
+        run: str | None = None,
+        after: str | None = None,
+        limit: int = 50,
+    ) -> TaskPageBody:
+        """One page of the type's tasks in ``state`` (pending, scheduled, processing,
+        dead or done), newest first, only ``run``'s if given: ``{"items", "next"}``."""
+        params: dict[str, Any] = {"state": state, "limit": limit}
+        if run is not None:
+            params["run"] = run
+        if after is not None:
+            params["after"] = after
+        result: TaskPageBody = self.request(
+            "GET", self._type(automation_type) + "/tasks", params=params
+        )
+        return result
 
     def runs(self, *, after: str | None = None, limit: int = 50) -> RunPage:
         """One page of runs, newest first: ``{"runs": [...], "next": cursor}``."""

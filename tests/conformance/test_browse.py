@@ -150,7 +150,9 @@ async def test_cursor_and_arguments_checked(backend: Backend) -> None:
     with pytest.raises(ValueError):
         await backend.browse.page(TYPE, "pending", 501, None)
     with pytest.raises(ValueError):
-        await backend.browse.page(TYPE, "done", 10, None)  # type: ignore[arg-type]
+        await backend.browse.page(TYPE, "finished", 10, None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        await backend.browse.page(TYPE, "done", 10, None, run="")
     # A cursor made for another walk is still a position: it answers, never fails.
     page = await backend.browse.page(TYPE, "dead", 10, encode_cursor(Position(1.0, "x")))
     assert page.items == () and page.next_cursor is None

@@ -84,7 +84,27 @@ async def test_walks_pending_newest_first(live: tuple[httpx.AsyncClient, Backend
         "deadline": None,
         "last_error": None,
         "failed_at": None,
+        "finished_at": None,
     }
+
+
+async def test_done_tasks_by_run(live: tuple[httpx.AsyncClient, Backend]) -> None:
+    client, side = live
+    run = await side.runs.create(name="crawl")
+    bodies = [
+        TaskBody(id=f"r{i}", payload={"url": "u"}, enqueued_at=now(), run=run) for i in range(3)
+    ]
+    await side.queues.push(SCRAPE, [PushRequest(b) for b in bodies])
+    await side.queues.push(SCRAPE, [_req("loose", now())])
+    got = await side.queues.reserve(SCRAPE, k=4)
+    assert all(await side.queues.ack(SCRAPE, [(r.body.id, r.token) for r in got]))
+    r = await client.get(TASKS, params={"state": "done", "run": run})
+    assert r.status_code == 200, r.text
+    items = r.json()["items"]
+    assert sorted(i["id"] for i in items) == ["r0", "r1", "r2"]
+    assert all(i["state"] == "done" and i["run"] == run and i["finished_at"] for i in items)
+    every = (await client.get(TASKS, params={"state": "done"})).json()["items"]
+    assert len(every) == 4
 
 
 async def test_dead_page_masks_credentials(live: tuple[httpx.AsyncClient, Backend]) -> None:
@@ -101,8 +121,10 @@ async def test_dead_page_masks_credentials(live: tuple[httpx.AsyncClient, Backen
 async def test_bad_requests_are_422_never_500(live: tuple[httpx.AsyncClient, Backend]) -> None:
     client, _ = live
     for params in (
-        {"state": "done"},
+        {"state": "finished"},
         {"state": "queued"},
+        {"state": "done", "run": ""},
+        {"state": "done", "run": "r" * 201},
         {"limit": 0},
         {"limit": 501},
         {"limit": "many"},

@@ -86,3 +86,29 @@ def test_pages_read_the_rows_they_answer(conn: sqlite3.Connection) -> None:
         ).fetchall()
     scan = (time.perf_counter() - t0) * 10
     assert seek < scan / 5, (seek, scan)
+
+
+@pytest.mark.parametrize("pos", [None, Position(1767180000.5, "abc")])
+def test_done_pages_search_the_done_index(conn: sqlite3.Connection, pos: Position | None) -> None:
+    sql, args = live_sql("done", pos)
+    plan = _plan(conn, sql, args)
+    assert "SEARCH tasks USING INDEX tasks_browse_done" in plan, plan
+    assert "TEMP B-TREE" not in plan, plan
+    if pos is not None:
+        assert "finished_at<?" in plan, plan
+
+
+@pytest.mark.parametrize("state", ["pending", "scheduled", "processing", "done"])
+@pytest.mark.parametrize("pos", [None, Position(1767180000.5, "abc")])
+def test_run_filtered_pages_search_a_run_index(
+    conn: sqlite3.Connection, state: str, pos: Position | None
+) -> None:
+    sql, args = live_sql(state, pos, run="r1")  # type: ignore[arg-type]
+    plan = _plan(conn, sql, args)
+    index = "tasks_browse_done_run" if state == "done" else "tasks_browse_run"
+    assert f"SEARCH tasks USING INDEX {index} (type=? AND run=?" in plan, plan
+    assert "TEMP B-TREE" not in plan, plan
+    dead, dead_args = dead_sql(pos, run="r1")
+    plan = _plan(conn, dead, dead_args)
+    assert "SEARCH dead USING INDEX dead_browse_run (type=? AND <expr>=?" in plan, plan
+    assert "TEMP B-TREE" not in plan, plan

@@ -31,6 +31,7 @@ from fleet.core.capabilities.browse import (
     Browse,
     BrowseState,
     DeadSelection,
+    Position,
     TaskPage,
     TaskSummary,
     check_page_args,
@@ -40,7 +41,7 @@ from fleet.core.capabilities.browse import (
 from fleet.core.records import TaskBody, now
 from fleet.core.stored import Unreadable, read_body
 
-_LETTER = {"pending": "q", "scheduled": "s", "processing": "p", "dead": "*"}
+_LETTER = {"pending": "q", "scheduled": "s", "processing": "p", "dead": "*", "done": "D"}
 #: How long (s) the live states' indexes are kept after the last page of a type.
 KEEP_SECONDS = 900
 # Record buckets one index-building call reads (~700 records each at 700,000 waiting
@@ -82,6 +83,10 @@ def summary(state: BrowseState, task_id: str, raw: str, time: str) -> TaskSummar
     except (ValueError, TypeError):
         return None
     at = float(time) if time else None
+    if state == "done":
+        finished = rec.finished_at if rec.finished_at is not None else at
+    else:
+        finished = None
     return TaskSummary(
         id=task_id,
         state=state,
@@ -94,7 +99,17 @@ def summary(state: BrowseState, task_id: str, raw: str, time: str) -> TaskSummar
         deadline=at if state == "processing" else None,
         last_error=rec.last_error,
         failed_at=rec.failed_at,
+        finished_at=finished,
     )
+
+
+def _stopped(text: str) -> Position | None:
+    """Where ``lua/browse.lua`` stopped reading (``"<score> <id>"``), if it says."""
+    at, _, task_id = text.partition(" ")
+    try:
+        return Position(float(at), task_id) if task_id else None
+    except ValueError:
+        return None
 
 
 class RedisBrowse(RedisPart, Browse):
@@ -106,14 +121,19 @@ class RedisBrowse(RedisPart, Browse):
         self._script = LuaScript("browse")
 
     async def page(
-        self, automation_type: str, state: BrowseState, limit: int, cursor: str | None
+        self,
+        automation_type: str,
+        state: BrowseState,
+        limit: int,
+        cursor: str | None,
+        run: str | None = None,
     ) -> TaskPage:
-        check_page_args(state, limit)
+        check_page_args(state, limit, run)
         pos = None if cursor is None else decode_cursor(cursor)
         qkeys = self._keys.queue_keys(automation_type, now())
         argv: list[Any] = ["page", _LETTER[state], limit + 1, int(KEEP_SECONDS * 1000)]
-        if pos is not None:
-            argv += [repr(pos.enqueued_at), pos.task_id]
+        argv += ["", ""] if pos is None else [repr(pos.at), pos.task_id]
+        argv.append(run or "")
         with self._guard():
             raw = await self._script(self._lane, qkeys, argv)
             for _ in range(_BUILD_TRIES):
@@ -123,13 +143,17 @@ class RedisBrowse(RedisPart, Browse):
                 raw = await self._script(self._lane, qkeys, argv)
             if len(raw) == 1:
                 raw = []
+        stopped = None
+        if len(raw) >= 3 and not raw[-3]:
+            stopped = _stopped(str(raw[-1]))
+            raw = raw[:-3]
         found = [
             s
             for i in range(0, len(raw), 3)
             if (s := summary(state, str(raw[i]), str(raw[i + 1]), str(raw[i + 2] or "")))
             is not None
         ]
-        return page_of(found, limit)
+        return page_of(found, limit, stopped)
 
     async def _build(self, qkeys: list[str], *, dead: bool) -> None:
         """Build the DLQ's index (``dead``) or the live states' (then mark them

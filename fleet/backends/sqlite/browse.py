@@ -28,12 +28,19 @@ from fleet.core.capabilities.browse import (
 from fleet.core.records import TaskBody, now
 from fleet.core.stored import Unreadable, read_body
 
-_LIVE = {"pending": "queued", "scheduled": "scheduled", "processing": "processing"}
+_LIVE = {
+    "pending": "queued",
+    "scheduled": "scheduled",
+    "processing": "processing",
+    "done": "done",
+}
 
 # The order key of a dead row, NULL for a body that is not JSON (json_extract would
 # raise on it; such rows are left out, dead_peek shows them). The same text as the
 # expression of the index dead_browse (schema v16), or SQLite would not use it.
 _DEAD_AT = "(CASE WHEN json_valid(body) THEN json_extract(body, '$.enqueued_at') END)"
+# A dead letter's run, the same text as in the index dead_browse_run (schema v17).
+_DEAD_RUN = "(CASE WHEN json_valid(body) THEN json_extract(body, '$.run') END)"
 
 
 def _keyset(column: str, pos: Position | None) -> tuple[str, tuple[Any, ...]]:
@@ -44,29 +51,35 @@ def _keyset(column: str, pos: Position | None) -> tuple[str, tuple[Any, ...]]:
         return "", ()
     return (
         f" AND {column} <= ? AND ({column} < ? OR id < ?)",
-        (pos.enqueued_at, pos.enqueued_at, pos.task_id),
+        (pos.at, pos.at, pos.task_id),
     )
 
 
-def live_sql(state: BrowseState, pos: Position | None) -> tuple[str, tuple[Any, ...]]:
-    """The query of a live page (its parameters after type, before the limit). The
-    state is written into the text, so SQLite picks that state's partial index."""
-    cond, args = _keyset("enqueued_at", pos)
+def live_sql(
+    state: BrowseState, pos: Position | None, run: str | None = None
+) -> tuple[str, tuple[Any, ...]]:
+    """The query of a live or done page (its parameters after type, before the
+    limit). The state is written into the text, so SQLite picks that state's partial
+    index (with ``run``, the run's index)."""
+    order = "finished_at" if state == "done" else "enqueued_at"
+    cond, args = _keyset(order, pos)
+    by_run = "" if run is None else " AND run = ?"
     return (
-        "SELECT id, CAST(body AS BLOB), attempt, enqueued_at, ready_at, deadline, grp, run "
-        f"FROM tasks WHERE type = ? AND state = '{_LIVE[state]}'{cond} "
-        "ORDER BY enqueued_at DESC, id DESC LIMIT ?",
-        args,
+        "SELECT id, CAST(body AS BLOB), attempt, enqueued_at, ready_at, deadline, grp, run, "
+        f"finished_at FROM tasks WHERE type = ?{by_run} AND state = '{_LIVE[state]}'{cond} "
+        f"ORDER BY {order} DESC, id DESC LIMIT ?",
+        ((run,) if run is not None else ()) + args,
     )
 
 
-def dead_sql(pos: Position | None) -> tuple[str, tuple[Any, ...]]:
+def dead_sql(pos: Position | None, run: str | None = None) -> tuple[str, tuple[Any, ...]]:
     """The query of a DLQ page (its parameters after type, before the limit)."""
     cond, args = _keyset(_DEAD_AT, pos)
+    by_run = "" if run is None else f" AND {_DEAD_RUN} = ?"
     return (
-        f"SELECT id, CAST(body AS BLOB) FROM dead WHERE type = ? AND {_DEAD_AT} IS NOT NULL"
-        f"{cond} ORDER BY {_DEAD_AT} DESC, id DESC LIMIT ?",
-        args,
+        f"SELECT id, CAST(body AS BLOB) FROM dead WHERE type = ?{by_run} AND {_DEAD_AT} "
+        f"IS NOT NULL{cond} ORDER BY {_DEAD_AT} DESC, id DESC LIMIT ?",
+        ((run,) if run is not None else ()) + args,
     )
 
 
@@ -76,12 +89,13 @@ def live_page(
     state: BrowseState,
     limit: int,
     pos: Position | None,
+    run: str | None = None,
 ) -> list[TaskSummary]:
-    """The ``limit + 1`` newest live tasks of ``state`` before ``pos``."""
-    sql, args = live_sql(state, pos)
+    """The ``limit + 1`` newest live (or done) tasks of ``state`` before ``pos``."""
+    sql, args = live_sql(state, pos, run)
     rows = conn.execute(sql, (automation_type, *args, limit + 1)).fetchall()
     out: list[TaskSummary] = []
-    for tid, raw, attempt, at, ready_at, deadline, grp, run in rows:
+    for tid, raw, attempt, at, ready_at, deadline, grp, run_id, finished_at in rows:
         try:
             body = read_body(raw)
         except Unreadable:
@@ -92,7 +106,7 @@ def live_page(
                 state=state,
                 priority=0 if body is None else body.priority,
                 group=None if grp is None else str(grp),
-                run=None if run is None else str(run),
+                run=None if run_id is None else str(run_id),
                 attempt=int(attempt),
                 enqueued_at=float(at),
                 ready_at=float(ready_at) if state == "scheduled" and ready_at is not None else None,
@@ -101,16 +115,23 @@ def live_page(
                 else None,
                 last_error=None if body is None else body.last_error,
                 failed_at=None if body is None else body.failed_at,
+                finished_at=float(finished_at)
+                if state == "done" and finished_at is not None
+                else None,
             )
         )
     return out
 
 
 def dead_page(
-    conn: sqlite3.Connection, automation_type: str, limit: int, pos: Position | None
+    conn: sqlite3.Connection,
+    automation_type: str,
+    limit: int,
+    pos: Position | None,
+    run: str | None = None,
 ) -> list[TaskSummary]:
     """The ``limit + 1`` newest (by first submit) readable dead letters before ``pos``."""
-    sql, args = dead_sql(pos)
+    sql, args = dead_sql(pos, run)
     rows = conn.execute(sql, (automation_type, *args, limit + 1)).fetchall()
     out: list[TaskSummary] = []
     for _tid, raw in rows:
@@ -176,14 +197,21 @@ class SQLiteBrowse(Browse):
         self._wake = wake
 
     async def page(
-        self, automation_type: str, state: BrowseState, limit: int, cursor: str | None
+        self,
+        automation_type: str,
+        state: BrowseState,
+        limit: int,
+        cursor: str | None,
+        run: str | None = None,
     ) -> TaskPage:
-        check_page_args(state, limit)
+        check_page_args(state, limit, run)
         pos = None if cursor is None else decode_cursor(cursor)
         if state == "dead":
-            found = await self._db.read(lambda c: dead_page(c, automation_type, limit, pos))
+            found = await self._db.read(lambda c: dead_page(c, automation_type, limit, pos, run))
         else:
-            found = await self._db.read(lambda c: live_page(c, automation_type, state, limit, pos))
+            found = await self._db.read(
+                lambda c: live_page(c, automation_type, state, limit, pos, run)
+            )
         return page_of(found, limit)
 
     async def body(self, automation_type: str, task_id: str) -> TaskBody | None:

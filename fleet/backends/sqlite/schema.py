@@ -55,7 +55,7 @@ from fleet.core.errors import SchemaVersionError
 from fleet.core.runs import run_idle_ttl
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -394,6 +394,23 @@ CREATE INDEX dead_browse ON dead (
 """
 
 
+#: Version 17: the done state and the run filter of the task browser. Done rows by
+#: finish time; every state by run (live rows carry ``run``, dead letters in their body).
+_V17 = """
+CREATE INDEX tasks_browse_done ON tasks (type, finished_at, id) WHERE state = 'done';
+CREATE INDEX tasks_browse_run ON tasks (type, run, state, enqueued_at, id)
+    WHERE run IS NOT NULL;
+CREATE INDEX tasks_browse_done_run ON tasks (type, run, finished_at, id)
+    WHERE state = 'done' AND run IS NOT NULL;
+CREATE INDEX dead_browse_run ON dead (
+    type,
+    (CASE WHEN json_valid(body) THEN json_extract(body, '$.run') END),
+    (CASE WHEN json_valid(body) THEN json_extract(body, '$.enqueued_at') END),
+    id
+);
+"""
+
+
 def _v15(conn: sqlite3.Connection) -> None:
     _script(_V15)(conn)
     # Running runs start their idle time at the upgrade.
@@ -431,6 +448,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     14: _script(_V14),
     15: _v15,
     16: _script(_V16),
+    17: _script(_V17),
 }
 
 

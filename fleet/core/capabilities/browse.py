@@ -1,7 +1,8 @@
 """Browse: every task of a type findable by state, newest first, in pages; and the
 dead letters a user selected, replayed or deleted by id.
 
-The order is ``(enqueued_at, id)`` descending. ``enqueued_at`` is the time of the
+The order is ``(enqueued_at, id)`` descending (``done``: ``(finished_at, id)``,
+the newest finished first). ``enqueued_at`` is the time of the
 task's first submit and never changes while the task moves (retries, sweeps,
 replays keep it), so a page's last ``(enqueued_at, id)`` is a position that stays
 meaningful while tasks move: the next page answers the tasks of the state strictly
@@ -25,9 +26,15 @@ from typing import Literal
 
 from fleet.core.records import TaskBody, Tier, tier_of
 
-#: The states a page lists (``pending`` is ``queued`` in :class:`TaskInfo` terms).
-BrowseState = Literal["pending", "scheduled", "processing", "dead"]
-BROWSE_STATES: tuple[BrowseState, ...] = ("pending", "scheduled", "processing", "dead")
+#: The states a page lists (``pending`` is ``queued`` in :class:`TaskInfo` terms;
+#: ``done`` lists finished records for as long as they are kept,
+#: ``FLEET_RESULT_TTL_SECONDS`` and ``FLEET_RESULT_MAX_PER_TYPE``).
+BrowseState = Literal["pending", "scheduled", "processing", "dead", "done"]
+BROWSE_STATES: tuple[BrowseState, ...] = ("pending", "scheduled", "processing", "dead", "done")
+#: Most index entries one page call reads when a filter (``run``) or the done state
+#: skips some, as multiples of the page's size: past it the page is shorter than asked,
+#: and its ``next`` goes on from where the reading stopped (a page stays O(page)).
+SCAN_PAGES = 4
 #: Bounds of a page's size.
 MIN_LIMIT = 1
 MAX_LIMIT = 500
@@ -44,15 +51,17 @@ class BadCursor(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Position:
-    """A place in the newest-first order: the page after it starts strictly before."""
+    """A place in the newest-first order: the page after it starts strictly before.
 
-    enqueued_at: float
+    ``at`` is the task's submit time (its finish time in the ``done`` state)."""
+
+    at: float
     task_id: str
 
 
 def encode_cursor(pos: Position) -> str:
     """The opaque ``next_cursor`` text of a position (URL-safe, no padding)."""
-    raw = json.dumps([pos.enqueued_at, pos.task_id], separators=(",", ":"))
+    raw = json.dumps([pos.at, pos.task_id], separators=(",", ":"))
     return base64.urlsafe_b64encode(raw.encode("utf-8")).decode("ascii").rstrip("=")
 
 
@@ -86,7 +95,7 @@ def before(enqueued_at: float, task_id: str, pos: Position | None) -> bool:
     (strictly older, ties broken by id descending); always True without a position."""
     if pos is None:
         return True
-    return (enqueued_at, task_id) < (pos.enqueued_at, pos.task_id)
+    return (enqueued_at, task_id) < (pos.at, pos.task_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +114,7 @@ class TaskSummary:
         deadline: A processing task's lease deadline (where known).
         last_error: The last failure's message (dead tasks, and retried ones where known).
         failed_at: When it last failed, where known.
+        finished_at: When a done task finished.
     """
 
     id: str
@@ -118,6 +128,7 @@ class TaskSummary:
     deadline: float | None = None
     last_error: str | None = None
     failed_at: float | None = None
+    finished_at: float | None = None
 
     @classmethod
     def of_dead(cls, b: TaskBody) -> TaskSummary:
@@ -141,6 +152,8 @@ class TaskSummary:
 
     @property
     def position(self) -> Position:
+        if self.state == "done":
+            return Position(self.finished_at or 0.0, self.id)
         return Position(self.enqueued_at, self.id)
 
 
@@ -152,12 +165,14 @@ class TaskPage:
     next_cursor: str | None
 
 
-def page_of(found: Sequence[TaskSummary], limit: int) -> TaskPage:
+def page_of(found: Sequence[TaskSummary], limit: int, stopped: Position | None = None) -> TaskPage:
     """The page of ``found`` (newest first, at most ``limit + 1`` long: one more than
-    the page tells whether another follows)."""
+    the page tells whether another follows). ``stopped``: the reading ended there
+    before the page was full (:data:`SCAN_PAGES`), so the next page goes on from it."""
     items = tuple(found[:limit])
-    more = len(found) > limit and items
-    return TaskPage(items, encode_cursor(items[-1].position) if more else None)
+    if len(found) > limit and items:
+        return TaskPage(items, encode_cursor(items[-1].position))
+    return TaskPage(items, None if stopped is None else encode_cursor(stopped))
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,12 +192,14 @@ class DeadSelection:
     unknown: tuple[str, ...]
 
 
-def check_page_args(state: str, limit: int) -> None:
-    """Raise ``ValueError`` for a state or limit a page does not take."""
+def check_page_args(state: str, limit: int, run: str | None = None) -> None:
+    """Raise ``ValueError`` for a state, limit or run a page does not take."""
     if state not in BROWSE_STATES:
         raise ValueError(f"state must be one of {', '.join(BROWSE_STATES)}")
     if not MIN_LIMIT <= limit <= MAX_LIMIT:
         raise ValueError(f"limit must be {MIN_LIMIT}..{MAX_LIMIT}")
+    if run is not None and (not isinstance(run, str) or not run or len(run) > 200):
+        raise ValueError("run must be a run id (1-200 characters)")
 
 
 class Browse(abc.ABC):
@@ -190,13 +207,20 @@ class Browse(abc.ABC):
 
     @abc.abstractmethod
     async def page(
-        self, automation_type: str, state: BrowseState, limit: int, cursor: str | None
+        self,
+        automation_type: str,
+        state: BrowseState,
+        limit: int,
+        cursor: str | None,
+        run: str | None = None,
     ) -> TaskPage:
         """The ``limit`` (1..500) newest tasks of ``state`` strictly before ``cursor``
         (the ``next_cursor`` of the page before; None: from the newest), ordered by
-        ``(enqueued_at, id)`` descending (see the module docstring for what a walk
-        sees under concurrent change). Dead letters whose stored body cannot be read
-        are not listed (``dead_peek`` shows them).
+        ``(enqueued_at, id)`` descending, ``(finished_at, id)`` for ``done`` (see the
+        module docstring for what a walk sees under concurrent change). With ``run``,
+        only that run's tasks; a page may then hold fewer than ``limit`` with a
+        ``next_cursor`` that goes on (:data:`SCAN_PAGES`). Dead letters whose stored
+        body cannot be read are not listed (``dead_peek`` shows them).
 
         Raises:
             BadCursor: ``cursor`` is not a cursor.

@@ -180,7 +180,7 @@ class TaskItem(BaseModel):
     """One task of a page (``GET /automations/{type}/tasks``)."""
 
     id: str
-    state: Literal["pending", "scheduled", "processing", "dead"]
+    state: Literal["pending", "scheduled", "processing", "dead", "done"]
     priority: int
     tier: Literal["high", "normal", "low"]
     group: str | None = Field(description="Its flow-control group, if any.")
@@ -191,6 +191,7 @@ class TaskItem(BaseModel):
     deadline: float | None = Field(description="A processing task's lease deadline.")
     last_error: str | None = Field(description="The last failure (credentials masked).")
     failed_at: float | None = Field(description="When it last failed.")
+    finished_at: float | None = Field(default=None, description="When a done task finished.")
 
 
 class TaskPageBody(BaseModel):

@@ -30,21 +30,28 @@ router = APIRouter(tags=["task browser"], responses=error_responses(401, 403, 40
 )
 async def task_page(
     automation_type: TypeName,
-    state: BrowseState = Query("pending", description="pending, scheduled, processing or dead."),
+    state: BrowseState = Query(
+        "pending", description="pending, scheduled, processing, dead or done (finished)."
+    ),
     limit: int = Query(50, ge=MIN_LIMIT, le=MAX_LIMIT),
     after: str | None = Query(None, max_length=4096, description="The previous page's `next`."),
     cursor: str | None = Query(
         None, max_length=4096, description="Deprecated: the old name of `after`.", deprecated=True
     ),
+    run: str | None = Query(
+        None, min_length=1, max_length=200, description="Only the tasks of this run."
+    ),
     _: Any = Depends(type_read_access),
     backend: Backend = Depends(backend_dependency),
 ) -> TaskPageBody:
-    """The ``limit`` newest tasks of ``state`` (by first submit time, then id),
-    strictly after ``after``. A walk lists no task twice; tasks that enter the
-    state behind it (new submits, retries, replays) show in the next walk."""
+    """The ``limit`` newest tasks of ``state`` (by first submit time, then id; done
+    tasks by finish time), strictly after ``after``; with ``run``, that run's only (a
+    page may be short and still have a ``next``). A walk lists no task twice; tasks
+    that enter the state behind it (new submits, retries, replays) show in the next
+    walk. Done tasks are listed while their records are kept."""
     where = "after" if after is not None or cursor is None else "cursor"
     given = after if after is not None else cursor
-    return await browse.task_page(backend, automation_type, state, limit, given, where)
+    return await browse.task_page(backend, automation_type, state, limit, given, where, run)
 
 
 @router.post(

@@ -31,6 +31,7 @@ def _item(s: TaskSummary) -> TaskItem:
         deadline=s.deadline,
         last_error=None if s.last_error is None else mask_credentials(s.last_error),
         failed_at=s.failed_at,
+        finished_at=s.finished_at,
     )
 
 
@@ -41,13 +42,16 @@ async def task_page(
     limit: int,
     cursor: str | None,
     where: str = "after",
+    run: str | None = None,
 ) -> TaskPageBody:
-    """One page of the type's tasks in ``state``, newest first, after ``cursor`` (the
-    previous page's ``next``; ``where`` the query parameter that gave it); 404 for an
-    unknown type, 422 for a cursor that is not one."""
+    """One page of the type's tasks in ``state``, newest first (``done``: newest
+    finished first), after ``cursor`` (the previous page's ``next``; ``where`` the
+    query parameter that gave it), only ``run``'s if given (a page may then be short
+    with a ``next`` that goes on); 404 for an unknown type, 422 for a cursor that is
+    not one."""
     await require_entry(backend, automation_type)
     try:
-        page = await backend.browse.page(automation_type, state, limit, cursor)
+        page = await backend.browse.page(automation_type, state, limit, cursor, run=run)
     except BadCursor as exc:
         raise InvalidInput(
             [{"type": "value_error", "loc": ["query", where], "msg": str(exc), "input": cursor}]

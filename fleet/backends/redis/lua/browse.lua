@@ -1,8 +1,10 @@
 -- @include queue_common
 -- The task browser (fleet/backends/redis/browse.py). KEYS: the queue keys
 -- (keys.queue_keys). ARGV: op, then
---   page <state letter> <n> <keep ms> [<cursor at> <cursor id>]
---     One page of a state, newest first, from its browse index (the zset
+--   page <state letter> <n> <keep ms> <cursor at> <cursor id> <run>
+--     ('' for no cursor, no run). One page of a state, newest first, from its browse
+--     index (done, letter D: the :finished index, each record read from its hour's
+--     :done hash; a run: only records whose rn is it) (the zset
 --     <queue>:browse:<state>, see IDX_SUFFIX in queue_common.lua): the rank of the
 --     cursor is found with ZCOUNT and a binary search among the members of its
 --     score (a zset orders equal scores by member bytes, as the cursor's ids), then
@@ -70,11 +72,21 @@ end
 
 local letter, n, keep = ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local cur_at, cur_id = ARGV[5], ARGV[6]
-local idx = idx_key(K_NORMAL, letter == '*' and 'x' or letter)
+if cur_at == '' then cur_at = nil end
+local run = ARGV[7]
+if run == '' then run = nil end
+local idx
+if letter == 'D' then
+  idx = K_FINISHED -- every finished or dead task by when it ended: done ones are read
+elseif letter == '*' then
+  idx = idx_key(K_NORMAL, 'x')
+else
+  idx = idx_key(K_NORMAL, letter)
+end
 
 if letter == '*' then
   if redis.call('ZCARD', idx) < redis.call('HLEN', K_DEADINFO) then return {'build'} end
-else
+elseif letter ~= 'D' then
   local on = redis.call('GET', MARKER)
   if not on then
     local live = {}
@@ -117,26 +129,41 @@ if cur_at then
   start = lo
 end
 
+-- The record of id in the state the page lists (nil if it is no longer there).
+local function record_of(id, score)
+  if id == '' then return nil end -- the sentinel
+  local raw
+  if letter == 'D' then
+    raw = redis.call('HGET', DONE_PREFIX .. math.floor((tonumber(score) or 0) / 3600), id)
+  elseif letter == '*' then
+    return redis.call('HGET', K_DEADINFO, id) or nil
+  else
+    raw = rec_text(K_TASKS, id)
+  end
+  if raw and string.byte(raw, 1) == string.byte(letter) then return raw end
+  return nil
+end
+
+-- Read windows of n entries, at most SCAN_PAGES of them (Python's SCAN_PAGES): a page
+-- whose entries are skipped (other runs; the dead and cancelled among the finished)
+-- ends there, with a last triple ('', '', '<score> <id>') where the reading stopped.
 local out, found = {}, 0
-local byte = letter ~= '*' and string.byte(letter) or nil
+local last_at, last_id
 for _ = 1, 4 do
-  local ids = redis.call('ZREVRANGE', idx, start, start + n - 1)
-  for _, id in ipairs(ids) do
-    local raw
-    if id == '' then
-      raw = nil -- the sentinel
-    elseif byte then
-      raw = rec_text(K_TASKS, id)
-    else
-      raw = redis.call('HGET', K_DEADINFO, id)
-    end
-    if raw and (not byte or string.byte(raw, 1) == byte) then
+  local window = redis.call('ZREVRANGE', idx, start, start + n - 1, 'WITHSCORES')
+  for i = 1, #window, 2 do
+    local id, score = window[i], window[i + 1]
+    last_at, last_id = score, id
+    local raw = record_of(id, score)
+    local rec = raw and (run or letter == 's') and dec(raw) or nil
+    if raw and (not run or (rec and rec.rn == run)) then
       local t = ''
       if letter == 'p' then
         t = redis.call('ZSCORE', K_PROC, id) or ''
       elseif letter == 's' then
-        local rec = dec(raw)
         if rec and rec.b then t = redis.call('ZSCORE', K_SCHED, rec.b) or '' end
+      elseif letter == 'D' then
+        t = score
       end
       out[#out + 1] = id
       out[#out + 1] = raw
@@ -145,7 +172,12 @@ for _ = 1, 4 do
       if found >= n then return out end
     end
   end
-  if #ids < n then break end
+  if #window < 2 * n then return out end
   start = start + n
+end
+if last_id and last_id ~= '' then
+  out[#out + 1] = ''
+  out[#out + 1] = ''
+  out[#out + 1] = last_at .. ' ' .. last_id
 end
 return out
