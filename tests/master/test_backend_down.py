@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from tests.master.conftest import ADMIN, auth
 from tests.master.plugins import SCRAPE
 from tests.support.master_proc import MasterProcess
 from tests.support.redis_server import REDIS_BIN, RedisServer, free_port
+from tests.support.waits import until
 from tests.worker.support import wait_until
 
 pytestmark = pytest.mark.skipif(REDIS_BIN is None, reason="redis-server not installed")
@@ -50,13 +50,17 @@ def outage_lines(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, str]]
 
 async def _readyz_until(client: httpx.AsyncClient, status: int) -> httpx.Response:
     """``/readyz`` once it answers ``status``, within 2 s (its probe is cached 1 s)."""
-    deadline = time.monotonic() + 2.0
-    while True:
-        r = await client.get("/readyz")
-        if r.status_code == status:
-            return r
-        assert time.monotonic() < deadline, (r.status_code, r.text)
-        await asyncio.sleep(0.05)
+    last: list[httpx.Response] = []
+
+    async def answered() -> bool:
+        last[:] = [await client.get("/readyz")]
+        return last[0].status_code == status
+
+    try:
+        await until(answered, timeout=2.0, interval=0.05)
+    except AssertionError:
+        raise AssertionError((last[0].status_code, last[0].text)) from None
+    return last[0]
 
 
 async def test_backend_outage_is_503_and_recovers(
@@ -90,10 +94,11 @@ async def test_backend_outage_is_503_and_recovers(
         await _readyz_until(client, 200)
         # The catalog lived in the Redis that went away (no persistence); the master
         # re-publishes the entries of its own plugins, so submits work again.
-        deadline = time.monotonic() + 10
-        while (await client.get(f"/api/v1/catalog/{SCRAPE}")).status_code == 404:
-            assert time.monotonic() < deadline, "catalog entry not re-published"
-            await asyncio.sleep(0.05)
+
+        async def republished() -> bool:
+            return (await client.get(f"/api/v1/catalog/{SCRAPE}")).status_code != 404
+
+        await until(republished, interval=0.05, what="the catalog entry re-published")
         r = await client.post(tasks, json={"payload": {"url": "u"}})
         assert r.status_code == 202
         await wait_until(lambda: len(outage_lines(caplog)) == 2, timeout=10, what="back line")

@@ -21,6 +21,7 @@ from fleet.client.tokenfile import ensure_token, is_loopback, read_token, token_
 from tests.master.conftest import ADMIN, READ
 from tests.master.plugins import SCRAPE
 from tests.support.redis_server import free_port
+from tests.support.waits import until_sync
 
 
 @pytest.fixture
@@ -136,15 +137,14 @@ def test_fleet_master_on_loopback_generates_a_token_file(tmp_path: Path) -> None
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline and proc.poll() is None, "master did not start"
-            time.sleep(0.1)
+
+        def ready() -> bool:
+            assert proc.poll() is None, "master did not start"
+            return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
+
+        until_sync(
+            ready, timeout=30, interval=0.1, what="the master to start", ignoring=(httpx.HTTPError,)
+        )
         path = tmp_path / "state" / "fleet" / "admin-token"
         token = path.read_text().strip()
         assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -7,7 +7,6 @@ and, over real HTTP, a live worker puts its own record right within seconds."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -26,6 +25,7 @@ from tests.master.test_e2e_worker import E2E, backend_for_e2e, eventually, worke
 from tests.master.test_event_hub import Frames
 from tests.master.test_metrics_events import EventReader
 from tests.support.corrupt import NOT_UTF8, Planter
+from tests.support.waits import until
 
 __all__ = ["backend_for_e2e", "worker"]  # fixtures shared with the e2e test
 
@@ -202,10 +202,7 @@ async def test_the_master_republishes_its_own_entry_that_cannot_be_read(
             entry = await inproc.backend.catalog.get(SCRAPE)
             return entry is not None and entry_unreadable(entry) is None
 
-        deadline = time.monotonic() + 10
-        while not await readable():
-            assert time.monotonic() < deadline, "the master did not re-publish its entry"
-            await asyncio.sleep(0.05)
+        await until(readable, interval=0.05, what="the master to re-publish its entry")
     finally:
         await inproc.client.aclose()
         await lifespan.__aexit__(None, None, None)

@@ -24,6 +24,7 @@ from fleet.master.services.history import HistoryRecorder, gather_reports, worke
 from tests.master.conftest import memory_url
 from tests.master.plugins import Scraper
 from tests.support.master_proc import MASTER_TOKEN, MasterProcess
+from tests.support.waits import until
 
 TYPE = "hist-api"
 READ, SCOPED, OTHER = "history-read-token", "history-scoped-token", "history-other-token"
@@ -53,15 +54,17 @@ async def _busy_points(http: httpx.AsyncClient, window: str) -> list[dict[str, A
 
 async def _recorded(master: MasterProcess) -> list[dict[str, Any]]:
     """The minute points once the master recorded everything the test did."""
-    deadline = time.monotonic() + 15
     async with master.client() as http:
-        while True:
+
+        async def recorded() -> list[dict[str, Any]]:
             busy = await _busy_points(http, "1h")
             sums = [sum(p[k] for p in busy) for k in ("submitted", "completed", "timed_out")]
-            if sums == [3, 1, 1] and any(p["p50"] is not None for p in busy):
-                return busy
-            assert time.monotonic() < deadline, (busy, master.log()[-2000:])
-            await asyncio.sleep(0.1)
+            return busy if sums == [3, 1, 1] and any(p["p50"] is not None for p in busy) else []
+
+        try:
+            return await until(recorded, timeout=15, interval=0.1)
+        except AssertionError as exc:
+            raise AssertionError((exc, master.log()[-2000:])) from None
 
 
 async def test_history_survives_a_restart_and_answers_only_allowed_tokens(

@@ -32,6 +32,7 @@ from fleet.backends.base import Backend
 from fleet.core.runs import callback_task_id
 from tests.docs.blocks import fenced_blocks
 from tests.support.master_proc import MASTER_TOKEN, MasterProcess
+from tests.support.waits import until
 from tests.worker.procs import ROOT, fleet_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -136,19 +137,18 @@ def start_worker(url: str, wid: str, env: dict[str, str], log_dir: Path) -> subp
 
 
 async def _until(what: str, check: Any, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.1)
+    await until(check, timeout=timeout, interval=0.1, what=what)
 
 
 async def registered(backend: Backend, automation_type: str) -> None:
     """Wait for a starting worker to register ``automation_type`` (a run's
     ``on_complete`` must name a type the fleet knows, as the page says)."""
-    deadline = time.monotonic() + 30
-    while await backend.catalog.get(automation_type) is None:
-        assert time.monotonic() < deadline, f"{automation_type} never registered"
-        await asyncio.sleep(0.05)
+    await until(
+        lambda: backend.catalog.get(automation_type),
+        timeout=30,
+        interval=0.05,
+        what=f"{automation_type} to be registered",
+    )
 
 
 async def test_a_crawl_run_ends_once_through_a_worker_kill(

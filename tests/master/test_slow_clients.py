@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.master_proc import MASTER_TOKEN
 from tests.support.redis_server import free_port
+from tests.support.waits import until_sync
 from tests.worker.procs import ROOT, fleet_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -48,15 +49,13 @@ def test_half_open_connections_do_not_take_the_master_down(tmp_path: Path) -> No
     socks: list[socket.socket] = []
     try:
         url = f"http://127.0.0.1:{port}/healthz"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(url, timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "master did not start"
-            time.sleep(0.1)
+        until_sync(
+            lambda: httpx.get(url, timeout=1).status_code == 200,
+            timeout=30,
+            interval=0.1,
+            what="the master to start",
+            ignoring=(httpx.HTTPError,),
+        )
         for _ in range(ATTACKERS):
             s = socket.create_connection(("127.0.0.1", port), timeout=5)
             s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
