@@ -27,6 +27,7 @@ from typing import Any
 
 from fleet.core.automation import Automation, registered
 from fleet.core.errors import PluginLoadError
+from fleet.core.functions import FunctionTask
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,10 @@ class Plugins:
 
 
 def _automations_in(obj: Any, before: set[str]) -> list[type[Automation[Any]]]:
-    """The automation classes an entry point or spec target stands for."""
+    """The automation classes an entry point or spec target stands for (a class, a
+    ``@task`` function, or a module: every automation it registered or holds)."""
+    if isinstance(obj, FunctionTask):
+        obj = obj.automation
     if isinstance(obj, type):
         name = getattr(obj, "automation_type", "")
         if issubclass(obj, Automation) and name and registered().get(name) is obj:
@@ -130,12 +134,14 @@ def _automations_in(obj: Any, before: set[str]) -> list[type[Automation[Any]]]:
             if name not in before or cls.__module__ == obj.__name__:
                 found[name] = cls
         for value in vars(obj).values():
+            if isinstance(value, FunctionTask):
+                value = value.automation
             if isinstance(value, type) and issubclass(value, Automation):
                 name = getattr(value, "automation_type", "")
                 if name and registered().get(name) is value:
                     found[name] = value
         return list(found.values())
-    raise TypeError(f"{obj!r} is neither an automation class nor a module")
+    raise TypeError(f"{obj!r} is neither an automation class, a @task function nor a module")
 
 
 def cwd_on_path() -> None:

@@ -154,3 +154,24 @@ def test_worker_refuses_unknown_type() -> None:
     assert result.exit_code == 2
     assert "unknown type(s) nope" in result.output
     assert sys.modules.get("tests.plugins_fixture.echo") is not None
+
+
+def test_a_task_function_is_a_plugin_by_entry_point_spec_or_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.plugins_fixture import functions
+
+    install(
+        tmp_path,
+        monkeypatch,
+        "functionplug",
+        "ft-shout = tests.plugins_fixture.functions:ft_shout",
+    )
+    found = discover(use_env=False, use_entry_points=True, wanted=["ft-shout"])
+    assert found.types["ft-shout"] is functions.ft_shout.automation
+    assert found.errors == []
+    assert load_spec("tests.plugins_fixture.functions:fetch_title") == [
+        functions.fetch_title.automation
+    ]
+    by_module = {cls.automation_type for cls in load_spec("tests.plugins_fixture.functions")}
+    assert by_module == {"ft-shout", "ft-title", "ft-quiet", "ft-with-ctx", "ft-slow"}
