@@ -64,8 +64,9 @@ SUMMARIES: dict[str, str] = {
     "submit": "Submit a task: PAYLOAD is JSON, @file or - (stdin); or --from-jsonl FILE.",
     "tail": "Print the newest N entries of a type's output stream, oldest of them first "
     "(one JSON line each); --follow then prints new emits live (-n 0 -f: only new ones).",
-    "task": "A task's record: state, attempt, times, last error, progress and outputs.",
-    "tasks": "Queue depths of a type, or the state of one task (--cancel to cancel it).",
+    "task": "A task's record: state, attempt, times, last error, progress, outputs and trace "
+    "id (--cancel to cancel it).",
+    "tasks": "Queue depths and counters of a type (with a TASK_ID: deprecated, use fleet task).",
     "worker": "Run automation slots: take tasks, report state, follow the desired config.",
     "workers": "List workers (of one TYPE): state, last seen, slots, config generations.",
 }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, cast
 
 import click
 from rich.progress import Progress
@@ -18,8 +18,21 @@ from fleet.core.results import result_ttl
 
 #: Seconds between two passes over the tasks ``submit --from-jsonl --wait`` waits for.
 WAIT_ALL_PAUSE = 0.5
+#: Exit status of a wait for a task that ended dead or cancelled (or is unknown).
+EXIT_NOT_DONE = 1
 #: Exit status of a wait that ran out of time before the task ended.
 EXIT_STILL_RUNNING = 2
+
+
+def wait_status(states: list[str]) -> int:
+    """The exit status of a wait, the same for ``fleet task --wait`` and ``fleet submit
+    --wait``: 0 when every task ended done, :data:`EXIT_NOT_DONE` when one ended dead or
+    cancelled (or is unknown), else :data:`EXIT_STILL_RUNNING` when one had not ended."""
+    if any(s in ENDED_STATES and s != "done" for s in states):
+        return EXIT_NOT_DONE
+    if any(s not in ENDED_STATES for s in states):
+        return EXIT_STILL_RUNNING
+    return 0
 
 
 def _when(t: float | None) -> str:
@@ -60,6 +73,9 @@ def show_record(record: TaskRecord) -> None:
         f"{_when(record.get('started_at'))} · finished {_when(record.get('finished_at'))}"
     )
     echo(f"progress  {_progress_text(record.get('progress'))}")
+    trace_id = trace_id_of(record)
+    if trace_id:
+        echo(f"trace id  {trace_id}")
     outputs = record.get("outputs") or []
     total = record.get("outputs_total")
     if total is None:
@@ -71,6 +87,16 @@ def show_record(record: TaskRecord) -> None:
             ["id", "attempt", "payload"],
             [[o["id"], o["attempt"], _payload_text(o)] for o in outputs],
         )
+
+
+def trace_id_of(record: TaskRecord) -> str | None:
+    """The OpenTelemetry trace id of the task: the record's ``trace_id``, or the second
+    dash-separated part of a W3C ``traceparent`` (``00-<trace id>-<span id>-<flags>``)."""
+    if record.get("trace_id"):
+        return record.get("trace_id")
+    traceparent = cast("dict[str, Any]", record).get("traceparent")
+    parts = traceparent.split("-") if isinstance(traceparent, str) else []
+    return parts[1] if len(parts) == 4 and parts[1] else None
 
 
 def _payload_text(output: dict[str, Any]) -> str:
@@ -93,8 +119,7 @@ def unknown_message(automation_type: str, task_id: str) -> str:
 
 
 def finish_wait(record: TaskRecord, as_json: bool) -> None:
-    """Print what one waited-for task left and exit as it ended: 0 done, 1 dead or
-    cancelled, 2 still running when the wait was over."""
+    """Print what one waited-for task left and exit as it ended (:func:`wait_status`)."""
     if as_json:
         print_json(record)
     else:
@@ -102,12 +127,15 @@ def finish_wait(record: TaskRecord, as_json: bool) -> None:
         echo(f"{record['task_id']} {record['state']} (attempt {record['attempt']})", err=True)
         if record.get("last_error") and record["state"] == "dead":
             echo(f"  last error: {record['last_error']}", err=True)
-    if record["state"] in ("dead", "cancelled", "unknown"):
-        raise SystemExit(1)
-    if record["state"] not in ENDED_STATES:
-        if not as_json:
-            echo("the wait ended before the task did", err=True)
-        raise SystemExit(EXIT_STILL_RUNNING)
+    _exit_as_waited(record, as_json)
+
+
+def _exit_as_waited(record: TaskRecord, as_json: bool) -> None:
+    status = wait_status([record["state"]])
+    if status == EXIT_STILL_RUNNING and not as_json:
+        echo("the wait ended before the task did", err=True)
+    if status:
+        raise SystemExit(status)
 
 
 def wait_all(
@@ -145,29 +173,61 @@ def wait_all(
     "wait_seconds",
     type=float,
     default=None,
-    help="Wait up to N seconds for the task to end.",
+    help="Wait up to N seconds for the task to end; exit 0 only if it ended done.",
 )
+@click.option("--cancel", is_flag=True, help="Cancel the task instead of showing it.")
 @client_options
 def task(
     automation_type: str,
     task_id: str,
     wait_seconds: float | None,
+    cancel: bool,
     url: str | None,
     token: str | None,
     as_json: bool,
 ) -> None:
-    """A task's record: state, attempt, times, last error, progress and outputs."""
+    """A task's record: state, attempt, times, last error, progress, outputs and trace
+    id (--cancel to cancel it)."""
+    one_task(automation_type, task_id, url, token, as_json, wait_seconds, cancel)
+
+
+def one_task(
+    automation_type: str,
+    task_id: str,
+    url: str | None,
+    token: str | None,
+    as_json: bool,
+    wait_seconds: float | None = None,
+    cancel: bool = False,
+) -> None:
+    """``fleet task``: show one task's record (after a wait), or cancel the task.
+
+    Raises:
+        click.UsageError: ``cancel`` with a wait.
+        click.ClickException: The master does not know the task (after its record is
+            printed, with ``as_json``).
+        SystemExit: After a wait, the task did not end done (:func:`wait_status`).
+    """
+    if cancel and wait_seconds is not None:
+        raise click.UsageError("--cancel and --wait do not go together")
     with open_client(url, token) as client:
+        if cancel:
+            cancelled = client.cancel(automation_type, task_id)
+            print_json(cancelled) if as_json else echo(f"{task_id} {cancelled['outcome']}")
+            return
         if wait_seconds is None:
             record = client.task_state(automation_type, task_id)
         else:
             record = client.wait_task(automation_type, task_id, wait_seconds)
-    if record["state"] == "unknown":
-        raise click.ClickException(unknown_message(automation_type, task_id))
     if as_json:
         print_json(record)
-    else:
+    if record["state"] == "unknown":
+        # Scripts test the exit status: a typo'd or long-forgotten id is an error.
+        raise click.ClickException(unknown_message(automation_type, task_id))
+    if not as_json:
         show_record(record)
+    if wait_seconds is not None:
+        _exit_as_waited(record, as_json)
 
 
 def finish_wait_all(records: list[TaskRecord], refused: int, as_json: bool) -> None:
@@ -183,7 +243,6 @@ def finish_wait_all(records: list[TaskRecord], refused: int, as_json: bool) -> N
             echo_outputs(record)
         summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
         echo(f"{summary or 'no tasks'}; {refused} refused", err=True)
-    if refused or any(counts.get(s) for s in ("dead", "cancelled", "unknown")):
-        raise SystemExit(1)
-    if any(r["state"] not in ENDED_STATES for r in records):
-        raise SystemExit(EXIT_STILL_RUNNING)
+    status = EXIT_NOT_DONE if refused else wait_status([r["state"] for r in records])
+    if status:
+        raise SystemExit(status)

@@ -25,8 +25,7 @@ from fleet.cli.plain import echo
 from fleet.cli.records import (
     finish_wait,
     finish_wait_all,
-    show_record,
-    unknown_message,
+    one_task,
     wait_all,
 )
 from fleet.client.answers import BatchItemError, DeadLetter, OutputEntry, SubmitResult
@@ -169,7 +168,7 @@ def submit(
 @click.command("tasks")
 @click.argument("automation_type")
 @click.argument("task_id", required=False)
-@click.option("--cancel", is_flag=True, help="Cancel TASK_ID.")
+@click.option("--cancel", is_flag=True, help="Deprecated: fleet task TYPE TASK_ID --cancel.")
 @client_options
 def tasks(
     automation_type: str,
@@ -179,47 +178,42 @@ def tasks(
     token: str | None,
     as_json: bool,
 ) -> None:
-    """Queue depths of a type, or the state of one task (--cancel to cancel it)."""
+    """Queue depths and counters of a type (with a TASK_ID: deprecated, use fleet task)."""
     if cancel and task_id is None:
         raise click.UsageError("--cancel needs a TASK_ID")
+    if task_id is not None:
+        # One command for one task; this form stays for the scripts that use it. The
+        # note comes last, so the record (or its JSON) reads as it always did.
+        try:
+            one_task(automation_type, task_id, url, token, as_json, cancel=cancel)
+        finally:
+            command = f"fleet task {automation_type} {task_id}" + (" --cancel" if cancel else "")
+            echo(f"`fleet tasks TYPE TASK_ID` is deprecated: use `{command}`", err=True)
+        return
     with open_client(url, token) as client:
-        if task_id is None:
-            q = client.queue(automation_type)
-            if as_json:
-                print_json(q)
-                return
-            p = q["pending"]
-            age = q["oldest_pending_age"]
-            table(
-                f"{automation_type} queue",
-                ["high", "normal", "low", "processing", "scheduled", "dead", "oldest pending"],
-                [
-                    [
-                        p["high"],
-                        p["normal"],
-                        p["low"],
-                        q["processing"],
-                        q["scheduled"],
-                        q["dead"],
-                        "-" if age is None else f"{age:.1f}s",
-                    ]
-                ],
-            )
-            c = q["counters"]
-            table(None, list(c), [list(c.values())])
-            return
-        if cancel:
-            cancelled = client.cancel(automation_type, task_id)
-            print_json(cancelled) if as_json else echo(f"{task_id} {cancelled['outcome']}")
-            return
-        record = client.task_state(automation_type, task_id)
-        if as_json:
-            print_json(record)
-        if record["state"] == "unknown":
-            # Scripts test the exit status: a typo'd or long-forgotten id is an error.
-            raise click.ClickException(unknown_message(automation_type, task_id))
-        if not as_json:
-            show_record(record)
+        q = client.queue(automation_type)
+    if as_json:
+        print_json(q)
+        return
+    p = q["pending"]
+    age = q["oldest_pending_age"]
+    table(
+        f"{automation_type} queue",
+        ["high", "normal", "low", "processing", "scheduled", "dead", "oldest pending"],
+        [
+            [
+                p["high"],
+                p["normal"],
+                p["low"],
+                q["processing"],
+                q["scheduled"],
+                q["dead"],
+                "-" if age is None else f"{age:.1f}s",
+            ]
+        ],
+    )
+    c = q["counters"]
+    table(None, list(c), [list(c.values())])
 
 
 @click.command("dlq")

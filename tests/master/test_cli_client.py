@@ -39,7 +39,7 @@ def test_submit_tasks_dlq_config_workers_catalog(live: Any, tmp_path: Path) -> N
     r = fleet(live, "submit", SCRAPE, '{"url": "https://a"}', "--priority", "2", "--json")
     assert r.exit_code == 0, r.output
     task_id = json.loads(r.output)["task_id"]
-    r = fleet(live, "tasks", SCRAPE, task_id, "--json")
+    r = fleet(live, "task", SCRAPE, task_id, "--json")
     assert json.loads(r.output)["state"] == "queued"
     r = fleet(live, "tasks", SCRAPE)
     assert r.exit_code == 0 and "high" in r.output
@@ -49,7 +49,7 @@ def test_submit_tasks_dlq_config_workers_catalog(live: Any, tmp_path: Path) -> N
     assert r.exit_code == 1
     assert "2 queued, 0 duplicates, 1 refused" in r.output
     assert "line 3: payload.url: Field required" in r.output
-    r = fleet(live, "tasks", SCRAPE, task_id, "--cancel")
+    r = fleet(live, "task", SCRAPE, task_id, "--cancel")
     assert r.exit_code == 0 and "cancelled" in r.output
     r = fleet(live, "dlq", SCRAPE, "--json")
     assert json.loads(r.output) == []
@@ -189,7 +189,7 @@ def test_tail_dlq_and_worker_actions(live: Any, sqlite_url: str) -> None:
     assert r.exit_code == 0 and "dead-1" in r.output and "kaput" in r.output
     r = fleet(live, "dlq", SCRAPE, "--replay-id", "dead-1")
     assert "1 tasks replayed" in r.output
-    r = fleet(live, "tasks", SCRAPE, "dead-1", "--json")
+    r = fleet(live, "task", SCRAPE, "dead-1", "--json")
     assert json.loads(r.output)["state"] == "queued"
     r = fleet(live, "dlq", SCRAPE, "--drain", "--yes", "--json")
     assert json.loads(r.output) == {"drained": 0}

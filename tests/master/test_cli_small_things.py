@@ -215,14 +215,14 @@ def test_follow_without_a_token_says_so(live: Any, no_ambient_token: Path) -> No
 
 
 def test_unknown_task_id_exits_non_zero(live: Any) -> None:
-    r = fleet(live, "tasks", SCRAPE, "no-such-task")
+    r = fleet(live, "task", SCRAPE, "no-such-task")
     assert r.exit_code == 1
     assert "no task 'no-such-task'" in r.output and "never submitted" in r.output
-    r = fleet(live, "tasks", SCRAPE, "no-such-task", "--json")
+    r = fleet(live, "task", SCRAPE, "no-such-task", "--json")
     assert r.exit_code == 1
     assert json.loads(r.output[: r.output.rindex("}") + 1])["state"] == "unknown"
     r = fleet(live, "submit", SCRAPE, '{"url": "u"}', "--task-id", "known")
-    assert fleet(live, "tasks", SCRAPE, "known").exit_code == 0
+    assert fleet(live, "task", SCRAPE, "known").exit_code == 0
 
 
 def test_submit_with_delay_says_scheduled_and_when(live: Any, tmp_path: Path) -> None:
@@ -235,7 +235,7 @@ def test_submit_with_delay_says_scheduled_and_when(live: Any, tmp_path: Path) ->
     assert rest.startswith("scheduled for ") and rest.endswith("(in 2m)"), rest
     when = time.strptime(rest[len("scheduled for ") :][:19], "%Y-%m-%d %H:%M:%S")
     assert abs(time.mktime(when) - (before + 90)) < 5
-    state = json.loads(fleet(live, "tasks", SCRAPE, task_id, "--json").output)
+    state = json.loads(fleet(live, "task", SCRAPE, task_id, "--json").output)
     assert state["state"] == "scheduled"
 
     jsonl = tmp_path / "in.jsonl"
