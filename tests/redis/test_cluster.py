@@ -10,7 +10,6 @@ health) is refused with a clear error.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -45,6 +44,7 @@ from tests.conformance import (
     test_task_records,
 )
 from tests.support.redis_cluster import ClusterSet
+from tests.support.waits import until
 
 pytestmark = [pytest.mark.timeout(240)]
 
@@ -167,10 +167,12 @@ async def test_a_master_and_two_workers_drain_on_the_cluster(
             await fleet.master.wait_ready()
             fleet.add_worker("c1")
             fleet.add_worker("c2")
-            for _ in range(300):  # both registered before any task, so both get some
-                if len(await b.workers.ids(TYPE)) == 2:
-                    break
-                await asyncio.sleep(0.1)
+
+            async def both_registered() -> bool:
+                return len(await b.workers.ids(TYPE)) == 2
+
+            # Both registered before any task, so both get some.
+            await until(both_registered, timeout=30, interval=0.1, what="both workers")
             ids = await submit(b, [{"n": i, "ms": 10} for i in range(n)])
             done, dead, other = await wait_settled(b, ids, 120)
             assert not other and not dead, (len(other), len(dead))

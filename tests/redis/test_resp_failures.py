@@ -38,6 +38,7 @@ from fleet.backends.redis.scripts import scripts
 from fleet.core.errors import BackendError, BackendUnavailable, ConfigError, UnsupportedBackend
 from fleet.core.records import PushRequest, TaskBody, new_id
 from tests.support.redis_server import REDIS_BIN, RedisServer, free_port, pong, server_pid
+from tests.support.waits import until, until_sync
 
 pytestmark = pytest.mark.skipif(REDIS_BIN is None, reason="redis-server not installed")
 
@@ -60,14 +61,21 @@ class Server:
         args += ["--dir", str(directory), "--appendonly", "no", "--save", ""]
         args += ["--logfile", str(directory / "redis.log"), *extra]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        # INFO answers while loading or cut off from a primary (PING may not)
-        while server_pid(self.port) != self.proc.pid:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                return False
-            time.sleep(0.02)
-        return True
+        proc = self.proc
+
+        def settled() -> str:
+            # INFO answers while loading or cut off from a primary (PING may not)
+            if server_pid(self.port) == proc.pid:
+                return "serving"
+            return "exited" if proc.poll() is not None else ""
+
+        try:
+            if until_sync(settled, timeout=10, what="redis-server to answer") == "serving":
+                return True
+        except AssertionError:
+            pass
+        self.stop()
+        return False
 
     @property
     def url(self) -> str:
@@ -102,10 +110,11 @@ async def lane(redis_url: str) -> AsyncIterator[RespClient]:
 def wait_synced(replica: Server) -> None:
     client = redis.Redis.from_url(replica.url)
     try:
-        deadline = time.monotonic() + 10
-        while client.info("replication").get("master_link_status") != "up":
-            assert time.monotonic() < deadline, "replica did not sync"
-            time.sleep(0.05)
+        until_sync(
+            lambda: client.info("replication").get("master_link_status") == "up",
+            interval=0.05,
+            what="the replica to sync",
+        )
     finally:
         client.close()
 
@@ -278,10 +287,7 @@ async def test_loading_server_is_unavailable_then_serves(tmp_path: Path) -> None
                 await b.kv.get("ns", "k")
             with pytest.raises(BackendUnavailable):
                 await b.connect()  # redis-py's BusyLoadingError on PING
-            deadline = time.monotonic() + 10
-            while not pong(srv.port):
-                assert time.monotonic() < deadline, "server did not finish loading"
-                await asyncio.sleep(0.05)
+            await until(lambda: pong(srv.port), interval=0.05, what="the server to finish loading")
             await b.connect()
             assert await client.execute("GET", "k1") == "1"
             assert await b.counters.get("missing") == 0

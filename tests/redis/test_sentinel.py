@@ -20,6 +20,7 @@ from fleet.core.errors import BackendUnavailable, ConfigError
 from fleet.core.submission import make_push_request
 from tests.chaos.harness import TYPE, ChaosFleet, submit, wait_settled
 from tests.support.sentinel import SentinelSet
+from tests.support.waits import until, until_sync
 
 pytestmark = [pytest.mark.timeout(240)]
 
@@ -139,13 +140,13 @@ def _token() -> str:
 
 
 def _wait_promoted(s: SentinelSet, old: int | None) -> int:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    def promoted() -> int | None:
         port = s.primary_port()
-        if port is not None and port != old:
-            return port
-        time.sleep(0.1)
-    raise AssertionError("no failover within 60 s")
+        return port if port is not None and port != old else None
+
+    port = until_sync(promoted, timeout=60, interval=0.1, what="a failover")
+    assert port is not None
+    return port
 
 
 async def _completed(b: Backend) -> int:
@@ -157,9 +158,7 @@ async def _completed(b: Backend) -> int:
 
 
 async def _until(read: Callable[[], Awaitable[int]], at_least: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await read() >= at_least:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"did not reach {at_least} within {timeout} s")
+    async def reached() -> bool:
+        return await read() >= at_least
+
+    await until(reached, timeout=timeout, interval=0.1, what=f"{at_least} reached")

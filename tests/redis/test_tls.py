@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import subprocess
 import time
@@ -17,6 +16,7 @@ from fleet.backends.base import Backend
 from fleet.core.errors import BackendUnavailable
 from fleet.core.records import PushRequest, TaskBody
 from tests.support.redis_server import REDIS_BIN, free_port
+from tests.support.waits import until
 
 OPENSSL = shutil.which("openssl")
 pytestmark = pytest.mark.skipif(
@@ -107,14 +107,17 @@ def mtls_port(tmp_path: Path) -> Iterator[int]:
 
 
 async def open_when_up(url: str) -> Backend:
-    for _ in range(150):
+    async def opened() -> Backend | None:
         try:
             return await open_backend(url)
         except BackendUnavailable as exc:
             if "certificate" in str(exc).lower() or "refused" not in str(exc).lower():
                 raise
-            await asyncio.sleep(0.1)
-    pytest.fail("TLS server did not come up")
+            return None
+
+    backend = await until(opened, timeout=15, interval=0.1, what="the TLS server to come up")
+    assert backend is not None
+    return backend
 
 
 async def test_rediss_url(tls_port: int) -> None:

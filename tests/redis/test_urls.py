@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from fleet.backends.redis import RedisBackend
 from fleet.core.errors import BackendUnavailable
 from fleet.core.records import PushRequest, TaskBody
 from tests.support.redis_server import REDIS_BIN, RedisServer
+from tests.support.waits import until_sync
 
 pytestmark = pytest.mark.skipif(REDIS_BIN is None, reason="redis-server not installed")
 
@@ -44,10 +44,7 @@ def unix_socket() -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        for _ in range(250):
-            if Path(path).exists():
-                break
-            time.sleep(0.02)
+        until_sync(Path(path).exists, timeout=5, what=f"the socket {path}")
         yield path
     finally:
         proc.terminate()

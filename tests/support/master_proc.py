@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 
 from fleet.core.catalog import CatalogEntry
 from tests.support.redis_server import free_port
+from tests.support.waits import until
 from tests.worker.procs import ROOT, fleet_env
 
 
@@ -76,15 +75,17 @@ class MasterProcess:
 
     async def wait_ready(self, timeout: float = 30.0) -> None:
         """Until the master answers ``/healthz`` (an AssertionError after ``timeout``)."""
-        deadline = time.monotonic() + timeout
         async with self.client() as http:
-            while time.monotonic() < deadline:
-                try:
-                    if (await http.get("/healthz")).status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.1)
+
+            async def up() -> bool:
+                return (await http.get("/healthz")).status_code == 200
+
+            try:
+                await until(up, timeout=timeout, interval=0.1, ignoring=(httpx.HTTPError,))
+            except AssertionError:
+                pass
+            else:
+                return
         raise AssertionError(f"the master did not come up within {timeout:g}s:\n{self.log()}")
 
     def log(self) -> str:

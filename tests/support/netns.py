@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from tests.support.waits import until_sync
+
 IP = shutil.which("ip")
 TC = shutil.which("tc")
 
@@ -213,16 +215,21 @@ class Network:
     def wait_reachable(self, host: Host, timeout: float = 10.0) -> None:
         """Until the root namespace gets an answer from ``host`` (the bridge learned
         the ports, ARP works): a TCP connect to a closed port is refused, not dropped."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def answers() -> bool:
             try:
                 with socket.create_connection((host.addr, 9), timeout=0.5):
-                    return
+                    return True
             except ConnectionRefusedError:
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise AssertionError(f"{host.name} ({host.addr}) unreachable after {timeout:g}s")
+                return True
+
+        until_sync(
+            answers,
+            timeout=timeout,
+            interval=0.05,
+            what=f"{host.name} ({host.addr}) to be reachable",
+            ignoring=(OSError,),
+        )
 
     def destroy(self) -> None:
         """Remove every namespace (with their veths and qdiscs) and the root link."""

@@ -5,12 +5,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import redis
 
 from tests.support.redis_server import REDIS_BIN, RedisServer
+from tests.support.waits import until_sync
 
 REDIS_CLI = shutil.which("redis-cli")
 
@@ -55,11 +55,9 @@ class ClusterSet:
             capture_output=True,
             timeout=60,
         )
-        deadline = time.monotonic() + 30
-        while not self.serving():
-            if time.monotonic() > deadline:
-                raise RuntimeError("the cluster did not reach cluster_state:ok")
-            time.sleep(0.1)
+        until_sync(
+            self.serving, timeout=30, interval=0.1, what="the cluster to reach cluster_state:ok"
+        )
 
     def serving(self) -> bool:
         """Every node says ``cluster_state:ok`` and knows every other."""

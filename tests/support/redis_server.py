@@ -9,8 +9,9 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
+
+from tests.support.waits import until_sync
 
 REDIS_BIN = shutil.which("redis-server")
 
@@ -131,19 +132,22 @@ class RedisServer:
 
     def _wait_until_serving(self) -> bool:
         """True once our process answers on the port; False if it exited first."""
-        assert self.proc is not None
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        proc = self.proc
+        assert proc is not None
+
+        def settled() -> str:
             # The pid in the answer tells our server from another one on the port;
             # PING answers PONG only once an AOF is loaded.
-            if server_pid(self.port) == self.proc.pid and pong(self.port):
-                return True
-            if self.proc.poll() is not None:
-                return False
-            time.sleep(0.02)
-        self.proc.kill()
-        self.proc.wait()
-        return False
+            if server_pid(self.port) == proc.pid and pong(self.port):
+                return "serving"
+            return "exited" if proc.poll() is not None else ""
+
+        try:
+            return until_sync(settled, timeout=30, what="redis-server to serve") == "serving"
+        except AssertionError:
+            proc.kill()
+            proc.wait()
+            return False
 
     def stop(self, *, kill: bool = False) -> None:
         if self.proc is None:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
 
 from tests.support.redis_server import REDIS_BIN, RedisServer, free_port
+from tests.support.waits import until_sync
 
 SERVICE = "fleet-primary"
 #: How long a sentinel waits before it calls a silent primary down (ms).
@@ -102,16 +103,8 @@ class SentinelSet:
         return True
 
     @staticmethod
-    def wait_for(check: object, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if check():  # type: ignore[operator]
-                    return
-            except redis.RedisError:
-                pass
-            time.sleep(0.1)
-        raise TimeoutError(f"timed out waiting for {what}")
+    def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
+        until_sync(check, timeout=timeout, interval=0.1, what=what, ignoring=(redis.RedisError,))
 
     def cleanup(self) -> None:
         for proc in self.sentinels:
