@@ -15,6 +15,7 @@ import pytest
 
 from tests.support.master_proc import MASTER_TOKEN
 from tests.support.redis_server import free_port, require_redis
+from tests.support.waits import until_sync
 from tests.worker.procs import ROOT, fleet_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
@@ -46,15 +47,10 @@ def render(tmp: Path, master_port: int, port: int) -> Path:
 
 
 def wait_up(url: str, **kw: object) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(url, timeout=1, **kw).status_code == 200:  # type: ignore[arg-type]
-                return
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, f"{url} did not come up"
-        time.sleep(0.1)
+    def up() -> bool:
+        return httpx.get(url, timeout=1, **kw).status_code == 200  # type: ignore[arg-type]
+
+    until_sync(up, timeout=30, interval=0.1, what=f"{url} to come up", ignoring=(httpx.HTTPError,))
 
 
 def test_the_nginx_sample_serves_the_master(tmp_path: Path) -> None:
