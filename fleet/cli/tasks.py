@@ -30,6 +30,7 @@ from fleet.cli.records import (
 )
 from fleet.client.answers import BatchItemError, DeadLetter, OutputEntry, SubmitResult
 from fleet.client.http import FleetClient
+from fleet.core.capabilities.browse import BROWSE_STATES
 
 #: Tasks per batch request of ``submit --from-jsonl``.
 JSONL_CHUNK = 1_000
@@ -169,18 +170,39 @@ def submit(
 @click.argument("automation_type")
 @click.argument("task_id", required=False)
 @click.option("--cancel", is_flag=True, help="Deprecated: fleet task TYPE TASK_ID --cancel.")
+@click.option(
+    "--state",
+    type=click.Choice(BROWSE_STATES),
+    default=None,
+    help="List the type's tasks in this state, newest first (done: newest finished).",
+)
+@click.option("--run", "run_id", default=None, help="Only the tasks of this run (with --state).")
+@click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
+@click.option("--after", default=None, help="The `next` a previous page printed.")
 @client_options
 def tasks(
     automation_type: str,
     task_id: str | None,
     cancel: bool,
+    state: str | None,
+    run_id: str | None,
+    limit: int,
+    after: str | None,
     url: str | None,
     token: str | None,
     as_json: bool,
 ) -> None:
-    """Queue depths and counters of a type (with a TASK_ID: deprecated, use fleet task)."""
+    """Queue depths and counters of a type; with --state, a page of its tasks in that
+    state (with a TASK_ID: deprecated, use fleet task)."""
     if cancel and task_id is None:
         raise click.UsageError("--cancel needs a TASK_ID")
+    if state is None and (run_id is not None or after is not None):
+        raise click.UsageError("--run and --after list tasks: give --state too")
+    if state is not None:
+        if task_id is not None:
+            raise click.UsageError("--state lists tasks; a TASK_ID is one task: fleet task")
+        _task_page(automation_type, state, run_id, limit, after, url, token, as_json)
+        return
     if task_id is not None:
         # One command for one task; this form stays for the scripts that use it. The
         # note comes last, so the record (or its JSON) reads as it always did.
@@ -214,6 +236,47 @@ def tasks(
     )
     c = q["counters"]
     table(None, list(c), [list(c.values())])
+
+
+def _task_page(
+    automation_type: str,
+    state: str,
+    run_id: str | None,
+    limit: int,
+    after: str | None,
+    url: str | None,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """``fleet tasks TYPE --state S``: one page, and the command for the next."""
+    with open_client(url, token) as client:
+        page = client.tasks(automation_type, state, run=run_id, after=after, limit=limit)
+    if as_json:
+        print_json(page)
+        return
+    when = "finished" if state == "done" else "submitted"
+    rows = [
+        [
+            t["id"],
+            t["attempt"],
+            t["run"] or "-",
+            t["group"] or "-",
+            ago(time.time() - (t.get("finished_at") or t["enqueued_at"]))
+            if state == "done"
+            else ago(time.time() - t["enqueued_at"]),
+            t["last_error"] or "",
+        ]
+        for t in page["items"]
+    ]
+    title = f"{automation_type} {state}" + (f" (run {run_id})" if run_id else "")
+    if rows:
+        table(title, ["task", "attempt", "run", "group", when, "last error"], rows)
+    else:
+        echo(f"no {state} task" + (" on this page" if after else "") + ".")
+    if page["next"]:
+        more = f"fleet tasks {automation_type} --state {state}"
+        more += (f" --run {run_id}" if run_id else "") + f" --after {page['next']}"
+        echo(f"more: {more}", err=True)
 
 
 @click.command("dlq")

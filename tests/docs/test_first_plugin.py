@@ -320,4 +320,4 @@ def test_the_readme_five_line_task_runs_as_written(
         assert second.startswith("failed: the task failed: ConnectError"), second
     finally:
         stop(worker)
-    assert "runs fetch-title" in (tmp_path / "worker.log").read_text()
+    assert "fetch-title (from --plugin titles)" in (tmp_path / "worker.log").read_text()
