@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from tests.support.master_proc import MasterProcess
+from tests.support.waits import until
 from tests.worker.procs import ROOT, fleet_env
 
 TYPE = "chaos-job"
@@ -179,18 +179,17 @@ class Verdict:
 async def wait_settled(
     backend: Backend, ids: list[str], timeout: float
 ) -> tuple[set[str], set[str], set[str]]:
-    deadline = time.monotonic() + timeout
-    while True:
-        done, dead, other = await settled(backend, ids)
-        if not other or time.monotonic() > deadline:
-            return done, dead, other
-        await _sleep(0.5)
 
+    async def all_settled() -> tuple[set[str], set[str], set[str]] | None:
+        found = await settled(backend, ids)
+        return None if found[2] else found
 
-async def _sleep(seconds: float) -> None:
-    import asyncio
-
-    await asyncio.sleep(seconds)
+    try:
+        found = await until(all_settled, timeout=timeout, interval=0.5)
+    except AssertionError:
+        return await settled(backend, ids)  # what is left unsettled: the caller's verdict
+    assert found is not None
+    return found
 
 
 def verdict(

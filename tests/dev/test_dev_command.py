@@ -20,6 +20,7 @@ import pytest
 
 from fleet.dev.runner import has_plugins
 from tests.support.redis_server import free_port
+from tests.support.waits import until_sync
 
 pytestmark = pytest.mark.slow
 
@@ -34,17 +35,13 @@ def hermetic_env() -> dict[str, str]:
 def wait_for(
     what: str, check: Callable[[], Any], timeout: float, proc: subprocess.Popen[bytes]
 ) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def alive_check() -> Any:
         assert proc.poll() is None, f"fleet dev exited early ({proc.returncode}) waiting for {what}"
-        try:
-            value = check()
-        except httpx.HTTPError:
-            value = None
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
+        return check()
+
+    return until_sync(
+        alive_check, timeout=timeout, interval=0.25, what=what, ignoring=(httpx.HTTPError,)
+    )
 
 
 def port_closed(port: int) -> bool:
@@ -171,10 +168,7 @@ def test_master_dies_with_fleet_dev_and_runs_alone_without_plugins(tmp_path: Pat
             # Even killed outright, fleet dev leaves no master behind holding the port.
             proc.kill()
             proc.wait(5)
-            deadline = time.monotonic() + 10
-            while not port_closed(port) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert port_closed(port)
+            until_sync(lambda: port_closed(port), interval=0.1, what=f"port {port} to close")
         finally:
             if proc.poll() is None:
                 proc.kill()

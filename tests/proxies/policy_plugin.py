@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from fleet.core import BaseConfig, BatchAutomation, Context, Task, register
+from tests.support.waits import until_sync
 
 #: Longest hold before the attempt gives up (a test that never says go).
 HOLD_SECONDS = 90.0
@@ -38,11 +39,7 @@ def _append(path: Path, line: dict[str, Any]) -> None:
 
 def _hold_until(go: Path) -> None:
     """Block the calling thread (the worker's event loop) until ``go`` exists."""
-    deadline = time.monotonic() + HOLD_SECONDS
-    while not go.exists():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"no {go} within {HOLD_SECONDS:g} s")
-        time.sleep(0.005)
+    until_sync(go.exists, timeout=HOLD_SECONDS, interval=0.005, what=str(go))
 
 
 @register("proxy-policy")

@@ -28,6 +28,7 @@ from typing import TextIO
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
+from tests.support.waits import until_sync
 
 
 def _append(path: str) -> TextIO:
@@ -37,8 +38,7 @@ def _append(path: str) -> TextIO:
 def _wait_for_go(out: str, go: str) -> None:
     with open(f"{out}.ready", "w", encoding="utf-8"):
         pass
-    while not os.path.exists(go):
-        time.sleep(0.005)
+    until_sync(lambda: os.path.exists(go), timeout=300, interval=0.005, what=go)
 
 
 async def _drain(backend: Backend, automation_type: str, out: str, *rest: str) -> None:

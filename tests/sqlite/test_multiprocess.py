@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import sqlite3
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 from fleet.backends import open_backend
 from fleet.backends.sqlite.schema import SCHEMA_VERSION, read_version
 from tests.sqlite.helpers import TYPE, executions, push_many, spawn, url_for, wait_all
+from tests.support.waits import until
 
 pytestmark = pytest.mark.slow
 
@@ -32,11 +32,12 @@ async def test_four_processes_execute_10000_tasks_exactly_once(tmp_path: Path) -
         procs = [spawn("drain", url, TYPE, str(log), f"--go={go}") for log in logs]
         # All four start draining at once: a process that started late could
         # otherwise find the queue already empty.
-        deadline = time.monotonic() + 60
-        while not _all_ready(logs):
-            assert time.monotonic() < deadline, "the drains did not start"
+
+        def ready() -> bool:
             assert all(p.poll() is None for p in procs), "a drain exited before starting"
-            await asyncio.sleep(0.01)
+            return _all_ready(logs)
+
+        await until(ready, timeout=60, interval=0.01, what="the drains to start")
         go.touch()
         assert await wait_all(procs) == [0, 0, 0, 0]
 
@@ -63,10 +64,12 @@ async def test_sigkilled_worker_loses_nothing(tmp_path: Path) -> None:
         # Visibility 1 s; once 100 tasks are logged the victim holds its batch un-acked
         # until it is killed, so the kill always lands mid-batch.
         victim = spawn("drain", url, TYPE, str(victim_log), "1.0", "0.01", "100")
-        deadline = time.monotonic() + 20
-        while not victim_log.exists() or len(victim_log.read_text().splitlines()) < 100:
-            assert time.monotonic() < deadline, "victim made no progress"
-            await asyncio.sleep(0.01)
+        await until(
+            lambda: victim_log.exists() and len(victim_log.read_text().splitlines()) >= 100,
+            timeout=20,
+            interval=0.01,
+            what="the victim's progress",
+        )
         victim.send_signal(signal.SIGKILL)
         await asyncio.to_thread(victim.wait)
         assert victim.returncode == -signal.SIGKILL

@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from fleet.core.catalog import catalog_entry
 from fleet.core.submission import make_push_request
 from tests.docs.blocks import fenced_blocks, section
 from tests.master.conftest import ADMIN, InProcess, auth, live_factory, master, sqlite_url
+from tests.support.waits import until
 from tests.worker.support import push, running_worker, wait_until
 from tests.worker.tracing_plugin import LINK, PAGE, TracedLink, TracedPage
 
@@ -227,11 +227,14 @@ async def test_a_real_worker_process_continues_the_trace(spans: Any, tmp_path: P
             names = {s["name"] for s in printed()}
             return {f"fleet.run {PAGE}", f"fleet.emit {PAGE}", f"fleet.submit {LINK}"} <= names
 
-        deadline = time.monotonic() + 60
-        while not finished():
+        def finished_alive() -> bool:
             assert proc.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-3000:]
-            await asyncio.sleep(0.1)
+            return finished()
+
+        try:
+            await until(finished_alive, timeout=60, interval=0.1)
+        except AssertionError as exc:
+            raise AssertionError((tmp_path / "worker.log").read_text()[-3000:]) from exc
         record = await backend.queues.state(PAGE, task_id)
     finally:
         proc.terminate()
