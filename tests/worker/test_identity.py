@@ -7,7 +7,6 @@ import asyncio
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -15,9 +14,12 @@ import pytest
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
+from fleet.core.clock import ManualClock
 from fleet.protocol import CONTROL_NS, worker_id_key
 from fleet.worker.hardware import host_name
 from fleet.worker.identity import Holder, WorkerIdInUse, claim_worker_id, default_ids
+from tests.conformance.helpers import elapse
+from tests.support.waits import until_sync
 from tests.worker.procs import ROOT, fleet_env
 
 HOST = host_name()
@@ -62,12 +64,14 @@ async def test_a_claim_of_a_gone_process_of_this_host_is_taken_over(backend: Bac
     assert await backend.kv.get(CONTROL_NS, worker_id_key("w-b")) == claim.holder.encode()
 
 
-async def test_another_hosts_claim_holds_until_its_ttl_expires(backend: Backend) -> None:
+async def test_another_hosts_claim_holds_until_its_ttl_expires(
+    backend: Backend, frozen: ManualClock
+) -> None:
     other = Holder("some-other-host", 1, 0.0, "x")
     await backend.kv.set(CONTROL_NS, worker_id_key("w-c"), other.encode(), ttl_seconds=0.5)
     with pytest.raises(WorkerIdInUse, match="some-other-host"):
         await claim_worker_id(backend.kv, "w-c", hold_seconds=30)
-    await asyncio.sleep(0.6)
+    await elapse(backend, frozen, 0.6)  # on Redis the key's own TTL (PX)
     assert (await claim_worker_id(backend.kv, "w-c", hold_seconds=30)).worker_id == "w-c"
 
 
@@ -94,13 +98,11 @@ async def _read_ids(url: str) -> list[str]:
 
 
 def _ids(url: str, n: int, timeout: float = 30) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def registered() -> list[str]:
         ids = asyncio.run(_read_ids(url))
-        if len(ids) >= n:
-            return ids
-        time.sleep(0.2)
-    raise AssertionError(f"fewer than {n} workers registered")
+        return ids if len(ids) >= n else []
+
+    return until_sync(registered, timeout=timeout, interval=0.2, what=f"{n} workers registered")
 
 
 @pytest.mark.slow
@@ -127,10 +129,12 @@ def test_two_worker_processes_on_one_host_get_two_ids(tmp_path: Path) -> None:
         procs[0].kill()
         procs[0].wait(10)
         procs[0] = _worker(url, tmp_path / "w0-again.log")
-        deadline = time.monotonic() + 30
-        while "runs wt-noop" not in (tmp_path / "w0-again.log").read_text():
-            assert time.monotonic() < deadline, (tmp_path / "w0-again.log").read_text()
-            time.sleep(0.2)
+        until_sync(
+            lambda: "runs wt-noop" in (tmp_path / "w0-again.log").read_text(),
+            timeout=30,
+            interval=0.2,
+            what="the restarted worker to run",
+        )
         assert f"worker {first_id} on" in (tmp_path / "w0-again.log").read_text()
     finally:
         for p in procs:

@@ -5,7 +5,7 @@ never handed out twice (its slot renews the lease)."""
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -14,6 +14,7 @@ import pytest
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
+from tests.support.waits import until
 from tests.worker.procs import WorkerProcess
 from tests.worker.support import push, state_of, wait_until
 
@@ -78,13 +79,17 @@ async def test_kill9_mid_task_and_long_task_runs_exactly_once(
     victim.kill9()
     killed_at = time.monotonic()
     requeued_at: float | None = None
-    while time.monotonic() - long_started < long_sleep + 10:
+
+    async def swept_until_done() -> bool:
+        nonlocal requeued_at
         if await backend.queues.sweep(E) and requeued_at is None:
             requeued_at = time.monotonic()
-        done = [(await backend.queues.state(E, t)).state == "done" for t in (orphan, long_)]
-        if all(done):
-            break
-        await asyncio.sleep(0.5)
+        return all([(await backend.queues.state(E, t)).state == "done" for t in (orphan, long_)])
+
+    # Past the time allowed, the assertions below say what is missing.
+    with contextlib.suppress(AssertionError):
+        left = long_started + long_sleep + 10 - time.monotonic()
+        await until(swept_until_done, timeout=left, interval=0.5)
     assert requeued_at is not None, "the orphan was never swept back"
     assert requeued_at - killed_at <= VISIBILITY + 2
     for tid in (orphan, long_):
