@@ -41,6 +41,12 @@ def _when(t: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
 
 
+def _took(started: float | None, ended: float | None) -> str:
+    if started is None or ended is None:
+        return "-"
+    return f"{max(ended - started, 0.0):.2f}s"
+
+
 def _progress_text(progress: dict[str, Any] | None) -> str:
     if not progress:
         return "-"
@@ -76,6 +82,24 @@ def show_record(record: TaskRecord) -> None:
     trace_id = trace_id_of(record)
     if trace_id:
         echo(f"trace id  {trace_id}")
+    attempts = record.get("attempts") or []
+    if attempts:
+        table(
+            "attempts",
+            ["attempt", "worker", "started", "ended", "took", "outcome", "error"],
+            [
+                [
+                    a["attempt"],
+                    a.get("worker") or "-",
+                    _when(a.get("started_at")),
+                    _when(a.get("ended_at")),
+                    _took(a.get("started_at"), a.get("ended_at")),
+                    a.get("outcome", ""),
+                    a.get("error") or "",
+                ]
+                for a in attempts
+            ],
+        )
     outputs = record.get("outputs") or []
     total = record.get("outputs_total")
     if total is None:

@@ -21,6 +21,15 @@ class BatchItemError(TypedDict):
     detail: NotRequired[list[dict[str, Any]]]
 
 
+class AttemptOut(TypedDict):
+    attempt: int
+    worker: NotRequired[str | None]
+    started_at: NotRequired[Number | None]
+    ended_at: NotRequired[Number | None]
+    outcome: str
+    error: NotRequired[str | None]
+
+
 class TaskRecord(TypedDict):
     task_id: str
     state: str
@@ -35,6 +44,7 @@ class TaskRecord(TypedDict):
     submitted_at: NotRequired[Number | None]
     started_at: NotRequired[Number | None]
     progress: NotRequired[Any]
+    attempts: NotRequired[list[AttemptOut] | None]
     outputs: NotRequired[list[Any] | None]
     outputs_total: NotRequired[int | None]
     outputs_truncated: NotRequired[bool | None]

@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from fleet.core import clock
+from fleet.core.attempts import Attempt
 from fleet.core.tracing import trace_id_of
 
 Tier = Literal["high", "normal", "low"]
@@ -112,6 +113,8 @@ class TaskBody:
             each ``run_one`` of the task is traced as its child. None: not traced.
         run: The run the task belongs to (``fleet.core.runs``): its counters move
             with the task's. None: no run, no bookkeeping.
+        attempts: The attempts that ended without finishing it, newest last, as
+            stored (:mod:`fleet.core.attempts`; kept where the store keeps the body).
     """
 
     id: str
@@ -129,6 +132,7 @@ class TaskBody:
     timeout_seconds: float | None = None
     traceparent: str | None = None
     run: str | None = None
+    attempts: tuple[Any, ...] = ()
 
     @property
     def tier(self) -> Tier:
@@ -165,6 +169,8 @@ class TaskBody:
             out["traceparent"] = self.traceparent
         if self.run is not None:
             out["run"] = self.run
+        if self.attempts:
+            out["attempts"] = list(self.attempts)
         return out
 
     def to_json(self, *, enqueued_at: bool = True) -> str:
@@ -205,6 +211,7 @@ class TaskBody:
             timeout_seconds=d.get("timeout_seconds"),
             traceparent=_opt_str(d.get("traceparent")),
             run=_opt_str(d.get("run")),
+            attempts=tuple(d["attempts"]) if isinstance(d.get("attempts"), list) else (),
         )
 
     @classmethod
@@ -314,6 +321,9 @@ class TaskInfo:
     outputs: tuple[dict[str, Any], ...] = ()
     outputs_total: int = 0
     trace_id: str | None = None  #: the trace its runs belong to (``[otel]``)
+    #: Its attempts, oldest first (:mod:`fleet.core.attempts`; the newest ten that ended,
+    #: and the one running or that finished it)
+    attempts: tuple[Attempt, ...] = ()
 
     def with_extras(
         self,
@@ -377,6 +387,7 @@ class TaskInfo:
             "submitted_at": self.submitted_at,
             "started_at": self.started_at,
             "progress": self.progress,
+            "attempts": [a.to_dict() for a in self.attempts],
             "outputs": list(self.outputs),
             "outputs_total": self.outputs_total,
             "outputs_truncated": self.outputs_total > len(self.outputs)

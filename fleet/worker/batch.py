@@ -43,6 +43,7 @@ class BatchSlot(Slot):
             if logs.STRUCTURED
             else None
         )
+        self.attempt_started = None  # set when its run_one begins
         try:
             task = admit(self, res)
             outcome = task if isinstance(task, Outcome) else await lease(self, res, task)

@@ -69,11 +69,19 @@ class LeaseKeeper:
         queues: The backend's task queues.
         automation_type: The type whose leases these are.
         tick: Longest sleep between checks (seconds).
+        worker_id: This worker's id, kept with each start mark.
     """
 
-    def __init__(self, queues: TaskQueues, automation_type: str, tick: float = 1.0) -> None:
+    def __init__(
+        self,
+        queues: TaskQueues,
+        automation_type: str,
+        tick: float = 1.0,
+        worker_id: str | None = None,
+    ) -> None:
         self._queues = queues
         self._type = automation_type
+        self._worker_id = worker_id
         self._tick = tick
         self._leases: dict[str, Lease] = {}
         self._task: asyncio.Task[None] | None = None
@@ -200,7 +208,9 @@ class LeaseKeeper:
                     break
                 try:
                     results = await self._queues.mark_started(
-                        self._type, [(m.task_id, m.token) for m in batch]
+                        self._type,
+                        [(m.task_id, m.token) for m in batch],
+                        worker_id=self._worker_id,
                     )
                 except Exception as exc:
                     failures += 1
@@ -277,6 +287,7 @@ class AckBatcher:
         linger_seconds: How long a busy batcher waits to gather more acks. The
             lease stays valid until the ack lands, so this only delays the
             ``done`` state by as much.
+        worker_id: This worker's id (the record's last attempt names it).
     """
 
     def __init__(
@@ -286,7 +297,9 @@ class AckBatcher:
         on_stale: Callable[[str], None] | None = None,
         linger_seconds: float = 0.002,
         on_settled: Callable[[str, str], None] | None = None,
+        worker_id: str | None = None,
     ) -> None:
+        self._worker_id = worker_id
         self._on_settled = on_settled
         self._linger = linger_seconds
         self._queues = queues
@@ -340,7 +353,7 @@ class AckBatcher:
                 batch, self._pending = self._pending, []
                 busy = len(batch) > 1
                 try:
-                    results = await self._queues.ack(self._type, batch)
+                    results = await self._queues.ack(self._type, batch, worker_id=self._worker_id)
                 except Exception as exc:
                     failures += 1
                     if is_outage(exc):

@@ -121,12 +121,13 @@ class TypeRunner:
         """The parts a batch type's slots share: feeder, lease keeper, ack batcher."""
         queues, t = self.backend.queues, self.automation_type
         self.env.feeder = Feeder(queues, t, self._lease_params, prefetch=self._prefetch)
-        keeper = self.env.keeper = LeaseKeeper(queues, t)
+        keeper = self.env.keeper = LeaseKeeper(queues, t, worker_id=self.worker_id)
         self.env.acker = AckBatcher(
             queues,
             t,
             self._on_stale_ack,
             on_settled=lambda task_id, token: keeper.untrack(task_id, token),
+            worker_id=self.worker_id,
         )
 
     # ------------------------------------------------------------------ config

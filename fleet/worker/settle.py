@@ -59,6 +59,8 @@ async def nack(slot: Slot, res: Reservation, outcome: Outcome, *, dead: bool) ->
             error=error,
             traceback=outcome.traceback,
             dead=dead,
+            worker_id=slot.ctx.worker_id,
+            started_at=slot.attempt_started,
         )
     except Exception as exc:
         _failed(slot, exc, "fail", body.id)

@@ -114,6 +114,8 @@ class Slot:
         self.task: asyncio.Task[None] | None = None
         self.phase: Phase = "idle"
         self.running_task_id: str | None = None
+        #: When the running (or last) attempt's ``run_one`` began (its nack says so).
+        self.attempt_started: float | None = None
         self._cancel_reason: str | None = None
         # Outage components, shared by every slot of the type through env.outages.
         self._cleaning = f"{env.automation_type}: cleanup"

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fleet.core import tracing
+from fleet.core import clock, tracing
 from fleet.core.automation import BatchAutomation
 from fleet.core.errors import Throttled
 from fleet.core.records import Reservation
@@ -149,6 +149,7 @@ async def run_attempt(slot: Slot, task: Task[Any]) -> Outcome:
     slot.running_task_id = task.id
     slot.ctx.bind_task(task.id, task.attempt, run=task.run)
     slot.phase = "run"
+    slot.attempt_started = clock.now()
     started = time.perf_counter()
     try:
         try:

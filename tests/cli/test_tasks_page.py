@@ -68,3 +68,30 @@ def test_bad_options_are_usage_errors(live: LiveMaster) -> None:  # noqa: F811
     assert fleet(live, "tasks", SCRAPE, "some-id", "--state", "done").exit_code == 2
     out = fleet(live, "tasks", SCRAPE, "--state", "pending")
     assert out.exit_code == 0 and "no pending task." in out.output
+
+
+def test_fleet_task_shows_each_attempt(live: LiveMaster, db_url: str) -> None:  # noqa: F811
+    async def go() -> None:
+        b = await open_backend(db_url)
+        try:
+            body = TaskBody(id="tries", payload={"url": "u"}, enqueued_at=now(), max_attempts=3)
+            await b.queues.push(SCRAPE, [PushRequest(body)])
+            (res,) = await b.queues.reserve(SCRAPE, visibility_seconds=30)
+            await b.queues.mark_started(SCRAPE, [("tries", res.token)], worker_id="box-1")
+            await b.queues.nack(SCRAPE, "tries", res.token, delay_seconds=0, error="E: first")
+            await asyncio.sleep(0.01)  # the retry's delay of 0 s falls due
+            (res,) = await b.queues.reserve(SCRAPE, visibility_seconds=30)
+            await b.queues.mark_started(SCRAPE, [("tries", res.token)], worker_id="box-2")
+            assert await b.queues.ack(SCRAPE, [("tries", res.token)], worker_id="box-2") == [True]
+        finally:
+            await b.close()
+
+    asyncio.run(go())
+    out = fleet(live, "task", SCRAPE, "tries", "--json")
+    rows = [(a["attempt"], a["worker"], a["outcome"]) for a in json.loads(out.output)["attempts"]]
+    assert rows == [(1, "box-1", "failed"), (2, "box-2", "done")]
+    out = fleet(live, "task", SCRAPE, "tries")
+    assert out.exit_code == 0, out.output
+    table = out.output[out.output.index("attempts") :]
+    assert "box-1" in table and "failed" in table and "E: first" in table
+    assert "box-2" in table and "done" in table

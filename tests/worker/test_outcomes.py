@@ -67,6 +67,7 @@ class _Backend:
         self.queues = self.groups = self
 
     async def nack(self, automation_type: str, task_id: str, token: str, **kw: Any) -> str:
+        assert kw["worker_id"] == "w-test"  # the attempt is recorded with its worker
         self.calls.append(("nack", kw["dead"], kw["error"]))
         return "dead" if kw["dead"] else "retry"
 
@@ -104,7 +105,8 @@ def _slot(finished: list[str]) -> Any:
     return SimpleNamespace(
         env=env,
         stats=SlotStats(slot=0, started_at=0.0),
-        ctx=SimpleNamespace(logger=log),
+        ctx=SimpleNamespace(logger=log, worker_id="w-test"),
+        attempt_started=None,
         settling="t: settling tasks",
         finished=lambda task_id, how: finished.append(how),
     )

@@ -44,9 +44,11 @@ def record_marks(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> list[list
     calls: list[list[str]] = []
     real = backend.queues.mark_started
 
-    async def mark_started(automation_type: str, leases: Sequence[tuple[str, str]]) -> list[bool]:
+    async def mark_started(
+        automation_type: str, leases: Sequence[tuple[str, str]], **kw: Any
+    ) -> list[bool]:
         calls.append([task_id for task_id, _ in leases])
-        answers = await real(automation_type, leases)
+        answers = await real(automation_type, leases, **kw)
         for (task_id, _), ok in zip(leases, answers, strict=True):
             if ok:
                 JOURNAL.append(("marked", task_id, time.monotonic()))

@@ -269,7 +269,7 @@ async def test_the_docs_client_example_runs_as_written(
     finally:
         await backend.close()
     live = live_factory(sqlite_url, sweeper=False)
-    env = {**os.environ, "FLEET_MASTER_URL": live.url, "FLEET_TOKEN": ADMIN}
+    env = {**os.environ, "FLEET_MASTER_URL": live.url, "FLEET_ADMIN_TOKEN": ADMIN}
     script = tmp_path / "example.py"
     script.write_text(block.text)
     done = await asyncio.to_thread(

@@ -94,9 +94,9 @@ def spy_settlements(backend: Backend) -> list[tuple[str, str, str]]:
     calls: list[tuple[str, str, str]] = []
     ack, nack, release = backend.queues.ack, backend.queues.nack, backend.queues.release
 
-    async def spy_ack(automation_type: str, leases: Any) -> list[bool]:
+    async def spy_ack(automation_type: str, leases: Any, **kw: Any) -> list[bool]:
         calls.extend(("ack", task_id, token) for task_id, token in leases)
-        return await ack(automation_type, leases)
+        return await ack(automation_type, leases, **kw)
 
     async def spy_nack(automation_type: str, task_id: str, token: str, **kw: Any) -> Any:
         calls.append(("nack", task_id, token))

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from fleet.backends.redis import keys
@@ -19,9 +20,11 @@ from fleet.backends.redis.records import (
     TaskRecord,
     body_with_record,
     delivered_body,
+    mark_parts,
     parse_record,
     task_extras,
 )
+from fleet.core.attempts import attempts_of, cut_error, last_started, quote_worker
 from fleet.core.capabilities import TaskQueues
 from fleet.core.capabilities.queues import Taken
 from fleet.core.errors import BackendUnavailable
@@ -220,24 +223,36 @@ class RedisQueues(RedisPart, TaskQueues):
             await self._r.lpush(wake_key, "1")
 
     # ------------------------------------------------------------ lease ends
-    async def ack(self, automation_type: str, leases: Sequence[tuple[str, str]]) -> list[bool]:
+    async def ack(
+        self,
+        automation_type: str,
+        leases: Sequence[tuple[str, str]],
+        *,
+        worker_id: str | None = None,
+    ) -> list[bool]:
         out: list[bool] = []
+        worker = "" if worker_id is None else quote_worker(worker_id)
         for start in range(0, len(leases), ACK_CHUNK):
             t = now()
             base = self._qkeys(automation_type, t)
             flat: list[str] = []
             for task_id, token in leases[start : start + ACK_CHUNK]:
                 flat += [task_id, token]
-            argv = [repr(t), dumps(flat)]
+            argv = [repr(t), dumps(flat), worker]
             with self._guard():
                 raw = await self._scripts.ack(self._lane, base, argv)
             out += [bool(int(x)) for x in raw]
         return out
 
     async def mark_started(
-        self, automation_type: str, leases: Sequence[tuple[str, str]]
+        self,
+        automation_type: str,
+        leases: Sequence[tuple[str, str]],
+        *,
+        worker_id: str | None = None,
     ) -> list[bool]:
         out: list[bool] = []
+        worker = "" if worker_id is None else quote_worker(worker_id)
         script = self._scripts.mark_started
         for start in range(0, len(leases), MARK_CHUNK):
             flat: list[str] = []
@@ -245,7 +260,7 @@ class RedisQueues(RedisPart, TaskQueues):
                 flat += [task_id, token]
             with self._guard():
                 raw = await script(
-                    self._lane, self._qkeys(automation_type), [dumps(flat), repr(now())]
+                    self._lane, self._qkeys(automation_type), [dumps(flat), repr(now()), worker]
                 )
             out += [bool(int(x)) for x in raw]
         return out
@@ -260,6 +275,8 @@ class RedisQueues(RedisPart, TaskQueues):
         error: str | None = None,
         traceback: str | None = None,
         dead: bool = False,
+        worker_id: str | None = None,
+        started_at: float | None = None,
     ) -> NackOutcome:
         argv = [
             repr(now()),
@@ -269,6 +286,9 @@ class RedisQueues(RedisPart, TaskQueues):
             "1" if dead else "0",
             _opt_text(error),
             _opt_text(traceback),
+            "" if worker_id is None else quote_worker(worker_id),
+            "" if started_at is None else repr(float(started_at)),
+            _opt_text(cut_error(error)),
         ]
         with self._guard():
             raw = await self._scripts.nack(self._lane, self._qkeys(automation_type), argv)
@@ -410,7 +430,20 @@ class RedisQueues(RedisPart, TaskQueues):
             rec: TaskRecord | None = parse_record(raw) if raw else None
         except (TypeError, ValueError):
             rec = None
-        return info.with_extras(**task_extras(rec, *extras))
+        extra = task_extras(rec, *extras)
+        if rec is None:
+            return info.with_extras(**extra)
+        ran = attempts_of(
+            rec.attempts,
+            state=info.state,
+            attempt=info.attempt,
+            started_at=extra["started_at"],
+            finished_at=info.finished_at,
+            worker=mark_parts(extras[0])[1] if info.state == "processing" else rec.worker,
+        )
+        if info.state == "dead":
+            extra["started_at"] = last_started(ran)
+        return replace(info.with_extras(**extra), attempts=ran)
 
     def _bare_state(self, task_id: str, where: str, raw: str, score: str) -> TaskInfo:
         if where == "none":

@@ -10,8 +10,10 @@ body (see ``lua/queue_common.lua``)::
 (so a dead task is read by id). :func:`split_record` is the one reader of the
 format; every other reader goes through :func:`parse_record` or it.
 
-``d`` holds the task's times, ``finished_at/submitted_at/started_at`` (a record
-written before task records has only ``finished_at``).
+``d`` holds the task's times, ``finished_at/submitted_at/started_at[/worker]`` (a
+record written before task records has only ``finished_at``; the worker that ran its
+last attempt, quoted, once it finished). ``ah`` in the tail is the attempts that ended
+without finishing it (:mod:`fleet.core.attempts`, workers quoted).
 
 The eight hot fields are plain text so reserve and ack never run a JSON codec
 on them; the JSON tail exists only after a failure, while scheduled, or once a
@@ -24,6 +26,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from fleet.core.attempts import unquote_worker
 from fleet.core.records import TaskBody
 from fleet.core.results import stored_output
 
@@ -50,6 +53,10 @@ class TaskRecord:
     trace_id: str | None = None
     group: str | None = None
     run: str | None = None
+    #: The stored attempts (:func:`fleet.core.attempts.entry` lists, workers unquoted).
+    attempts: tuple[Any, ...] = ()
+    #: The worker of the attempt that finished it (done or cancelled), where known.
+    worker: str | None = None
 
 
 def _int(text: str) -> int | None:
@@ -75,7 +82,7 @@ def submitted_at(times: str) -> float | None:
 #: ``lua/queue_common.lua``; ``tests/redis/test_lua_constants.py`` holds them equal).
 RECORD_FIELDS = ("s", "a", "m", "p", "k", "c", "x", "d")
 #: The keys of its JSON tail.
-RECORD_TAIL = ("e", "t", "f", "b", "r", "g", "tr", "rn")
+RECORD_TAIL = ("e", "t", "f", "b", "r", "g", "tr", "rn", "ah")
 #: The state letters of a live or finished record (a dead one has none).
 RECORD_STATES = {"q": "queued", "s": "scheduled", "p": "processing", "D": "done", "C": "cancelled"}
 
@@ -109,7 +116,7 @@ def parse_record(raw: str) -> TaskRecord:
     parts, extra = split_record(raw)
     s, a, m, p, k, c, x, d = parts[:8]
     finished, _, rest = d.partition("/")
-    started = rest.partition("/")[2]
+    started, _, worker = rest.partition("/")[2].partition("/")
     f = extra.get("f")
     return TaskRecord(
         state=s,
@@ -130,7 +137,31 @@ def parse_record(raw: str) -> TaskRecord:
         trace_id=_str(extra.get("tr")),
         group=_str(extra.get("g")),
         run=_str(extra.get("rn")),
+        attempts=_attempts(extra.get("ah")),
+        worker=unquote_worker(worker),
     )
+
+
+def _attempts(stored: Any) -> tuple[Any, ...]:
+    """The tail's attempts with their workers' ids unquoted (what the scripts keep
+    quoted, as in start marks)."""
+    if not isinstance(stored, list):
+        return ()
+    out = []
+    for e in stored:
+        if isinstance(e, list) and len(e) > 1 and isinstance(e[1], str):
+            e = [e[0], unquote_worker(e[1]), *e[2:]]
+        out.append(e)
+    return tuple(out)
+
+
+def mark_parts(mark: str) -> tuple[float | None, str | None]:
+    """The time and worker of a start mark ``<token>/<time>[/<worker>]``."""
+    if not mark:
+        return None, None
+    _token, _, rest = mark.partition("/")
+    at, _, worker = rest.partition("/")
+    return _float(at), unquote_worker(worker)
 
 
 def body_with_record(raw_body: str, rec: TaskRecord) -> TaskBody:
@@ -147,6 +178,7 @@ def body_with_record(raw_body: str, rec: TaskRecord) -> TaskBody:
     d["traceback"] = rec.traceback
     d["failed_at"] = rec.failed_at
     d["refunds"] = rec.refunds
+    d["attempts"] = list(rec.attempts)
     return TaskBody.from_dict(d)
 
 
@@ -202,8 +234,7 @@ def task_extras(
         decoded = json.loads(progress) if progress else None
     except ValueError:
         decoded = None
-    _, _, mark_time = mark.partition("/")
-    started = _float(mark_time) if mark else None
+    started = mark_parts(mark)[0]
     return {
         "submitted_at": None if rec is None else rec.submitted_at,
         "started_at": started if started is not None or rec is None else rec.started_at,

@@ -21,6 +21,7 @@ from fleet.backends.sqlite.group_book import Book
 from fleet.backends.sqlite.idempotency import SWEEP_PRUNE_LIMIT, key_holder, prune_idempotency
 from fleet.backends.sqlite.rows import is_live, merged, tier_num
 from fleet.backends.sqlite.signals import count, read_signal, signal
+from fleet.core import attempts
 from fleet.core.delivery import (
     at_failure,
     at_take,
@@ -412,7 +413,11 @@ def _finish(
 
 
 def ack(
-    conn: sqlite3.Connection, automation_type: str, leases: Sequence[tuple[str, str]], now: float
+    conn: sqlite3.Connection,
+    automation_type: str,
+    leases: Sequence[tuple[str, str]],
+    now: float,
+    worker_id: str | None = None,
 ) -> list[bool]:
     """Finish owned tasks (see :meth:`TaskQueues.ack`)."""
     out: list[bool] = []
@@ -422,11 +427,11 @@ def ack(
     for task_id, token in leases:
         row = conn.execute(
             "UPDATE tasks SET state = CASE WHEN cancel THEN 'cancelled' ELSE 'done' END, "
-            "finished_at = ?, token = NULL, deadline = NULL, "
+            "finished_at = ?, token = NULL, deadline = NULL, worker = COALESCE(?, worker), "
             "body = json_remove(body, '$.payload', '$.traceback') "
             "WHERE type = ? AND id = ? AND state = 'processing' AND token = ? "
             "RETURNING cancel, grp, run",
-            (now, automation_type, task_id, token),
+            (now, worker_id, automation_type, task_id, token),
         ).fetchone()
         if row is None:
             out.append(False)
@@ -449,13 +454,18 @@ def ack(
 
 def _owned(
     conn: sqlite3.Connection, automation_type: str, task_id: str, token: str
-) -> tuple[TaskBody, int] | None:
+) -> tuple[TaskBody, int, tuple[float | None, str | None]] | None:
+    """The body and tier of an owned lease, and its start mark (time and worker;
+    None for a reservation not marked started)."""
     row = conn.execute(
-        "SELECT body, attempt, max_attempts, tier FROM tasks WHERE type = ? AND id = ? "
-        "AND state = 'processing' AND token = ?",
+        "SELECT body, attempt, max_attempts, tier, started, started_at, worker FROM tasks "
+        "WHERE type = ? AND id = ? AND state = 'processing' AND token = ?",
         (automation_type, task_id, token),
     ).fetchone()
-    return None if row is None else (merged(row[0], row[1], row[2]), int(row[3]))
+    if row is None:
+        return None
+    mark = (row[5], row[6]) if row[4] else (None, None)
+    return merged(row[0], row[1], row[2]), int(row[3]), mark
 
 
 def nack(
@@ -469,15 +479,32 @@ def nack(
     traceback: str | None,
     dead: bool,
     now: float,
+    worker_id: str | None = None,
+    started_at: float | None = None,
 ) -> NackOutcome:
     """Fail the current attempt of an owned task (see :meth:`TaskQueues.nack`)."""
     owned = _owned(conn, automation_type, task_id, token)
     if owned is None:
         return "stale"
-    body = owned[0].evolve(last_error=error, traceback=traceback, failed_at=now)
+    body, _tier, mark = owned
+    verdict = at_failure(dead=dead, attempt=body.attempt, max_attempts=body.max_attempts)
+    ran = attempts.entry(
+        body.attempt,
+        worker_id or mark[1],
+        mark[0] if started_at is None else started_at,
+        now,
+        verdict if verdict == "dead" else "failed",
+        error,
+    )
+    body = body.evolve(
+        last_error=error,
+        traceback=traceback,
+        failed_at=now,
+        attempts=tuple(attempts.appended(body.attempts, ran)),
+    )
     book = Book(conn, automation_type, now)
     book.ended(body.group)
-    if at_failure(dead=dead, attempt=body.attempt, max_attempts=body.max_attempts) == "dead":
+    if verdict == "dead":
         bury(conn, automation_type, body, now, from_running=True)
         if book.wake:
             signal(conn, automation_type, book.wake)
@@ -539,17 +566,33 @@ def mark_started(
     automation_type: str,
     leases: Sequence[tuple[str, str]],
     now: float,
+    worker_id: str | None = None,
 ) -> list[bool]:
     """Mark owned reservations started (see :meth:`Backend.mark_started`)."""
     return [
         conn.execute(
-            "UPDATE tasks SET started = 1, started_at = ? WHERE type = ? AND id = ? "
+            "UPDATE tasks SET started = 1, started_at = ?, worker = ? WHERE type = ? AND id = ? "
             "AND state = 'processing' AND token = ?",
-            (now, automation_type, task_id, token),
+            (now, worker_id, automation_type, task_id, token),
         ).rowcount
         > 0
         for task_id, token in leases
     ]
+
+
+def _with_attempt(
+    conn: sqlite3.Connection, automation_type: str, task_id: str, ran: list[Any]
+) -> str | bytes:
+    """The task's stored body with ``ran`` added to its attempts (a body that cannot
+    be read is kept as it is: the sweep never loses it)."""
+    (raw,) = conn.execute(
+        "SELECT body FROM tasks WHERE type = ? AND id = ?", (automation_type, task_id)
+    ).fetchone()
+    try:
+        body = TaskBody.from_json(raw)
+    except (KeyError, TypeError, ValueError):
+        return raw  # type: ignore[no-any-return]
+    return body.evolve(attempts=tuple(attempts.appended(body.attempts, ran))).to_json()
 
 
 def sweep(conn: sqlite3.Connection, automation_type: str, now: float) -> int:
@@ -558,14 +601,14 @@ def sweep(conn: sqlite3.Connection, automation_type: str, now: float) -> int:
     retries, and forget finished states and idempotency keys past their retention."""
     expired = conn.execute(
         "SELECT id, tier, grp, started, attempt, COALESCE(max_attempts, 0), "
-        "COALESCE(json_extract(body, '$.refunds'), 0), run FROM tasks "
+        "COALESCE(json_extract(body, '$.refunds'), 0), run, started_at, worker FROM tasks "
         "WHERE type = ? AND state = 'processing' AND deadline < ? ORDER BY deadline DESC",
         (automation_type, now),
     ).fetchall()
     ends = _Ends(conn, automation_type)
     book = Book(conn, automation_type, now)
     # Latest deadline first, each at the head: the longest-lost task ends up first.
-    for task_id, tier, grp, started, attempt, limit, refunds, run in expired:
+    for task_id, tier, grp, started, attempt, limit, refunds, run, began, worker in expired:
         refund = refund_at_loss(
             started=bool(started), attempt=attempt, refunds=int(refunds), max_attempts=limit
         )
@@ -578,11 +621,14 @@ def sweep(conn: sqlite3.Connection, automation_type: str, now: float) -> int:
                 (ends.head(tier, grp), int(refunds) + 1, automation_type, task_id),
             )
         else:
+            # Lost while it ran (or unmarked past its refunds): the attempt stays charged.
+            lost = attempts.entry(attempt, worker, began if started else None, now, "lost", None)
             conn.execute(
                 "UPDATE tasks SET state = 'queued', seq = ?, token = NULL, deadline = NULL, "
-                "started = 0 WHERE type = ? AND id = ?",
-                (ends.head(tier, grp), automation_type, task_id),
-            )
+                "started = 0, body = ? WHERE type = ? AND id = ?",
+                (ends.head(tier, grp), _with_attempt(conn, automation_type, task_id, lost),
+                 automation_type, task_id),
+            )  # fmt: skip
         book.ended(grp)
         book.joined(grp, tier)
         run_event(conn, run, automation_type, "requeued", now)

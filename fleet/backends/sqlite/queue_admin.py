@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import replace
 
 from fleet.backends.sqlite import records, runs
 from fleet.backends.sqlite.group_book import Book
 from fleet.backends.sqlite.queue import LIVE_STATES, run_event, tail_of
 from fleet.backends.sqlite.rows import merged, tier_num
 from fleet.backends.sqlite.signals import count, signal
+from fleet.core.attempts import attempts_of, last_started
 from fleet.core.records import (
     TIERS,
     CancelOutcome,
@@ -159,12 +161,13 @@ def _bare_state(
     conn: sqlite3.Connection, automation_type: str, task_id: str, now: float
 ) -> tuple[TaskInfo, float | None]:
     row = conn.execute(
-        "SELECT state, body, attempt, max_attempts, deadline, ready_at, finished_at, started_at "
+        "SELECT state, body, attempt, max_attempts, deadline, ready_at, finished_at, "
+        "CASE WHEN started THEN started_at END, CASE WHEN started THEN worker END "
         "FROM tasks WHERE type = ? AND id = ?",
         (automation_type, task_id),
     ).fetchone()
     if row is not None:
-        state, raw, attempt, limit, deadline, ready_at, finished_at, started_at = row
+        state, raw, attempt, limit, deadline, ready_at, finished_at, started_at, worker = row
         forgotten = finished_at is not None and finished_at < now - result_ttl()
         if not forgotten:
             try:
@@ -177,14 +180,31 @@ def _bare_state(
             info = TaskInfo.of(
                 body, state, deadline=deadline, ready_at=ready_at, finished_at=finished_at
             )
-            return info, started_at
+            ran = attempts_of(
+                body.attempts,
+                state=state,
+                attempt=body.attempt,
+                started_at=started_at,
+                finished_at=finished_at,
+                worker=worker,
+            )
+            return replace(info, attempts=ran), started_at
     dead = conn.execute(
         "SELECT CAST(body AS BLOB) FROM dead WHERE type = ? AND id = ? ORDER BY pos DESC LIMIT 1",
         (automation_type, task_id),
     ).fetchone()
     if dead is None:
         return TaskInfo(task_id=task_id, state="unknown"), None
-    return TaskInfo.of(dead_body(task_id, dead[0]), "dead"), None
+    body = dead_body(task_id, dead[0])
+    ran = attempts_of(
+        body.attempts,
+        state="dead",
+        attempt=body.attempt,
+        started_at=None,
+        finished_at=None,
+        worker=None,
+    )
+    return replace(TaskInfo.of(body, "dead"), attempts=ran), last_started(ran)
 
 
 def cancel(

@@ -95,7 +95,13 @@ class SQLiteQueues(TaskQueues):
     async def _wait_for_work(self, automation_type: str, signal: int, seconds: float) -> bool:
         return await self._watcher.wait(automation_type, signal, seconds)
 
-    async def ack(self, automation_type: str, leases: Sequence[tuple[str, str]]) -> list[bool]:
+    async def ack(
+        self,
+        automation_type: str,
+        leases: Sequence[tuple[str, str]],
+        *,
+        worker_id: str | None = None,
+    ) -> list[bool]:
         if not leases:
             return []
         # An ack may give a saturated group its budget back (the signal moves).
@@ -103,7 +109,7 @@ class SQLiteQueues(TaskQueues):
             self._db,
             self._watcher,
             automation_type,
-            lambda c: q.ack(c, automation_type, leases, now()),
+            lambda c: q.ack(c, automation_type, leases, now(), worker_id),
         )
 
     async def nack(
@@ -116,6 +122,8 @@ class SQLiteQueues(TaskQueues):
         error: str | None = None,
         traceback: str | None = None,
         dead: bool = False,
+        worker_id: str | None = None,
+        started_at: float | None = None,
     ) -> NackOutcome:
         return await write_waking(
             self._db,
@@ -131,6 +139,8 @@ class SQLiteQueues(TaskQueues):
                 traceback=traceback,
                 dead=dead,
                 now=now(),
+                worker_id=worker_id,
+                started_at=started_at,
             ),
         )
 
@@ -148,11 +158,17 @@ class SQLiteQueues(TaskQueues):
         )
 
     async def mark_started(
-        self, automation_type: str, leases: Sequence[tuple[str, str]]
+        self,
+        automation_type: str,
+        leases: Sequence[tuple[str, str]],
+        *,
+        worker_id: str | None = None,
     ) -> list[bool]:
         if not leases:
             return []
-        return await self._db.write(lambda c: q.mark_started(c, automation_type, leases, now()))
+        return await self._db.write(
+            lambda c: q.mark_started(c, automation_type, leases, now(), worker_id)
+        )
 
     async def sweep(self, automation_type: str) -> int:
         requeued = await self._db.write(lambda c: q.sweep(c, automation_type, now()))

@@ -55,7 +55,7 @@ from fleet.core.errors import SchemaVersionError
 from fleet.core.runs import run_idle_ttl
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -411,6 +411,12 @@ CREATE INDEX dead_browse_run ON dead (
 """
 
 
+#: Version 18: the worker of a task's latest attempt (its start mark, then its ack).
+_V18 = """
+ALTER TABLE tasks ADD COLUMN worker TEXT;
+"""
+
+
 def _v15(conn: sqlite3.Connection) -> None:
     _script(_V15)(conn)
     # Running runs start their idle time at the upgrade.
@@ -449,6 +455,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     15: _v15,
     16: _script(_V16),
     17: _script(_V17),
+    18: _script(_V18),
 }
 
 

@@ -213,7 +213,13 @@ class TaskQueues(abc.ABC):
         :attr:`Taken.signal` of the step that found nothing."""
 
     @abc.abstractmethod
-    async def ack(self, automation_type: str, leases: Sequence[tuple[str, str]]) -> list[bool]:
+    async def ack(
+        self,
+        automation_type: str,
+        leases: Sequence[tuple[str, str]],
+        *,
+        worker_id: str | None = None,
+    ) -> list[bool]:
         """Finish tasks: for each ``(task_id, token)`` answer True if it was owned.
 
         An owned task leaves ``:processing`` and becomes ``done`` (or
@@ -221,6 +227,7 @@ class TaskQueues(abc.ABC):
         ``counters.completed`` += 1 (``counters.cancelled`` instead for a
         cancelled one). A stale token (the lease expired and was
         swept, or another reservation holds it) changes nothing and answers False.
+        ``worker_id``: the worker that ran them (its record's last attempt names it).
         """
 
     @abc.abstractmethod
@@ -234,6 +241,8 @@ class TaskQueues(abc.ABC):
         error: str | None = None,
         traceback: str | None = None,
         dead: bool = False,
+        worker_id: str | None = None,
+        started_at: float | None = None,
     ) -> NackOutcome:
         """Fail the current attempt of an owned task.
 
@@ -241,7 +250,9 @@ class TaskQueues(abc.ABC):
         ``last_error``/``traceback``/``failed_at`` set, to the DLQ (``dead``;
         ``counters.dead`` += 1). Otherwise schedule it at now + ``delay_seconds``
         in ``:scheduled`` keeping its priority (``retry``; ``counters.failed`` += 1).
-        A stale token changes nothing (``stale``).
+        A stale token changes nothing (``stale``). The attempt is added to the
+        record's attempts (:mod:`fleet.core.attempts`) with ``worker_id`` and
+        ``started_at`` (else the reservation's start mark's).
         """
 
     @abc.abstractmethod
@@ -264,7 +275,11 @@ class TaskQueues(abc.ABC):
 
     @abc.abstractmethod
     async def mark_started(
-        self, automation_type: str, leases: Sequence[tuple[str, str]]
+        self,
+        automation_type: str,
+        leases: Sequence[tuple[str, str]],
+        *,
+        worker_id: str | None = None,
     ) -> list[bool]:
         """Record that each ``(task_id, token)`` reservation began to run, one answer
         per lease, in order: True if the token owns the task (it is now marked),
@@ -275,7 +290,8 @@ class TaskQueues(abc.ABC):
         nack, release and sweep end it). Workers send the marks of the tasks
         their slots started, batched, without waiting for the answer; what the
         mark changes is how :meth:`sweep` settles the reservation if its lease
-        runs out.
+        runs out. The mark keeps ``worker_id`` (a task's page says where it runs; a
+        lost attempt, where it was lost).
         """
 
     @abc.abstractmethod

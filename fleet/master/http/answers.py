@@ -113,6 +113,17 @@ class TypeDeleted(Answer):
 
 
 # ------------------------------------------------------------------- tasks
+class AttemptOut(Answer):
+    """One attempt of a task: where and when it ran and how it ended."""
+
+    attempt: int
+    worker: str | None = None
+    started_at: Number | None = None
+    ended_at: Number | None = None
+    outcome: str = Field(description="running, done, failed, dead, lost or cancelled.")
+    error: str | None = None
+
+
 class TaskRecord(Answer):
     """A task's record (``GET …/tasks/{id}``): its state and what it did."""
 
@@ -129,6 +140,11 @@ class TaskRecord(Answer):
     submitted_at: Number | None = None
     started_at: Number | None = None
     progress: Any = None
+    attempts: list[AttemptOut] | None = Field(
+        default=None,
+        description="Oldest first: the newest ten that failed, died or were lost, and the "
+        "one running or that finished the task.",
+    )
     outputs: list[Any] | None = None
     outputs_total: int | None = None
     outputs_truncated: bool | None = None

@@ -1,5 +1,6 @@
 -- @include queue_common queue_groups run_common
--- ARGV: now, JSON array [task_id, token, task_id, token, ...].
+-- ARGV: now, JSON array [task_id, token, task_id, token, ...], the quoted id of the
+-- worker that ran them ('' for none: the start marks').
 -- Returns 1|0 per lease. Reads every record with one HMGET and writes with one
 -- command per key.
 local now_s = ARGV[1]
@@ -34,7 +35,7 @@ for j, id in ipairs(ids) do
     rec.k = nil
     rec.c = nil
     rec.b = nil
-    rec.d = finished_times(rec, now_s, marks[j] or nil)
+    rec.d = finished_times(rec, now_s, marks[j] or nil, ARGV[3])
     done[#done + 1] = id
     done[#done + 1] = enc(rec)
     out[#out + 1] = 1

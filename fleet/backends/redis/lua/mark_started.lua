@@ -1,10 +1,11 @@
 -- @include queue_common
--- ARGV: JSON array [task_id, token, task_id, token, ...], now.
--- Marks every owned reservation started (:processing:started task_id ->
--- "<token>/<now>") and returns 1|0 per lease (0: stale, nothing changed). Reads
--- every record with one HMGET and writes with one HSET.
+-- ARGV: JSON array [task_id, token, task_id, token, ...], now, the worker's quoted
+-- id ('' for none). Marks every owned reservation started (:processing:started
+-- task_id -> "<token>/<now>[/<worker>]") and returns 1|0 per lease (0: stale,
+-- nothing changed). Reads every record with one HMGET and writes with one HSET.
 local flat = cjson.decode(ARGV[1])
 local suffix = ARGV[2] and ('/' .. ARGV[2]) or ''
+if ARGV[3] and ARGV[3] ~= '' then suffix = suffix .. '/' .. ARGV[3] end
 local ids = {}
 for i = 1, #flat, 2 do ids[#ids + 1] = flat[i] end
 local out = {}

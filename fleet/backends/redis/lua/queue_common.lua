@@ -83,6 +83,7 @@ local function dec(raw)
     rec.g = jnull(extra.g)
     rec.tr = jnull(extra.tr)
     rec.rn = jnull(extra.rn)
+    rec.ah = jnull(extra.ah)
   end
   return rec
 end
@@ -94,9 +95,9 @@ local function enc(rec)
   local head = (rec.s or '') .. '|' .. (rec.a or '') .. '|' .. (rec.m or '') .. '|' ..
     (p or '') .. '|' .. (rec.k or '') .. '|' .. (rec.c and '1' or '') .. '|' ..
     (rec.x or '') .. '|' .. (rec.d or '')
-  if rec.e or rec.t or rec.f or rec.b or rec.r or rec.g or rec.tr or rec.rn then
+  if rec.e or rec.t or rec.f or rec.b or rec.r or rec.g or rec.tr or rec.rn or rec.ah then
     return head .. '|' .. cjson.encode({e = rec.e, t = rec.t, f = rec.f, b = rec.b, r = rec.r,
-                                        g = rec.g, tr = rec.tr, rn = rec.rn})
+                                        g = rec.g, tr = rec.tr, rn = rec.rn, ah = rec.ah})
   end
   return head
 end
@@ -351,10 +352,40 @@ local function submitted_text(rec)
   return string.match(rec.d or '', '^[^/]*/([^/]*)') or ''
 end
 
-local function finished_times(rec, now_s, started)
+-- worker: the quoted id of the worker that finished it ('' or nil: the mark's).
+local function finished_times(rec, now_s, started, worker)
   local sub = submitted_text(rec)
-  local st = started and string.match(started, '/(.*)$') or ''
+  local st, mw = '', ''
+  if started then
+    st = string.match(started, '^[^/]*/([^/]*)') or ''
+    mw = string.match(started, '^[^/]*/[^/]*/(.*)$') or ''
+  end
+  if worker and worker ~= '' then mw = worker end
+  if mw ~= '' then return now_s .. '/' .. sub .. '/' .. st .. '/' .. mw end
   return now_s .. '/' .. sub .. '/' .. st
+end
+
+-- Add an attempt that ended without finishing the task to rec.ah (the newest
+-- ATTEMPTS_KEPT; fleet.core.attempts.entry is the same list): its number, the
+-- worker's quoted id, when it started, when it ended, how, and its (cut) error.
+local ATTEMPTS_KEPT = 10
+local function add_attempt(rec, worker, started, ended, outcome, err)
+  local list = rec.ah
+  if type(list) ~= 'table' then list = {} end
+  -- times as text: cjson would round a number to 14 digits
+  list[#list + 1] = {rec.a or 0, worker or cjson.null, started and fstr(started) or cjson.null,
+                     fstr(ended), outcome, err or cjson.null}
+  while #list > ATTEMPTS_KEPT do table.remove(list, 1) end
+  rec.ah = list
+end
+
+-- The time and quoted worker of a start mark "<token>/<time>[/<worker>]" if it
+-- belongs to token (nil, nil otherwise).
+local function mark_parts(mark, token)
+  if not mark then return nil, nil end
+  local tok, at, worker = string.match(mark, '^([^/]*)/([^/]*)/?(.*)$')
+  if tok ~= token then return nil, nil end
+  return tonumber(at), (worker ~= '' and worker or nil)
 end
 
 -- When a task was submitted: its body's enqueued_at or, for Fleet's own pushes

@@ -11,8 +11,8 @@ local n = 0
 -- Reversed so the lease that ran out first ends up at the very head.
 for i = #ids, 1, -1 do
   local id = ids[i]
-  local mark = redis.call('HGET', K_STARTED, id)
-  if mark then mark = string.match(mark, '^[^/]*') end
+  local full = redis.call('HGET', K_STARTED, id)
+  local mark = full and string.match(full, '^[^/]*') or nil
   local raw = unregister(id)
   local rec = get_rec(id)
   if raw then
@@ -24,6 +24,10 @@ for i = #ids, 1, -1 do
         -- Never marked started: it died unstarted with its worker.
         rec.a = a - 1
         rec.r = r + 1
+      else
+        -- Charged: it was lost while it ran (or unmarked past its refunds).
+        local began, worker = mark_parts(full, rec.k)
+        add_attempt(rec, worker, began, now, 'lost', nil)
       end
       rec.s = 'q'
       rec.k = nil
