@@ -17,6 +17,7 @@ from fleet.backends.base import Backend
 from fleet.core.schedule import Schedule, new_record, tick_task_id
 from fleet.scheduler import ScheduleFirer, fire_due, run_now, sync_declared
 from fleet.scheduler import firer as firer_module
+from tests.support.waits import until
 
 TYPE = "sched-job"
 
@@ -83,10 +84,7 @@ async def test_firing_moves_when_the_firer_stops(backend_url: str, fast: None) -
         await asyncio.sleep(0.5)
         assert fa.leading and not fb.leading
         fa._task.cancel()  # type: ignore[union-attr]  # dies without handing over
-        stopped = time.monotonic()
-        while not fb.leading:
-            assert time.monotonic() - stopped < 3, "the other firer never took over"
-            await asyncio.sleep(0.05)
+        await until(lambda: fb.leading, timeout=3, interval=0.05, what="the other firer to lead")
         await asyncio.sleep(1.5)
         await fb.stop()
         ids = await drain_ids(a)
