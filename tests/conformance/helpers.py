@@ -7,8 +7,10 @@ from typing import Any
 
 from fleet.backends.base import Backend
 from fleet.backends.redis.backend import RedisBackend
+from fleet.backends.sqlite import SQLiteBackend
 from fleet.core.clock import ManualClock
 from fleet.core.records import PushRequest, Reservation, TaskBody, new_id, now
+from tests.support.waits import until
 
 TYPE = "conf-type"
 #: Short lease used where a test lets leases run out.
@@ -21,6 +23,24 @@ async def elapse(backend: Backend, clock: ManualClock, seconds: float) -> None:
     clock.advance(seconds)
     if isinstance(backend, RedisBackend):
         await asyncio.sleep(seconds)
+
+
+async def waiting_reserves(backend: Backend, type_: str = TYPE) -> int:
+    """How many reserves wait in ``backend``: on SQLite its watcher's waiters of
+    ``type_``, on Redis the clients blocked in ``BLPOP`` (of any type)."""
+    if isinstance(backend, RedisBackend):
+        return int((await backend._r.info("clients"))["blocked_clients"])
+    assert isinstance(backend, SQLiteBackend), backend
+    return len(backend._watcher._waiters.get(type_, []))
+
+
+async def blocked(backend: Backend, n: int = 1, type_: str = TYPE) -> None:
+    """Until ``n`` reserves wait in ``backend`` (started, found nothing, now blocked)."""
+
+    async def enough() -> bool:
+        return await waiting_reserves(backend, type_) >= n
+
+    await until(enough, what=f"{n} blocked reserves")
 
 
 def body(

@@ -13,7 +13,7 @@ from fleet.core.clock import ManualClock
 from fleet.core.flow import GroupLimits, GroupSettings
 from fleet.core.records import PushRequest, Reservation
 
-from .helpers import SHORT, TYPE, body, reserve_one
+from .helpers import SHORT, TYPE, blocked, body, reserve_one
 
 
 def greq(task_id: str, group: str | None, *, priority: int = 0, **kw: Any) -> PushRequest:
@@ -124,7 +124,7 @@ async def test_type_limits_are_stored_by_generation(backend: Backend) -> None:
 async def test_a_cap_set_while_a_reserver_blocks_holds_at_once(backend: Backend) -> None:
     # The reserver blocked before the cap existed: it must read the stored value.
     waiter = asyncio.create_task(take(backend, k=50, timeout=5))
-    await asyncio.sleep(0.2)
+    await blocked(backend)
     await backend.groups.set_defaults(TYPE, GroupLimits(concurrency=1), gen=1)
     await gpush(backend, "a", "a1", "a2", "a3")
     await gpush(backend, "b", "b1", "b2")
@@ -139,7 +139,7 @@ async def test_raising_the_type_cap_wakes_a_blocked_reserver(backend: Backend) -
     assert await ids(backend) == ["a1"]
     assert await ids(backend) == []  # saturated: set aside
     waiter = asyncio.create_task(take(backend, timeout=5))
-    await asyncio.sleep(0.2)
+    await blocked(backend)
     t0 = time.monotonic()
     await backend.groups.set_defaults(TYPE, GroupLimits(concurrency=2), gen=2)
     got = await asyncio.wait_for(waiter, 5)
@@ -199,7 +199,7 @@ async def test_resume_wakes_a_blocked_reserver(backend: Backend) -> None:
     await backend.groups.set(TYPE, "p", GroupSettings(paused=True))
     await gpush(backend, "p", "p1")
     waiter = asyncio.create_task(take(backend, timeout=5))
-    await asyncio.sleep(0.2)
+    await blocked(backend)
     t0 = time.monotonic()
     await backend.groups.set(TYPE, "p", GroupSettings())
     got = await asyncio.wait_for(waiter, 5)
@@ -223,7 +223,7 @@ async def test_an_ended_task_wakes_a_reserver_waiting_on_its_group(backend: Back
     await gpush(backend, "a", "a1", "a2")
     (r1,) = await take(backend)
     waiter = asyncio.create_task(take(backend, timeout=5))
-    await asyncio.sleep(0.2)
+    await blocked(backend)
     t0 = time.monotonic()
     await ack(backend, r1)
     got = await asyncio.wait_for(waiter, 5)

@@ -13,6 +13,7 @@ import uuid
 from fleet.backends import open_backend
 from fleet.backends.memory.store import drop_store, store_name
 from fleet.core.records import PushRequest, TaskBody
+from tests.conformance.helpers import blocked
 
 
 def _url() -> str:
@@ -91,7 +92,7 @@ async def test_blocked_reserve_wakes_from_another_backend_instance() -> None:
     pusher_side = await open_backend(url)
     try:
         waiting = asyncio.create_task(waiter_side.queues.reserve("t", timeout=10.0))
-        await asyncio.sleep(0.05)
+        await blocked(waiter_side, type_="t")
         t0 = time.monotonic()
         await pusher_side.queues.push("t", [PushRequest(TaskBody(id="x", payload=None))])
         got = await waiting
@@ -107,7 +108,7 @@ async def test_close_releases_blocked_reserve_and_subscriptions() -> None:
     waiting = asyncio.create_task(b.queues.reserve("t", timeout=30))
     sub = await b.events.subscribe("topic")
     listening = asyncio.create_task(sub.__anext__())
-    await asyncio.sleep(0.05)
+    await blocked(b, type_="t")
     t0 = time.monotonic()
     await b.close()
     assert await asyncio.wait_for(waiting, 10) == []

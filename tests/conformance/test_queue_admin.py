@@ -8,7 +8,7 @@ from fleet.backends.base import Backend
 from fleet.core.clock import ManualClock
 from fleet.core.records import LeaseStatus, PushRequest, now
 
-from .helpers import TYPE, body, elapse, push, req, reserve_ids, reserve_one
+from .helpers import TYPE, blocked, body, elapse, push, req, reserve_ids, reserve_one
 
 
 async def _kill(backend: Backend, task_id: str, error: str = "boom") -> None:
@@ -304,7 +304,7 @@ async def test_push_many_in_order_with_per_request_results(backend: Backend) -> 
 
 async def test_push_many_wakes_several_reservers(backend: Backend) -> None:
     waiters = [asyncio.create_task(backend.queues.reserve(TYPE, timeout=10.0)) for _ in range(3)]
-    await asyncio.sleep(0.05)
+    await blocked(backend, 3)
     await push(backend, "a", "b", "c")
     got = await asyncio.wait_for(asyncio.gather(*waiters), 10.5)
     assert sorted(r.body.id for rs in got for r in rs) == ["a", "b", "c"]

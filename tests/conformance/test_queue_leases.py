@@ -8,7 +8,7 @@ from fleet.backends.base import Backend
 from fleet.core.clock import ManualClock
 from fleet.core.records import LeaseStatus, now
 
-from .helpers import SHORT, TYPE, push, reserve_ids, reserve_one
+from .helpers import SHORT, TYPE, blocked, push, reserve_ids, reserve_one
 
 
 async def test_ack_finishes_owned_task(backend: Backend) -> None:
@@ -214,11 +214,12 @@ async def test_sweep_promotes_due_scheduled_tasks(backend: Backend, frozen: Manu
     assert (await backend.queues.state(TYPE, "a")).state == "queued"
 
 
-async def test_sweep_wakes_blocked_reserver(backend: Backend) -> None:
+async def test_sweep_wakes_blocked_reserver(backend: Backend, frozen: ManualClock) -> None:
     await push(backend, "a")
     await reserve_one(backend, visibility_seconds=0.1)
     waiter = asyncio.create_task(backend.queues.reserve(TYPE, timeout=10.0))
-    await asyncio.sleep(0.2)
+    await blocked(backend)
+    frozen.advance(0.2)
     assert await backend.queues.sweep(TYPE) == 1
     got = await asyncio.wait_for(waiter, 10.5)
     assert [r.body.id for r in got] == ["a"]

@@ -9,7 +9,7 @@ from fleet.backends.base import Backend
 from fleet.core.clock import ManualClock
 from fleet.core.records import PushRequest, TaskBody, now
 
-from .helpers import SHORT, TYPE, body, drain, push, req, reserve_ids, reserve_one
+from .helpers import SHORT, TYPE, blocked, body, drain, push, req, reserve_ids, reserve_one
 
 
 async def test_fifo_within_a_tier(backend: Backend) -> None:
@@ -81,7 +81,7 @@ async def test_blocking_reserve_wakes_on_push_promptly(backend: Backend) -> None
 
 async def test_many_blocked_reservers_each_get_one_task(backend: Backend) -> None:
     waiters = [asyncio.create_task(backend.queues.reserve(TYPE, timeout=10.0)) for _ in range(4)]
-    await asyncio.sleep(0.1)
+    await blocked(backend, 4)
     await push(backend, "a", "b", "c", "d")
     results = await asyncio.gather(*waiters)
     ids = sorted(r.body.id for got in results for r in got)
@@ -90,7 +90,7 @@ async def test_many_blocked_reservers_each_get_one_task(backend: Backend) -> Non
 
 async def test_cancelled_reserver_loses_no_task(backend: Backend) -> None:
     waiter = asyncio.create_task(backend.queues.reserve(TYPE, timeout=2.5))
-    await asyncio.sleep(0.05)
+    await blocked(backend)
     waiter.cancel()
     await push(backend, "kept")
     await asyncio.gather(waiter, return_exceptions=True)
@@ -100,9 +100,9 @@ async def test_cancelled_reserver_loses_no_task(backend: Backend) -> None:
 
 async def test_wake_up_of_a_cancelled_reserver_is_not_lost(backend: Backend) -> None:
     first = asyncio.create_task(backend.queues.reserve(TYPE, timeout=10.0))
-    await asyncio.sleep(0.05)
+    await blocked(backend)
     second = asyncio.create_task(backend.queues.reserve(TYPE, timeout=10.0))
-    await asyncio.sleep(0.05)
+    await blocked(backend, 2)
     await push(backend, "x")
     t0 = time.monotonic()
     first.cancel()  # possibly after the push already woke it
