@@ -9,6 +9,7 @@ import time
 
 from fleet.backends.redis import RedisBackend
 from fleet.core.records import PushRequest, TaskBody, new_id
+from tests.conformance.helpers import blocked
 
 
 def req(delay: float = 0.0) -> PushRequest:
@@ -23,7 +24,7 @@ async def round_trips(rb: RedisBackend) -> int:
 
 async def test_blocked_reserve_wakes_on_push(rb: RedisBackend) -> None:
     waiter = asyncio.create_task(rb.queues.reserve("t", timeout=10))
-    await asyncio.sleep(0.2)
+    await blocked(rb)
     assert not waiter.done()
     t0 = time.monotonic()
     await rb.queues.push("t", [req()])
@@ -43,7 +44,7 @@ async def test_blocked_reserve_wakes_when_a_scheduled_task_comes_due(rb: RedisBa
 
 async def test_delayed_push_shortens_a_running_wait(rb: RedisBackend) -> None:
     waiter = asyncio.create_task(rb.queues.reserve("t", timeout=20))
-    await asyncio.sleep(0.2)
+    await blocked(rb)
     await rb.queues.push("t", [req(delay=0.3)])
     got = await asyncio.wait_for(waiter, 15)  # the wait it shortened was 20 s
     assert len(got) == 1
@@ -57,7 +58,7 @@ async def test_timeout_returns_empty(rb: RedisBackend) -> None:
 
 async def test_blocked_reservers_do_not_block_other_commands(rb: RedisBackend) -> None:
     waiters = [asyncio.create_task(rb.queues.reserve("t", timeout=10)) for _ in range(20)]
-    await asyncio.sleep(0.2)
+    await blocked(rb, 20)
     t0 = time.monotonic()
     for _ in range(50):
         await rb.counters.incr("c", 1)
@@ -90,7 +91,7 @@ async def test_idle_reservers_make_few_commands(rb: RedisBackend) -> None:
 
 async def test_cancelled_waiter_loses_no_task(rb: RedisBackend) -> None:
     waiter = asyncio.create_task(rb.queues.reserve("t", timeout=10))
-    await asyncio.sleep(0.2)
+    await blocked(rb)
     waiter.cancel()
     await asyncio.gather(waiter, return_exceptions=True)
     await rb.queues.push("t", [req()])
@@ -126,7 +127,7 @@ async def test_close_ends_blocked_reserves_and_subscriptions(redis_url: str) -> 
     waiters = [asyncio.create_task(b.queues.reserve("t", timeout=30)) for _ in range(3)]
     sub = await b.events.subscribe("topic")
     reader = asyncio.create_task(sub.__anext__())
-    await asyncio.sleep(0.2)
+    await blocked(b, 3)
     await b.close()
     assert await asyncio.wait_for(asyncio.gather(*waiters), 5) == [[], [], []]
     results = await asyncio.wait_for(asyncio.gather(reader, return_exceptions=True), 5)

@@ -16,7 +16,9 @@ from fleet.backends.sqlite import SQLiteBackend
 from fleet.backends.sqlite.events import EVENT_RETENTION_SECONDS, publish
 from fleet.backends.sqlite.watch import SQLiteSubscription
 from fleet.core.records import PushRequest, TaskBody, new_id
+from tests.conformance.helpers import blocked
 from tests.sqlite.helpers import TYPE, read_line, reap, spawn, url_for, wait_all
+from tests.support.waits import until, until_sync
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +54,7 @@ async def test_idle_waiting_reserves_cost_few_polls(tmp_path: Path) -> None:
     assert isinstance(backend, SQLiteBackend)
     try:
         slots = [asyncio.create_task(backend.queues.reserve(TYPE, timeout=10.0)) for _ in range(10)]
-        await asyncio.sleep(0.3)
+        await blocked(backend, 10, TYPE)
         before, started = backend.watcher_polls, time.monotonic()
         await asyncio.sleep(2.0)
         rate = (backend.watcher_polls - before) / (time.monotonic() - started)
@@ -146,7 +148,7 @@ async def test_a_push_from_elsewhere_wakes_one_waiter_not_all(tmp_path: Path) ->
     assert isinstance(waiting, SQLiteBackend)
     try:
         slots = [asyncio.create_task(waiting.queues.reserve(TYPE, timeout=5.0)) for _ in range(10)]
-        await asyncio.sleep(0.3)
+        await blocked(waiting, 10, TYPE)
         before = waiting.write_ops
         await asyncio.sleep(0.3)
         assert waiting.write_ops == before, "blocked reserves must not write while idle"
@@ -185,9 +187,12 @@ def _commit_while_the_loop_waits(
     time.sleep(hold)
     polls = listener.watcher_polls
     seq = _publish_from_elsewhere(path, "t", message)
-    deadline = time.monotonic() + 30
-    while listener.watcher_polls < polls + 2 and time.monotonic() < deadline:
-        time.sleep(0.005)
+    until_sync(
+        lambda: listener.watcher_polls >= polls + 2,
+        timeout=30,
+        interval=0.005,
+        what="the poller to see the commit",
+    )
     return seq
 
 
@@ -201,10 +206,12 @@ async def test_subscribing_while_reserves_wait_misses_no_event(tmp_path: Path) -
     assert isinstance(listener, SQLiteBackend)
     reserve = asyncio.create_task(listener.queues.reserve(TYPE, timeout=60.0))
     try:
-        deadline = time.monotonic() + 30
-        while listener.watcher_polls < 2:  # the poller runs for the reserve
-            assert time.monotonic() < deadline, "the poller never started"
-            await asyncio.sleep(0.01)
+        await until(
+            lambda: listener.watcher_polls >= 2,  # the poller runs for the reserve
+            timeout=30,
+            interval=0.01,
+            what="the poller to start",
+        )
         hits, hold = 0, 0.2
         for attempt in range(10):
             subscribing = asyncio.create_task(listener.events.subscribe("t"))
