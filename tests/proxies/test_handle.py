@@ -14,6 +14,7 @@ import pytest
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
+from fleet.core.clock import ManualClock
 from fleet.core.config import BaseConfig
 from fleet.core.errors import BackendUnavailable, Throttled
 from fleet.core.proxy import (
@@ -119,7 +120,9 @@ async def test_a_bad_report_is_seen_by_every_slot(backend: Backend) -> None:
     await b.close()
 
 
-async def test_the_threshold_and_the_end_of_a_cool_down(backend: Backend) -> None:
+async def test_the_threshold_and_the_end_of_a_cool_down(
+    backend: Backend, frozen: ManualClock
+) -> None:
     a = handle(backend, bad_threshold=2, cooldown_seconds=0.3)
     assert await a.ensure() == P1
     assert await a.report_bad() == P2
@@ -128,7 +131,7 @@ async def test_the_threshold_and_the_end_of_a_cool_down(backend: Backend) -> Non
     assert await a.report_bad() == P2  # the second in a row: P1 cools
     assert await a.rotate() == P3
     assert await a.rotate() == P2  # P1 is skipped
-    await asyncio.sleep(0.35)
+    frozen.advance(0.35)
     assert await a.rotate() == P3
     assert await a.rotate() == P1  # back after its cool-down
     await a.report_ok()
@@ -139,15 +142,15 @@ async def test_the_threshold_and_the_end_of_a_cool_down(backend: Backend) -> Non
 
 
 async def test_every_proxy_cooling_falls_back_with_one_warning(
-    backend: Backend, caplog: pytest.LogCaptureFixture
+    backend: Backend, caplog: pytest.LogCaptureFixture, frozen: ManualClock
 ) -> None:
     slots = [handle(backend, i, cooldown_seconds=60) for i in range(3)]
     for slot in slots:
         await slot.ensure()
     await slots[0].report_bad()  # P1 (ends first)
-    await asyncio.sleep(0.01)
+    frozen.advance(0.01)
     await slots[1].report_bad()  # P2
-    await asyncio.sleep(0.01)
+    frozen.advance(0.01)
     caplog.set_level(logging.INFO, "fleet.proxy")
     await slots[2].report_bad()  # P3: now everything cools
     got = [await s.ensure() for s in slots]

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from fleet.backends.redis import RedisBackend
+from fleet.core.clock import ManualClock
 from fleet.core.records import PushRequest, TaskBody, new_id
 
 
@@ -14,12 +15,14 @@ def reqs(n: int) -> list[PushRequest]:
     return [PushRequest(TaskBody(id=new_id(), payload=i)) for i in range(n)]
 
 
-async def test_ack_racing_sweep_never_redelivers_a_finished_task(rb: RedisBackend) -> None:
+async def test_ack_racing_sweep_never_redelivers_a_finished_task(
+    rb: RedisBackend, frozen: ManualClock
+) -> None:
     for _ in range(5):
         await rb.queues.push("t", reqs(40))
         held = await rb.queues.reserve("t", k=40, visibility_seconds=0.05)
         assert len(held) == 40
-        await asyncio.sleep(0.08)
+        frozen.advance(0.08)
         results = await asyncio.gather(
             *[rb.queues.ack("t", [(r.body.id, r.token)]) for r in held[:20]],
             rb.queues.sweep("t"),
@@ -64,11 +67,11 @@ async def test_concurrent_reservers_get_each_task_once(redis_url: str, rb: Redis
             await b.close()
 
 
-async def test_stale_tokens_are_refused_everywhere(rb: RedisBackend) -> None:
+async def test_stale_tokens_are_refused_everywhere(rb: RedisBackend, frozen: ManualClock) -> None:
     await rb.queues.push("t", reqs(1))
     first = (await rb.queues.reserve("t", visibility_seconds=0.05))[0]
     assert await rb.queues.mark_started("t", [(first.body.id, first.token)]) == [True]
-    await asyncio.sleep(0.08)
+    frozen.advance(0.08)
     assert await rb.queues.sweep("t") == 1
     second = (await rb.queues.reserve("t"))[0]
     assert second.body.id == first.body.id and second.token != first.token
@@ -83,7 +86,7 @@ async def test_stale_tokens_are_refused_everywhere(rb: RedisBackend) -> None:
 
 
 async def test_sweep_requeues_everything_in_bounded_calls(
-    rb: RedisBackend, monkeypatch: pytest.MonkeyPatch
+    rb: RedisBackend, monkeypatch: pytest.MonkeyPatch, frozen: ManualClock
 ) -> None:
     from fleet.backends.redis import queues as redis_queue
 
@@ -91,7 +94,7 @@ async def test_sweep_requeues_everything_in_bounded_calls(
     await rb.queues.push("t", reqs(10))
     got = await rb.queues.reserve("t", k=10, visibility_seconds=0.05)
     assert await rb.queues.mark_started("t", [(r.body.id, r.token) for r in got[:5]]) == [True] * 5
-    await asyncio.sleep(0.08)
+    frozen.advance(0.08)
     assert await rb.queues.sweep("t") == 10
     depths = await rb.queues.depths("t")
     assert (depths.pending, depths.processing) == (10, 0)

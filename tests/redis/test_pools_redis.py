@@ -9,6 +9,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from fleet.backends.redis import RedisBackend
+from fleet.core.clock import ManualClock
 
 
 async def fill(rb: RedisBackend, name: str, n: int) -> None:
@@ -42,13 +43,15 @@ async def test_where_on_several_fields(rb: RedisBackend) -> None:
     assert await rb.pools.claim("p", where={"site": "nowhere"}) is None
 
 
-async def test_indexes_are_cleaned_up(rb: RedisBackend, raw: aioredis.Redis) -> None:
+async def test_indexes_are_cleaned_up(
+    rb: RedisBackend, raw: aioredis.Redis, frozen: ManualClock
+) -> None:
     await fill(rb, "p", 10)
     short = await rb.pools.put("p", 1, {"site": "s0"}, ttl_seconds=1.0)
     claim = await rb.pools.claim("p", where={"site": "s1"})
     assert claim is not None
     assert await rb.pools.evict("p", claim.item.id, claim.token)
-    await asyncio.sleep(1.1)
+    frozen.advance(1.1)
     assert await rb.pools.prune("p") == 1
     assert await raw.hexists("fleet:pool:p", short) == 0
     for item in await rb.pools.items("p", n=100):
@@ -57,11 +60,13 @@ async def test_indexes_are_cleaned_up(rb: RedisBackend, raw: aioredis.Redis) -> 
     assert await rb.pools.names() == []
 
 
-async def test_claim_runs_out_and_comes_back(rb: RedisBackend, raw: aioredis.Redis) -> None:
+async def test_claim_runs_out_and_comes_back(
+    rb: RedisBackend, raw: aioredis.Redis, frozen: ManualClock
+) -> None:
     item = await rb.pools.put("p", {"c": 1}, {})
     claim = await rb.pools.claim("p", hold_seconds=0.5)
     assert claim is not None and await rb.pools.claim("p") is None
-    await asyncio.sleep(0.6)
+    frozen.advance(0.6)
     again = await rb.pools.claim("p")
     assert again is not None and again.item.id == item
     assert not await rb.pools.release("p", item, claim.token)
@@ -87,7 +92,7 @@ async def test_claim_cost_does_not_grow_with_the_pool(
 
 
 async def test_prune_and_drop_work_in_bounded_chunks(
-    rb: RedisBackend, raw: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+    rb: RedisBackend, raw: aioredis.Redis, monkeypatch: pytest.MonkeyPatch, frozen: ManualClock
 ) -> None:
     from fleet.backends.redis import pools as redis_pools
 
@@ -95,7 +100,7 @@ async def test_prune_and_drop_work_in_bounded_chunks(
     await asyncio.gather(*(rb.pools.put("p", i, {"k": i % 3}) for i in range(20)))
     # Long enough that no put prunes an earlier one on its way (puts prune too).
     await asyncio.gather(*(rb.pools.put("p", i, {"k": i % 3}, ttl_seconds=1.5) for i in range(30)))
-    await asyncio.sleep(1.6)
+    frozen.advance(1.6)
     assert await rb.pools.prune("p") == 30
     assert (await rb.pools.stats("p")).total == 20
     claim = await rb.pools.claim("p")
