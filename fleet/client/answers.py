@@ -139,11 +139,28 @@ class RunPage(TypedDict):
     next: str | None
 
 
+class QuantileOut(TypedDict):
+    value: float
+    lower: float
+    upper: float | None
+    exact: bool
+
+
+class HistorySummaryOut(TypedDict):
+    counts: dict[str, int]
+    attempts: int
+    failure_rate: float | None
+    p50: QuantileOut | None
+    p95: QuantileOut | None
+    runs: int
+
+
 class HistoryOut(TypedDict):
     type: str
     window: str
     step_seconds: int
     points: list[dict[str, Any]]
+    summary: NotRequired[HistorySummaryOut | None]
 
 
 class GroupOut(TypedDict):

@@ -101,14 +101,49 @@ class HistoryPoint:
 
 
 @dataclass(frozen=True, slots=True)
+class Quantile:
+    """A run-time percentile read from the histogram: ``value`` interpolated inside the
+    bucket ``[lower, upper]`` that holds it (``upper`` None: the open last bucket).
+    ``exact`` only when the bucket is a single point, which it never is: the answer is
+    an estimate, and ``lower``/``upper`` bound the true value."""
+
+    value: float
+    lower: float
+    upper: float | None
+    exact: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class HistorySummary:
+    """The whole window at once: every counter summed, and the figures people read off
+    it. The same stored buckets give the same summary in every window that holds them.
+
+    Attributes:
+        attempts: Attempts that ended: completed + failed + dead (each counted once;
+            ``timed_out`` are among the failed and dead, not added to them).
+        failure_rate: (failed + dead) / attempts, None without attempts.
+        p50, p95: The run-time percentiles of the window, with their bucket.
+        runs: How many run times the histogram holds.
+    """
+
+    counts: dict[str, int]
+    attempts: int
+    failure_rate: float | None
+    p50: Quantile | None
+    p95: Quantile | None
+    runs: int
+
+
+@dataclass(frozen=True, slots=True)
 class HistorySeries:
     """A window of a type's history: every point from oldest to newest (the last one is
-    the step still running), zeros where nothing happened."""
+    the step still running), zeros where nothing happened; ``summary`` the window whole."""
 
     automation_type: str
     window: str
     step_seconds: int
     points: list[HistoryPoint] = field(default_factory=list)
+    summary: HistorySummary | None = None
 
 
 def totals(counters: Mapping[str, int], reported: Reported) -> list[int]:
@@ -196,6 +231,42 @@ def percentile(counts: Sequence[int], q: float) -> float | None:
     return float(BUCKETS[-2])
 
 
+def quantile(counts: Sequence[int], q: float) -> Quantile | None:
+    """:func:`percentile` with the bounds of the bucket it was read from."""
+    value = percentile(counts, q)
+    if value is None:
+        return None
+    rank, seen = q * sum(counts), 0
+    for i, n in enumerate(counts):
+        if n > 0 and seen + n >= rank:
+            upper = float(BUCKETS[i])
+            lower = 0.0 if i == 0 else float(BUCKETS[i - 1])
+            return Quantile(round(value, 6), lower, None if math.isinf(upper) else upper)
+        seen += n
+    return Quantile(round(value, 6), float(BUCKETS[-2]), None)
+
+
+def summarize(vectors: Iterable[Sequence[int]]) -> HistorySummary:
+    """The summary of the buckets of a window (each a :data:`VECTOR_LEN` vector)."""
+    total: list[int] | None = None
+    for v in vectors:
+        if len(v) == VECTOR_LEN:
+            total = add(total, v)
+    total = total or [0] * VECTOR_LEN
+    counts = dict(zip(COUNTERS, total, strict=False))
+    hist = total[len(COUNTERS) :]
+    attempts = counts["completed"] + counts["failed"] + counts["dead"]
+    failed = counts["failed"] + counts["dead"]
+    return HistorySummary(
+        counts=counts,
+        attempts=attempts,
+        failure_rate=round(failed / attempts, 6) if attempts else None,
+        p50=quantile(hist, 0.5),
+        p95=quantile(hist, 0.95),
+        runs=sum(hist),
+    )
+
+
 def window_range(window: str, now: float) -> tuple[int, int, WindowSpec]:
     """The first point's start, the end (exclusive) of the last point, and the spec of
     ``window`` at ``now``: the last point is the one still running.
@@ -223,7 +294,7 @@ def points(
         if first <= start < end and len(vector) == VECTOR_LEN:
             step = bucket_start(start, spec.step)
             sums[step] = add(sums.get(step), vector)
-    series = HistorySeries(automation_type, window, spec.step)
+    series = HistorySeries(automation_type, window, spec.step, summary=summarize(sums.values()))
     for t in range(first, end, spec.step):
         v = sums.get(t)
         if v is None:

@@ -34,13 +34,35 @@ class HistoryPointOut(BaseModel):
     p95: float | None = Field(description="95th percentile run time (seconds).")
 
 
+class QuantileOut(BaseModel):
+    """A run-time percentile: an estimate inside the histogram bucket that holds it."""
+
+    value: float = Field(description="Interpolated inside the bucket (seconds).")
+    lower: float = Field(description="The bucket's lower bound: the true value is above.")
+    upper: float | None = Field(description="Its upper bound (null: the open last bucket).")
+    exact: bool = Field(description="False: an estimate from the bucket.")
+
+
+class HistorySummaryOut(BaseModel):
+    """The whole window: every counter summed, and the figures read off it."""
+
+    counts: dict[str, int]
+    attempts: int = Field(description="completed + failed + dead: each attempt once.")
+    failure_rate: float | None = Field(description="(failed + dead) / attempts.")
+    p50: QuantileOut | None
+    p95: QuantileOut | None
+    runs: int = Field(description="Run times the window's histogram holds.")
+
+
 class HistoryOut(BaseModel):
-    """A window of a type's history, oldest point first, the last one still running."""
+    """A window of a type's history, oldest point first, the last one still running;
+    ``summary`` the window whole (the same data gives the same summary in any window)."""
 
     type: str
     window: str
     step_seconds: int
     points: list[HistoryPointOut]
+    summary: HistorySummaryOut | None = None
 
 
 @router.get(
@@ -64,4 +86,5 @@ async def type_history(
         window=series.window,
         step_seconds=series.step_seconds,
         points=[HistoryPointOut(**asdict(p)) for p in series.points],
+        summary=None if series.summary is None else HistorySummaryOut(**asdict(series.summary)),
     )

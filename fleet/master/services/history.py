@@ -105,11 +105,28 @@ class HistoryRecorder(Periodic):
         return wrote
 
 
+async def type_report(backend: Backend, automation_type: str) -> Reported:
+    """What the workers of one type report (:func:`gather_reports` for one type)."""
+    pairs = [p for p in await backend.workers.all() if p[0] == automation_type]
+    reported = Reported()
+    for record in await backend.workers.get_many(pairs) if pairs else []:
+        if record is not None:
+            reported = summed(reported, worker_report(record.stats))
+    return reported
+
+
 async def read(backend: Backend, automation_type: str, window: str) -> HistorySeries:
     """The ``window`` of a type's history; 404 for an unknown type (as every per-type read).
+
+    The type is recorded first (one atomic ``record``, as the recorder's): the window
+    holds the queue's counts as they are now, not as the last pass left them (the
+    workers' run times and timeouts as of their last stats frame).
 
     Raises:
         NotFound: 404 if no plugin or worker ever published the type.
     """
     await require_entry(backend, automation_type)
+    await backend.history.record(
+        automation_type, now(), await type_report(backend, automation_type)
+    )
     return await backend.history.read(automation_type, window)

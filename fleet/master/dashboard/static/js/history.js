@@ -3,12 +3,12 @@
 // a page opens and the same after a reload or on another master.
 
 import { api, seg } from "./api.js";
-import { h, fmtDuration, fmtNum, fmtPercent, sparkline } from "./render.js";
+import { h, fmtDuration, fmtNum, fmtPercent, svg } from "./render.js";
 
 export const WINDOWS = ["1h", "24h", "30d"];
 const WINDOW_KEY = "fleet.window";
 /** How old a fetched window may get before a page's update fetches it again. */
-const FRESH_MS = { "1h": 10_000, "24h": 60_000, "30d": 300_000 };
+const FRESH_MS = { "1h": 3_000, "24h": 30_000, "30d": 300_000 };
 
 const cache = new Map(); // "type|win" -> {at, data | null, error | null}
 const inflight = new Map();
@@ -82,46 +82,129 @@ function sum(points, key) {
   return points.reduce((n, p) => n + (p[key] || 0), 0);
 }
 
+const CHART = { width: 180, height: 64, left: 30, bottom: 12 };
+// Presentation attributes, so the axes read without a stylesheet rule.
+const AXIS_TEXT = { "font-size": 8, fill: "currentColor", opacity: 0.7 };
+
+function clock(t) {
+  const d = new Date(t * 1000);
+  return `${String(d.getHours()).padStart(2, "0")}:${String(d.getMinutes()).padStart(2, "0")}`;
+}
+
+function axisNum(v) {
+  return v >= 100 ? fmtNum(v) : v >= 10 ? fmtNum(v, 1) : fmtNum(v, 2);
+}
+
+/**
+ * A chart of one value per point: a y axis (0 and the top value), an x axis (the
+ * window's first and last point), and each point's time and value on hover (a
+ * <title> per point; `data-value` for scripts).
+ */
+function chart(values, times, opts) {
+  const { width, height, left, bottom } = CHART;
+  const plotW = width - left;
+  const plotH = height - bottom - 2;
+  const nums = values.filter((v) => Number.isFinite(v));
+  const top = Math.max(opts.min || 0, ...nums, 1e-9);
+  const step = values.length > 1 ? plotW / (values.length - 1) : plotW;
+  const x = (i) => left + i * step;
+  const y = (v) => 1 + plotH - ((Number.isFinite(v) ? v : 0) / top) * plotH;
+  const line = values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
+  const last = nums.length ? nums[nums.length - 1] : null;
+  const label = `${opts.label}: ${last === null ? "no data yet" : fmtNum(last, 2)}${opts.unit || ""}`;
+  const hover = values.map((v, i) =>
+    svg(
+      "rect",
+      {
+        class: "spark-hit",
+        fill: "transparent",
+        x: (x(i) - step / 2).toFixed(1),
+        y: 0,
+        width: Math.max(step, 1).toFixed(1),
+        height: plotH + 2,
+        "data-t": times[i],
+        "data-value": Number.isFinite(v) ? String(v) : "",
+      },
+      svg("title", {}, `${clock(times[i])}: ${Number.isFinite(v) ? `${String(Number(v.toFixed(2)))}${opts.unit || ""}` : "no runs"}`),
+    ),
+  );
+  return svg(
+    "svg",
+    { class: `spark ${opts.cls || ""}`, width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": label },
+    svg("title", {}, label),
+    svg("line", { x1: left, y1: plotH + 1, x2: width, y2: plotH + 1, class: "spark-base" }),
+    svg("line", { x1: left, y1: 1, x2: left, y2: plotH + 1, class: "spark-base" }),
+    svg("text", { x: left - 3, y: 8, class: "axis", ...AXIS_TEXT, "text-anchor": "end", "data-axis": "top" }, `${axisNum(top)}${opts.axisUnit || ""}`),
+    svg("text", { x: left - 3, y: plotH + 1, class: "axis", ...AXIS_TEXT, "text-anchor": "end" }, "0"),
+    times.length ? svg("text", { x: left, y: height - 1, class: "axis", ...AXIS_TEXT, "data-axis": "start" }, clock(times[0])) : null,
+    times.length ? svg("text", { x: width, y: height - 1, class: "axis", ...AXIS_TEXT, "text-anchor": "end", "data-axis": "end" }, clock(times[times.length - 1])) : null,
+    values.length > 1 ? svg("polyline", { points: line, class: "spark-line" }) : null,
+    ...hover,
+  );
+}
+
+/** A percentile as the history answers it: an estimate inside its bucket. */
+export function fmtQuantile(q) {
+  if (!q) return "—";
+  const upper = q.upper === null || q.upper === undefined ? "more" : fmtDuration(q.upper);
+  return `≈ ${fmtDuration(q.value)} (between ${fmtDuration(q.lower)} and ${upper}: an estimate from the run-time buckets)`;
+}
+
 /** Throughput, failures and run time over the window, as three small charts. */
 export function historyCharts(hist, win) {
   if (!hist) return h("div", { class: "charts", "data-role": "history" }, h("p", { class: "muted" }, `Loading ${win} of history…`));
   const pts = hist.points || [];
   const step = hist.step_seconds || 60;
-  const completed = sum(pts, "completed");
-  const failed = sum(pts, "failed") + sum(pts, "dead") + sum(pts, "timed_out");
-  const failureRate = completed + failed ? failed / (completed + failed) : null;
+  const times = pts.map((p) => p.t);
+  const summary = hist.summary || null;
+  const counts = summary ? summary.counts : null;
+  const completed = counts ? counts.completed : sum(pts, "completed");
+  // Each attempt once: timed-out attempts are among the failed and dead already.
+  const failed = counts ? counts.failed + counts.dead : sum(pts, "failed") + sum(pts, "dead");
+  const attempts = completed + failed;
+  const failureRate = summary ? summary.failure_rate : attempts ? failed / attempts : null;
   const p95s = pts.map((p) => (p.p95 === null || p.p95 === undefined ? NaN : p.p95));
-  const lastP95 = [...p95s].reverse().find((v) => Number.isFinite(v));
+  const p95 = summary ? summary.p95 : null;
   return h(
     "div",
     { class: "charts", "data-role": "history", "data-window": win },
     h(
       "figure",
       { "data-chart": "throughput" },
-      sparkline(
+      chart(
         pts.map((p) => (p.completed || 0) / step),
-        { label: `completed per second, ${win}`, unit: "/s" },
+        times,
+        { label: `completed per second, ${win}`, unit: "/s", axisUnit: "/s" },
       ),
       h("figcaption", {}, h("span", { "data-role": "completed" }, fmtNum(completed)), ` completed in ${win}`),
     ),
     h(
       "figure",
       { "data-chart": "failures" },
-      sparkline(
+      chart(
         pts.map((p) => {
-          const bad = (p.failed || 0) + (p.dead || 0) + (p.timed_out || 0);
+          const bad = (p.failed || 0) + (p.dead || 0);
           const all = bad + (p.completed || 0);
           return all ? (100 * bad) / all : 0;
         }),
-        { label: `failure rate, ${win}`, unit: " %", cls: "bad", min: 100 },
+        times,
+        { label: `failed attempts, ${win}`, unit: " %", axisUnit: "%", cls: "bad", min: 100 },
       ),
-      h("figcaption", {}, `failures ${fmtPercent(failureRate)} (${fmtNum(failed)})`),
+      h(
+        "figcaption",
+        {},
+        "failures ",
+        h("span", { "data-role": "failure-rate" }, fmtPercent(failureRate)),
+        ` (${fmtNum(failed)} of ${fmtNum(attempts)} attempts`,
+        counts && counts.timed_out ? `, ${fmtNum(counts.timed_out)} timed out` : "",
+        ")",
+      ),
     ),
     h(
       "figure",
       { "data-chart": "runtime" },
-      sparkline(p95s, { label: `p95 run time, ${win}`, unit: " s" }),
-      h("figcaption", {}, `p95 run time ${lastP95 === undefined ? "—" : fmtDuration(lastP95)}`),
+      chart(p95s, times, { label: `p95 run time, ${win} (estimates)`, unit: " s", axisUnit: "s" }),
+      h("figcaption", {}, "p95 run time ", h("span", { "data-role": "p95", title: fmtQuantile(p95) }, p95 ? `≈ ${fmtDuration(p95.value)}` : "—"), p95 ? h("span", { class: "muted", "data-role": "p95-bucket" }, ` (${fmtDuration(p95.lower)}–${p95.upper === null ? "∞" : fmtDuration(p95.upper)})`) : null),
     ),
   );
 }
