@@ -129,14 +129,7 @@ def _upload(port: int, size: int, token: str | None) -> bytes:
 async def test_unauthenticated_uploads_cost_no_memory(sqlite_url: str, tmp_path: Any) -> None:
     master = MasterProcess(sqlite_url, tmp_path)
     try:
-        async with master.client() as c:
-            for _ in range(100):
-                try:
-                    if (await c.get("/healthz")).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.1)
+        await master.wait_ready(timeout=10)
         before = _rss(master.proc.pid)
         answers = await asyncio.gather(
             *(asyncio.to_thread(_upload, master.port, 30 << 20, None) for _ in range(10))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import httpx
@@ -10,6 +9,7 @@ import httpx
 from tests.master.conftest import ADMIN, InProcess, auth
 from tests.master.plugins import SCRAPE
 from tests.support.master_proc import MasterProcess
+from tests.support.waits import until
 
 
 def assert_secure(headers: httpx.Headers) -> None:
@@ -49,12 +49,13 @@ async def test_a_real_master_does_not_advertise_its_server(tmp_path: Path) -> No
     master = MasterProcess(f"sqlite:///{tmp_path / 'f.db'}", tmp_path)
     try:
         async with master.client() as c:
-            for _ in range(100):
-                try:
-                    r = await c.get("/healthz")
-                    break
-                except httpx.HTTPError:
-                    await asyncio.sleep(0.1)
+
+            async def answer() -> list[httpx.Response]:
+                return [await c.get("/healthz")]
+
+            (r,) = await until(
+                answer, interval=0.1, what="the master to answer", ignoring=(httpx.HTTPError,)
+            )
             assert r.status_code == 200
             assert "server" not in r.headers
             assert_secure(r.headers)

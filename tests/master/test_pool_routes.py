@@ -8,7 +8,6 @@ publish it: built from a class by ``catalog_entry`` and written to the catalog.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,6 +17,7 @@ from pydantic import BaseModel
 
 from fleet.core import BaseConfig, BatchAutomation, Pool
 from fleet.core.catalog import catalog_entry
+from fleet.core.clock import ManualClock
 from fleet.core.context import Context
 from fleet.core.tasks import Task
 from tests.master.conftest import ADMIN, InProcess, auth, settings_for, start_in_process
@@ -96,7 +96,9 @@ async def test_declared_pool_stays_after_its_items_go(master: InProcess) -> None
     assert r.status_code == 200 and r.json()["total"] == 0 and r.json()["items"] == []
 
 
-async def test_undeclared_pool_exists_while_it_holds_unexpired_items(master: InProcess) -> None:
+async def test_undeclared_pool_exists_while_it_holds_unexpired_items(
+    master: InProcess, frozen: ManualClock
+) -> None:
     b = master.backend
     await b.pools.put("adhoc", {"value": "v"}, {"site": "a"}, ttl_seconds=3.0)
     claimed_id = await b.pools.put("held", {"value": "w"}, {"site": "b"})
@@ -108,7 +110,7 @@ async def test_undeclared_pool_exists_while_it_holds_unexpired_items(master: InP
     assert r.status_code == 200 and (r.json()["total"], r.json()["claimed"]) == (1, 1)
     assert r.json()["items"] == []
 
-    await asyncio.sleep(3.2)  # adhoc's only item expires; no backend has pruned it yet
+    frozen.advance(3.2)  # adhoc's only item expires; no backend has pruned it yet
     r = await master.client.get("/api/v1/pools/adhoc", headers=H)
     assert r.status_code == 404, r.text
     r = await master.client.get("/api/v1/pools", headers=H)

@@ -18,6 +18,7 @@ from fleet.master.services.event_hub import EventHub
 from fleet.master.services.shared_views import SharedWorkerViews
 from tests.master.conftest import ADMIN, READ, SCOPED, InProcess, auth, memory_url
 from tests.master.plugins import LOOP, SCRAPE
+from tests.support.waits import until
 
 H = auth(ADMIN)
 A = f"/api/v1/automations/{SCRAPE}"
@@ -102,7 +103,7 @@ async def test_a_change_made_elsewhere_shows_within_the_max_age() -> None:
         # past refresh_after: still served, and the next read starts meanwhile
         now[0] += 1.5
         assert await views.read() is first
-        await asyncio.sleep(0.05)  # let the background read finish
+        await until(lambda: views.reads == 2, what="the background read")
         assert views.reads == 2
         fresh = await views.read()
         assert [v["worker_id"] for v in fresh.views] == ["w1", "w2"]
