@@ -27,9 +27,27 @@ from fleet.dev.demo_state import CLEARANCE_COOKIE, DemoSettings, DemoState
 
 _INDEX = """<!doctype html><title>Fleet demo site</title>
 <h1>Fleet demo site</h1>
-<p>A stand-in for a site behind a bot challenge. Solve <code>/challenge</code> to get a
-clearance cookie, then read <code>/products/1</code> .. <code>/products/{pages}</code>.</p>
+<p>A stand-in for a site behind a bot challenge. Solve <a href="/challenge">/challenge</a>
+to get a clearance cookie, then read <a href="/products/1">/products/1</a> ..
+<code>/products/{pages}</code>.</p>
+<p>The open part, for crawls (<code>docs/runs.md</code>): the <a href="/catalog/1">catalog</a>,
+{sections} sections that link to each other, and back <a href="/">home</a>.</p>
+<ul>{links}</ul>
 """
+#: Sections of the open catalog a crawl walks (each links to its neighbours and home).
+CATALOG_SECTIONS = 12
+
+
+def _catalog_page(n: int) -> str:
+    near = [
+        f'<a href="/catalog/{m}">section {m}</a>'
+        for m in (n - 1, n + 1)
+        if 1 <= m <= CATALOG_SECTIONS
+    ]
+    return (
+        f"<!doctype html><title>Catalog section {n}</title><h1>Catalog section {n}</h1>"
+        f'<p>{" · ".join(near)} · <a href="/">home</a></p>'
+    )
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
@@ -52,7 +70,17 @@ def create_demo_app(settings: DemoSettings | None = None) -> Starlette:
     state = DemoState(settings or DemoSettings())
 
     async def index(request: Request) -> Response:
-        return HTMLResponse(_INDEX.format(pages=state.settings.pages))
+        links = "".join(
+            f'<li><a href="/catalog/{n}">section {n}</a></li>' for n in (1, CATALOG_SECTIONS)
+        )
+        text = _INDEX.format(pages=state.settings.pages, sections=CATALOG_SECTIONS, links=links)
+        return HTMLResponse(text)
+
+    async def catalog(request: Request) -> Response:
+        n = int(request.path_params["n"])
+        if not 1 <= n <= CATALOG_SECTIONS:
+            return HTMLResponse("<h1>No such section</h1>", 404)
+        return HTMLResponse(_catalog_page(n))
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -117,6 +145,7 @@ def create_demo_app(settings: DemoSettings | None = None) -> Starlette:
             Route("/challenge", get_challenge, methods=["GET"]),
             Route("/challenge", post_challenge, methods=["POST"]),
             Route("/products/{page:int}", product),
+            Route("/catalog/{n:int}", catalog),
             Route("/api/token", token, methods=["POST"]),
             Route("/api/stock/{sku}", stock),
             Route("/stats", stats),
