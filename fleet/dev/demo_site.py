@@ -28,7 +28,7 @@ from fleet.dev.demo_state import CLEARANCE_COOKIE, DemoSettings, DemoState
 _INDEX = """<!doctype html><title>Fleet demo site</title>
 <h1>Fleet demo site</h1>
 <p>A stand-in for a site behind a bot challenge. Solve <a href="/challenge">/challenge</a>
-to get a clearance cookie, then read <a href="/products/1">/products/1</a> ..
+to get a clearance cookie, then read <code>/products/1</code> ..
 <code>/products/{pages}</code>.</p>
 <p>The open part, for crawls (<code>docs/runs.md</code>): the <a href="/catalog/1">catalog</a>,
 {sections} sections that link to each other, and back <a href="/">home</a>.</p>

@@ -36,5 +36,6 @@ async def test_a_crawl_of_the_front_page_reaches_every_section() -> None:
     sections = {u for u in seen if "/catalog/" in u}
     assert sections == {f"http://demo/catalog/{n}" for n in range(1, CATALOG_SECTIONS + 1)}
     assert all(statuses[u] == 200 for u in sections | {"http://demo/"})
-    assert statuses["http://demo/products/1"] == 403  # still behind the challenge
-    assert len(seen) > 10
+    # nothing the crawl finds fails: the products stay behind the challenge, unlinked
+    assert all(code == 200 for code in statuses.values()), statuses
+    assert len(seen) == CATALOG_SECTIONS + 2  # home, the sections, /challenge
