@@ -19,6 +19,7 @@ from cf_scraper import CookieRejected, NoCookie, Scraper, UpstreamError
 
 from fleet.backends.base import Backend
 from fleet.core import Task
+from fleet.core.clock import ManualClock
 from fleet.dev.demo_state import pow_ok
 from tests.examples.conftest import DemoSite, MakeCtx
 
@@ -67,13 +68,13 @@ async def test_harvester_fills_the_pool_with_working_cookies(
 
 
 async def test_harvested_cookie_expires_with_the_configured_ttl(
-    demo_site: DemoSite, make_ctx: MakeCtx
+    demo_site: DemoSite, make_ctx: MakeCtx, frozen: ManualClock
 ) -> None:
     ctx = make_ctx(CookieHarvester, cookies_per_site=1, cookie_ttl_seconds=0.3)
     await CookieHarvester().run_one(harvest_task(demo_site.site), ctx)
     pool = ctx.pool(COOKIE_POOL)
     assert await pool.size() == 1
-    await asyncio.sleep(0.4)
+    frozen.advance(0.4)
     assert await pool.size() == 0
 
 

@@ -18,6 +18,7 @@ from inventory_sync import (
 )
 
 from fleet.core import Stream, Task
+from fleet.core.clock import ManualClock
 from fleet.dev.demo_state import DemoSettings
 from tests.examples.conftest import DemoSite, MakeCtx
 
@@ -60,12 +61,13 @@ async def test_concurrent_slots_share_one_token_refresh(
 
 @pytest.mark.parametrize("demo_settings", [DemoSettings(token_ttl_seconds=6.0)])
 async def test_the_cached_token_expires_before_the_real_one(
-    demo_site: DemoSite, make_ctx: MakeCtx
+    demo_site: DemoSite, make_ctx: MakeCtx, frozen: ManualClock
 ) -> None:
     ctx = make_ctx(InventorySync, api_url=f"{demo_site.url}/api")
     await InventorySync().run_one(check("A"), ctx)
-    # Cached for expires_in - 5 = 1 s: after that the next task refreshes.
-    await asyncio.sleep(1.2)
+    # Cached for expires_in - 5 = 1 s: after that the next task refreshes (the demo
+    # site's own token, 6 s on its real clock, still holds).
+    frozen.advance(1.2)
     await InventorySync().run_one(check("B"), ctx)
     assert demo_site.state.stats.tokens_issued == 2
     assert await ctx.counter(REFRESHES).get() == 2
