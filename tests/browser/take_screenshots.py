@@ -106,22 +106,27 @@ def main() -> None:
                 page.wait_for_timeout(1500)
                 shoot(page, "automation")
                 # Clip the full page (not the viewport) so the sticky header stays on top.
-                page.evaluate("window.scrollTo(0, 0)")
-                box = page.locator("#dlq").bounding_box()
-                assert box is not None
-                page.screenshot(path=str(DOCS_SHOTS / "dlq.png"), full_page=True, clip=box)
-                print("wrote docs/screenshots/dlq.png")
-                # The task browser (dead letters shown) and one task's page.
+                # Dead tasks are the task browser's dead tab (dlq.png), finished ones its
+                # done tab (tasks.png).
                 page.click("#tasks [data-state=dead]")
                 expect(page.locator("#tasks table.tasks tbody tr").first).to_be_visible()
                 page.evaluate("window.scrollTo(0, 0)")
                 box = page.locator("#tasks").bounding_box()
                 assert box is not None
-                page.screenshot(path=str(DOCS_SHOTS / "tasks.png"), full_page=True, clip=box)
-                print("wrote docs/screenshots/tasks.png")
+                page.screenshot(path=str(DOCS_SHOTS / "dlq.png"), full_page=True, clip=box)
+                print("wrote docs/screenshots/dlq.png")
                 dead_id = page.locator("#tasks table.tasks tbody tr").first.get_attribute(
                     "data-task"
                 )
+                page.click("#tasks [data-state=done]")
+                expect(
+                    page.locator("#tasks table.tasks[data-state=done] tbody tr").first
+                ).to_be_visible()
+                page.evaluate("window.scrollTo(0, 0)")
+                box = page.locator("#tasks").bounding_box()
+                assert box is not None
+                page.screenshot(path=str(DOCS_SHOTS / "tasks.png"), full_page=True, clip=box)
+                print("wrote docs/screenshots/tasks.png")
                 page.goto(f"{stack.url}/#/task/dash-echo/{dead_id}")
                 expect(page.locator("#task [data-role=payload]")).to_be_visible()
                 shoot(page, "task")

@@ -178,7 +178,7 @@ def test_overview_and_workers_show_the_live_worker(
     p.click("#nav a[data-route=workers]")
     row = p.locator(f"tr[data-worker='{stack.worker_id}']")
     expect(row.locator("[data-col=state]")).to_have_text(re.compile("RUNNING|IDLE"))
-    expect(row).to_contain_text("CPU")
+    expect(p.locator(f"tbody[data-process='{stack.worker_id}']")).to_contain_text("CPU")
     shot(p, "workers", tmp_path)
 
     # Drain, then resume, from the table: the worker reports it within a heartbeat or two.
@@ -212,25 +212,27 @@ def test_failing_task_lands_in_the_dlq_and_replays(
     open_automation(p, stack)
     text = f"flaky-{uuid.uuid4().hex[:8]}"
     task_id = submit_task(p, text, fail_first=True, max_attempts=1)
-    dead_row = p.locator(f"#dlq tr[data-task='{task_id}']")
+    # Dead tasks are listed in the task browser's dead tab (the only list of them).
+    p.click("#tasks [data-state=dead]")
+    dead_row = p.locator(f"#tasks tr[data-task='{task_id}']")
     expect(dead_row).to_contain_text("first attempt fails")
-    expect(dead_row).to_contain_text("1 / 1")
+    expect(dead_row.locator("[data-col=attempt]")).to_have_text("1")
     expect(p.locator("#submit [data-role=task-state]")).to_contain_text(f"{task_id}: dead")
     shot(p, "dlq", tmp_path)
 
-    dead_row.locator("input[name=dead-pick]").check()
-    p.click("#dlq [data-action=replay-selected]")
-    expect(p.locator("#dlq .note-ok")).to_contain_text("replayed 1")
+    dead_row.locator("input[name=task-pick]").check()
+    p.click("#tasks [data-action=replay-picked]")
+    expect(p.locator("#tasks .note-ok")).to_contain_text("1 replayed")
     expect(dead_row).to_have_count(0)
     expect_in_tail(p, stack, f"echo: {text}", task_id)
     assert stack.api("GET", f"/automations/dash-echo/tasks/{task_id}").json()["state"] == "done"
 
     # Drain asks first (the watcher accepts the confirm) and empties the DLQ.
     submit_task(p, f"doomed-{uuid.uuid4().hex[:8]}", fail_first=True, max_attempts=1)
-    expect(p.locator("#dlq tr[data-task]")).to_have_count(1)
-    p.click("#dlq [data-action=drain]")
+    expect(p.locator("#tasks tr[data-task]")).to_have_count(1)
+    p.click("#tasks [data-action=drain]")
     assert any("cannot be undone" in d for d in watch.dialogs)
-    expect(p.locator("#dlq .empty")).to_have_text("No dead tasks.")
+    expect(p.locator("#tasks .empty")).to_have_text("No dead task.")
 
 
 @pytest.mark.parametrize("stack", ["sqlite"], indirect=True)  # the page's logic is backend-blind
@@ -336,7 +338,7 @@ def test_a_new_worker_appears_live_then_is_forgotten(
         proc.wait(timeout=15)
         stack.procs.remove(proc)  # stopped on purpose: not a process that died on us
     expect(row.locator("[data-col=state]")).to_have_text(re.compile("STOPPED|DOWN"))
-    row.get_by_role("button", name="Forget").click()
+    p.locator(f"tbody[data-process='{extra}']").get_by_role("button", name="Forget").click()
     assert any(extra in d for d in watch.dialogs)
     expect(row).to_have_count(0)
     expect(p.locator(f"tr[data-worker='{stack.worker_id}']")).to_be_visible()
@@ -461,7 +463,9 @@ def test_js_helpers(browser: Browser, static_url: str) -> None:
                             {t: 2, completed: 16, failed: 2, dead: 1}),
           idle: rateBetween({t: 0, completed: 5, failed: 0, dead: 0},
                             {t: 2, completed: 5, failed: 0, dead: 0}),
-          routes: [parseRoute("#/automation/a%2Fb"), parseRoute("#/workers"), parseRoute("")],
+          routes: [parseRoute("#/automation/a%2Fb"), parseRoute("#/workers"), parseRoute(""),
+                   parseRoute("#/automation/a?state=done&run=r%2F1"),
+                   parseRoute("#/automation/a?state=nope"), parseRoute("#/task/t/x%3Fy?attempt=2")],
           escaped: escapeHtml("<img src=x onerror='1'>&"),
           durations: [0.25, 75, 7200, 299.7, 59.6].map(fmtDuration),
           kind: fieldKind({}, {anyOf: [{type: "integer"}, {type: "null"}]}),
@@ -485,6 +489,9 @@ def test_js_helpers(browser: Browser, static_url: str) -> None:
         {"name": "automation", "type": "a/b"},
         {"name": "workers"},
         {"name": "overview"},
+        {"name": "automation", "type": "a", "state": "done", "run": "r/1"},
+        {"name": "automation", "type": "a"},
+        {"name": "task", "type": "t", "task": "x?y", "attempt": 2},
     ]
     assert result["escaped"] == "&lt;img src=x onerror=&#39;1&#39;&gt;&amp;"
     assert result["durations"] == ["250 ms", "1 m 15 s", "2 h 0 m", "5 m 0 s", "1 m 0 s"]

@@ -20,12 +20,32 @@ const signOutBtn = document.getElementById("sign-out");
 let view = null;
 let stopEvents = null;
 
-/** The view a location hash names: "#/automation/<type>" and friends. */
+/** The task states a route may open a type's task browser at. */
+const TASK_STATES = ["pending", "scheduled", "processing", "done", "dead"];
+
+/**
+ * The view a location hash names: "#/automation/<type>" and friends.
+ *
+ * A type's page may open its task browser at a state and a run's tasks:
+ * "#/automation/<type>?state=done&run=<run id>" (both optional); the route then
+ * carries `state` and `run`, and only then. A task's page may pick out one of its
+ * attempts: "#/task/<type>/<id>?attempt=2" (the route's `attempt`).
+ */
 export function parseRoute(hash) {
-  const parts = (hash || "").replace(/^#\/?/, "").split("/");
-  if (parts[0] === "automation" && parts[1]) return { name: "automation", type: decodeURIComponent(parts[1]) };
+  const [path, query] = (hash || "").replace(/^#\/?/, "").split("?", 2);
+  const parts = path.split("/");
+  if (parts[0] === "automation" && parts[1]) {
+    const r = { name: "automation", type: decodeURIComponent(parts[1]) };
+    const q = new URLSearchParams(query || "");
+    if (TASK_STATES.includes(q.get("state"))) r.state = q.get("state");
+    if (q.get("run")) r.run = q.get("run");
+    return r;
+  }
   if (parts[0] === "task" && parts[1] && parts[2]) {
-    return { name: "task", type: decodeURIComponent(parts[1]), task: decodeURIComponent(parts.slice(2).join("/")) };
+    const r = { name: "task", type: decodeURIComponent(parts[1]), task: decodeURIComponent(parts.slice(2).join("/")) };
+    const attempt = Number(new URLSearchParams(query || "").get("attempt"));
+    if (Number.isInteger(attempt) && attempt > 0) r.attempt = attempt;
+    return r;
   }
   if (parts[0] === "run" && parts[1]) return { name: "runs", run: decodeURIComponent(parts[1]) };
   if (["workers", "pools", "proxies", "runs"].includes(parts[0])) return { name: parts[0] };
@@ -85,8 +105,8 @@ function route() {
   for (const a of nav.querySelectorAll("a")) {
     a.classList.toggle("active", a.dataset.route === r.name);
   }
-  if (r.name === "automation") view = automationView(main, r.type);
-  else if (r.name === "task") view = taskView(main, r.type, r.task);
+  if (r.name === "automation") view = automationView(main, r.type, { state: r.state, run: r.run });
+  else if (r.name === "task") view = taskView(main, r.type, r.task, { attempt: r.attempt });
   else if (r.name === "workers") view = workersView(main);
   else if (r.name === "pools") view = poolsView(main);
   else if (r.name === "proxies") view = proxiesView(main);

@@ -1,5 +1,7 @@
-// One automation type: summary, config editor, submit form, DLQ, output tail,
-// its workers and its schemas.
+// One automation type, in the order an operator reads it: summary, its tasks (the
+// queue by state, dead ones among them, replayed or deleted there), the output tail
+// and the submit form, groups and schedules, its workers, then its schemas and last
+// its config editor.
 
 import { aborted, api, seg } from "../api.js";
 import { STOP, poll } from "../refresh.js";
@@ -11,8 +13,7 @@ import { typeCard } from "./overview.js";
 import { currentWindow, historyOf, refreshHistories, windowPicker } from "../history.js";
 import { workersTable } from "./workers.js";
 import { configEditor } from "./config_editor.js";
-import { dlqPanel } from "./dlq.js";
-import { tasksPanel } from "./tasks.js";
+import { taskHref, taskLink, tasksPanel } from "./tasks.js";
 import { groupsPanel } from "./groups.js";
 import { schedulesPanel } from "./schedules.js";
 
@@ -134,7 +135,18 @@ function tailPanel(type) {
     const item = h(
       "li",
       { "data-entry": entry.id || "" },
-      h("div", { class: "tail-meta" }, fmtTime(entry.ts), " · ", h("span", { class: "mono" }, entry.worker_id || "?")),
+      h(
+        "div",
+        { class: "tail-meta" },
+        fmtTime(entry.ts),
+        " · ",
+        h("span", { class: "mono" }, entry.worker_id || "?"),
+        // The task and attempt that emitted it (entries written before issue 42 have neither).
+        entry.task_id ? [" · task ", taskLink(type, entry.task_id)] : null,
+        entry.task_id && entry.attempt
+          ? [" · ", h("a", { href: taskHref(type, entry.task_id, entry.attempt), "data-role": "entry-attempt" }, `attempt ${entry.attempt}`)]
+          : null,
+      ),
       h("pre", { class: "payload" }, fmtJSON(entry.payload)),
     );
     // Newest first; ids sort by time, so an entry re-read late (after a
@@ -157,7 +169,7 @@ function tailPanel(type) {
 
   const el = h(
     "section",
-    { class: "panel span", id: "tail" },
+    { class: "panel", id: "tail" },
     h("h3", {}, "Output (live)"),
     h("p", { class: "muted" }, "The newest retained entries, then every new emit as it happens (newest first)."),
     empty,
@@ -166,13 +178,15 @@ function tailPanel(type) {
   return { el, add, load };
 }
 
-export function automationView(root, type) {
+/** A type's page: "#/automation/<type>", its task browser at `state` and `run` if given. */
+export function automationView(root, type, { state, run } = {}) {
   const head = h("div", {});
   const msg = h("div", {});
   const grid = h("div", { class: "panels" });
   const workersHost = h("div", {});
   const workerMsg = h("div", { class: "messages", "aria-live": "polite" });
   const schemas = h("div", {});
+  const configHost = h("div", {});
   mount(
     root,
     h(
@@ -184,11 +198,11 @@ export function automationView(root, type) {
       grid,
       h("section", { class: "panel wide" }, h("h3", {}, "Workers"), workerMsg, workersHost),
       h("section", { class: "panel wide", id: "schemas" }, h("h3", {}, "Schemas"), schemas),
+      configHost,
     ),
   );
   let editor = null;
   let submit = null;
-  let dlq = null;
   let groups = null;
   let schedules = null;
   let tail = null;
@@ -202,11 +216,9 @@ export function automationView(root, type) {
       mount(msg, note("error", `Unknown automation ${type}: ${err.summary || err.message}`));
       return;
     }
-    editor = configEditor(type);
-    grid.append(editor.el);
     if (entry.queue) {
-      submit = submitPanel(type, entry);
-      grid.append(submit.el);
+      tasks = tasksPanel(type, { state, run });
+      grid.append(tasks.el);
     }
     if (entry.stream) {
       tail = tailPanel(type);
@@ -214,15 +226,16 @@ export function automationView(root, type) {
       tail.load();
     }
     if (entry.queue) {
+      submit = submitPanel(type, entry);
+      grid.append(submit.el);
       groups = groupsPanel(type);
       grid.append(groups.el);
       schedules = schedulesPanel(type);
       grid.append(schedules.el);
-      tasks = tasksPanel(type);
-      grid.append(tasks.el);
-      dlq = dlqPanel(type);
-      grid.append(dlq.el);
     }
+    editor = configEditor(type);
+    editor.el.classList.add("wide");
+    mount(configHost, editor.el);
     mount(schemas, entrySchemas(entry));
     update();
   }
@@ -239,17 +252,18 @@ export function automationView(root, type) {
     const workers = store.workersOf(type);
     mount(workersHost, workers.length ? workersTable(workers, workerMsg, { withType: false }) : h("p", { class: "empty" }, "No worker runs this type."));
     if (editor) editor.update();
-    if (dlq) {
-      // The monotonic dead-letter counter changes on every new death, even when
-      // the DLQ size stays the same (one replayed, another died).
-      const q = queueOf(row) || {};
-      dlq.update(`${q.dead}:${(q.counters || {}).dead}`);
-    }
     if (tasks) {
-      // Any move of a task changes one of these: reload the page of tasks shown.
+      // Any move of a task changes one of these: reload the page of tasks shown (the
+      // monotonic dead counter moves on every new death, even when the number of dead
+      // tasks stays the same: one replayed, another died).
       const q = queueOf(row) || {};
       const c = q.counters || {};
-      tasks.update(`${q.pending_total}:${q.scheduled}:${q.processing}:${q.dead}:${c.submitted}:${c.completed}:${c.dead}`);
+      tasks.update(`${q.pending_total}:${q.scheduled}:${q.processing}:${q.dead}:${c.submitted}:${c.completed}:${c.dead}`, {
+        pending: q.pending_total,
+        scheduled: q.scheduled,
+        processing: q.processing,
+        dead: q.dead,
+      });
     }
     if (groups) {
       const q = queueOf(row) || {};
@@ -279,7 +293,7 @@ export function automationView(root, type) {
     destroy() {
       store.removeEventListener("emit", onEmit);
       store.removeEventListener("resync", onResync);
-      for (const panel of [tasks, dlq, groups, schedules, submit]) if (panel) panel.stop();
+      for (const panel of [tasks, groups, schedules, submit]) if (panel) panel.stop();
     },
   };
 }

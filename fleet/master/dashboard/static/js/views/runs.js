@@ -1,13 +1,23 @@
 // Runs: the list (newest first, paged) and one run's page (counters, progress,
-// per type, cancel), both kept live by polling while open.
+// per type with links to its tasks by state, its callback task, cancel), both kept
+// live by polling while open.
 
 import { aborted, api, seg } from "../api.js";
 import { STOP, poll, polledView } from "../refresh.js";
 import { h, mount, note, fmtAgo, fmtDuration, fmtJSON, table } from "../render.js";
+import { taskHref, tasksHref } from "./tasks.js";
 
 const REFRESH_MS = 2000;
 const PAGE = 50;
 const COUNTERS = ["submitted", "pending", "running", "done", "dead", "cancelled", "expired", "duplicates"];
+/** The task browser's state a run counter's tasks are listed in (a run counts its
+ * scheduled tasks as pending: the browser's scheduled tab, next to pending, has them). */
+const BROWSE = { pending: "pending", running: "processing", done: "done", dead: "dead" };
+
+/** The id of a run's callback task: fleet.core.runs.callback_task_id. */
+export function callbackTaskId(runId) {
+  return `run-${runId}-complete`;
+}
 
 /** The share of a run's submitted tasks that ended (done, dead, cancelled, expired). */
 function ended(c) {
@@ -166,7 +176,15 @@ export function runView(root, runId) {
               "tr",
               { "data-type": t },
               h("td", {}, h("a", { href: `#/automation/${seg(t)}` }, t)),
-              COUNTERS.map((n) => h("td", { class: "num" }, String(c[n] || 0))),
+              COUNTERS.map((n) =>
+                h(
+                  "td",
+                  { class: "num", "data-col": n },
+                  BROWSE[n]
+                    ? h("a", { href: tasksHref(t, { state: BROWSE[n], run: run.run_id }), "data-browse": BROWSE[n], title: `${BROWSE[n]} tasks of ${t} in this run` }, String(c[n] || 0))
+                    : String(c[n] || 0),
+                ),
+              ),
             ),
           ),
           { class: "by-type" },
@@ -178,7 +196,22 @@ export function runView(root, runId) {
       counters,
       h("h3", {}, "Per type"),
       perType,
-      run.on_complete ? [h("h3", {}, "On complete"), h("pre", { class: "payload" }, fmtJSON(run.on_complete))] : null,
+      run.on_complete ? [h("h3", {}, "On complete"), callback(run), h("pre", { class: "payload" }, fmtJSON(run.on_complete))] : null,
+    );
+  }
+
+  /** The line about a run's callback task: pushed into its type when the run ends done. */
+  function callback(run) {
+    const type = run.on_complete.type;
+    const id = callbackTaskId(run.run_id);
+    if (run.state === "cancelled") return h("p", { class: "muted", "data-role": "callback" }, "Not pushed: the run was cancelled.");
+    return h(
+      "p",
+      { "data-role": "callback" },
+      "Callback task ",
+      h("a", { href: taskHref(type, id), class: "mono", "data-role": "callback-task" }, id),
+      ` of ${type}`,
+      run.state === "running" ? h("span", { class: "muted" }, " (pushed when the run ends)") : null,
     );
   }
 
