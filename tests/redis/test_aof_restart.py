@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 
 import pytest
 
 from fleet.backends.redis import RedisBackend
+from fleet.core.clock import ManualClock
 from fleet.core.records import PushRequest, TaskBody
 from tests.support.redis_server import REDIS_BIN, RedisServer
 
@@ -27,7 +27,9 @@ def req(task_id: str, priority: int = 0, delay: float = 0.0, key: str | None = N
     return PushRequest(body, delay, idempotency_key=key)
 
 
-async def test_everything_survives_an_aof_restart(aof_server: RedisServer) -> None:
+async def test_everything_survives_an_aof_restart(
+    aof_server: RedisServer, frozen: ManualClock
+) -> None:
     b = RedisBackend(aof_server.url)
     await b.connect()
     try:
@@ -78,7 +80,7 @@ async def test_everything_survives_an_aof_restart(aof_server: RedisServer) -> No
         again = await b.queues.push("t", [req("idem-2", key="once")])
         assert again[0].duplicate and again[0].task_id == "idem"
         # Order survives: high, then normal FIFO, then low; due retries come back.
-        await asyncio.sleep(0.9)
+        frozen.advance(0.9)
         got = await b.queues.reserve("t", k=10)
         ids = [r.body.id for r in got]
         assert ids == ["hi", "retry", "norm", "idem", "later", "lo"]

@@ -11,6 +11,7 @@ import pytest
 from fleet.backends.redis import RedisBackend
 from fleet.core.errors import BackendUnavailable
 from fleet.core.records import PushRequest, TaskBody, new_id
+from tests.conformance.helpers import blocked
 from tests.support.redis_server import REDIS_BIN, RedisServer, free_port
 
 pytestmark = pytest.mark.skipif(REDIS_BIN is None, reason="redis-server not installed")
@@ -62,7 +63,7 @@ async def test_blocked_reserve_fails_when_redis_dies(own_server: RedisServer) ->
     await b.connect()
     try:
         waiter = asyncio.create_task(b.queues.reserve("t", timeout=30))
-        await asyncio.sleep(0.3)
+        await blocked(b)
         t0 = time.monotonic()
         own_server.stop(kill=True)
         with pytest.raises(BackendUnavailable):
@@ -70,7 +71,7 @@ async def test_blocked_reserve_fails_when_redis_dies(own_server: RedisServer) ->
         assert time.monotonic() - t0 < 5.0
         own_server.start()
         waiter = asyncio.create_task(b.queues.reserve("t", timeout=20))
-        await asyncio.sleep(0.2)
+        await blocked(b)
         await b.queues.push("t", [req()])
         assert len(await asyncio.wait_for(waiter, 15)) == 1
     finally:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from pathlib import Path
 
 from fleet.backends import open_backend
+from fleet.core.clock import ManualClock
 from tests.sqlite.helpers import url_for
 
 
@@ -20,7 +20,9 @@ def _rows(path: Path) -> tuple[int, int]:
         c.close()
 
 
-async def test_unused_limiters_are_pruned_by_later_writes(tmp_path: Path) -> None:
+async def test_unused_limiters_are_pruned_by_later_writes(
+    tmp_path: Path, frozen: ManualClock
+) -> None:
     path = tmp_path / "fleet.db"
     backend = await open_backend(url_for(path))
     try:
@@ -30,7 +32,7 @@ async def test_unused_limiters_are_pruned_by_later_writes(tmp_path: Path) -> Non
             )
             assert wait == 0
         assert _rows(path) == (20, 20)
-        await asyncio.sleep(0.15)
+        frozen.advance(0.15)
         # Each acquire prunes two of each besides its own limiter's expired holders.
         for i in range(10):
             await backend.limits.acquire(
