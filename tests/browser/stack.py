@@ -125,11 +125,13 @@ class Stack:
             self.procs.remove(proc)
         return proc
 
-    def spawn_worker(self, worker_id: str) -> subprocess.Popen[bytes]:
-        """Start one more worker process of the test plugin."""
-        return self._spawn(
-            worker_id, ["-m", "fleet", "worker", "--plugin", self.plugin, "--id", worker_id]
-        )
+    def spawn_worker(
+        self, worker_id: str, more_plugins: Sequence[str] = ()
+    ) -> subprocess.Popen[bytes]:
+        """Start one more worker process of the test plugin (and ``more_plugins``: one
+        process running several types, as ``fleet dev`` does)."""
+        plugins = [arg for plugin in (self.plugin, *more_plugins) for arg in ("--plugin", plugin)]
+        return self._spawn(worker_id, ["-m", "fleet", "worker", *plugins, "--id", worker_id])
 
     def _worker_up(self) -> bool:
         try:
