@@ -67,7 +67,7 @@ async def test_blocking_reserve_times_out_empty(backend: Backend) -> None:
 
 async def test_blocking_reserve_wakes_on_push_promptly(backend: Backend) -> None:
     async def push_later() -> float:
-        await asyncio.sleep(0.2)
+        await blocked(backend)
         await push(backend, "late")
         return time.monotonic()
 
@@ -142,7 +142,7 @@ async def test_blocked_reserve_wakes_for_scheduled_task(backend: Backend) -> Non
 
 async def test_blocked_reserve_wakes_for_task_scheduled_while_waiting(backend: Backend) -> None:
     async def schedule_later() -> None:
-        await asyncio.sleep(0.1)
+        await blocked(backend)
         await backend.queues.push(TYPE, [req("sched", delay_seconds=0.2)])
 
     task = asyncio.create_task(schedule_later())

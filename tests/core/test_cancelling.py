@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from fleet.core.cancelling import cancel_and_wait
+from tests.support.waits import until
 
 
 async def _swallows_one_cancel(ticks: list[int]) -> None:
@@ -26,7 +27,7 @@ async def _swallows_one_cancel(ticks: list[int]) -> None:
 async def test_a_lost_cancel_is_sent_again() -> None:
     ticks: list[int] = []
     task = asyncio.create_task(_swallows_one_cancel(ticks))
-    await asyncio.sleep(0.03)
+    await until(lambda: ticks, what="the task's loop to run")
     # one cancel alone would leave it running for ever
     async with asyncio.timeout(5):
         assert await cancel_and_wait(task, again_after=0.05) is None
@@ -34,8 +35,9 @@ async def test_a_lost_cancel_is_sent_again() -> None:
 
 
 async def test_a_single_cancel_is_not_enough_for_such_a_task() -> None:
-    task = asyncio.create_task(_swallows_one_cancel([]))
-    await asyncio.sleep(0.03)
+    ticks: list[int] = []
+    task = asyncio.create_task(_swallows_one_cancel(ticks))
+    await until(lambda: ticks, what="the task's loop to run")
     task.cancel()
     done, _ = await asyncio.wait({task}, timeout=0.3)
     assert not done  # the case cancel_and_wait exists for

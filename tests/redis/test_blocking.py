@@ -76,7 +76,7 @@ async def test_idle_reservers_make_few_commands(rb: RedisBackend) -> None:
             await rb.queues.reserve("idle", timeout=2.0)
 
     tasks = [asyncio.create_task(loop()) for _ in range(10)]
-    await asyncio.sleep(0.3)
+    await blocked(rb, 10)
     before = await round_trips(rb)
     await asyncio.sleep(3.0)
     used = await round_trips(rb) - before
@@ -140,7 +140,7 @@ async def test_cancelled_waiters_never_strand_a_task(rb: RedisBackend) -> None:
     for _ in range(5):
         doomed = [asyncio.create_task(rb.queues.reserve("t", timeout=30)) for _ in range(5)]
         survivor = asyncio.create_task(rb.queues.reserve("t", timeout=30))
-        await asyncio.sleep(0.1)
+        await blocked(rb, 6)
         await rb.queues.push("t", [req()])
         for d in doomed:
             d.cancel()

@@ -103,7 +103,7 @@ async def test_cancelled_reserve_loses_no_task(tmp_path: Path) -> None:
     try:
         for round_ in range(20):
             waiter = asyncio.create_task(backend.queues.reserve(TYPE, timeout=5.0))
-            await asyncio.sleep(0.01)
+            await blocked(backend, 1, TYPE)
             await backend.queues.push(TYPE, [PushRequest(TaskBody(id=f"t{round_}", payload=None))])
             # Cancel at varying points: before, during or after its transaction.
             await asyncio.sleep(0.0005 * round_)

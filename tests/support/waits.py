@@ -2,7 +2,7 @@
 
 A test that waits for an effect of a background task, another process or a socket
 asks :func:`until` (async) or :func:`until_sync` instead of writing its own
-``while ...: sleep(...)`` loop. Time rules (leases, TTLs, cool-downs) are not waited
+polling loop. Time rules (leases, TTLs, cool-downs) are not waited
 for: a test of one moves the stopped clock (the ``frozen`` fixture) instead.
 
 The deadline is measured on :func:`time.monotonic`, never on ``fleet.core.clock``, so a

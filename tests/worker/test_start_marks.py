@@ -14,7 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 from fleet.backends.base import Backend
-from fleet.core import BaseConfig, BatchAutomation, Context, Task, register
+from fleet.core import BaseConfig, BatchAutomation, Context, Task, clock, register
 from fleet.worker.leases import LeaseKeeper
 from fleet.worker.slots import SUSPECT_PROBATION_SECONDS
 from tests.worker.support import push, running_worker, wait_until
@@ -59,11 +59,15 @@ def record_marks(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> list[list
 
 
 async def make_suspects(backend: Backend, ids: list[str]) -> None:
-    """Let reservations of ``ids`` die unmarked with their "worker": each gets refunds=1."""
-    got = await backend.queues.reserve(T, k=len(ids), visibility_seconds=0.05)
-    assert sorted(r.body.id for r in got) == sorted(ids)
-    await asyncio.sleep(0.1)
-    assert await backend.queues.sweep(T) == len(ids)
+    """Let reservations of ``ids`` die unmarked with their "worker": each gets refunds=1.
+
+    The clock stops a second back for it and moves past the leases' end, so what the
+    sweep writes lies in the past of the real clock the worker runs on afterwards."""
+    with clock.frozen(time.time() - 1) as stopped:
+        got = await backend.queues.reserve(T, k=len(ids), visibility_seconds=0.05)
+        assert sorted(r.body.id for r in got) == sorted(ids)
+        stopped.advance(0.1)
+        assert await backend.queues.sweep(T) == len(ids)
 
 
 async def test_marks_of_tasks_started_together_go_in_one_call(
