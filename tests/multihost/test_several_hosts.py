@@ -16,6 +16,7 @@ Needs root and ``ip netns``: skipped otherwise, except under FLEET_TEST_REQUIRE_
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import socket
 import subprocess
@@ -36,6 +37,7 @@ from tests.chaos.harness import PLUGIN, TYPE, VISIBILITY, Ledger, submit, wait_s
 from tests.support.master_proc import MASTER_TOKEN
 from tests.support.netns import Host, Network, NsProcess, netem_available, unavailable_reason
 from tests.support.redis_server import REDIS_BIN, free_port, require_redis
+from tests.support.waits import until_sync
 from tests.worker.procs import ROOT, fleet_env
 from tests.worker.support import wait_until
 
@@ -79,34 +81,37 @@ def _require_hosts() -> None:
 
 
 def _wait_pong(addr: str, port: int, proc: NsProcess, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def settled() -> str:
         try:
             with socket.create_connection((addr, port), timeout=0.5) as s:
                 s.settimeout(2)
                 s.sendall(b"PING\r\n")
                 if s.recv(64).startswith(b"+PONG"):
-                    return
+                    return "up"
         except OSError:
             pass
-        if proc.proc.poll() is not None:
-            break
-        time.sleep(0.05)
+        return "exited" if proc.proc.poll() is not None else ""
+
+    with contextlib.suppress(AssertionError):
+        if until_sync(settled, timeout=timeout, interval=0.05) == "up":
+            return
     raise AssertionError(f"redis-server on {addr}:{port} did not answer:\n{proc.log()}")
 
 
 def _wait_healthz(url: str, proc: NsProcess, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
     with httpx.Client(base_url=url, timeout=2) as http:
-        while time.monotonic() < deadline:
+
+        def settled() -> str:
             try:
                 if http.get("/healthz").status_code == 200:
-                    return
+                    return "up"
             except httpx.HTTPError:
                 pass
-            if proc.proc.poll() is not None:
-                break
-            time.sleep(0.1)
+            return "exited" if proc.proc.poll() is not None else ""
+
+        with contextlib.suppress(AssertionError):
+            if until_sync(settled, timeout=timeout, interval=0.1) == "up":
+                return
     raise AssertionError(f"the master at {url} did not come up:\n{proc.log()}")
 
 
@@ -329,14 +334,19 @@ async def test_a_partition_longer_than_the_lease(site: Site, workers: Workers) -
 def rtt_inside(host: Host, target: str) -> float:
     """Median Redis PING round trip in ms from inside ``host`` to ``target``."""
     argv = host.argv(sys.executable, "-m", "tests.support.netns", "rtt", target)
-    deadline = time.monotonic() + 15
-    while True:
+    last: list[subprocess.CompletedProcess[str]] = []
+
+    def measured() -> str:
         done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=30)
-        if done.returncode == 0:
-            return float(done.stdout.strip())
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no PING through {target} from {host.name}: {done.stderr}")
-        time.sleep(0.2)
+        last[:] = [done]
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    try:
+        return float(until_sync(measured, timeout=15, interval=0.2))
+    except AssertionError:
+        raise AssertionError(
+            f"no PING through {target} from {host.name}: {last[0].stderr}"
+        ) from None
 
 
 async def drain_rate(b: Backend, n: int) -> float:
