@@ -18,6 +18,7 @@ import pytest
 from fleet.backends import open_backend
 from fleet.master.http.headers import bounded_trace_context
 from tests.support.master_proc import MasterProcess, bare_entry
+from tests.support.waits import until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -98,9 +99,13 @@ async def test_huge_heads_hold_no_memory(master: MasterProcess) -> None:
     for t in threads:
         t.start()
     peak = before
-    while any(t.is_alive() for t in threads):
+
+    def sampled_until_answered() -> bool:
+        nonlocal peak
         peak = max(peak, _rss_kb(pid))
-        await asyncio.sleep(0.02)
+        return not any(t.is_alive() for t in threads)
+
+    await until(sampled_until_answered, timeout=120, what="every attack answered")
     after = _rss_kb(pid)
     print(
         f"\n20 heads of 32 MiB: master RSS {before // 1024} MiB before, peak "
