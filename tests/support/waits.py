@@ -15,7 +15,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
@@ -29,14 +29,36 @@ def _failure(what: str, timeout: float, last: object) -> AssertionError:
     return AssertionError(f"timed out after {timeout} s waiting for {what} (last value: {last!r})")
 
 
+@overload
 async def until(
-    predicate: Callable[[], Awaitable[T]] | Callable[[], T],
+    predicate: Callable[[], Awaitable[T]],
+    *,
+    timeout: float = ...,
+    interval: float = ...,
+    what: str = ...,
+    ignoring: tuple[type[BaseException], ...] = ...,
+) -> T: ...
+
+
+@overload
+async def until(
+    predicate: Callable[[], T],
+    *,
+    timeout: float = ...,
+    interval: float = ...,
+    what: str = ...,
+    ignoring: tuple[type[BaseException], ...] = ...,
+) -> T: ...
+
+
+async def until(
+    predicate: Callable[[], Any],
     *,
     timeout: float = TIMEOUT,
     interval: float = INTERVAL,
     what: str = "the condition",
     ignoring: tuple[type[BaseException], ...] = (),
-) -> T:
+) -> Any:
     """Ask ``predicate`` (sync or async) until it answers something true; that answer.
 
     An exception of a type in ``ignoring`` counts as a false answer (a port not yet
@@ -57,7 +79,7 @@ async def until(
             value = exc
         else:
             if value:
-                return value  # type: ignore[no-any-return]
+                return value
         if time.monotonic() > deadline:
             raise _failure(what, timeout, value)
         await asyncio.sleep(interval)
