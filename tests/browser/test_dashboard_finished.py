@@ -194,10 +194,12 @@ def test_an_output_entry_links_to_its_task_and_attempt(
     page: tuple[Page, Watch], stack: Stack
 ) -> None:
     p, watch = page
+    # The page is open first: the entry comes with its emit event, as it is made.
+    sign_in(p, stack, f"#/automation/{TYPE}")
+    expect(p.locator("#live")).to_have_text("live")
     text = f"emitted {uuid.uuid4().hex[:6]}"
     (task_id,) = _batch(stack, [{"payload": {"text": text, "fail_first": True}, "max_attempts": 3}])
     assert _ended(stack, [task_id]) == ["done"]
-    sign_in(p, stack, f"#/automation/{TYPE}")
     entry = p.locator("#tail li", has=p.locator("pre", has_text=f"echo: {text}"))
     expect(entry.locator(f".tail-meta a[href='#/task/{TYPE}/{task_id}']")).to_have_text(task_id)
     attempt = entry.locator("[data-role=entry-attempt]")

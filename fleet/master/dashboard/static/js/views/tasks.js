@@ -215,7 +215,9 @@ export function tasksPanel(type, opts = {}) {
         "td",
         {},
         st === "scheduled" && t.ready_at ? `ready ${fmtTime(t.ready_at)}` : st === "processing" && t.deadline ? `lease to ${fmtTime(t.deadline)}` : "",
-        t.last_error ? h("span", { class: "error-text" }, t.last_error) : null,
+        // A done task's last error is that of an attempt retried before it succeeded.
+        t.last_error && st === "done" ? h("span", { class: "muted" }, `retried after: ${t.last_error}`) : null,
+        t.last_error && st !== "done" ? h("span", { class: "error-text" }, t.last_error) : null,
       ),
     );
   }
