@@ -66,7 +66,7 @@ SUMMARIES: dict[str, str] = {
     "(one JSON line each); --follow then prints new emits live (-n 0 -f: only new ones).",
     "task": "A task's record: state, attempt, times, last error, progress, outputs and trace "
     "id (--cancel to cancel it).",
-    "tasks": "Queue depths and counters of a type (with a TASK_ID: deprecated, use fleet task).",
+    "tasks": "Queue depths and counters of a type; with --state, a page of its tasks.",
     "worker": "Run automation slots: take tasks, report state, follow the desired config.",
     "workers": "List workers (of one TYPE): state, last seen, slots, config generations.",
 }

@@ -192,8 +192,9 @@ def tasks(
     token: str | None,
     as_json: bool,
 ) -> None:
-    """Queue depths and counters of a type; with --state, a page of its tasks in that
-    state (with a TASK_ID: deprecated, use fleet task)."""
+    """Queue depths and counters of a type; with --state, a page of its tasks.
+
+    With a TASK_ID: deprecated, use fleet task."""
     if cancel and task_id is None:
         raise click.UsageError("--cancel needs a TASK_ID")
     if state is None and (run_id is not None or after is not None):

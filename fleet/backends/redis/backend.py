@@ -25,6 +25,7 @@ from fleet.backends.redis.core import CONNECT_TIMEOUT, RedisCore
 from fleet.backends.redis.events import RedisEvents
 from fleet.backends.redis.groups import RedisGroups
 from fleet.backends.redis.history import RedisHistory
+from fleet.backends.redis.identities import RedisIdentities
 from fleet.backends.redis.limits import RedisLimits
 from fleet.backends.redis.pools import RedisPools
 from fleet.backends.redis.primitives import RedisCounters, RedisKV, RedisLocks
@@ -61,6 +62,7 @@ class RedisBackend(RedisCore, Backend):
         self.groups = RedisGroups(self)
         self.streams = RedisStreams(self)
         self.pools = RedisPools(self)
+        self.identities = RedisIdentities(self)
         self.kv = RedisKV(self)
         self.locks = RedisLocks(self)
         self.counters = RedisCounters(self)

@@ -243,6 +243,22 @@ class KeySpace:
         """SCAN pattern of every idempotency key of a type."""
         return f"{_glob_escape(self.queue(automation_type))}:idem:*"
 
+    # ------------------------------------------------------------------ identities
+
+    #: The parts of an identity pool's keys, in ``lua/identities.lua``'s KEYS order.
+    IDENTITY_PARTS = ("docs", "meta", "ids", "ready", "leases", "owner", "sticky")
+
+    def identity_keys(self, pool: str) -> list[str]:
+        """``fleet:identity:<pool>:<part>`` for each of :attr:`IDENTITY_PARTS` (one hash
+        tag per pool on Redis Cluster)."""
+        base = f"{self.prefix}fleet:identity:{self._tag(pool)}"
+        return [f"{base}:{part}" for part in self.IDENTITY_PARTS]
+
+    @property
+    def identity_pools(self) -> str:
+        """``fleet:identity-pools``: the set of pool names."""
+        return f"{self.prefix}fleet:identity-pools"
+
     # ------------------------------------------------------------------ pools
 
     def pool(self, name: str) -> str:

@@ -36,6 +36,7 @@ from fleet.backends.sqlite.conn import SQLiteDB, parse_url
 from fleet.backends.sqlite.events import SQLiteEvents
 from fleet.backends.sqlite.groups import SQLiteGroups
 from fleet.backends.sqlite.history import SQLiteHistory
+from fleet.backends.sqlite.identities import SQLiteIdentities
 from fleet.backends.sqlite.limits import SQLiteLimits
 from fleet.backends.sqlite.pools import SQLitePools
 from fleet.backends.sqlite.primitives import SQLiteCounters, SQLiteKV, SQLiteLocks
@@ -81,6 +82,7 @@ class SQLiteBackend(Backend):
         self.browse = SQLiteBrowse(db, watcher.wake)
         self.limits = SQLiteLimits(db)
         self.history = SQLiteHistory(db)
+        self.identities = SQLiteIdentities(db)
         self.proxies = SQLiteProxies(db)
         self.proxies.salts = self.kv
         self._connected = False

@@ -55,7 +55,7 @@ from fleet.core.errors import SchemaVersionError
 from fleet.core.runs import run_idle_ttl
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -417,6 +417,45 @@ ALTER TABLE tasks ADD COLUMN worker TEXT;
 """
 
 
+#: Version 19: identity pools (``identities.py``): each identity's document and state,
+#: the live leases by deadline, the identity kept for each sticky key.
+_V19 = """
+CREATE TABLE identities (
+    pool TEXT NOT NULL,
+    id TEXT NOT NULL,
+    doc TEXT NOT NULL,
+    retired INTEGER NOT NULL DEFAULT 0,
+    cooling_until REAL,
+    leases INTEGER NOT NULL DEFAULT 0,
+    uses INTEGER NOT NULL DEFAULT 0,
+    ok INTEGER NOT NULL DEFAULT 0,
+    blocked INTEGER NOT NULL DEFAULT 0,
+    in_row INTEGER NOT NULL DEFAULT 0,
+    last_used_at REAL NOT NULL DEFAULT 0,
+    last_reason TEXT,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (pool, id)
+) WITHOUT ROWID;
+CREATE INDEX identities_order ON identities (pool, last_used_at, id) WHERE retired = 0;
+CREATE TABLE identity_leases (
+    pool TEXT NOT NULL,
+    token TEXT NOT NULL,
+    id TEXT NOT NULL,
+    deadline REAL NOT NULL,
+    PRIMARY KEY (pool, token)
+) WITHOUT ROWID;
+CREATE INDEX identity_leases_deadline ON identity_leases (pool, deadline);
+CREATE INDEX identity_leases_id ON identity_leases (pool, id);
+CREATE TABLE identity_sticky (
+    pool TEXT NOT NULL,
+    key TEXT NOT NULL,
+    id TEXT NOT NULL,
+    PRIMARY KEY (pool, key)
+) WITHOUT ROWID;
+CREATE INDEX identity_sticky_id ON identity_sticky (pool, id);
+"""
+
+
 def _v15(conn: sqlite3.Connection) -> None:
     _script(_V15)(conn)
     # Running runs start their idle time at the upgrade.
@@ -456,6 +495,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     16: _script(_V16),
     17: _script(_V17),
     18: _script(_V18),
+    19: _script(_V19),
 }
 
 

@@ -13,6 +13,7 @@ from fleet.core.capabilities.configs import Configs
 from fleet.core.capabilities.events import Events, Subscription
 from fleet.core.capabilities.groups import TaskGroups
 from fleet.core.capabilities.history import History
+from fleet.core.capabilities.identities import Identities
 from fleet.core.capabilities.limits import Limiters
 from fleet.core.capabilities.pools import Pools
 from fleet.core.capabilities.primitives import KV, Counters, Locks
@@ -45,6 +46,8 @@ class TaskCapabilities(abc.ABC):
     events: Events
     #: The fleet-wide limiters of ``ctx.limit``.
     limits: Limiters
+    #: Identity pools (``ctx.identity``).
+    identities: Identities
 
 
 __all__ = [
@@ -55,6 +58,7 @@ __all__ = [
     "Counters",
     "Events",
     "History",
+    "Identities",
     "Limiters",
     "Locks",
     "Pools",
