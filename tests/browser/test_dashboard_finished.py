@@ -127,8 +127,14 @@ def test_a_run_page_links_to_its_tasks_by_state_and_to_its_callback(
     expect(p.locator("#tasks [data-role=run-filter]")).to_be_hidden()
     expect(p.locator(f"#tasks tr[data-task='{outside[0]}']")).to_be_visible()
     assert "run=" not in p.url
+    # And a run id typed in filters it again.
+    p.fill("#tasks input[name=run-id]", run)
+    p.click("#tasks [data-role=run-pick] button[type=submit]")
+    expect(p.locator("#tasks [data-role=filter-run]")).to_have_text(run)
+    expect(rows).to_have_count(2)
+    assert f"run={run}" in p.url
 
-    p.go_back()  # the run's page again
+    p.go_back()  # the run's page again (the tab's addresses replace each other)
     dead_link = p.locator(f"#run tr[data-type='{TYPE}'] [data-col=dead] a[data-browse=dead]")
     expect(dead_link).to_have_text("1")
     dead_link.click()

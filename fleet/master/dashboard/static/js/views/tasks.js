@@ -53,25 +53,42 @@ export function tasksPanel(type, opts = {}) {
   let after = null; // the page shown or asked for: the `next` of the page before it (null: the first)
   let loads = 0;
 
+  const runInput = h("input", { type: "search", name: "run-id", placeholder: "run id", "aria-label": "list only the tasks of a run", spellcheck: "false" });
   const search = h("input", { type: "search", name: "task-id", placeholder: "task id", "aria-label": "find a task by id", spellcheck: "false" });
+  const findForm = h(
+    "form",
+    {
+      class: "toolbar",
+      role: "search",
+      onsubmit: (e) => {
+        e.preventDefault();
+        const id = search.value.trim();
+        if (id) location.hash = `#/task/${seg(type)}/${seg(id)}`;
+      },
+    },
+    search,
+    h("button", { type: "submit", class: "btn" }, "Find"),
+  );
+  const runForm = h(
+    "form",
+    {
+      class: "toolbar",
+      "data-role": "run-pick",
+      onsubmit: (e) => {
+        e.preventDefault();
+        const id = runInput.value.trim();
+        runInput.value = "";
+        if (id) show(state, id);
+      },
+    },
+    runInput,
+    h("button", { type: "submit", class: "btn" }, "Only this run"),
+  );
   const el = h(
     "section",
     { class: "panel span", id: "tasks", "data-state": state },
     h("h3", {}, "Tasks"),
-    h(
-      "form",
-      {
-        class: "toolbar",
-        role: "search",
-        onsubmit: (e) => {
-          e.preventDefault();
-          const id = search.value.trim();
-          if (id) location.hash = `#/task/${seg(type)}/${seg(id)}`;
-        },
-      },
-      search,
-      h("button", { type: "submit", class: "btn" }, "Find"),
-    ),
+    h("div", { class: "toolbar" }, findForm, runForm),
     tabs,
     filter,
     msg,
