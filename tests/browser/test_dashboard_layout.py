@@ -104,6 +104,14 @@ def test_workers_are_grouped_by_process_and_only_a_down_one_is_forgotten(
     expect(group.get_by_role("button", name="Forget")).to_have_count(1)
     expect(group.get_by_role("button", name="Drain")).to_have_count(0)
     expect(mine.get_by_role("button", name="Forget")).to_have_count(0)
+    # A type's page lists its rows alone: the same rule, row by row.
+    p.goto(f"{stack.url}/#/automation/{TYPE}")
+    down = p.locator(f"#automation tr[data-worker='{pair}']")
+    live = p.locator(f"#automation tr[data-worker='{stack.worker_id}']")
+    expect(down.get_by_role("button", name="Forget")).to_have_count(1)
+    expect(live.get_by_role("button", name="Drain")).to_be_visible()
+    expect(live.get_by_role("button", name="Forget")).to_have_count(0)
+    p.goto(f"{stack.url}/#/workers")
     group.get_by_role("button", name="Forget").click()
     assert any(pair in d for d in watch.dialogs), watch.dialogs
     expect(group).to_have_count(0)
