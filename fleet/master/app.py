@@ -40,6 +40,7 @@ from fleet.master.routes import events as event_routes
 from fleet.master.routes import groups as group_routes
 from fleet.master.routes import health as health_routes
 from fleet.master.routes import history as history_routes
+from fleet.master.routes import identities as identity_routes
 from fleet.master.routes import pools as pool_routes
 from fleet.master.routes import proxies as proxy_routes
 from fleet.master.routes import queue as queue_routes
@@ -212,6 +213,7 @@ def create_app(
         worker_routes,
         pool_routes,
         proxy_routes,
+        identity_routes,
         event_routes,
     ):
         app.include_router(module.router, prefix=API_PREFIX)

@@ -496,3 +496,92 @@ class ProxiesOut(Answer):
     proxies: list[ProxyOut]
     cooling: int
     in_use: int
+
+
+# --------------------------------------------------------------- identities
+class FingerprintOut(Answer):
+    """What an identity's browser says of itself (docs/identities.md)."""
+
+    user_agent: str
+    headers: list[list[str]] = Field(description="[name, value] in the browser's order.")
+    locale: str | None
+    timezone: str | None
+    viewport: dict[str, int] | None
+    platform: str | None
+
+
+class IdentityStatsOut(Answer):
+    """What happened to an identity: leases, their outcomes, the last block's reason."""
+
+    uses: int
+    ok: int
+    blocked: int
+    blocked_in_row: int
+    last_used_at: Number | None
+    last_reason: str | None
+
+
+class IdentityOut(Answer):
+    """One identity; its proxy's password, cookies' values and account's secrets masked
+    unless the admin asks with ``reveal=true``."""
+
+    id: str
+    proxy: str | None
+    fingerprint: FingerprintOut | None
+    cookies: list[dict[str, Any]] = Field(description="Playwright storage_state cookies.")
+    account: dict[str, Any] | None
+    state: str = Field(description="ready, leased, cooling or retired.")
+    leases: int
+    cooling_until: Number | None
+    stats: IdentityStatsOut
+    created_at: Number
+
+
+class IdentityCounts(Answer):
+    """A pool's identities by state."""
+
+    ready: int
+    leased: int
+    cooling: int
+    retired: int
+
+
+class IdentityPoolOut(Answer):
+    """One identity pool and its counts by state."""
+
+    pool: str
+    total: int
+    counts: IdentityCounts
+
+
+class IdentityPools(Answer):
+    """``GET /identities``: every pool that holds an identity, by name."""
+
+    pools: list[IdentityPoolOut]
+
+
+class IdentityPage(Answer):
+    """``GET /identities/{pool}``: a page by id; ``next`` is the ``after`` of the next
+    page; ``counts`` over the whole pool."""
+
+    pool: str
+    items: list[IdentityOut]
+    next: str | None
+    counts: IdentityCounts
+
+
+class IdentitiesCreated(Answer):
+    """``POST /identities/{pool}``: how many were new, how many replaced, their ids."""
+
+    pool: str
+    created: int
+    replaced: int
+    ids: list[str]
+
+
+class IdentityDeleted(Answer):
+    """``DELETE /identities/{pool}/{id}``."""
+
+    pool: str
+    id: str
+    deleted: bool

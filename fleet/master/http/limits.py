@@ -22,10 +22,12 @@ LimitFor = Callable[[str], int]
 
 
 def limit_for_paths(default: int, batch: int) -> LimitFor:
-    """Batch submits get ``batch`` bytes, every other request ``default``."""
+    """Batch submits and identity creates (up to 1,000 identities with their cookies)
+    get ``batch`` bytes, every other request ``default``."""
 
     def pick(path: str) -> int:
-        return batch if path.rstrip("/").endswith("/tasks/batch") else default
+        bulk = path.rstrip("/").endswith("/tasks/batch") or path.startswith("/api/v1/identities/")
+        return batch if bulk else default
 
     return pick
 

@@ -169,6 +169,7 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         404: "Unknown automation type, task, worker or pool",
         409: "The type has no task queue",
         413: "Request body too large",
+        501: "Not supported here (a missing extra, an unsupported backend)",
         503: "The backend is unavailable",
     }
     return {code: {"model": ErrorBody, "description": words[code]} for code in codes}
