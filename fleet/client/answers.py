@@ -358,3 +358,71 @@ class TypeRow(TypedDict):
     workers: NotRequired[dict[str, int] | None]
     queue: NotRequired[dict[str, Any] | None]
     unreadable: NotRequired[str | None]
+
+
+class FingerprintOut(TypedDict):
+    user_agent: str
+    headers: list[list[str]]
+    locale: str | None
+    timezone: str | None
+    viewport: dict[str, int] | None
+    platform: str | None
+
+
+class IdentityStatsOut(TypedDict):
+    uses: int
+    ok: int
+    blocked: int
+    blocked_in_row: int
+    last_used_at: Number | None
+    last_reason: str | None
+
+
+class IdentityOut(TypedDict):
+    id: str
+    proxy: str | None
+    fingerprint: FingerprintOut | None
+    cookies: list[dict[str, Any]]
+    account: dict[str, Any] | None
+    state: str
+    leases: int
+    cooling_until: Number | None
+    stats: IdentityStatsOut
+    created_at: Number
+
+
+class IdentityCounts(TypedDict):
+    ready: int
+    leased: int
+    cooling: int
+    retired: int
+
+
+class IdentityPoolOut(TypedDict):
+    pool: str
+    total: int
+    counts: IdentityCounts
+
+
+class IdentityPools(TypedDict):
+    pools: list[IdentityPoolOut]
+
+
+class IdentityPage(TypedDict):
+    pool: str
+    items: list[IdentityOut]
+    next: str | None
+    counts: IdentityCounts
+
+
+class IdentitiesCreated(TypedDict):
+    pool: str
+    created: int
+    replaced: int
+    ids: list[str]
+
+
+class IdentityDeleted(TypedDict):
+    pool: str
+    id: str
+    deleted: bool

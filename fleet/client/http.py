@@ -24,6 +24,11 @@ from fleet.client.answers import (
     GroupOut,
     GroupPage,
     HistoryOut,
+    IdentitiesCreated,
+    IdentityDeleted,
+    IdentityOut,
+    IdentityPage,
+    IdentityPools,
     OutputEntry,
     QueueDepths,
     RunOut,
@@ -497,6 +502,68 @@ class FleetClient:
             "POST", f"{self._type(automation_type)}/schedules/{_seg(schedule_id)}/run"
         )
         return str(result["task_id"])
+
+    # ------------------------------------------------------------ identities
+    def _identity(self, pool: str, identity_id: str) -> str:
+        return f"/api/v1/identities/{_seg(pool)}/{_seg(identity_id)}"
+
+    def identity_pools(self) -> IdentityPools:
+        """Every identity pool with its counts by state."""
+        result: IdentityPools = self.request("GET", "/api/v1/identities")
+        return result
+
+    def identities(
+        self, pool: str, *, after: str | None = None, limit: int = 50, reveal: bool = False
+    ) -> IdentityPage:
+        """One page of a pool by id: ``{pool, items, next, counts}`` (secrets masked
+        unless ``reveal``, which needs the admin token)."""
+        params: dict[str, Any] = {"limit": limit}
+        if after is not None:
+            params["after"] = after
+        if reveal:
+            params["reveal"] = "true"
+        result: IdentityPage = self.request(
+            "GET", f"/api/v1/identities/{_seg(pool)}", params=params
+        )
+        return result
+
+    def identity(self, pool: str, identity_id: str, *, reveal: bool = False) -> IdentityOut:
+        """One identity, its state and stats."""
+        params = {"reveal": "true"} if reveal else None
+        result: IdentityOut = self.request("GET", self._identity(pool, identity_id), params=params)
+        return result
+
+    def identities_add(self, pool: str, identities: list[Any]) -> IdentitiesCreated:
+        """Add identities (or replace those whose id exists), all or none."""
+        result: IdentitiesCreated = self.request(
+            "POST", f"/api/v1/identities/{_seg(pool)}", json_body={"identities": identities}
+        )
+        return result
+
+    def identities_generate(self, pool: str, count: int, **plan: Any) -> IdentitiesCreated:
+        """Generate ``count`` identities: ``proxies``, ``countries``, ``browsers``,
+        ``id_prefix`` as ``POST /api/v1/identities/{pool}`` takes them."""
+        body = {"generate": {"count": count, **plan}}
+        result: IdentitiesCreated = self.request(
+            "POST", f"/api/v1/identities/{_seg(pool)}", json_body=body
+        )
+        return result
+
+    def identity_retire(
+        self, pool: str, identity_id: str, reason: str | None = None
+    ) -> IdentityOut:
+        result: IdentityOut = self.request(
+            "POST", f"{self._identity(pool, identity_id)}/retire", json_body={"reason": reason}
+        )
+        return result
+
+    def identity_revive(self, pool: str, identity_id: str) -> IdentityOut:
+        result: IdentityOut = self.request("POST", f"{self._identity(pool, identity_id)}/revive")
+        return result
+
+    def identity_delete(self, pool: str, identity_id: str) -> IdentityDeleted:
+        result: IdentityDeleted = self.request("DELETE", self._identity(pool, identity_id))
+        return result
 
     def config_get(self, automation_type: str) -> ConfigOut:
         result: ConfigOut = self.request("GET", f"{self._type(automation_type)}/config")
