@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "groups": "fleet.cli.groups:groups",
     "runs": "fleet.cli.runs:runs",
     "history": "fleet.cli.history:history",
+    "identities": "fleet.cli.identities:identities",
     "schedules": "fleet.cli.schedules:schedules",
     "tail": "fleet.cli.tasks:tail",
     "config": "fleet.cli.admin:config",
@@ -54,6 +55,8 @@ SUMMARIES: dict[str, str] = {
     "groups": "List a type's groups, or show and change one GROUP's limits.",
     "history": "A type's history, kept by the backend: what happened to its tasks and how "
     "long they ran, per point of the window (the last one is still running).",
+    "identities": "List identity pools, a POOL's identities or one identity ID; add, generate, "
+    "retire, revive or delete them.",
     "master": "Run the master: REST API under /api/v1, /metrics, the sweeper.",
     "plugins": "List installed automation types, their kinds and schemas, and load errors.",
     "run": "Run one automation in this process, no master: tasks from --payload, --file or "
