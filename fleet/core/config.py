@@ -68,6 +68,17 @@ class BaseConfig(BaseModel):
         group_rate: At most this many tasks of one group started per period,
             fleet-wide and evenly spaced: ``"5/s"``, ``"100/m"``, ``"1000/h"``
             (None: no rate).
+        identity_pool: The identity pool each task leases from (``ctx.identity``;
+            None: no identities). See docs/identities.md.
+        identity_max_concurrency: Slots of the whole fleet that may hold one identity
+            at once.
+        identity_cooldown_seconds: How long a blocked identity is left alone, fleet-wide.
+        identity_retire_after: Blocks in a row that retire an identity.
+        identity_wait_seconds: How long a task waits for a usable identity before it
+            goes back uncharged (``Throttled``).
+        identity_lease_seconds: How long an identity's lease lasts unless renewed (the
+            worker renews it every third of that): a dead worker's identities are
+            usable again within it.
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -86,6 +97,14 @@ class BaseConfig(BaseModel):
     proxy_max_concurrency: int | None = Field(default=None, ge=1, le=1_000_000)
     group_concurrency: int | None = Field(default=None, ge=1)
     group_rate: str | None = None
+    identity_pool: str | None = Field(
+        default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
+    )
+    identity_max_concurrency: int = Field(default=1, ge=1, le=10_000)
+    identity_cooldown_seconds: float = Field(default=600.0, ge=0, le=30 * 86_400)
+    identity_retire_after: int = Field(default=3, ge=1, le=1_000)
+    identity_wait_seconds: float = Field(default=10.0, ge=0, le=3_600)
+    identity_lease_seconds: float = Field(default=30.0, ge=1, le=3_600)
 
     @field_validator("group_rate")
     @classmethod

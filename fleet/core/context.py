@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -22,6 +22,11 @@ from fleet.core.proxy import ProxyHandle
 from fleet.core.records import PushRequest
 from fleet.core.results import check_progress
 from fleet.core.submission import make_push_request
+
+if TYPE_CHECKING:
+    import httpx
+
+    from fleet.core.identity import IdentityHandle
 
 ConfigT = TypeVar("ConfigT", bound=BaseConfig)
 P = TypeVar("P", bound=BaseModel)
@@ -77,6 +82,8 @@ class Context(Generic[ConfigT]):
         self._task: tuple[str, int] | None = None
         self._run: str | None = None
         self._progress = ProgressReporter(backend.streams, automation_type)
+        #: The identity the running task holds (``identity_pool`` set), else None.
+        self.identity: IdentityHandle | None = None
 
     def bind_task(self, task_id: str | None, attempt: int = 0, *, run: str | None = None) -> None:
         """The worker's: the task attempt ``run_one`` now runs (None once it ended)
@@ -122,6 +129,17 @@ class Context(Generic[ConfigT]):
         """The slot's current proxy URL (same as ``ctx.proxy.url``): a healthy one, as
         the worker calls ``ctx.proxy.ensure()`` before every task (see docs/primitives.md)."""
         return self.proxy.url
+
+    def http(self, **options: Any) -> httpx.AsyncClient:
+        """An ``httpx.AsyncClient`` for this task: the identity's (proxy, headers,
+        cookies saved back, see ``ctx.identity.http``) when the type leases identities,
+        else through the slot's proxy. ``options`` go to ``httpx.AsyncClient``."""
+        if self.identity is not None:
+            return self.identity.http(**options)
+        import httpx
+
+        options.setdefault("proxy", self.proxy_url)
+        return httpx.AsyncClient(**options)
 
     async def emit(self, payload: BaseModel) -> str:
         """Append ``payload`` to this automation's stream; returns the entry id.

@@ -472,6 +472,31 @@ class ProxyHandle:
                 self._log_cooling(key, until, reason)
         return await self.rotate()
 
+    async def report_url(self, url: str, *, ok: bool, reason: str = "") -> None:
+        """Report another proxy's health (an identity's exit) as :meth:`report_bad` and
+        :meth:`report_ok` do the slot's, without rotating the slot's proxy."""
+        if self._health is None:
+            return
+        try:
+            await self._shared_salt()
+            key = proxy_key(url, self._salt)
+            if ok:
+                await self._health.report(key, ok=True)
+                return
+            reason = mask_credentials(reason)
+            until = await self._health.report(
+                key,
+                ok=False,
+                threshold=self.policy.bad_threshold,
+                cooldown_seconds=self.policy.cooldown_seconds,
+                reason=reason,
+                automation_type=self.owner or None,
+            )
+        except BackendError as exc:
+            _outages.failed(f"{self._label()}: proxy health", exc, hint="report not kept")
+        else:
+            self._log_cooling(key, until, reason)
+
     async def report_ok(self) -> None:
         """Report that the current proxy worked (its run of bad reports ends)."""
         if self.url is None or self._health is None:

@@ -25,7 +25,10 @@ from typing import Final, Literal
 #: - ``throttled``: ``run_one`` raised ``Throttled``.
 #: - ``interrupted``: the slot was stopped before or while it ran (shutdown).
 #: - ``lost``: the lease was lost; the task is another attempt's now.
-Kind = Literal["ok", "cancelled", "failed", "invalid", "throttled", "interrupted", "lost"]
+#: - ``blocked``: ``ctx.identity.blocked()``: the site refused the identity.
+Kind = Literal[
+    "ok", "cancelled", "failed", "invalid", "throttled", "interrupted", "lost", "blocked"
+]
 
 #: What settles a task:
 #:
@@ -54,6 +57,8 @@ ACTIONS: Final[Mapping[Kind, Action]] = MappingProxyType(
         # The task did nothing wrong: it gets its attempt back.
         "interrupted": "release",
         "lost": "nothing",
+        # The identity was refused, not the task: another identity tries it, uncharged.
+        "blocked": "release",
     }
 )
 
@@ -83,6 +88,7 @@ OK: Final = Outcome("ok")
 CANCELLED: Final = Outcome("cancelled")
 INTERRUPTED: Final = Outcome("interrupted")
 LOST: Final = Outcome("lost")
+BLOCKED: Final = Outcome("blocked")
 
 
 def failed(exc: BaseException) -> Outcome:

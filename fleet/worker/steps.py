@@ -23,12 +23,15 @@ from pydantic import ValidationError
 from fleet.core import clock, tracing
 from fleet.core.automation import BatchAutomation
 from fleet.core.errors import Throttled
+from fleet.core.identity import IdentityBlocked
 from fleet.core.records import Reservation
 from fleet.core.tasks import Task
+from fleet.worker import identities
 from fleet.worker.leases import Lease
 from fleet.worker.limits import effective_limit, run_limited
 from fleet.worker.outcomes import (
     ACTIONS,
+    BLOCKED,
     CANCELLED,
     INTERRUPTED,
     LOST,
@@ -151,10 +154,14 @@ async def run_attempt(slot: Slot, task: Task[Any]) -> Outcome:
     slot.phase = "run"
     slot.attempt_started = clock.now()
     started = time.perf_counter()
+    outcome: Outcome | None = None
     try:
         try:
             await slot.ctx.proxy.ensure()  # a healthy proxy, a place on it
-            if task.timeout_seconds is None:
+            outcome = await identities.take(slot)  # the type's identity, if it leases them
+            if outcome is not None:
+                pass  # none was usable: back uncharged
+            elif task.timeout_seconds is None:
                 await automation.run_one(task, slot.ctx)
                 outcome = OK
             else:  # a task of its own, cancelled past the limit (fleet.worker.limits)
@@ -164,6 +171,8 @@ async def run_attempt(slot: Slot, task: Task[Any]) -> Outcome:
             if cancelled is None:
                 raise  # not ours (the loop is going away): the lease runs out
             outcome = cancelled
+        except IdentityBlocked:
+            outcome = BLOCKED
         except Throttled as exc:
             outcome = throttled(exc.retry_after)
         except Exception as exc:
@@ -171,6 +180,7 @@ async def run_attempt(slot: Slot, task: Task[Any]) -> Outcome:
         finally:
             slot.running_task_id = None
             slot.ctx.bind_task(None)
+            await identities.give_back(slot, outcome)
         if outcome is OK or outcome.kind == "failed":  # cancels say nothing of speed
             slot.env.counters.durations.observe(time.perf_counter() - started)
         await slot.run_cleanup()

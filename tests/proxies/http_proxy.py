@@ -116,6 +116,9 @@ class ForwardProxy(_Server):
         self.forbidden: list[float] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        #: A header added to every forwarded request (``("X-Exit", name)``): the site
+        #: tells the exits apart by it, as a real site does by address.
+        self.mark: tuple[str, str] | None = None
 
     def url(self, *, with_credentials: bool = True) -> str:
         if with_credentials and self.user is not None:
@@ -179,6 +182,8 @@ class ForwardProxy(_Server):
                 path += f"?{parts.query}"
             kept = {k: v for k, v in headers.items() if not k.startswith("proxy-")}
             kept["connection"] = "close"
+            if self.mark is not None:
+                kept[self.mark[0].lower()] = self.mark[1]
             lines = [f"{method} {path} HTTP/1.1", *(f"{k}: {v}" for k, v in kept.items())]
             up_w.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
             await up_w.drain()

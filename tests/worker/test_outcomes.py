@@ -41,6 +41,7 @@ def test_the_table() -> None:
         "throttled": "throttle",
         "interrupted": "release",
         "lost": "nothing",
+        "blocked": "release",
     }
 
 

@@ -1,0 +1,283 @@
+"""``ctx.identity``: the identity a task holds, and what it does with it
+(docs/identities.md).
+
+The worker leases an identity of the type's ``identity_pool`` before ``run_one`` and
+hands the slot an :class:`IdentityHandle`; when the task ends the handle's lease is
+released with what the task learned: the cookies its HTTP clients received, an account
+it stored, and whether the identity worked (``ok``), was blocked (``blocked``: cooled
+down fleet-wide, the task sent back without an attempt charged) or is done for
+(``retire``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fleet.core.errors import FleetError
+from fleet.core.identities import (
+    DEFAULT_COOLDOWN_SECONDS,
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_RETIRE_AFTER,
+    Fingerprint,
+    Identity,
+    IdentityLease,
+    LeaseOutcome,
+    check_identity_id,
+)
+
+if TYPE_CHECKING:
+    import httpx
+
+    from fleet.core.capabilities.identities import Identities
+
+log = logging.getLogger(__name__)
+
+
+class IdentityBlocked(FleetError):
+    """Raised by ``ctx.identity.blocked()``: the site refused the identity. The worker
+    cools it down fleet-wide and gives the task back with its attempt refunded: the
+    next try takes another identity."""
+
+
+class NoIdentity(FleetError):
+    """No identity of the pool became usable within ``identity_wait_seconds`` (the
+    worker turns it into ``Throttled``: the task goes back uncharged)."""
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityPolicy:
+    """A type's identity settings (its ``identity_*`` config fields)."""
+
+    pool: str
+    max_concurrency: int = 1
+    cooldown_seconds: float = DEFAULT_COOLDOWN_SECONDS
+    retire_after: int = DEFAULT_RETIRE_AFTER
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
+    wait_seconds: float = 10.0
+
+
+async def lease_waiting(
+    identities: Identities, policy: IdentityPolicy, key: str | None = None
+) -> IdentityLease:
+    """A lease of the pool, asked again (0.05 s doubling to 1 s) while none is usable,
+    for at most ``policy.wait_seconds``.
+
+    Raises:
+        NoIdentity: none became usable in time.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + policy.wait_seconds
+    pause = 0.05
+    while True:
+        got = await identities.lease(
+            policy.pool,
+            lease_seconds=policy.lease_seconds,
+            max_concurrency=policy.max_concurrency,
+            key=key,
+        )
+        if got is not None:
+            return got
+        left = deadline - loop.time()
+        if left <= 0:
+            what = f"the identity kept for {key!r}" if key else "an identity"
+            raise NoIdentity(
+                f"{what} of pool {policy.pool!r} was not usable within "
+                f"{policy.wait_seconds:g} s (all leased, cooling or retired)"
+            )
+        await asyncio.sleep(min(pause, left))
+        pause = min(pause * 2, 1.0)
+
+
+def jar_of(client: httpx.AsyncClient) -> list[dict[str, Any]]:
+    """The cookies an httpx client holds, as ``storage_state`` cookies."""
+    out = []
+    for c in client.cookies.jar:
+        out.append(
+            {
+                "name": c.name,
+                "value": c.value or "",
+                "domain": c.domain,
+                "path": c.path or "/",
+                "expires": float(c.expires) if c.expires is not None else -1.0,
+                "httpOnly": bool(c.has_nonstandard_attr("HttpOnly")),
+                "secure": bool(c.secure),
+                "sameSite": "Lax",
+            }
+        )
+    return out
+
+
+class IdentityHandle:
+    """The identity of the running task (``ctx.identity``).
+
+    Attributes:
+        pool: Its pool.
+    """
+
+    def __init__(
+        self,
+        identities: Identities,
+        policy: IdentityPolicy,
+        lease: IdentityLease,
+        on_blocked: Callable[[str, str], Awaitable[None]] | None = None,
+    ) -> None:
+        self._identities = identities
+        self._policy = policy
+        self._lease = lease
+        self._clients: list[httpx.AsyncClient] = []
+        self._account: dict[str, Any] | None = None
+        self._outcome: LeaseOutcome | None = None
+        self._reason: str | None = None
+        self._on_blocked = on_blocked
+        self._renewer: asyncio.Task[None] | None = None
+        self.pool = policy.pool
+
+    # -------------------------------------------------------------- what it is
+    @property
+    def identity(self) -> Identity:
+        """The identity as it was leased (its cookies as of the lease)."""
+        return self._lease.identity
+
+    @property
+    def id(self) -> str:
+        return self._lease.identity.id
+
+    @property
+    def proxy_url(self) -> str | None:
+        """Its exit (None: direct)."""
+        return self._lease.identity.proxy
+
+    @property
+    def fingerprint(self) -> Fingerprint | None:
+        return self._lease.identity.fingerprint
+
+    @property
+    def account(self) -> dict[str, Any] | None:
+        """The stored account (or the one :meth:`set_account` set in this task)."""
+        return self._account if self._account is not None else self._lease.identity.account
+
+    @property
+    def cookies(self) -> list[dict[str, Any]]:
+        """Its cookies as of the lease (``storage_state`` form)."""
+        return list(self._lease.identity.cookies)
+
+    def headers(self) -> list[tuple[str, str]]:
+        """The request headers of its fingerprint, in the browser's order (none without one)."""
+        return [] if self.fingerprint is None else self.fingerprint.request_headers()
+
+    # -------------------------------------------------------------- using it
+    def http(self, **options: Any) -> httpx.AsyncClient:
+        """An ``httpx.AsyncClient`` through the identity's proxy, with its headers and
+        cookies; the cookies it receives are saved to the identity when the task ends.
+        ``options`` go to ``httpx.AsyncClient`` (``headers`` added after the identity's)."""
+        import httpx
+
+        headers = httpx.Headers(self.headers())
+        headers.update(options.pop("headers", None) or {})
+        client = httpx.AsyncClient(proxy=self.proxy_url, headers=headers, **options)
+        for c in self._lease.identity.cookies:
+            client.cookies.set(c["name"], c["value"], domain=c["domain"], path=c.get("path", "/"))
+        self._clients.append(client)
+        return client
+
+    async def ok(self) -> None:
+        """The identity worked (its blocks in a row end at release)."""
+        self._outcome = "ok"
+
+    async def blocked(self, reason: str = "blocked") -> None:
+        """The site refused the identity: it cools down fleet-wide (``retired`` after
+        ``identity_retire_after`` blocks in a row), its proxy is reported bad, and the
+        task goes back without an attempt charged.
+
+        Raises:
+            IdentityBlocked: always: the task ends here.
+        """
+        self._outcome = "blocked"
+        self._reason = reason
+        if self._on_blocked is not None and self.proxy_url:
+            await self._on_blocked(self.proxy_url, reason)
+        raise IdentityBlocked(f"identity {self.id!r} of pool {self.pool!r} blocked: {reason}")
+
+    async def retire(self, reason: str = "retired") -> None:
+        """Retire the identity fleet-wide now (a banned account): no lease takes it again."""
+        await self._identities.retire(self.pool, self.id, reason)
+
+    async def set_account(self, account: dict[str, Any]) -> None:
+        """Store an account on the identity (saved when the task ends)."""
+        if not isinstance(account, dict):
+            raise TypeError("an account is a JSON object (dict)")
+        self._account = dict(account)
+
+    async def sticky(self, key: str) -> IdentityHandle:
+        """Hold the identity kept for ``key`` (an account, a site) on every worker: the
+        current lease is released, the key's identity leased (waiting while it is busy).
+
+        Raises:
+            NoIdentity: it did not become usable in time (the task goes back uncharged).
+        """
+        check_identity_id(key, what="key")
+        if self._lease.key == key:
+            return self
+        await self.finish(None)
+        self._lease = await lease_waiting(self._identities, self._policy, key)
+        self._clients = []
+        self.start_renewing()
+        return self
+
+    # -------------------------------------------------------------- the worker's
+    def start_renewing(self) -> None:
+        """Renew the lease every third of its length while it is held (the worker's)."""
+        self._renewer = asyncio.create_task(self._renew(), name=f"identity:{self.pool}:{self.id}")
+
+    async def _renew(self) -> None:
+        every = max(self._policy.lease_seconds / 3, 0.05)
+        while True:
+            await asyncio.sleep(every)
+            try:
+                held = await self._identities.renew(
+                    self.pool, self.id, self._lease.token, self._policy.lease_seconds
+                )
+            except FleetError as exc:
+                log.warning("identity %s of %s: renewal failed: %s", self.id, self.pool, exc)
+                continue
+            if not held:
+                log.warning("identity %s of %s: lease lost", self.id, self.pool)
+                return
+
+    async def finish(self, task_ok: bool | None) -> None:
+        """Release the lease with what the task learned (the worker's, once per lease):
+        the outcome the task set, else ``ok`` if it succeeded; the cookies of its clients
+        (closed here); the account it set."""
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
+            self._renewer = None
+        cookies: list[dict[str, Any]] | None = None
+        if self._clients:
+            cookies = [c for client in self._clients for c in jar_of(client)]
+            for client in self._clients:
+                with contextlib.suppress(Exception):
+                    await client.aclose()
+        outcome = self._outcome or ("ok" if task_ok else "none")
+        try:
+            await self._identities.release(
+                self.pool,
+                self.id,
+                self._lease.token,
+                outcome=outcome,
+                reason=self._reason,
+                cookies=cookies,
+                account=self._account,
+                cooldown_seconds=self._policy.cooldown_seconds,
+                retire_after=self._policy.retire_after,
+            )
+        except FleetError as exc:  # the lease runs out on its own: nothing is lost
+            log.warning("identity %s of %s: release failed: %s", self.id, self.pool, exc)
+        self._outcome = None
+        self._reason = None
