@@ -55,6 +55,10 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
         r"(.|\n)*23 keys \| [\d.]+ µs \|(.|\n)*INCR, 50 callers \| [\d.]+ µs CPU \|",
     ),
     "groups.py": (["--smoke", "--url", "{url}"], r"\| 100 \| [\d,]+ \| [\d.]+x \|"),
+    "identities.py": (
+        ["--smoke", "--url", "{url}"],
+        r"\| sqlite \| 10 \| [\d,]+ \| [\d.]+ (.|\n)*\| redis \| 50 \| [\d,]+ \| [\d.]+ ",
+    ),
     "history_size.py": (
         ["--smoke", "--url", "{url}"],
         r"redis: [\d,]+ buckets(.|\n)*sqlite: [\d,]+ buckets.*per busy day",
