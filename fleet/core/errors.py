@@ -258,7 +258,8 @@ class TooLarge(Refused, ValueError):
 
 
 class Unsupported(Refused):
-    """The backend does not implement what the request needs."""
+    """The backend does not implement what the request needs, or this process lacks
+    the optional extra it needs (browserforge for generated identities)."""
 
 
 class RetryLater(Refused):

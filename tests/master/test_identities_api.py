@@ -147,6 +147,14 @@ def test_more_than_a_thousand_is_a_413(http: httpx.Client) -> None:
     assert get(http, "").json()["pools"][0]["total"] == 1000
 
 
+def test_a_create_may_pass_the_default_body_limit(http: httpx.Client) -> None:
+    jar = [{"name": f"c{k}", "value": "v" * 2000, "domain": "shop.test"} for k in range(4)]
+    many = [identity(n, cookies=jar) for n in range(200)]  # about 1.7 MB, over 1 MiB
+    r = post(http, "big", {"identities": many})
+    assert r.status_code == 200, r.text[:300]
+    assert r.json()["created"] == 200
+
+
 def test_unknown_pool_and_id_are_404s_with_did_you_mean(http: httpx.Client) -> None:
     assert post(http, "scrapers", {"identities": [identity(1)]}).status_code == 200
     for r in (

@@ -44,6 +44,8 @@ def test_batch_route_gets_the_batch_limit() -> None:
     assert pick("/api/v1/automations/x/tasks/batch") == 99
     assert pick("/api/v1/automations/x/tasks/batch/") == 99
     assert pick("/api/v1/automations/x/tasks") == 10
+    assert pick("/api/v1/identities/shop") == 99  # up to 1,000 identities with their jars
+    assert pick("/api/v1/identities") == 10
 
 
 def test_client_error_messages() -> None:
