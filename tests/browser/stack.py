@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 import httpx
 
 from tests.support.redis_server import free_port
+from tests.support.waits import until_sync
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -149,15 +149,17 @@ class Stack:
 
     def wait_for(self, check: Callable[[], bool], timeout: float, what: str) -> None:
         """Poll ``check()`` until true; on timeout fail with the processes' logs."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if check():
-                return
+
+        def ready() -> bool:
             for proc in self.procs:
                 if proc.poll() is not None:
                     raise RuntimeError(f"a process exited ({proc.returncode}):\n{self.log_tail()}")
-            time.sleep(0.2)
-        raise TimeoutError(f"timed out waiting for {what}:\n{self.log_tail()}")
+            return check()
+
+        try:
+            until_sync(ready, timeout=timeout, interval=0.2, what=what)
+        except AssertionError as exc:
+            raise TimeoutError(f"{exc}:\n{self.log_tail()}") from None
 
     def log_tail(self, n: int = 3000) -> str:
         parts = []

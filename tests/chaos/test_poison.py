@@ -12,7 +12,7 @@ the least ``BaseConfig`` allows) before the sweep hands the tasks out again.
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import time
 from collections import Counter
 from pathlib import Path
@@ -22,6 +22,7 @@ import pytest
 from fleet.backends import open_backend
 from tests.chaos.conftest import RESULTS
 from tests.chaos.harness import TYPE, VISIBILITY, ChaosFleet, submit, verdict
+from tests.support.waits import until
 from tests.worker.support import state_of, wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(200)]
@@ -56,9 +57,12 @@ async def test_a_poison_task_does_not_take_its_neighbours_with_it(url: str, tmp_
             poison, *neighbours = await submit(b, payloads)
             submitted = time.monotonic()
             deaths = 0
-            deadline = time.monotonic() + (2 * MAX_ATTEMPTS + 1) * (VISIBILITY + 5)
             last_sweep = 0.0
-            while time.monotonic() < deadline:
+
+            async def settled() -> bool:
+                """One look (restarting the worker the poison killed, sweeping as a
+                master would): the poison dead and every neighbour done."""
+                nonlocal deaths, last_sweep
                 assert worker.proc is not None
                 if worker.proc.poll() is not None:  # the poison killed it: restart it
                     fleet.killed.add(worker.proc.pid)
@@ -69,9 +73,15 @@ async def test_a_poison_task_does_not_take_its_neighbours_with_it(url: str, tmp_
                     await b.queues.sweep(TYPE)
                     last_sweep = time.monotonic()
                 states = [(await b.queues.state(TYPE, t)).state for t in (poison, *neighbours)]
-                if states[0] == "dead" and all(s == "done" for s in states[1:]):
-                    break
-                await asyncio.sleep(0.1)
+                return states[0] == "dead" and all(s == "done" for s in states[1:])
+
+            with contextlib.suppress(AssertionError):  # the checks below say what is missing
+                await until(
+                    settled,
+                    timeout=(2 * MAX_ATTEMPTS + 1) * (VISIBILITY + 5),
+                    interval=0.1,
+                    what="the poison dead and its neighbours done",
+                )
             dead = await b.queues.dead_peek(TYPE)
             states = {t: (await b.queues.state(TYPE, t)).state for t in neighbours}
             done = {t for t, s in states.items() if s == "done"}

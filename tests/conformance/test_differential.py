@@ -25,6 +25,8 @@ from hypothesis import strategies as st
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
+from fleet.core import clock
+from fleet.core.clock import ManualClock
 from fleet.core.flow import GroupLimits, GroupSettings
 from fleet.core.records import PushRequest, Reservation, TaskBody, now
 
@@ -55,6 +57,16 @@ _types = itertools.count()
 
 
 async def run(backend: Backend, automation_type: str, ops: list[tuple[Any, ...]]) -> list[Any]:
+    """:func:`_run` on a clock of its own, started now, that moves a millisecond an
+    operation (and past a lease's deadline when one is lost): each backend sees the
+    same times, and nothing waits."""
+    with clock.frozen() as ticking:
+        return await _run(backend, automation_type, ops, ticking)
+
+
+async def _run(
+    backend: Backend, automation_type: str, ops: list[tuple[Any, ...]], ticking: ManualClock
+) -> list[Any]:
     """Apply ``ops``; the trace of every answer (ids, states, counts)."""
     trace: list[Any] = []
     held: list[Reservation] = []
@@ -66,6 +78,7 @@ async def run(backend: Backend, automation_type: str, ops: list[tuple[Any, ...]]
     # pushes into it are refused.
     run_id = await backend.runs.create(on_complete={"type": f"{automation_type}-cb"})
     for op in ops:
+        ticking.advance(0.001)  # time passes between two operations, alike everywhere
         kind = op[0]
         if kind == "push":
             _, group, priority, n = op
@@ -121,7 +134,7 @@ async def run(backend: Backend, automation_type: str, ops: list[tuple[Any, ...]]
             if op[2]:
                 await backend.queues.mark_started(automation_type, [(res.body.id, res.token)])
             await backend.queues.extend(automation_type, res.body.id, res.token, 0.0)
-            await asyncio.sleep(0.002)
+            ticking.advance(0.002)  # past the deadline
             trace.append(("swept", await backend.queues.sweep(automation_type)))
         elif kind == "cancel":
             outcome = await backend.queues.cancel(automation_type, f"t{op[1]}")

@@ -25,7 +25,9 @@ from hypothesis import strategies as st
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
+from fleet.core import clock
 from fleet.core.capabilities.browse import BROWSE_STATES
+from fleet.core.clock import ManualClock
 from fleet.core.records import PushRequest, Reservation, TaskBody
 
 OPS = st.one_of(
@@ -91,12 +93,27 @@ async def _forget(backend: Backend, automation_type: str) -> None:
 async def run(
     backend: Backend, automation_type: str, ops: list[tuple[Any, ...]], limit: int
 ) -> list[Any]:
+    """:func:`_run` on a clock of its own, started now, that moves a millisecond an
+    operation (and past a lease's deadline when one is lost): each backend sees the
+    same times, and nothing waits."""
+    with clock.frozen() as ticking:
+        return await _run(backend, automation_type, ops, limit, ticking)
+
+
+async def _run(
+    backend: Backend,
+    automation_type: str,
+    ops: list[tuple[Any, ...]],
+    limit: int,
+    ticking: ManualClock,
+) -> list[Any]:
     """Apply ``ops``, then walk every state and look every id up: the trace."""
     held: list[Reservation] = []
     seq = itertools.count()
     issued = 0
     trace: list[Any] = []
     for op in ops:
+        ticking.advance(0.001)  # time passes between two operations, alike everywhere
         kind = op[0]
         if kind == "push":
             _, group, priority, n, delayed = op
@@ -147,7 +164,7 @@ async def run(
                 trace.append(await backend.queues.release(automation_type, tid, token))
             else:  # lose: the lease runs out, the sweep settles it
                 await backend.queues.extend(automation_type, tid, token, 0.0)
-                await asyncio.sleep(0.002)
+                ticking.advance(0.002)  # past the deadline
                 trace.append(await backend.queues.sweep(automation_type))
     for state in BROWSE_STATES:
         trace.append((state, await _walk(backend, automation_type, state, limit)))

@@ -14,8 +14,7 @@ import shlex
 import signal
 import subprocess
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import pytest
 from tests.docs.blocks import Block, fenced_blocks, section
 from tests.support.redis_server import free_port
 from tests.support.venvs import make_venv, pip_install
+from tests.support.waits import until_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -81,6 +81,27 @@ def shell(
     return subprocess.run(
         line, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
+
+
+def shell_until(
+    line: str,
+    cwd: Path,
+    env: dict[str, str],
+    done: Callable[[subprocess.CompletedProcess[str]], bool],
+    *,
+    log: Path | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``line`` again until ``done`` says its result is the one awaited."""
+
+    def attempt() -> subprocess.CompletedProcess[str] | None:
+        result = shell(line, cwd, env)
+        return result if done(result) else None
+
+    try:
+        return until_sync(attempt, timeout=timeout, interval=0.4, what=line)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{log.read_text() if log else ''}") from None
 
 
 def save_blocks(blocks: list[Block], folder: Path) -> list[str]:
@@ -166,19 +187,10 @@ def test_the_readme_plugin_installs_and_runs_as_written(
             )
     try:
         (submit,) = [line for line in bash if line.startswith("fleet submit page-title")]
-        deadline = time.monotonic() + 60
-        while True:  # the master comes up, and the worker publishes the type
-            sent = shell(submit.replace(DEMO_URL, page_url), tmp_path, env)
-            if sent.returncode == 0 or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        assert sent.returncode == 0, sent.stdout + sent.stderr
+        # the master comes up, and the worker publishes the type
+        shell_until(submit.replace(DEMO_URL, page_url), tmp_path, env, lambda r: r.returncode == 0)
         (tail,) = [line for line in bash if line.startswith("fleet tail page-title")]
-        while True:
-            out = shell(tail, tmp_path, env)
-            if out.stdout.strip() or time.monotonic() > deadline:
-                break
-            time.sleep(0.3)
+        out = shell_until(tail, tmp_path, env, lambda r: bool(r.stdout.strip()))
         assert json.loads(out.stdout.strip().splitlines()[-1]) == {
             "url": page_url, "status": 200, "title": TITLE,
         }  # fmt: skip
@@ -255,18 +267,9 @@ def test_the_getting_started_fleet_dev_section_runs_as_written(
         )  # fmt: skip
     try:
         submit, tail, config = commands.splitlines()
-        deadline = time.monotonic() + 60
-        while True:  # the master comes up, and the worker publishes the type
-            sent = shell(submit, tmp_path, env)
-            if sent.returncode == 0 or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        assert sent.returncode == 0, sent.stdout + sent.stderr + (tmp_path / "dev.log").read_text()
-        while True:
-            out = shell(tail, tmp_path, env)
-            if out.stdout.strip() or time.monotonic() > deadline:
-                break
-            time.sleep(0.3)
+        # the master comes up, and the worker publishes the type
+        shell_until(submit, tmp_path, env, lambda r: r.returncode == 0, log=tmp_path / "dev.log")
+        out = shell_until(tail, tmp_path, env, lambda r: bool(r.stdout.strip()))
         assert json.loads(out.stdout.strip().splitlines()[-1]) == {"text": "hello grace"}
         changed = shell(config, tmp_path, env)
         assert changed.returncode == 0, changed.stdout + changed.stderr

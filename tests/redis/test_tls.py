@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,7 +16,7 @@ from fleet.backends.base import Backend
 from fleet.core.errors import BackendUnavailable
 from fleet.core.records import PushRequest, TaskBody
 from tests.support.redis_server import REDIS_BIN, free_port
-from tests.support.waits import until
+from tests.support.waits import until, until_sync
 
 OPENSSL = shutil.which("openssl")
 pytestmark = pytest.mark.skipif(
@@ -85,8 +85,15 @@ def tls_server(directory: Path, *, auth_clients: bool) -> Iterator[int]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        time.sleep(0.3)
-        if proc.poll() is not None:
+
+        def started() -> str | None:
+            # It exits at once when built without TLS; else its port opens.
+            if proc.poll() is not None:
+                return "exited"
+            with socket.socket() as s:
+                return "listening" if s.connect_ex(("127.0.0.1", port)) == 0 else None
+
+        if until_sync(started, timeout=10, interval=0.05, what="redis-server on TLS") == "exited":
             pytest.skip("this redis-server was built without TLS")
         yield port
     finally:
