@@ -170,6 +170,31 @@ def _headers(raw: dict[str, str], locale: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+#: Draws of browserforge until one holds together (about 1 in 200 does not).
+_DRAWS = 30
+#: What the User-Agent says of its system -> what ``navigator.platform`` and the
+#: ``sec-ch-ua-platform`` client hint then say.
+_PLATFORMS = (("Windows", "Win", '"Windows"'), ("Macintosh", "Mac", '"macOS"'),
+              ("X11", "Linux", '"Linux"'))  # fmt: skip
+
+
+def coherent(user_agent: str, platform: str, headers: dict[str, str], width: int,
+             browser: str) -> bool:  # fmt: skip
+    """Whether a drawn fingerprint holds together as a desktop ``browser``: its platform
+    and client hints name the system its User-Agent names, its screen is a desktop's
+    (1024 pixels wide or more), and a Chromium (Chrome, Edge) sends client hints, as
+    every current one does. browserforge's statistics now and then pair a Mac
+    User-Agent with a Linux platform, or give a phone's screen."""
+    hints = {k.lower(): v for k, v in headers.items()}
+    if width < 1024 or (browser in ("chrome", "edge") and "sec-ch-ua" not in hints):
+        return False
+    for marker, prefix, hint in _PLATFORMS:
+        if marker in user_agent:
+            said = hints.get("sec-ch-ua-platform", hint)
+            return platform.startswith(prefix) and said == hint
+    return False
+
+
 def fingerprint_for(country: str, browser: Browser, *, generator: Any = None) -> Fingerprint:
     """A desktop ``browser``'s fingerprint for an exit in ``country``: browserforge's
     User-Agent, headers (their order), platform and screen; the country's locale and
@@ -181,9 +206,12 @@ def fingerprint_for(country: str, browser: Browser, *, generator: Any = None) ->
     """
     locale, timezone = COUNTRIES[check_country(country, "country")]
     browser = check_browser(browser, "browser")
-    made = (generator or _generator()).generate(
-        browser=browser, os=_SYSTEMS[browser], device="desktop", locale=locale
-    )
+    draw = generator or _generator()
+    for _ in range(_DRAWS):
+        made = draw.generate(browser=browser, os=_SYSTEMS[browser], device="desktop", locale=locale)
+        if coherent(made.navigator.userAgent, made.navigator.platform, dict(made.headers),
+                    made.screen.width, browser):  # fmt: skip
+            break
     screen = made.screen
     viewport = {
         "width": int(screen.outerWidth or screen.width),

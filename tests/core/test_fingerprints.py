@@ -15,10 +15,15 @@ from fleet.core.fingerprints import (
     COUNTRIES,
     accept_language,
     check_plan,
+    coherent,
     fingerprint_for,
     generate_identities,
 )
 from fleet.core.identities import parse_identity
+
+#: What a User-Agent names -> the platform's start, the client hint.
+SYSTEMS = (("Windows", "Win", '"Windows"'), ("Macintosh", "Mac", '"macOS"'),
+           ("X11", "Linux", '"Linux"'))  # fmt: skip
 
 
 def test_every_country_has_a_real_timezone_and_its_own_locale() -> None:
@@ -52,10 +57,36 @@ def test_the_locale_and_timezone_follow_the_country(
         assert headers["sec-fetch-site"] == "none" and headers["sec-fetch-mode"] == "navigate"
         assert headers["sec-fetch-user"] == "?1" and headers["sec-fetch-dest"] == "document"
         assert "sec-ch-ua" in headers
+    # the platform and the client hints name the system the User-Agent names
+    system = next(s for s in SYSTEMS if s[0] in fp.user_agent)
+    assert fp.platform is not None and fp.platform.startswith(system[1])
+    assert headers.get("sec-ch-ua-platform", system[2]) == system[2]
     assert fp.viewport is not None and 300 <= fp.viewport["height"] < fp.viewport["width"] * 2
     # what was generated is what a user could have posted
     again = parse_identity({"id": "x", "fingerprint": fp.to_dict()}).fingerprint
     assert again == fp
+
+
+def test_many_draws_all_hold_together() -> None:
+    """browserforge now and then draws a Mac User-Agent on a Linux platform, a Chrome
+    without client hints or a phone's screen: those are drawn again."""
+    for n in range(200):
+        browser = BROWSERS[n % len(BROWSERS)]
+        fp = fingerprint_for("US", browser)
+        headers = dict(fp.request_headers())
+        assert coherent(fp.user_agent, fp.platform or "", headers, 1024, browser), fp
+
+
+def test_coherent_refuses_what_does_not_hold_together() -> None:
+    mac = "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) Chrome/131.0.0.0 Safari/537.36"
+    hints = {"sec-ch-ua": '"Chromium";v="131"', "sec-ch-ua-platform": '"macOS"'}
+    assert coherent(mac, "MacIntel", hints, 1440, "chrome")
+    assert not coherent(mac, "Linux x86_64", hints, 1440, "chrome")  # another system
+    assert not coherent(mac, "MacIntel", {**hints, "sec-ch-ua-platform": '"Linux"'}, 1440,
+                        "chrome")  # fmt: skip
+    assert not coherent(mac, "MacIntel", {"sec-ch-ua-platform": '"macOS"'}, 1440, "chrome")
+    assert not coherent(mac, "MacIntel", hints, 393, "chrome")  # a phone's screen
+    assert coherent(mac, "MacIntel", {}, 1440, "firefox")  # no client hints: fine
 
 
 def test_accept_language_is_a_browsers() -> None:
