@@ -156,3 +156,28 @@ def test_topic_event_maps_backend_topics() -> None:
     assert topic_event("worker.a.b", types) == ("worker", "a.b")
     assert topic_event("config.zzz", types) is None
     assert format_event("x", {"k": 1}) == b'event: x\ndata: {"k":1}\n\n'
+
+
+async def test_metrics_export_identity_pools(master: InProcess) -> None:
+    from fleet.core.identities import parse_identity
+
+    ids = master.backend.identities
+    await ids.put("m-pool", [parse_identity({"id": f"i{n}"}) for n in range(4)])
+    held = await ids.lease("m-pool")
+    blocked = await ids.lease("m-pool")
+    assert held is not None and blocked is not None
+    await ids.release(
+        "m-pool",
+        blocked.identity.id,
+        blocked.token,
+        outcome="blocked",
+        reason="x",
+        cooldown_seconds=60,
+    )
+    await ids.retire("m-pool", "i3")
+    r = await master.client.get("/metrics", headers=auth("read-secret-token"))
+    assert r.status_code == 200, r.text
+    lines = r.text.splitlines()
+    for state, n in (("ready", 1), ("leased", 1), ("cooling", 1), ("retired", 1)):
+        assert f'fleet_identities{{pool="m-pool",state="{state}"}} {n}.0' in lines, r.text
+    assert 'fleet_identity_blocks{pool="m-pool"} 1.0' in lines

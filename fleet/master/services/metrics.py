@@ -97,6 +97,29 @@ class Snapshot:
     runs: list[RunRecord] = field(default_factory=list)
     runs_live: int = 0
     taken_at: float = 0.0  #: when the snapshot was read (Unix seconds)
+    #: identity pool -> (identities by state, blocks over the identities examined)
+    identities: dict[str, tuple[dict[str, int], int]] = field(default_factory=dict)
+
+
+#: Identities a scrape reads per pool at most to sum their blocks (the counts by state
+#: are the pool's own, whatever its size).
+IDENTITIES_EXAMINED = 10_000
+
+
+async def identity_pools(backend: Backend) -> dict[str, tuple[dict[str, int], int]]:
+    """Every identity pool's counts by state, and the blocks of its identities."""
+    out: dict[str, tuple[dict[str, int], int]] = {}
+    for pool in await backend.identities.pools():
+        page = await backend.identities.page(pool, limit=500)
+        counts, blocks, seen = page.counts, 0, 0
+        while True:
+            blocks += sum(i.stats.blocked for i in page.items)
+            seen += len(page.items)
+            if page.next is None or seen >= IDENTITIES_EXAMINED:
+                break
+            page = await backend.identities.page(pool, after=page.next, limit=500)
+        out[pool] = (counts, blocks)
+    return out
 
 
 #: Runs exported on /metrics at most (the newest live ones), and runs looked at to
@@ -167,6 +190,7 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
     pairs = await backend.workers.all()
     snap.proxies = await gather_proxies(backend.proxies)
     snap.runs, snap.runs_live = await live_runs(backend)
+    snap.identities = await identity_pools(backend)
     snap.taken_at = clock.now()
     for t in sorted({*entries, *(t for t, _ in pairs)}):
         ts = snap.types.setdefault(t, TypeSnapshot())
@@ -357,6 +381,7 @@ class _SnapshotCollector(Collector):
         yield duration
         yield from (p_counter, p_gauge, p_hist)
         yield from _run_families(snap)
+        yield from _identity_families(snap)
         if snap.backend_up:
             yield from proxy_families(snap.proxies)
 
@@ -380,6 +405,22 @@ def _run_families(snap: Snapshot) -> Iterator[Metric]:
             tasks.add_metric([record.id, record.name or "", counter], value)
         age.add_metric([record.id, record.name or ""], max(snap.taken_at - record.created_at, 0.0))
     yield from (live, tasks, age)
+
+
+def _identity_families(snap: Snapshot) -> Iterator[Metric]:
+    by_state = GaugeMetricFamily(
+        "fleet_identities", "Identities of each pool by state", labels=["pool", "state"]
+    )
+    blocks = GaugeMetricFamily(
+        "fleet_identity_blocks",
+        "Blocks reported by the identities of each pool (ctx.identity.blocked)",
+        labels=["pool"],
+    )
+    for pool, (counts, blocked) in sorted(snap.identities.items()):
+        for state, n in sorted(counts.items()):
+            by_state.add_metric([pool, state], float(n))
+        blocks.add_metric([pool], float(blocked))
+    yield from (by_state, blocks)
 
 
 class MasterMetrics:
