@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fleet.core.errors import FleetError
+from fleet.core.errors import BrowserUnavailable, FleetError
 from fleet.core.identities import (
     DEFAULT_COOLDOWN_SECONDS,
     DEFAULT_LEASE_SECONDS,
@@ -112,6 +112,20 @@ def jar_of(client: httpx.AsyncClient) -> list[dict[str, Any]]:
     return out
 
 
+def _stored_cookie(c: dict[str, Any]) -> dict[str, Any]:
+    """A Playwright cookie as an identity keeps it (the same ``storage_state`` keys)."""
+    return {
+        "name": c.get("name", ""),
+        "value": c.get("value", ""),
+        "domain": c.get("domain", ""),
+        "path": c.get("path") or "/",
+        "expires": float(c.get("expires", -1)),
+        "httpOnly": bool(c.get("httpOnly", False)),
+        "secure": bool(c.get("secure", False)),
+        "sameSite": c.get("sameSite") if c.get("sameSite") in ("Strict", "Lax", "None") else "Lax",
+    }
+
+
 class IdentityHandle:
     """The identity of the running task (``ctx.identity``).
 
@@ -135,7 +149,10 @@ class IdentityHandle:
         self._reason: str | None = None
         self._on_blocked = on_blocked
         self._renewer: asyncio.Task[None] | None = None
+        self._browser_cookies: list[dict[str, Any]] = []
         self.pool = policy.pool
+        #: The slot's browser pool (``ctx.browser``), for :meth:`browser_context`.
+        self.browser: Any = None
 
     # -------------------------------------------------------------- what it is
     @property
@@ -184,6 +201,46 @@ class IdentityHandle:
             client.cookies.set(c["name"], c["value"], domain=c["domain"], path=c.get("path", "/"))
         self._clients.append(client)
         return client
+
+    @contextlib.asynccontextmanager
+    async def browser_context(self, browser: Any = None, **options: Any) -> AsyncIterator[Any]:
+        """A page in a fresh browser context dressed as the identity: its proxy, user
+        agent, locale, timezone, viewport, headers and cookies (Playwright's
+        ``storage_state``); the context's cookies are saved to the identity when the
+        task ends. ``browser``: the slot's browser pool (default ``ctx.browser``, which
+        the worker sets here); ``options`` go to Playwright's ``new_context``.
+
+        Raises:
+            BrowserUnavailable: the type declares no ``Browser``, or none is free.
+        """
+        pool = browser if browser is not None else self.browser
+        if pool is None:
+            raise BrowserUnavailable(
+                "ctx.identity.browser_context() needs a browser: declare `Browser = "
+                "BrowserNeeds(...)` on the automation (pip install 'fleet-automation[browser]')"
+            )
+        fp = self.fingerprint
+        dressed: dict[str, Any] = {
+            "storage_state": {"cookies": list(self._lease.identity.cookies), "origins": []}
+        }
+        if fp is not None:
+            dressed["user_agent"] = fp.user_agent
+            if fp.locale:
+                dressed["locale"] = fp.locale
+            if fp.timezone:
+                dressed["timezone_id"] = fp.timezone
+            if fp.viewport:
+                dressed["viewport"] = dict(fp.viewport)
+            extra = {k: v for k, v in fp.headers if k.lower() != "user-agent"}
+            if extra:
+                dressed["extra_http_headers"] = extra
+        dressed.update(options)
+        async with pool.acquire(self.proxy_url, **dressed) as page:
+            try:
+                yield page
+            finally:
+                with contextlib.suppress(Exception):  # a closed page keeps what it had
+                    self._browser_cookies.extend(await page.context.cookies())
 
     async def ok(self) -> None:
         """The identity worked (its blocks in a row end at release)."""
@@ -259,8 +316,10 @@ class IdentityHandle:
                 await self._renewer
             self._renewer = None
         cookies: list[dict[str, Any]] | None = None
-        if self._clients:
+        if self._clients or self._browser_cookies:
             cookies = [c for client in self._clients for c in jar_of(client)]
+            cookies += [_stored_cookie(c) for c in self._browser_cookies]
+            self._browser_cookies = []
             for client in self._clients:
                 with contextlib.suppress(Exception):
                     await client.aclose()

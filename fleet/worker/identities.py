@@ -45,6 +45,7 @@ async def take(slot: Slot) -> Outcome | None:
         await proxy.report_url(url, ok=False, reason=reason)
 
     handle = IdentityHandle(identities, policy, lease, on_blocked=report)
+    handle.browser = slot.ctx.browser
     handle.start_renewing()
     slot.ctx.identity = handle
     return None

@@ -1,0 +1,100 @@
+"""``ctx.identity.browser_context()`` in Chromium (issue 43, item 3): the page's context
+wears the identity (User-Agent, locale, timezone, viewport, cookies) and the cookies the
+site sets are saved to the identity when the lease ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleet.backends import open_backend
+from fleet.browser import BrowserPool
+from fleet.core.browser import BrowserNeeds
+from fleet.core.identities import parse_identity
+from fleet.core.identity import IdentityHandle, IdentityPolicy
+from tests.browser.stack import CHROMIUM
+from tests.support.redis_server import require_redis
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(autouse=True)
+def chromium_present() -> None:
+    if not os.path.exists(CHROMIUM):
+        if require_redis():  # strict (CI) mode: .ci/run installs Chromium
+            pytest.fail("Debian's chromium is required but not installed")
+        pytest.skip("chromium not installed (apt-get install chromium)")
+
+
+class _Site(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        seen = {"ua": self.headers.get("User-Agent"), "cookie": self.headers.get("Cookie", "")}
+        body = f"<html><body><pre id=seen>{json.dumps(seen)}</pre></body></html>".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Set-Cookie", "clearance=granted; Path=/")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+@pytest.fixture
+def site() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+async def test_the_context_wears_the_identity_and_keeps_its_cookies(
+    site: str, tmp_path: Path
+) -> None:
+    b = await open_backend(f"sqlite:///{tmp_path / 'f.db'}")
+    pool = BrowserPool(BrowserNeeds(size=1, max_uses=10))
+    try:
+        fp = {
+            "user_agent": "Mozilla/5.0 (X11; Linux x86_64) FleetIdentity/1.0",
+            "locale": "de-DE",
+            "timezone": "Europe/Berlin",
+            "viewport": {"width": 1111, "height": 777},
+        }
+        cookie = {"name": "old", "value": "1", "domain": "127.0.0.1", "path": "/"}
+        await b.identities.put(
+            "br", [parse_identity({"id": "b1", "fingerprint": fp, "cookies": [cookie]})]
+        )
+        policy = IdentityPolicy(pool="br")
+        lease = await b.identities.lease("br")
+        assert lease is not None
+        handle = IdentityHandle(b.identities, policy, lease)
+        handle.browser = pool
+        async with handle.browser_context() as page:
+            await page.goto(site)
+            seen = json.loads(await page.inner_text("#seen"))
+            probe = await page.evaluate(
+                "() => [navigator.language, Intl.DateTimeFormat().resolvedOptions().timeZone,"
+                " window.innerWidth, window.innerHeight]"
+            )
+        assert seen == {"ua": fp["user_agent"], "cookie": "old=1"}
+        assert probe == ["de-DE", "Europe/Berlin", 1111, 777]
+        await handle.finish(True)
+        stored = await b.identities.get("br", "b1")
+        assert stored is not None
+        assert {c["name"]: c["value"] for c in stored.cookies} == {
+            "old": "1",
+            "clearance": "granted",
+        }
+        assert stored.stats.ok == 1 and stored.leases == 0
+    finally:
+        await pool.close()
+        await b.close()
