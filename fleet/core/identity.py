@@ -16,7 +16,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from fleet.core.errors import BrowserUnavailable, FleetError
 from fleet.core.identities import (
@@ -36,6 +36,31 @@ if TYPE_CHECKING:
     from fleet.core.capabilities.identities import Identities
 
 log = logging.getLogger(__name__)
+
+#: The backend topic of identity events, for every pool; the master's event stream
+#: (``GET /api/v1/events``) relays each as the event ``identity``.
+IDENTITIES_TOPIC = "identities"
+#: What happened to an identity: a release cooled it down (``blocked``), retired it
+#: (blocks in a row, ``ctx.identity.retire()`` or the REST API), or the REST API
+#: brought it back (``revived``).
+IdentityEventName = Literal["blocked", "retired", "revived"]
+
+
+def identity_event(
+    pool: str,
+    identity_id: str,
+    event: IdentityEventName,
+    reason: str | None = None,
+    cooling_until: float | None = None,
+) -> dict[str, Any]:
+    """The message of an identity event: ``{pool, id, event, reason, cooling_until}``."""
+    return {
+        "pool": pool,
+        "id": identity_id,
+        "event": event,
+        "reason": reason,
+        "cooling_until": cooling_until,
+    }
 
 
 class IdentityBlocked(FleetError):
@@ -139,6 +164,7 @@ class IdentityHandle:
         policy: IdentityPolicy,
         lease: IdentityLease,
         on_blocked: Callable[[str, str], Awaitable[None]] | None = None,
+        on_event: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
     ) -> None:
         self._identities = identities
         self._policy = policy
@@ -148,6 +174,7 @@ class IdentityHandle:
         self._outcome: LeaseOutcome | None = None
         self._reason: str | None = None
         self._on_blocked = on_blocked
+        self._on_event = on_event
         self._renewer: asyncio.Task[None] | None = None
         self._browser_cookies: list[dict[str, Any]] = []
         self.pool = policy.pool
@@ -262,7 +289,8 @@ class IdentityHandle:
 
     async def retire(self, reason: str = "retired") -> None:
         """Retire the identity fleet-wide now (a banned account): no lease takes it again."""
-        await self._identities.retire(self.pool, self.id, reason)
+        if await self._identities.retire(self.pool, self.id, reason):
+            await self._tell("retired", reason)
 
     async def set_account(self, account: dict[str, Any]) -> None:
         """Store an account on the identity (saved when the task ends)."""
@@ -324,8 +352,9 @@ class IdentityHandle:
                 with contextlib.suppress(Exception):
                     await client.aclose()
         outcome = self._outcome or ("ok" if task_ok else "none")
+        released = False
         try:
-            await self._identities.release(
+            released = await self._identities.release(
                 self.pool,
                 self.id,
                 self._lease.token,
@@ -338,5 +367,34 @@ class IdentityHandle:
             )
         except FleetError as exc:  # the lease runs out on its own: nothing is lost
             log.warning("identity %s of %s: release failed: %s", self.id, self.pool, exc)
+        if released and outcome == "blocked":
+            await self._tell_block(self._reason)
         self._outcome = None
         self._reason = None
+
+    async def _tell_block(self, reason: str | None) -> None:
+        """Tell ``on_event`` what a blocked release did: cooled down, or retired (its
+        blocks in a row reached ``retire_after``), as the backend now says."""
+        if self._on_event is None:
+            return
+        try:
+            now = await self._identities.get(self.pool, self.id)
+        except FleetError as exc:
+            log.warning("identity %s of %s: no event: %s", self.id, self.pool, exc)
+            return
+        if now is None:  # deleted meanwhile
+            return
+        event: IdentityEventName = "retired" if now.state == "retired" else "blocked"
+        await self._tell(event, reason, now.cooling_until)
+
+    async def _tell(
+        self, event: IdentityEventName, reason: str | None, cooling_until: float | None = None
+    ) -> None:
+        """Hand ``on_event`` an identity event; a failure to deliver it is logged only
+        (events are fire-and-forget: the backend already holds the state)."""
+        if self._on_event is None:
+            return
+        try:
+            await self._on_event(identity_event(self.pool, self.id, event, reason, cooling_until))
+        except Exception as exc:
+            log.warning("identity %s of %s: event %s not sent: %s", self.id, self.pool, event, exc)

@@ -1,10 +1,20 @@
 """A batch task's identity (``identity_pool`` in its type's config): leased before
 ``run_one`` in one atomic backend step, renewed while the task runs, released after it
-with what the task learned (:mod:`fleet.core.identity`)."""
+with what the task learned (:mod:`fleet.core.identity`). A block or a retirement is
+published on :data:`~fleet.core.identity.IDENTITIES_TOPIC` (the master's event stream
+relays it as the event ``identity``)."""
 
 from __future__ import annotations
 
-from fleet.core.identity import IdentityHandle, IdentityPolicy, NoIdentity, lease_waiting
+from typing import Any
+
+from fleet.core.identity import (
+    IDENTITIES_TOPIC,
+    IdentityHandle,
+    IdentityPolicy,
+    NoIdentity,
+    lease_waiting,
+)
 from fleet.worker.outcomes import OK, Outcome, throttled
 from fleet.worker.slots import Slot
 
@@ -40,11 +50,15 @@ async def take(slot: Slot) -> Outcome | None:
         slot.ctx.logger.warning("%s; the task goes back uncharged", exc)
         return throttled(RETRY_WITHOUT_IDENTITY)
     proxy = slot.ctx.proxy
+    events = slot.env.backend.events
 
     async def report(url: str, reason: str) -> None:
         await proxy.report_url(url, ok=False, reason=reason)
 
-    handle = IdentityHandle(identities, policy, lease, on_blocked=report)
+    async def tell(event: dict[str, Any]) -> None:
+        await events.publish(IDENTITIES_TOPIC, event)
+
+    handle = IdentityHandle(identities, policy, lease, on_blocked=report, on_event=tell)
     handle.browser = slot.ctx.browser
     handle.start_renewing()
     slot.ctx.identity = handle

@@ -10,7 +10,8 @@ subscription became live (first, and after each renewal): events published
 while it was being set up may be missing, so a client re-reads what it shows
 from events (the dashboard re-reads the output tail). Each event is
 ``event: <name>\\ndata: <json>\\n\\n``; the names are ``hello``, ``emit``,
-``config``, ``control``, ``cancel``, ``worker`` (pushed state changes),
+``config``, ``control``, ``cancel``, ``worker`` (pushed state changes), ``run`` (a run
+ended), ``identity`` (an identity blocked, retired or revived, every pool),
 ``depths``, ``workers`` (every worker's view, with each tick, so that
 last-seen times and up/down stay current without polling), ``types`` (the
 rows of ``GET /automations`` without their counts and depths: sent after the

@@ -36,7 +36,9 @@ from typing import Any
 from fleet.backends.base import Backend, Subscription
 from fleet.core.catalog import CatalogEntry
 from fleet.core.errors import BackendError
+from fleet.core.identity import IDENTITIES_TOPIC
 from fleet.core.outage import OutageLog, is_outage
+from fleet.core.redact import mask_credentials
 from fleet.core.results import progress_topic
 from fleet.master.services.catalog import all_entries, summary
 from fleet.master.services.shared_views import SharedWorkerViews
@@ -58,6 +60,9 @@ IDLE_TOPIC = "master.events"
 #: Fleet-wide: a run ended (the memory and SQLite backends publish its record in the
 #: step that ended it); relayed to every client as the event ``run``.
 RUNS_TOPIC = "runs"
+#: Fleet-wide: an identity was blocked, retired or revived (``IDENTITIES_TOPIC``:
+#: workers and the REST API publish there); relayed to every client as ``identity``.
+IDENTITY_EVENT = "identity"
 #: Frames a client may have unread before it is cut off.
 MAX_PENDING = 1000
 #: Longest the hub sleeps before it looks at its clients again (a new client
@@ -81,6 +86,25 @@ def topic_map(types: set[str]) -> dict[str, tuple[str, str]]:
 def topic_event(topic: str, types: set[str]) -> tuple[str, str] | None:
     """``(event name, type)`` of a backend topic, or None if it is not ours."""
     return topic_map(types).get(topic)
+
+
+def identity_frame(message: Any) -> bytes | None:
+    """The ``identity`` frame of an identity event: its known fields only, the reason's
+    URL credentials masked (the stream is read by read tokens); None if malformed."""
+    if not isinstance(message, dict) or not isinstance(message.get("pool"), str):
+        return None
+    reason = message.get("reason")
+    cooling = message.get("cooling_until")
+    return format_event(
+        IDENTITY_EVENT,
+        {
+            "pool": message["pool"],
+            "id": str(message.get("id")),
+            "event": str(message.get("event")),
+            "reason": mask_credentials(reason) if isinstance(reason, str) else None,
+            "cooling_until": cooling if isinstance(cooling, int | float) else None,
+        },
+    )
 
 
 def type_rows(entries: dict[str, CatalogEntry], worker_types: set[str]) -> list[dict[str, Any]]:
@@ -346,7 +370,9 @@ class EventHub:
 
     async def _subscribe(self, types: set[str]) -> Subscription:
         topics = topic_map(types)
-        sub = await self.backend.events.subscribe(IDLE_TOPIC, RUNS_TOPIC, *sorted(topics))
+        sub = await self.backend.events.subscribe(
+            IDLE_TOPIC, RUNS_TOPIC, IDENTITIES_TOPIC, *sorted(topics)
+        )
         self.subscriptions_opened += 1
         self._outages.recovered("event hub")
         self._types = types
@@ -360,6 +386,12 @@ class EventHub:
             frame = format_event("run", message[1])
             for client in self._clients:
                 client.send(frame)
+            return
+        if message[0] == IDENTITIES_TOPIC:
+            shown = identity_frame(message[1])
+            if shown is not None:
+                for client in self._clients:
+                    client.send(shown)
             return
         found = self._topics.get(message[0])
         if found is None:

@@ -27,6 +27,7 @@ from fleet.backends.base import Backend
 from fleet.core.errors import ContractValueError, InvalidInput, NotFound, TooLarge
 from fleet.core.fingerprints import check_plan, generate_identities
 from fleet.core.identities import Identity, check_pool_name, parse_identity
+from fleet.core.identity import IDENTITIES_TOPIC, IdentityEventName, identity_event
 from fleet.core.redact import MASK, mask_credentials
 from fleet.master.services.catalog import did_you_mean
 from fleet.master.services.secrets import mask_value
@@ -220,20 +221,35 @@ async def create(
     }
 
 
+async def _publish(
+    backend: Backend, pool: str, identity: Identity, event: IdentityEventName, reason: str | None
+) -> None:
+    """Publish what an operator did to ``identity`` on the identities topic (the event
+    stream's ``identity``)."""
+    message = identity_event(pool, identity.id, event, reason, identity.cooling_until)
+    await backend.events.publish(IDENTITIES_TOPIC, message)
+
+
 async def retire(
     backend: Backend, pool: str, identity_id: str, reason: str | None
 ) -> dict[str, Any]:
-    """Retire an identity for good (until revived); the identity, masked."""
+    """Retire an identity for good (until revived), published as a ``retired`` event;
+    the identity, masked."""
     await _identity(backend, pool, identity_id)
     await backend.identities.retire(pool, identity_id, reason)
-    return shown(await _identity(backend, pool, identity_id), reveal=False)
+    now = await _identity(backend, pool, identity_id)
+    await _publish(backend, pool, now, "retired", now.stats.last_reason)
+    return shown(now, reveal=False)
 
 
 async def revive(backend: Backend, pool: str, identity_id: str) -> dict[str, Any]:
-    """A retired or cooling identity back to ready; the identity, masked."""
+    """A retired or cooling identity back to ready, published as a ``revived`` event;
+    the identity, masked."""
     await _identity(backend, pool, identity_id)
     await backend.identities.revive(pool, identity_id)
-    return shown(await _identity(backend, pool, identity_id), reveal=False)
+    now = await _identity(backend, pool, identity_id)
+    await _publish(backend, pool, now, "revived", None)
+    return shown(now, reveal=False)
 
 
 async def delete(backend: Backend, pool: str, identity_id: str) -> dict[str, Any]:
