@@ -4,9 +4,12 @@ Routes:
     ``GET /health``: ``{"status": "ok"}``.
     ``GET /challenge``: a proof-of-work challenge (JSON).
     ``POST /challenge``: ``{"challenge_id", "answer"}``; on success sets the
-        expiring ``cf_clearance`` cookie, bound to the request's User-Agent.
-    ``GET /products/{n}``: protected; 403 without a valid clearance, 500 for
-        broken pages and ~10 % of the time, else an HTML page.
+        expiring ``cf_clearance`` cookie, bound to the request's client address (its
+        exit) and User-Agent.
+    ``GET /products/{n}``: protected; 403 (the challenge again, with a ``reason``)
+        without a valid clearance, or with one from another exit or another
+        User-Agent; 500 for broken pages and ~10 % of the time, else an HTML page.
+    ``GET /ip``: the client address and User-Agent the site sees (not linked).
     ``POST /api/token``: client credentials -> short-lived bearer token.
     ``GET /api/stock/{sku}``: needs the bearer token.
     ``GET /stats``: what the site has seen so far.
@@ -48,6 +51,11 @@ def _catalog_page(n: int) -> str:
         f"<!doctype html><title>Catalog section {n}</title><h1>Catalog section {n}</h1>"
         f'<p>{" · ".join(near)} · <a href="/">home</a></p>'
     )
+
+
+def _client(request: Request) -> str:
+    """The address the request came from: the exit a site sees (a proxy's, through one)."""
+    return request.client.host if request.client is not None else ""
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
@@ -95,7 +103,7 @@ def create_demo_app(settings: DemoSettings | None = None) -> Starlette:
         if not isinstance(answer, int) or not isinstance(challenge_id, str):
             return JSONResponse({"error": "send challenge_id and an integer answer"}, 400)
         user_agent = request.headers.get("user-agent", "")
-        value = state.solve(challenge_id, answer, user_agent)
+        value = state.solve(challenge_id, answer, user_agent, _client(request))
         if value is None:
             return JSONResponse({"error": "wrong or expired challenge"}, 403)
         ttl = state.settings.cookie_ttl_seconds
@@ -106,7 +114,9 @@ def create_demo_app(settings: DemoSettings | None = None) -> Starlette:
     async def product(request: Request) -> Response:
         page = int(request.path_params["page"])
         reason = state.admit(
-            request.cookies.get(CLEARANCE_COOKIE), request.headers.get("user-agent", "")
+            request.cookies.get(CLEARANCE_COOKIE),
+            request.headers.get("user-agent", ""),
+            _client(request),
         )
         if reason is not None:
             return JSONResponse({"error": "challenge required", "reason": reason}, 403)
@@ -135,6 +145,11 @@ def create_demo_app(settings: DemoSettings | None = None) -> Starlette:
         sku = request.path_params["sku"]
         return JSONResponse({"sku": sku, "quantity": state.stock(sku)})
 
+    async def whoami(request: Request) -> Response:
+        return JSONResponse(
+            {"client": _client(request), "user_agent": request.headers.get("user-agent", "")}
+        )
+
     async def stats(request: Request) -> Response:
         return JSONResponse(dataclasses.asdict(state.stats))
 
@@ -148,6 +163,7 @@ def create_demo_app(settings: DemoSettings | None = None) -> Starlette:
             Route("/catalog/{n:int}", catalog),
             Route("/api/token", token, methods=["POST"]),
             Route("/api/stock/{sku}", stock),
+            Route("/ip", whoami),
             Route("/stats", stats),
         ]
     )

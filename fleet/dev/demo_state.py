@@ -1,8 +1,9 @@
 """The demo site's state and rules, as plain objects (no I/O, no event loop).
 
 The demo site imitates a site behind a bot challenge: a visitor solves a small
-proof-of-work, gets an expiring clearance cookie bound to its user agent, and
-may then read protected pages until the cookie expires or is used up. It also
+proof-of-work, gets an expiring clearance cookie bound to the exit (the client
+address) and the user agent that solved it, and may then read protected pages from
+that exit with that user agent until the cookie expires or is used up. It also
 hands out short-lived API tokens for the inventory example.
 """
 
@@ -61,11 +62,19 @@ def pow_ok(nonce: str, answer: int, difficulty: int) -> bool:
 
 @dataclass
 class Clearance:
-    """One clearance cookie the site handed out."""
+    """One clearance cookie the site handed out, bound to who earned it.
+
+    Attributes:
+        user_agent: The User-Agent that solved the challenge.
+        expires_at: When the cookie stops working.
+        uses: Protected pages read with it so far.
+        client: The address the challenge was solved from (the exit).
+    """
 
     user_agent: str
     expires_at: float
     uses: int = 0
+    client: str = ""
 
 
 @dataclass
@@ -78,6 +87,8 @@ class Stats:
     pages_served: int = 0
     pages_failed: int = 0
     pages_rejected: int = 0
+    rejected_other_exit: int = 0
+    rejected_other_user_agent: int = 0
     tokens_issued: int = 0
     stock_served: int = 0
 
@@ -115,10 +126,13 @@ class DemoState:
             "expires_in": ttl,
         }
 
-    def solve(self, challenge_id: str, answer: int, user_agent: str) -> str | None:
+    def solve(
+        self, challenge_id: str, answer: int, user_agent: str, client: str = ""
+    ) -> str | None:
         """Check an answer; the new clearance cookie value, or None if wrong/expired.
 
-        A challenge can be answered once, right or wrong.
+        A challenge can be answered once, right or wrong. The cookie is bound to
+        ``user_agent`` and to ``client``, the address the answer came from.
         """
         entry = self.challenges.pop(challenge_id, None)
         if (
@@ -130,24 +144,37 @@ class DemoState:
             return None
         value = secrets.token_urlsafe(24)
         expires_at = self.clock() + self.settings.cookie_ttl_seconds
-        self.clearances[value] = Clearance(user_agent=user_agent, expires_at=expires_at)
+        self.clearances[value] = Clearance(
+            user_agent=user_agent, expires_at=expires_at, client=client
+        )
         self.stats.challenges_solved += 1
         return value
 
-    def admit(self, cookie: str | None, user_agent: str) -> str | None:
-        """Charge one use of a clearance cookie; None if admitted, else why not."""
+    def admit(self, cookie: str | None, user_agent: str, client: str = "") -> str | None:
+        """Charge one use of a clearance cookie; None if admitted, else why not.
+
+        A cookie sent from another address than the one that solved its challenge
+        (``client``: another exit) or with another User-Agent is refused, as a site
+        behind a bot challenge refuses a cookie that moved.
+        """
         clearance = self.clearances.get(cookie or "")
         reason = None
         if clearance is None:
             reason = "no valid clearance cookie"
         elif clearance.expires_at < self.clock():
             reason = "clearance expired"
+        elif clearance.client != client:
+            reason = "cookie from another exit"
         elif clearance.user_agent != user_agent:
-            reason = "clearance was issued to another user agent"
+            reason = "cookie from another user agent"
         elif clearance.uses >= self.settings.cookie_max_uses:
             reason = "clearance used up"
         if reason is not None:
             self.stats.pages_rejected += 1
+            if reason == "cookie from another exit":
+                self.stats.rejected_other_exit += 1
+            elif reason == "cookie from another user agent":
+                self.stats.rejected_other_user_agent += 1
             return reason
         assert clearance is not None
         clearance.uses += 1

@@ -89,6 +89,10 @@ async def start_server(app: Any, host: str = "127.0.0.1", port: int = 0) -> Runn
         access_log=False,
         lifespan="off",
         ws="none",
+        # The app sees the socket's peer as the client: an X-Forwarded-For header from
+        # a loopback client must not pass for another address (the demo site binds its
+        # cookies to the client address).
+        proxy_headers=False,
         timeout_graceful_shutdown=2,
     )
     server = _EmbeddedServer(config)

@@ -34,9 +34,25 @@ def test_a_right_answer_gives_a_cookie_bound_to_the_user_agent(clock: Clock) -> 
     cookie = s.solve(str(ch["challenge_id"]), answer(str(ch["nonce"]), 2), "UA-1")
     assert cookie is not None
     assert s.admit(cookie, "UA-1") is None
-    assert s.admit(cookie, "UA-2") == "clearance was issued to another user agent"
+    assert s.admit(cookie, "UA-2") == "cookie from another user agent"
     assert s.admit(None, "UA-1") == "no valid clearance cookie"
     assert s.stats.challenges_solved == 1 and s.stats.pages_rejected == 2
+
+
+def test_a_cookie_is_bound_to_the_exit_that_solved_the_challenge(clock: Clock) -> None:
+    s = state(clock, difficulty=2, cookie_max_uses=2)
+    ch = s.new_challenge()
+    cookie = s.solve(str(ch["challenge_id"]), answer(str(ch["nonce"]), 2), "UA", "127.0.0.2")
+    assert s.admit(cookie, "UA", "127.0.0.2") is None
+    # The same cookie and User-Agent from another exit: the challenge again.
+    assert s.admit(cookie, "UA", "127.0.0.3") == "cookie from another exit"
+    assert s.admit(cookie, "UA-2", "127.0.0.3") == "cookie from another exit"
+    assert s.admit(cookie, "UA-2", "127.0.0.2") == "cookie from another user agent"
+    # Refusals charge no use: the cookie still has its second use at its own exit.
+    assert s.admit(cookie, "UA", "127.0.0.2") is None
+    assert s.admit(cookie, "UA", "127.0.0.2") == "clearance used up"
+    assert (s.stats.rejected_other_exit, s.stats.rejected_other_user_agent) == (2, 1)
+    assert s.stats.pages_rejected == 4
 
 
 def test_a_wrong_answer_fails_and_burns_the_challenge(clock: Clock) -> None:
