@@ -9,6 +9,7 @@ import { workersView } from "./views/workers.js";
 import { automationView } from "./views/automation.js";
 import { poolsView } from "./views/pools.js";
 import { proxiesView } from "./views/proxies.js";
+import { identitiesView, identityPoolView } from "./views/identities.js";
 import { runsView, runView } from "./views/runs.js";
 import { taskView } from "./views/tasks.js";
 
@@ -29,7 +30,8 @@ const TASK_STATES = ["pending", "scheduled", "processing", "done", "dead"];
  * A type's page may open its task browser at a state and a run's tasks:
  * "#/automation/<type>?state=done&run=<run id>" (both optional); the route then
  * carries `state` and `run`, and only then. A task's page may pick out one of its
- * attempts: "#/task/<type>/<id>?attempt=2" (the route's `attempt`).
+ * attempts: "#/task/<type>/<id>?attempt=2" (the route's `attempt`). "#/identities" lists
+ * the identity pools, "#/identities/<pool>" one pool (the route's `pool`).
  */
 export function parseRoute(hash) {
   const [path, query] = (hash || "").replace(/^#\/?/, "").split("?", 2);
@@ -48,6 +50,9 @@ export function parseRoute(hash) {
     return r;
   }
   if (parts[0] === "run" && parts[1]) return { name: "runs", run: decodeURIComponent(parts[1]) };
+  if (parts[0] === "identities") {
+    return parts[1] ? { name: "identities", pool: decodeURIComponent(parts[1]) } : { name: "identities" };
+  }
   if (["workers", "pools", "proxies", "runs"].includes(parts[0])) return { name: parts[0] };
   return { name: "overview" };
 }
@@ -110,6 +115,7 @@ function route() {
   else if (r.name === "workers") view = workersView(main);
   else if (r.name === "pools") view = poolsView(main);
   else if (r.name === "proxies") view = proxiesView(main);
+  else if (r.name === "identities") view = r.pool ? identityPoolView(main, r.pool) : identitiesView(main);
   else if (r.name === "runs") view = r.run ? runView(main, r.run) : runsView(main);
   else view = overviewView(main);
   view.update();

@@ -285,6 +285,11 @@ export class Store extends EventTarget {
       case "emit":
         this.emit("emit", { type: data.type, entry: data.data });
         break;
+      case "identity":
+        // An identity was blocked, retired or revived ({pool, id, event, reason,
+        // cooling_until}): the identities views reload what they show.
+        this.emit("identity", data);
+        return;
       default:
         break;
     }
