@@ -128,6 +128,13 @@ def test_identities_view(page: tuple[Page, Watch], stack: Stack) -> None:
     expect(rows.last).to_have_attribute("data-identity", "big-49")
     expect(p.locator("#identity-pool [data-action=previous]")).to_have_count(0)
     assert watch.dialogs == []
+
+    # A pool that holds no identity: the master's 404, with the pool it may have meant.
+    p.goto(f"{stack.url}/#/identities/dash-idz")
+    expect(p.locator("#identity-pool .note-error")).to_contain_text(
+        "unknown identity pool 'dash-idz'"
+    )
+    expect(p.locator("#identity-pool .note-error")).to_contain_text("dash-ids")
     routes = p.evaluate(
         """async () => {
         const { parseRoute } = await import("/js/app.js");

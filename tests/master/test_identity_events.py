@@ -139,7 +139,8 @@ def test_the_frame_keeps_known_fields_and_masks_the_reason() -> None:
     assert "hunter2" not in text and "bob" not in text and '"secret"' not in text
     assert '"cooling_until":12.5' in text and '"event":"blocked"' in text
     assert identity_frame("not an event") is None
-    assert identity_frame({"id": "no pool"}) is None
+    assert identity_frame({"id": "no pool", "event": "blocked"}) is None
+    assert identity_frame({"pool": "p", "id": 7, "event": "blocked"}) is None
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "redis"])

@@ -91,7 +91,9 @@ def topic_event(topic: str, types: set[str]) -> tuple[str, str] | None:
 def identity_frame(message: Any) -> bytes | None:
     """The ``identity`` frame of an identity event: its known fields only, the reason's
     URL credentials masked (the stream is read by read tokens); None if malformed."""
-    if not isinstance(message, dict) or not isinstance(message.get("pool"), str):
+    if not isinstance(message, dict) or not all(
+        isinstance(message.get(key), str) for key in ("pool", "id", "event")
+    ):
         return None
     reason = message.get("reason")
     cooling = message.get("cooling_until")
@@ -99,8 +101,8 @@ def identity_frame(message: Any) -> bytes | None:
         IDENTITY_EVENT,
         {
             "pool": message["pool"],
-            "id": str(message.get("id")),
-            "event": str(message.get("event")),
+            "id": message["id"],
+            "event": message["event"],
             "reason": mask_credentials(reason) if isinstance(reason, str) else None,
             "cooling_until": cooling if isinstance(cooling, int | float) else None,
         },
