@@ -1,7 +1,8 @@
-"""What cf-cookie-harvester and cf-scraper agree on: models and typed references.
+"""What cf-cookie-harvester and cf-scraper agree on: models and typed references,
+and the site's challenge (:mod:`cf_contracts.challenge`: one solver for both).
 
-No runtime code: both plugins import these, so a rename or a schema change
-happens in exactly one place (bump this package's version when it does).
+Both plugins import these, so a rename or a schema change happens in exactly one
+place (bump this package's version when it does).
 """
 
 from pydantic import BaseModel
@@ -38,11 +39,12 @@ class ScrapeTask(BaseModel):
 
 
 class ScrapeResult(BaseModel):
-    """What the scraper emits per page."""
+    """What the scraper emits per page (``identity``: the identity it went out as)."""
 
     url: str
     status: int
     body_len: int
+    identity: str | None = None
 
 
 COOKIE_POOL = Pool[CfCookie, CfCookieTags]("cf-cookies", payload=CfCookie, tags=CfCookieTags)

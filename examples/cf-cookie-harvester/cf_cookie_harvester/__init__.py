@@ -1,22 +1,41 @@
-"""cf-cookie-harvester: solve a site's challenge, put the clearance cookie in the pool.
+"""cf-cookie-harvester: solve a site's challenge and keep the clearance where it is used.
 
-A batch automation: each ``HarvestRequest(site=...)`` tops the pool up to
-``cookies_per_site`` cookies for that site. The pool it fills is declared
-inline (``Pools``), so the catalog shows who owns ``cf-cookies``.
+A batch automation; each ``HarvestRequest(site=...)``:
+
+- **with identities** (its type's config sets ``identity_pool``, as ``fleet dev --demo``
+  does): clears the identity the task leased. The challenge is solved through
+  ``ctx.identity.http()``, its exit and its User-Agent, so the cookie is one the site
+  accepts from that identity, and lands in the identity's jar (saved when the task
+  ends). An identity that holds a live clearance already is left as it is.
+- **without**: tops the ``cf-cookies`` pool up to ``cookies_per_site`` cookies, each
+  stored with the User-Agent and the proxy that earned it. The pool is declared inline
+  (``Pools``), so the catalog shows who owns it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import random
 import time
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import httpx
 from cf_contracts import COOKIE_POOL, CfCookie, CfCookieTags, HarvestRequest
+from cf_contracts.challenge import ChallengeFailed, earn_clearance, has_clearance, solve_challenge
 from pydantic import Field
 
 from fleet.core import BaseConfig, BatchAutomation, Context, Task, register
+
+if TYPE_CHECKING:
+    from fleet.core.identity import IdentityHandle
+
+__all__ = [
+    "ChallengeFailed",
+    "CookieHarvester",
+    "HarvesterConfig",
+    "harvest_cookie",
+    "solve_challenge",
+]
 
 USER_AGENTS = (
     "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0",
@@ -34,49 +53,21 @@ class HarvesterConfig(BaseConfig):
     request_timeout_seconds: float = Field(default=10.0, gt=0)
 
 
-class ChallengeFailed(RuntimeError):
-    """The site did not accept our answer (raise: the task is retried)."""
-
-
-def solve_challenge(nonce: str, difficulty: int, limit: int = 50_000_000) -> int:
-    """The smallest answer whose ``sha256("<nonce>:<answer>")`` starts with
-    ``difficulty`` hex zeros.
-
-    Raises:
-        ChallengeFailed: If no answer below ``limit`` works.
-    """
-    prefix = "0" * difficulty
-    for answer in range(limit):
-        if hashlib.sha256(f"{nonce}:{answer}".encode()).hexdigest().startswith(prefix):
-            return answer
-    raise ChallengeFailed(f"no answer below {limit} at difficulty {difficulty}")
-
-
 async def harvest_cookie(
     site: str, config: HarvesterConfig, proxy_url: str | None
 ) -> tuple[CfCookie, float]:
-    """Get one clearance cookie for ``site``; returns it and its lifetime in seconds.
+    """Get one clearance cookie for ``site`` (for the pool); returns it and its
+    lifetime in seconds.
 
     Raises:
         ChallengeFailed: The answer was refused.
         httpx.HTTPError: The site could not be reached or answered with an error.
     """
-    url = config.challenge_url.format(site=site)
     user_agent = random.choice(USER_AGENTS)
     async with httpx.AsyncClient(
         proxy=proxy_url, headers={"User-Agent": user_agent}, timeout=config.request_timeout_seconds
     ) as client:
-        challenge = (await client.get(url)).raise_for_status().json()
-        # Hashing is CPU work: keep it off the loop so other slots stay responsive.
-        answer = await asyncio.to_thread(
-            solve_challenge, challenge["nonce"], int(challenge["difficulty"])
-        )
-        response = await client.post(
-            url, json={"challenge_id": challenge["challenge_id"], "answer": answer}
-        )
-        if response.status_code == 403:
-            raise ChallengeFailed(f"{site} refused the answer: {response.text[:200]}")
-        response.raise_for_status()
+        response = await earn_clearance(client, config.challenge_url.format(site=site))
         lifetime = float(response.json().get("expires_in", config.cookie_ttl_seconds))
     cookie = CfCookie(
         cookies=dict(response.cookies), user_agent=user_agent, proxy_url=proxy_url, site=site
@@ -87,14 +78,37 @@ async def harvest_cookie(
 
 @register("cf-cookie-harvester")
 class CookieHarvester(BatchAutomation[HarvesterConfig]):
-    """Keeps ``cf-cookies`` stocked with clearance cookies, per site."""
+    """Clears identities for a site, or keeps ``cf-cookies`` stocked without them."""
 
     Config = HarvesterConfig
     TaskPayload = HarvestRequest
     Pools = {"cookies": COOKIE_POOL}
 
     async def run_one(self, task: Task[HarvestRequest], ctx: Context[HarvesterConfig]) -> None:
-        site = task.payload.site
+        if ctx.identity is not None:
+            await self.clear_identity(task.payload.site, ctx.identity, ctx)
+        else:
+            await self.fill_pool(task.payload.site, ctx)
+
+    async def clear_identity(
+        self, site: str, identity: IdentityHandle, ctx: Context[HarvesterConfig]
+    ) -> None:
+        """Earn a clearance for ``site`` through the leased identity (its exit, its
+        headers); the cookie lands in its jar, saved when the task ends."""
+        if has_clearance(identity.cookies, urlsplit(f"//{site}").hostname or site):
+            return  # cleared already: its scrapes will say if the cookie is used up
+        started = time.perf_counter()
+        http = identity.http(timeout=ctx.config.request_timeout_seconds)
+        await earn_clearance(http, ctx.config.challenge_url.format(site=site))
+        ctx.metrics.incr("cookies_harvested")
+        ctx.metrics.observe("harvest_seconds", time.perf_counter() - started)
+        ctx.logger.info("identity %s cleared for %s", identity.id, site)
+        await ctx.events.publish(
+            "cf-cookies.refilled", {"site": site, "added": 1, "identity": identity.id}
+        )
+
+    async def fill_pool(self, site: str, ctx: Context[HarvesterConfig]) -> None:
+        """Top the pool up to ``cookies_per_site`` cookies for ``site``."""
         pool = ctx.pool(COOKIE_POOL)
         missing = ctx.config.cookies_per_site - await pool.where(site=site).size()
         for _ in range(missing):

@@ -1,11 +1,20 @@
-"""cf-scraper: fetch protected pages with a clearance cookie claimed from the pool.
+"""cf-scraper: fetch protected pages behind a site's challenge.
 
-A batch automation. Per ``ScrapeTask(url=...)`` it claims a cookie for the
-URL's site, fetches the page with that cookie and its user agent (and proxy),
-and emits a ``ScrapeResult``. A cookie the site rejects is evicted; when the
-pool has none, it asks the harvester for more and waits quietly for up to
-``cookie_wait_seconds``; only then does it raise, so the framework retries the
-task later (with backoff, then the dead-letter queue).
+A batch automation; per ``ScrapeTask(url=...)`` it fetches the page and emits a
+``ScrapeResult``:
+
+- **with identities** (its type's config sets ``identity_pool``, as ``fleet dev --demo``
+  does): through ``ctx.identity.http()``. The identity's clearance cookie goes out
+  through the exit and with the User-Agent that earned it, so the site accepts it. An
+  identity the site challenges (no clearance yet, expired, used up) earns one there and
+  then, through itself, and keeps it for its next tasks; one still refused after that is
+  blocked (``ctx.identity.blocked``: it cools down fleet-wide, the task goes back
+  uncharged and the next try takes another identity).
+- **without**: with a cookie claimed from the ``cf-cookies`` pool, sent with the
+  User-Agent and the proxy stored with it. A cookie the site rejects is evicted; when
+  the pool has none, it asks the harvester for more and waits quietly for up to
+  ``cookie_wait_seconds``; only then does it raise, so the framework retries the task
+  later (with backoff, then the dead-letter queue).
 """
 
 from __future__ import annotations
@@ -26,12 +35,14 @@ from cf_contracts import (
     ScrapeResult,
     ScrapeTask,
 )
+from cf_contracts.challenge import challenge_reason, earn_clearance
 from pydantic import Field
 
 from fleet.core import BaseConfig, BatchAutomation, Context, Task, register
 
 if TYPE_CHECKING:
     from fleet.core.handles import ClaimedItem, PoolHandle
+    from fleet.core.identity import IdentityHandle
 
 #: First and longest pause between two looks at a dry pool while a task waits.
 COOKIE_POLL_SECONDS = (0.1, 1.0)
@@ -47,6 +58,8 @@ class ScraperConfig(BaseConfig):
     #: while the first harvest runs, every cookie claimed) before it fails and is
     #: retried. Waiting is quiet; a failed attempt logs a warning. 0: fail at once.
     cookie_wait_seconds: float = Field(default=30.0, ge=0)
+    #: Where an identity the site challenges earns its clearance (``{site}``: host:port).
+    challenge_url: str = "http://{site}/challenge"
 
 
 class NoCookie(RuntimeError):
@@ -109,6 +122,56 @@ class Scraper(BatchAutomation[ScraperConfig]):
 
     async def run_one(self, task: Task[ScrapeTask], ctx: Context[ScraperConfig]) -> None:
         url = task.payload.url
+        if ctx.identity is not None:
+            response = await self.fetch_as(ctx.identity, ctx, url)
+        else:
+            response = await self.fetch_with_pool(ctx, url)
+        if response.status_code >= 500:
+            raise UpstreamError(f"{url} answered {response.status_code}")
+        ctx.metrics.incr("pages_fetched")
+        await ctx.emit(
+            ScrapeResult(
+                url=url,
+                status=response.status_code,
+                body_len=len(response.content),
+                identity=None if ctx.identity is None else ctx.identity.id,
+            )
+        )
+
+    async def fetch_as(
+        self, identity: IdentityHandle, ctx: Context[ScraperConfig], url: str
+    ) -> httpx.Response:
+        """GET ``url`` as the leased identity: its exit, its headers, its cookies.
+
+        A challenge (403) means the identity holds no clearance the site takes: it earns
+        one through the same client (the cookie lands in its jar, saved at the task's
+        end) and asks again. A challenge right after that blocks the identity.
+
+        Raises:
+            IdentityBlocked: from ``identity.blocked``: the task goes back uncharged.
+        """
+        http = identity.http(timeout=ctx.config.request_timeout_seconds)
+        response = await http.get(url)
+        reason = challenge_reason(response)
+        if reason is None:
+            return response
+        ctx.metrics.incr("challenges_met")
+        ctx.logger.debug("identity %s challenged on %s (%s): solving", identity.id, url, reason)
+        await earn_clearance(http, ctx.config.challenge_url.format(site=site_of(url)))
+        response = await http.get(url)
+        reason = challenge_reason(response)
+        if reason is not None:
+            await identity.blocked(f"challenged again after solving: {reason}")
+        return response
+
+    async def fetch_with_pool(self, ctx: Context[ScraperConfig], url: str) -> httpx.Response:
+        """GET ``url`` with a cookie claimed from the pool (waiting for a harvest when
+        the pool is dry).
+
+        Raises:
+            NoCookie: None came within ``cookie_wait_seconds`` (a harvest was requested).
+            CookieRejected: The site refused the claimed cookie (it was evicted).
+        """
         site = site_of(url)
         pool = ctx.pool(COOKIE_POOL).where(site=site)
         deadline: float | None = None
@@ -125,12 +188,7 @@ class Scraper(BatchAutomation[ScraperConfig]):
                 deadline = time.monotonic() + ctx.config.cookie_wait_seconds
             if not await wait_for_cookie(ctx, pool, deadline):
                 raise NoCookie(f"no cookie for {site} yet; harvest requested")
-        if response.status_code >= 500:
-            raise UpstreamError(f"{url} answered {response.status_code}")
-        ctx.metrics.incr("pages_fetched")
-        await ctx.emit(
-            ScrapeResult(url=url, status=response.status_code, body_len=len(response.content))
-        )
+        return response
 
     async def fetch(
         self,
