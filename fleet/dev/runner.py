@@ -1,8 +1,9 @@
 """``fleet dev`` as a library: a master and a worker as child processes on one
-backend, plus (``demo=True``) the demo site and a stream of demo tasks.
+backend, plus (``demo=True``) the demo site, three local forward proxies (distinct
+exits, each in one identity of the pool ``demo``) and a stream of demo tasks.
 
 Ctrl-C (SIGINT) or SIGTERM stops everything: the feeder first, then each child
-once (the worker drains within ``grace``), then the demo site.
+once (the worker drains within ``grace``), then the demo site and its proxies.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ import httpx
 
 from fleet.backends import redact_url
 from fleet.client.tokenfile import ensure_token, token_path
+from fleet.dev.demo_proxies import DemoProxy, start_demo_proxies, stop_demo_proxies
 from fleet.dev.demo_seed import (
+    DEMO_IDENTITY_POOL,
     DEMO_PLUGINS,
     DemoUnavailable,
     demo_configs,
+    demo_identities,
     demo_pythonpath,
     feed_tasks,
     seed_tasks,
@@ -52,7 +56,8 @@ class DevOptions:
         host / port: Where the master (and the dashboard) listen.
         plugins: Extra ``MODULE[:ATTR]`` plugin specs for both.
         demo: Also serve the demo site and submit demo tasks.
-        demo_port: The demo site's port (0: any free port).
+        demo_port: The demo site's port (0: any free port); its proxies take the
+            three ports after it (any free ones when it is 0 or they are in use).
         grace: Seconds the worker gets to finish running tasks on stop.
         feed_seconds: Period of the demo's trickle of new tasks (0: seed only).
         admin_token: The token to use (None: ``FLEET_ADMIN_TOKEN`` or the token file).
@@ -129,6 +134,7 @@ class DevRunner:
         self.master_url = f"http://{options.host}:{options.port}"
         self.children: list[Child] = []
         self.demo_site: RunningServer | None = None
+        self.demo_proxies: list[DemoProxy] = []
         self._feeder: asyncio.Task[None] | None = None
         self._reporter: asyncio.Task[None] | None = None
         self.forced = False
@@ -182,6 +188,11 @@ class DevRunner:
                 ) from exc
             site_url = self.demo_site.url
             self.echo("demo", f"demo site on {site_url}")
+            first = self.demo_site.port + 1 if opts.demo_port else 0
+            try:
+                self.demo_proxies = await start_demo_proxies(opts.host, first)
+            except OSError as exc:
+                raise DevError(f"cannot start the demo's proxies: {exc}") from exc
         master = Child(
             "master",
             [*python, "master", "--host", opts.host, "--port", str(opts.port), *plugin_args(opts)],
@@ -266,11 +277,13 @@ class DevRunner:
         results = await asyncio.gather(*(c.stop(timeout) for c in reversed(self.children)))
         if self.demo_site is not None:
             await self.demo_site.stop()
+        await stop_demo_proxies(self.demo_proxies)
         if self.children:
             self.echo("dev", "stopped")
         return all(results)
 
     async def _configure_demo(self, client: httpx.AsyncClient, site_url: str) -> None:
+        await self._put_identities(client)
         for automation_type, patch in demo_configs(site_url).items():
             response = await client.patch(
                 f"/api/v1/automations/{automation_type}/config", json=patch
@@ -279,6 +292,23 @@ class DevRunner:
                 self.echo(
                     "dev", f"config of {automation_type}: {response.status_code} {response.text}"
                 )
+
+    async def _put_identities(self, client: httpx.AsyncClient) -> None:
+        """One identity per demo proxy in the pool ``demo``: put again on every start
+        (an empty jar: the demo site forgot every clearance), and any that a past run
+        left cooling or retired brought back."""
+        pool = f"/api/v1/identities/{DEMO_IDENTITY_POOL}"
+        body = demo_identities([p.url for p in self.demo_proxies])
+        response = await client.post(pool, json=body)
+        if response.status_code != 200:
+            self.echo(
+                "dev", f"identities of {DEMO_IDENTITY_POOL}: {response.status_code} {response.text}"
+            )
+            return
+        listed = await client.get(pool, params={"limit": 500})
+        for item in listed.json().get("items", []) if listed.status_code == 200 else []:
+            if item.get("state") in ("cooling", "retired"):
+                await client.post(f"{pool}/{item['id']}/revive")
 
     async def _submit(
         self, client: httpx.AsyncClient, batches: dict[str, list[dict[str, Any]]]
@@ -300,7 +330,8 @@ class DevRunner:
         """Seed the demo, then keep a trickle of new tasks coming until stopped."""
         rng = random.Random()
         try:
-            count = await self._submit(client, seed_tasks(site_url, rng))
+            harvests = max(1, len(self.demo_proxies))
+            count = await self._submit(client, seed_tasks(site_url, rng, harvests))
             self.echo("dev", f"demo: submitted {count} tasks (harvest, scrapes, stock checks)")
             while self.options.feed_seconds > 0:
                 with contextlib.suppress(TimeoutError):
@@ -339,6 +370,13 @@ class DevRunner:
         ]
         if site_url is not None:
             lines.append(f"  demo site    {site_url}/")
+            for proxy in self.demo_proxies:
+                lines.append(f"  demo exit    {proxy.url}   (the site sees {proxy.exit})")
+            if self.demo_proxies:
+                lines.append(
+                    f"  identities   pool {DEMO_IDENTITY_POOL!r}: one per exit "
+                    f"(fleet identities {DEMO_IDENTITY_POOL})"
+                )
         if self.master_url != os.environ.get("FLEET_MASTER_URL", DEFAULT_MASTER_URL):
             # The client commands look for the master at FLEET_MASTER_URL (default :8000).
             lines.append(f"  CLI          export FLEET_MASTER_URL={self.master_url}")

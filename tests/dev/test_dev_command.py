@@ -91,12 +91,18 @@ def test_fleet_dev_demo_runs_work_and_stops_cleanly_on_sigint(
         )
         first_output = time.monotonic() - started
         assert all(o["payload"]["status"] == 200 and o["payload"]["body_len"] > 0 for o in outputs)
-        # Slots hold cookies while they scrape; wait for one that is free to be listed.
-        items = wait_for(
-            "an available cookie", lambda: client.get("/api/v1/pools/cf-cookies").json()["items"],
-            20, proc,
-        )  # fmt: skip
-        assert items[0]["payload"]["cookies"]["cf_clearance"]
+        # The scrapes went out as the demo's identities, one per local proxy (exit), and
+        # the clearances they earned stayed in the identities' jars (values masked).
+        assert {o["payload"]["identity"] for o in outputs} <= {"demo-1", "demo-2", "demo-3"}
+        identities = client.get("/api/v1/identities/demo").json()["items"]
+        assert [i["id"] for i in identities] == ["demo-1", "demo-2", "demo-3"]
+        assert len({i["proxy"] for i in identities}) == 3
+        assert len({i["fingerprint"]["user_agent"] for i in identities}) == 3
+        assert any(
+            c["name"] == "cf_clearance" and c["value"] == "********"
+            for i in identities
+            for c in i["cookies"]
+        )
         dead = wait_for(
             "dead letters",
             lambda: client.get("/api/v1/automations/cf-scraper/dead").json(),
@@ -122,6 +128,10 @@ def test_fleet_dev_demo_runs_work_and_stops_cleanly_on_sigint(
     stop_seconds = time.monotonic() - stopping
     text = log.read_text()
     assert "Fleet is running." in text and f"dashboard    {base}/" in text
+    # The demo's exits: three local proxies, each seen by the site from its own address.
+    exits = re.findall(r"demo exit    (http://127\.0\.0\.1:\d+)   \(the site sees (\S+)\)", text)
+    assert len({url for url, _ in exits}) == 3, text
+    assert [seen for _, seen in exits] == ["127.0.0.2", "127.0.0.3", "127.0.0.4"], text
     # The default sqlite:///./fleet.db is shown resolved wherever the backend is named
     # (banner, master start, worker start): a worker started elsewhere would show another.
     db = f"sqlite:///{tmp_path / 'fleet.db'}"

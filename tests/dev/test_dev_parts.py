@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from fleet.core.identities import parse_identity
 from fleet.dev.demo_seed import (
     BROKEN_SEED_PAGES,
+    DEMO_IDENTITY_POOL,
     DEMO_PLUGINS,
     demo_configs,
+    demo_identities,
     feed_tasks,
     seed_tasks,
 )
@@ -80,6 +83,29 @@ def test_demo_seed_has_a_harvest_scrapes_broken_pages_and_stock_checks() -> None
     configs = demo_configs("http://127.0.0.1:8765")
     assert configs["pinger"]["url"] == "http://127.0.0.1:8765/health"
     assert configs["inventory-sync"]["api_url"] == "http://127.0.0.1:8765/api"
+    for leasing in ("cf-cookie-harvester", "cf-scraper"):
+        assert configs[leasing]["identity_pool"] == DEMO_IDENTITY_POOL
+    # One harvest per identity when the demo has its three exits.
+    three = seed_tasks("http://127.0.0.1:8765", random.Random(1), harvests=3)
+    assert three["cf-cookie-harvester"] == [{"payload": {"site": "127.0.0.1:8765"}}] * 3
+
+
+def test_demo_identities_are_one_per_exit_with_coherent_fingerprints() -> None:
+    proxies = ["http://127.0.0.1:8766", "http://127.0.0.1:8767", "http://127.0.0.1:8768"]
+    parsed = [parse_identity(raw) for raw in demo_identities(proxies)["identities"]]
+    assert [(i.id, i.proxy) for i in parsed] == [
+        (f"demo-{n}", url) for n, url in enumerate(proxies, 1)
+    ]
+    fingerprints = [i.fingerprint for i in parsed]
+    assert all(f is not None for f in fingerprints)
+    assert len({f.user_agent for f in fingerprints if f}) == 3  # one browser per exit
+    for f in fingerprints:
+        assert f is not None and f.locale and f.timezone and f.viewport and f.platform
+        headers = dict(f.headers)
+        # The Accept-Language follows the locale; the platform names the User-Agent's system.
+        assert headers["Accept-Language"].startswith(f.locale)
+        system = {"Win32": "Windows", "Linux x86_64": "Linux", "MacIntel": "Mac OS X"}
+        assert system[f.platform] in f.user_agent
 
 
 def test_output_lines_are_prefixed_and_request_chatter_is_recognised() -> None:
