@@ -44,7 +44,10 @@ class Requests:
 
 
 @pytest.mark.parametrize("stack", ["sqlite"], indirect=True)  # the page is backend-blind
-@pytest.mark.parametrize(("route", "path"), [("#/pools", r"^/pools$"), ("#/runs", r"^/runs\?")])
+@pytest.mark.parametrize(
+    ("route", "path"),
+    [("#/pools", r"^/pools$"), ("#/runs", r"^/runs\?"), ("#/identities", r"^/identities$")],
+)
 def test_a_view_polls_while_open_and_stops_when_left(
     page: tuple[Page, Watch], stack: Stack, route: str, path: str
 ) -> None:
