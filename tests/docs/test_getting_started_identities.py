@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from fleet.dev.demo_proxies import SOURCE_ADDRESSES, source_available
-from fleet.dev.demo_seed import demo_pythonpath
+from fleet.dev.demo_seed import EXAMPLE_PACKAGES
 from tests.dev.test_dev_command import hermetic_env, wait_for
 from tests.docs.blocks import fenced_blocks, section
 from tests.support.redis_server import free_port
@@ -99,8 +99,9 @@ def test_a_moved_cookie_is_refused_and_the_demo_identities_show_it(
     (tmp_path / "exits.py").write_text(text)
 
     env = {**hermetic_env(), "FLEET_MASTER_URL": f"http://127.0.0.1:{port}"}
-    paths = [*demo_pythonpath(), *filter(None, [env.get("PYTHONPATH")])]
-    env["PYTHONPATH"] = os.pathsep.join(paths)  # what `make dev` installs
+    # what `make dev` installs (this process may have them on sys.path only)
+    paths = [str(ROOT / "examples" / name) for name in EXAMPLE_PACKAGES]
+    env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
     ran = user_shell(run.lines()[0], tmp_path, env)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout == expected.text

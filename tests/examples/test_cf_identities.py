@@ -21,8 +21,7 @@ from cf_contracts import (
     HarvestRequest,
     ScrapeTask,
 )
-from cf_contracts.challenge import CLEARANCE_COOKIE
-from cf_cookie_harvester import CookieHarvester
+from cf_cookie_harvester import CLEARANCE_COOKIE, CookieHarvester
 from cf_scraper import CookieRejected, Scraper
 
 from fleet.backends.base import Backend

@@ -1,8 +1,7 @@
-"""What cf-cookie-harvester and cf-scraper agree on: models and typed references,
-and the site's challenge (:mod:`cf_contracts.challenge`: one solver for both).
+"""What cf-cookie-harvester and cf-scraper agree on: models and typed references.
 
-Both plugins import these, so a rename or a schema change happens in exactly one
-place (bump this package's version when it does).
+No runtime code: both plugins import these, so a rename or a schema change
+happens in exactly one place (bump this package's version when it does).
 """
 
 from pydantic import BaseModel

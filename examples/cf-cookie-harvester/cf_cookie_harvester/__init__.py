@@ -1,6 +1,7 @@
 """cf-cookie-harvester: solve a site's challenge and keep the clearance where it is used.
 
-A batch automation; each ``HarvestRequest(site=...)``:
+A batch automation; each ``HarvestRequest(site=...)`` solves the site's proof-of-work
+challenge (:func:`earn_clearance`) and keeps the clearance cookie:
 
 - **with identities** (its type's config sets ``identity_pool``, as ``fleet dev --demo``
   does): clears the identity the task leased. The challenge is solved through
@@ -14,14 +15,16 @@ A batch automation; each ``HarvestRequest(site=...)``:
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import random
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
 from cf_contracts import COOKIE_POOL, CfCookie, CfCookieTags, HarvestRequest
-from cf_contracts.challenge import ChallengeFailed, earn_clearance, has_clearance, solve_challenge
 from pydantic import Field
 
 from fleet.core import BaseConfig, BatchAutomation, Context, Task, register
@@ -29,13 +32,7 @@ from fleet.core import BaseConfig, BatchAutomation, Context, Task, register
 if TYPE_CHECKING:
     from fleet.core.identity import IdentityHandle
 
-__all__ = [
-    "ChallengeFailed",
-    "CookieHarvester",
-    "HarvesterConfig",
-    "harvest_cookie",
-    "solve_challenge",
-]
+CLEARANCE_COOKIE = "cf_clearance"
 
 USER_AGENTS = (
     "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0",
@@ -51,6 +48,58 @@ class HarvesterConfig(BaseConfig):
     cookies_per_site: int = Field(default=3, ge=1, le=100)
     cookie_ttl_seconds: float = Field(default=240.0, gt=0)
     request_timeout_seconds: float = Field(default=10.0, gt=0)
+
+
+class ChallengeFailed(RuntimeError):
+    """The site did not accept our answer (raise: the task is retried)."""
+
+
+def solve_challenge(nonce: str, difficulty: int, limit: int = 50_000_000) -> int:
+    """The smallest answer whose ``sha256("<nonce>:<answer>")`` starts with
+    ``difficulty`` hex zeros.
+
+    Raises:
+        ChallengeFailed: If no answer below ``limit`` works.
+    """
+    prefix = "0" * difficulty
+    for answer in range(limit):
+        if hashlib.sha256(f"{nonce}:{answer}".encode()).hexdigest().startswith(prefix):
+            return answer
+    raise ChallengeFailed(f"no answer below {limit} at difficulty {difficulty}")
+
+
+async def earn_clearance(http: httpx.AsyncClient, challenge_url: str) -> httpx.Response:
+    """Solve the site's challenge with ``http``: the cookie lands in its jar, bound by
+    the site to its exit and its User-Agent. Returns the site's answer (``expires_in``:
+    the cookie's life).
+
+    Raises:
+        ChallengeFailed: The answer was refused.
+        httpx.HTTPError: The site could not be reached or answered with an error.
+    """
+    challenge = (await http.get(challenge_url)).raise_for_status().json()
+    # Hashing is CPU work: keep it off the loop so other slots stay responsive.
+    answer = await asyncio.to_thread(
+        solve_challenge, challenge["nonce"], int(challenge["difficulty"])
+    )
+    response = await http.post(
+        challenge_url, json={"challenge_id": challenge["challenge_id"], "answer": answer}
+    )
+    if response.status_code == 403:
+        raise ChallengeFailed(f"{challenge_url} refused the answer: {response.text[:200]}")
+    return response.raise_for_status()
+
+
+def has_clearance(cookies: Iterable[Mapping[str, Any]], host: str, margin: float = 5.0) -> bool:
+    """Whether a jar (``storage_state`` cookies, an identity's) holds a clearance for
+    ``host`` that lives ``margin`` seconds more (it may be used up: the site says)."""
+    now = time.time()
+    return any(
+        c.get("name") == CLEARANCE_COOKIE
+        and str(c.get("domain", "")).lstrip(".") == host
+        and (float(c.get("expires", -1)) < 0 or float(c.get("expires", -1)) > now + margin)
+        for c in cookies
+    )
 
 
 async def harvest_cookie(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import time
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -35,7 +36,6 @@ from cf_contracts import (
     ScrapeResult,
     ScrapeTask,
 )
-from cf_contracts.challenge import challenge_reason, earn_clearance
 from pydantic import Field
 
 from fleet.core import BaseConfig, BatchAutomation, Context, Task, register
@@ -73,6 +73,48 @@ class CookieRejected(RuntimeError):
 
 class UpstreamError(RuntimeError):
     """The site answered with a 5xx; worth retrying."""
+
+
+class ChallengeFailed(RuntimeError):
+    """The site did not accept our answer to its challenge (raise: retried)."""
+
+
+def challenge_reason(response: httpx.Response) -> str | None:
+    """Why the site challenged this request (``"cookie from another exit"``...), or
+    None if the response is not the challenge (a 403 with a ``reason``)."""
+    if response.status_code != 403:
+        return None
+    try:
+        body = response.json()
+    except ValueError:
+        return "403"
+    return str(body.get("reason") or "403") if isinstance(body, dict) else "403"
+
+
+def _answer(nonce: str, difficulty: int, limit: int = 50_000_000) -> int:
+    prefix = "0" * difficulty
+    for answer in range(limit):
+        if hashlib.sha256(f"{nonce}:{answer}".encode()).hexdigest().startswith(prefix):
+            return answer
+    raise ChallengeFailed(f"no answer below {limit} at difficulty {difficulty}")
+
+
+async def earn_clearance(http: httpx.AsyncClient, challenge_url: str) -> None:
+    """Solve the site's challenge with ``http`` (an identity's client): the clearance
+    cookie lands in its jar, bound by the site to its exit and its User-Agent.
+
+    Raises:
+        ChallengeFailed: The answer was refused.
+        httpx.HTTPError: The site could not be reached or answered with an error.
+    """
+    challenge = (await http.get(challenge_url)).raise_for_status().json()
+    answer = await asyncio.to_thread(_answer, challenge["nonce"], int(challenge["difficulty"]))
+    response = await http.post(
+        challenge_url, json={"challenge_id": challenge["challenge_id"], "answer": answer}
+    )
+    if response.status_code == 403:
+        raise ChallengeFailed(f"{challenge_url} refused the answer: {response.text[:200]}")
+    response.raise_for_status()
 
 
 def site_of(url: str) -> str:
