@@ -351,9 +351,10 @@ class DevRunner:
             try:
                 automations = (await client.get("/api/v1/automations")).raise_for_status()
                 pools = (await client.get("/api/v1/pools")).raise_for_status()
+                identities = (await client.get("/api/v1/identities")).raise_for_status()
             except httpx.HTTPError:
                 continue  # the master is restarting or stopping; its own log says why
-            line = summary_line(automations.json(), pools.json())
+            line = summary_line(automations.json(), pools.json(), identities.json()["pools"])
             if line != last:
                 self.echo("dev", line)
                 last = line

@@ -135,9 +135,20 @@ def test_summary_line_counts_queues_workers_and_pools() -> None:
         {"type": "pinger", "workers": {"up": 1}, "queue": None},
         {"type": "orphan", "workers": {"up": 0}, "queue": None},
     ]
-    pools = [{"name": "cf-cookies", "available": 3, "total": 5}]
+    pools = [
+        {"name": "cf-cookies", "available": 3, "total": 5},
+        {"name": "empty", "available": 0, "total": 0},
+    ]
     assert summary_line(automations, pools) == (
         "cf-scraper 40 done, 4 dead, 6 waiting · quiet 0 done · pinger running · "
         "orphan no worker · pool cf-cookies 3/5 free"
+    )
+    identities = [
+        {"pool": "demo", "total": 3, "counts": {"ready": 2, "leased": 1, "cooling": 0}},
+        {"pool": "gone", "total": 0, "counts": {"ready": 0}},
+    ]
+    assert (
+        summary_line([], [], identities)
+        == "identities demo 2 ready, 1 leased · identities gone none"
     )
     assert summary_line([], []) == "no automations yet"
