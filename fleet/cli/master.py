@@ -79,6 +79,9 @@ def master(
         updates["backend_url"] = backend_url
     settings = settings.model_copy(update=updates)
     settings, token_file = prepare_settings(settings, settings.host)
+    # Settled before the plugins load, as before they were checked here: their objects
+    # are not the master's to freeze (tests/master/test_heap.py).
+    heap.settle(settings.gc_threshold)
     # The master skips a plugin that fails (workers publish their own catalog entries),
     # but one named here is a mistake to report, not to serve around; installed entry
     # points nobody named stay logged and skipped by the app.
@@ -95,7 +98,6 @@ def master(
     # uvicorn follows `fleet --log-level`: its access log (one line per request)
     # only at INFO or below, so `--log-level WARNING` serves without it.
     level = logging.getLogger().getEffectiveLevel()
-    heap.settle(settings.gc_threshold)
     # Open SSE streams never end by themselves: give them a few seconds at shutdown.
     # A backend that is not up yet is waited for (one log line, then retries).
     status = run_master(

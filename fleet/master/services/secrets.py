@@ -96,7 +96,19 @@ def mask_task(shown: dict[str, Any]) -> dict[str, Any]:
     for field in ("last_error", "traceback"):
         if isinstance(out.get(field), str):
             out[field] = mask_credentials(out[field])
+    if isinstance(out.get("attempts"), list):
+        out["attempts"] = [_masked_attempt(a) for a in out["attempts"]]
     return out
+
+
+def _masked_attempt(attempt: Any) -> Any:
+    """An attempt's error masked, as a record shows it (a dict) or a dead letter's body
+    stores it (``[n, worker, started, ended, outcome, error]``)."""
+    if isinstance(attempt, dict) and isinstance(attempt.get("error"), str):
+        return {**attempt, "error": mask_credentials(attempt["error"])}
+    if isinstance(attempt, list) and len(attempt) > 5 and isinstance(attempt[5], str):
+        return [*attempt[:5], mask_credentials(attempt[5]), *attempt[6:]]
+    return attempt
 
 
 def mask_schema(schema: Any, key: Any = None) -> Any:
