@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -129,6 +130,38 @@ class Context(Generic[ConfigT]):
         """The slot's current proxy URL (same as ``ctx.proxy.url``): a healthy one, as
         the worker calls ``ctx.proxy.ensure()`` before every task (see docs/primitives.md)."""
         return self.proxy.url
+
+    @contextlib.asynccontextmanager
+    async def use_identity(self, key: str | None = None) -> AsyncIterator[IdentityHandle]:
+        """Lease an identity of the type's ``identity_pool`` for the block (a continuous
+        automation's round; a batch task gets one without asking): ``ctx.identity``
+        while it lasts, released at its end (``ok`` if the block ended without an
+        exception, unless it said otherwise); ``key``: the identity kept for it.
+
+        Raises:
+            ContractValueError: the type's config names no ``identity_pool``.
+            NoIdentity: none became usable within ``identity_wait_seconds``.
+        """
+        from fleet.core.identity import leased_handle, policy_of
+
+        policy = policy_of(self.config)
+        if policy is None:
+            raise ContractValueError(
+                "ctx.use_identity needs identity_pool in the type's config",
+                field="identity_pool",
+                automation_type=self.automation_type,
+            )
+        handle = await leased_handle(
+            self._backend, policy, proxy=self.proxy, browser=self.browser, key=key
+        )
+        outer, self.identity = self.identity, handle
+        ended_well = False
+        try:
+            yield handle
+            ended_well = True
+        finally:
+            self.identity = outer
+            await handle.finish(ended_well)
 
     def http(self, **options: Any) -> httpx.AsyncClient:
         """An ``httpx.AsyncClient`` for this task: the identity's (proxy, headers,

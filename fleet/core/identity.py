@@ -33,7 +33,9 @@ from fleet.core.identities import (
 if TYPE_CHECKING:
     import httpx
 
+    from fleet.core.capabilities import TaskCapabilities
     from fleet.core.capabilities.identities import Identities
+    from fleet.core.proxy import ProxyHandle
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,21 @@ class IdentityPolicy:
     retire_after: int = DEFAULT_RETIRE_AFTER
     lease_seconds: float = DEFAULT_LEASE_SECONDS
     wait_seconds: float = 10.0
+
+
+def policy_of(config: Any) -> IdentityPolicy | None:
+    """A type's identity settings from its config (None: it names no ``identity_pool``)."""
+    pool = getattr(config, "identity_pool", None)
+    if pool is None:
+        return None
+    return IdentityPolicy(
+        pool=pool,
+        max_concurrency=config.identity_max_concurrency,
+        cooldown_seconds=config.identity_cooldown_seconds,
+        retire_after=config.identity_retire_after,
+        lease_seconds=config.identity_lease_seconds,
+        wait_seconds=config.identity_wait_seconds,
+    )
 
 
 async def lease_waiting(
@@ -149,6 +166,35 @@ def _stored_cookie(c: dict[str, Any]) -> dict[str, Any]:
         "secure": bool(c.get("secure", False)),
         "sameSite": c.get("sameSite") if c.get("sameSite") in ("Strict", "Lax", "None") else "Lax",
     }
+
+
+async def leased_handle(
+    capabilities: TaskCapabilities,
+    policy: IdentityPolicy,
+    *,
+    proxy: ProxyHandle | None = None,
+    browser: Any = None,
+    key: str | None = None,
+) -> IdentityHandle:
+    """Lease an identity (waiting, :func:`lease_waiting`) and hand it out as a handle
+    that reports a blocked identity's proxy through ``proxy``, tells the fleet of blocks
+    and retirements on :data:`IDENTITIES_TOPIC`, and renews its lease while held: what a
+    batch task gets before ``run_one`` and ``ctx.use_identity`` for a block."""
+    lease = await lease_waiting(capabilities.identities, policy, key)
+
+    async def report(url: str, reason: str) -> None:
+        if proxy is not None:
+            await proxy.report_url(url, ok=False, reason=reason)
+
+    async def tell(event: dict[str, Any]) -> None:
+        await capabilities.events.publish(IDENTITIES_TOPIC, event)
+
+    handle = IdentityHandle(
+        capabilities.identities, policy, lease, on_blocked=report, on_event=tell
+    )
+    handle.browser = browser
+    handle.start_renewing()
+    return handle
 
 
 class IdentityHandle:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from fleet.core import BaseConfig, BatchAutomation, Context, Task, register
+from fleet.core import BaseConfig, BatchAutomation, Context, ContinuousAutomation, Task, register
 
 
 class Visit(BaseModel):
@@ -85,3 +85,30 @@ class IdentityHolder(BatchAutomation[BaseConfig]):
                 worker=ctx.worker_id,
             )
         )
+
+
+class Round(BaseModel):
+    identity: str
+    user_agent: str
+
+
+class RoundsConfig(BaseConfig):
+    url: str = ""
+
+
+@register("wt-ident-rounds")
+class IdentityRounds(ContinuousAutomation[RoundsConfig]):
+    """Each round of its loop holds an identity (``ctx.use_identity``) for one request."""
+
+    Config = RoundsConfig
+    Output = Round
+
+    async def run_slot(self, ctx: Context[RoundsConfig]) -> None:
+        import asyncio
+
+        while not ctx.shutdown.is_set():
+            async with ctx.use_identity() as identity:
+                seen = (await ctx.http(timeout=5).get(ctx.config.url)).json()
+                await ctx.emit(Round(identity=identity.id, user_agent=seen["ua"]))
+            assert ctx.identity is None  # only within the round
+            await asyncio.sleep(0.05)

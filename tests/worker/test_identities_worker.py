@@ -140,3 +140,24 @@ async def test_no_usable_identity_sends_the_task_back(backend: Backend, site: st
         await backend.identities.revive(POOL, "id-0")
         (seen,) = await outputs(backend, 1)
     assert seen["identity"] == "id-0"
+
+
+async def test_a_continuous_slot_holds_an_identity_a_round(backend: Backend, site: str) -> None:
+    from tests.worker.identity_plugin import IdentityRounds
+
+    await backend.identities.put(POOL, [ident(0), ident(1)])
+    await push_config(
+        backend, "wt-ident-rounds", {"identity_pool": POOL, "slots": 1, "url": site}, ["w1"]
+    )
+    async with running_worker(backend, [IdentityRounds]):
+
+        async def rounds() -> list[dict[str, Any]] | None:
+            found = [e.payload for e in await backend.streams.read("wt-ident-rounds", n=100)]
+            return found if len(found) >= 4 else None
+
+        seen = await until(rounds, timeout=20, what="4 rounds")
+    assert {s["identity"] for s in seen} == {"id-0", "id-1"}  # round after round, in turn
+    assert all(s["user_agent"] == f"Agent/{s['identity'][-1]}" for s in seen)
+    for n in (0, 1):
+        got = await backend.identities.get(POOL, f"id-{n}")
+        assert got is not None and got.stats.ok >= 2 and got.leases == 0
