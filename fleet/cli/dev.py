@@ -29,9 +29,17 @@ from fleet.dev.runner import DevError, DevOptions, DevRunner
     metavar="MODULE[:ATTR]",
     help="Also load automations from a module (repeatable).",
 )
-@click.option("--demo", is_flag=True, help="Serve the demo site and submit demo tasks.")
 @click.option(
-    "--demo-port", type=int, default=8765, show_default=True, help="Demo site port (0: any)."
+    "--demo",
+    is_flag=True,
+    help="Serve the demo site and its three local proxies (identities) and submit demo tasks.",
+)
+@click.option(
+    "--demo-port",
+    type=int,
+    default=8765,
+    show_default=True,
+    help="Demo site port (0: any); its proxies take the next three.",
 )
 @click.option(
     "--grace",
