@@ -189,8 +189,10 @@ class DevRunner:
             site_url = self.demo_site.url
             self.echo("demo", f"demo site on {site_url}")
             first = self.demo_site.port + 1 if opts.demo_port else 0
+            # Loopback only, whatever --host says: a proxy that reaches this machine's
+            # loopback services must not be open to the network.
             try:
-                self.demo_proxies = await start_demo_proxies(opts.host, first)
+                self.demo_proxies = await start_demo_proxies("127.0.0.1", first)
             except OSError as exc:
                 raise DevError(f"cannot start the demo's proxies: {exc}") from exc
         master = Child(

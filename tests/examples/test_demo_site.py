@@ -69,3 +69,10 @@ async def test_api_token_and_stock(demo_site: DemoSite) -> None:
         )
         assert stock.status_code == 200 and stock.json()["sku"] == "A-1"
         assert (await client.get("/stats")).json()["tokens_issued"] == 1
+
+
+async def test_the_site_sees_the_socket_peer_not_a_forwarded_header(demo_site: DemoSite) -> None:
+    async with httpx.AsyncClient(base_url=demo_site.url, headers={"User-Agent": "UA"}) as client:
+        seen = await client.get("/ip", headers={"X-Forwarded-For": "127.0.0.9"})
+    # The exit a clearance is bound to cannot be claimed with a header.
+    assert seen.json() == {"client": "127.0.0.1", "user_agent": "UA"}
