@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fleet.core.errors import ContractValueError, Unsupported
+from fleet.core.errors import ConfigError, ContractValueError, Unsupported
 from fleet.core.identities import Fingerprint, Identity, check_identity_id, parse_identity
+from fleet.core.proxy import ProxyProvider, provider_factory
 
 #: Browsers a fingerprint may be drawn for.
 Browser = Literal["chrome", "firefox", "edge", "safari"]
@@ -239,6 +240,8 @@ class GeneratePlan:
             country. Empty: :data:`DEFAULT_COUNTRY`.
         browsers: Browsers, round robin (default: Chrome).
         id_prefix: Ids are the prefix and 12 random hex digits.
+        provider: A proxy provider (``proxy_provider``) that makes each identity's
+            proxy: a session pinned to the identity's id, in its country.
     """
 
     count: int
@@ -246,6 +249,7 @@ class GeneratePlan:
     countries: tuple[str, ...] = ()
     browsers: tuple[Browser, ...] = ("chrome",)
     id_prefix: str = "id-"
+    provider: ProxyProvider | None = None
 
 
 def check_plan(
@@ -255,6 +259,8 @@ def check_plan(
     countries: Sequence[str] = (),
     browsers: Sequence[str] = (),
     id_prefix: str | None = None,
+    proxy_provider: str | None = None,
+    proxy_provider_config: dict[str, Any] | None = None,
     where: str = "generate",
 ) -> GeneratePlan:
     """A :class:`GeneratePlan`, every field checked (``where`` the prefix of the
@@ -277,6 +283,21 @@ def check_plan(
             field=f"{where}.countries",
         )
     kinds = tuple(check_browser(b, f"{where}.browsers.{i}") for i, b in enumerate(browsers))
+    provider = None
+    if proxy_provider is not None:
+        if proxies:
+            raise ContractValueError(
+                "give proxies or a proxy_provider, not both", field=f"{where}.proxy_provider"
+            )
+        try:
+            provider = provider_factory(proxy_provider)(dict(proxy_provider_config or {}))
+        except ConfigError as exc:
+            raise ContractValueError(exc.message, field=f"{where}.proxy_provider") from None
+        except (TypeError, ValueError, KeyError) as exc:
+            raise ContractValueError(
+                f"proxy_provider {proxy_provider!r} refused its config: {exc}",
+                field=f"{where}.proxy_provider_config",
+            ) from None
     prefix = "id-" if id_prefix is None else id_prefix
     if prefix:
         check_identity_id(prefix + "0" * 12, what=f"{where}.id_prefix")
@@ -286,6 +307,7 @@ def check_plan(
         countries=codes,
         browsers=kinds or ("chrome",),
         id_prefix=prefix,
+        provider=provider,
     )
 
 
@@ -303,6 +325,8 @@ def generate_identities(plan: GeneratePlan) -> list[Identity]:
         identity_id = plan.id_prefix + secrets.token_hex(6)
         proxy = plan.proxies[n % len(plan.proxies)] if plan.proxies else None
         country = plan.countries[n % len(plan.countries)] if plan.countries else DEFAULT_COUNTRY
+        if plan.provider is not None:  # a session of its own, in its country
+            proxy = plan.provider.url(session=identity_id, country=country.lower())
         browser = plan.browsers[n % len(plan.browsers)]
         made.append(
             Identity(

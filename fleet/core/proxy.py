@@ -24,6 +24,8 @@ import hmac
 import logging
 import os
 import secrets
+from collections.abc import Callable
+from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import SplitResult, unquote, urlsplit
 
@@ -33,7 +35,7 @@ from fleet.core.capabilities.primitives import KV
 # ProxyPolicy is the backend's record of a type's settings; re-exported where the
 # handle that takes one always found it.
 from fleet.core.capabilities.proxies import ProxyPolicy as ProxyPolicy
-from fleet.core.errors import BackendError, Throttled
+from fleet.core.errors import BackendError, ConfigError, Throttled
 from fleet.core.flow import check_group
 from fleet.core.outage import OutageLog
 from fleet.core.records import new_token
@@ -155,6 +157,30 @@ class TemplateProvider:
 
     def url(self, *, session: str, country: str | None) -> str | None:
         return self.template.format(session=session, country=country or self.default_country)
+
+
+#: Entry-point group of proxy providers: a callable taking the provider config.
+GROUP = "fleet.proxy_providers"
+
+_BUILTIN: dict[str, Callable[[dict[str, Any]], ProxyProvider]] = {"template": TemplateProvider}
+
+
+def provider_factory(name: str) -> Callable[[dict[str, Any]], ProxyProvider]:
+    """The factory registered under ``name``.
+
+    Raises:
+        ConfigError: No provider has that name (the message lists the known ones).
+    """
+    if name in _BUILTIN:
+        return _BUILTIN[name]
+    for ep in entry_points(group=GROUP):
+        if ep.name == name:
+            factory: Callable[[dict[str, Any]], ProxyProvider] = ep.load()
+            return factory
+    known = sorted({*_BUILTIN, *(ep.name for ep in entry_points(group=GROUP))})
+    raise ConfigError(
+        f"unknown proxy_provider {name!r}; known: {', '.join(known)}", field="proxy_provider"
+    )
 
 
 def split_proxy_urls(value: str | None) -> list[str]:

@@ -4,43 +4,15 @@ the health settings of the config over the backend's proxy health."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from importlib.metadata import entry_points
-from typing import Any
-
 from fleet.core.capabilities.proxies import ProxyHealth
 from fleet.core.config import BaseConfig
 from fleet.core.errors import ConfigError
 from fleet.core.proxy import (
     ProxyHandle,
     ProxyPolicy,
-    ProxyProvider,
-    TemplateProvider,
+    provider_factory,
     split_proxy_urls,
 )
-
-#: Entry-point group of proxy providers: a callable taking the provider config.
-GROUP = "fleet.proxy_providers"
-
-_BUILTIN: dict[str, Callable[[dict[str, Any]], ProxyProvider]] = {"template": TemplateProvider}
-
-
-def provider_factory(name: str) -> Callable[[dict[str, Any]], ProxyProvider]:
-    """The factory registered under ``name``.
-
-    Raises:
-        ConfigError: No provider has that name (the message lists the known ones).
-    """
-    if name in _BUILTIN:
-        return _BUILTIN[name]
-    for ep in entry_points(group=GROUP):
-        if ep.name == name:
-            factory: Callable[[dict[str, Any]], ProxyProvider] = ep.load()
-            return factory
-    known = sorted({*_BUILTIN, *(ep.name for ep in entry_points(group=GROUP))})
-    raise ConfigError(
-        f"unknown proxy_provider {name!r}; known: {', '.join(known)}", field="proxy_provider"
-    )
 
 
 def build_proxy(

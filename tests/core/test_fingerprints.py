@@ -144,3 +144,26 @@ def test_without_browserforge_generation_is_unsupported(monkeypatch: pytest.Monk
     with pytest.raises(Unsupported) as caught:
         generate_identities(check_plan(count=1))
     assert "fleet-automation[identities]" in caught.value.message
+
+
+def test_a_proxy_provider_makes_each_identitys_session_in_its_country() -> None:
+    template = "http://user-{session}-cc-{country}:pw@proxy.test:8000"
+    plan = check_plan(
+        count=3,
+        countries=["DE", "FR"],
+        proxy_provider="template",
+        proxy_provider_config={"template": template},
+    )
+    made = generate_identities(plan)
+    for n, ident in enumerate(made):
+        country = ("de", "fr")[n % 2]
+        assert ident.proxy == f"http://user-{ident.id}-cc-{country}:pw@proxy.test:8000"
+    with pytest.raises(ContractValueError) as both:
+        check_plan(count=1, proxies=["http://a:1"], proxy_provider="template")
+    assert both.value.field == "generate.proxy_provider"
+    with pytest.raises(ContractValueError) as unknown:
+        check_plan(count=1, proxy_provider="no-such-provider")
+    assert unknown.value.field == "generate.proxy_provider" and "template" in unknown.value.message
+    with pytest.raises(ContractValueError) as bad:
+        check_plan(count=1, proxy_provider="template", proxy_provider_config={})
+    assert bad.value.field == "generate.proxy_provider_config"

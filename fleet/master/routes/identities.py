@@ -59,6 +59,15 @@ class GenerateBody(BaseModel):
         description="chrome, firefox, edge or safari, round robin (default chrome).",
     )
     id_prefix: str | None = Field(default=None, max_length=180, description="Default 'id-'.")
+    proxy_provider: str | None = Field(
+        default=None,
+        max_length=200,
+        description="A fleet.proxy_providers entry point (built in: template) making each "
+        "identity's proxy: a session named by its id, in its country (instead of proxies).",
+    )
+    proxy_provider_config: dict[str, Any] = Field(
+        default_factory=dict, description="The provider's settings ({'template': ...})."
+    )
 
 
 class CreateBody(BaseModel):
