@@ -108,9 +108,13 @@ class Fingerprint:
         }
 
     def request_headers(self) -> list[tuple[str, str]]:
-        """The headers of a request, the ``User-Agent`` first, then the rest in order."""
-        rest = [(k, v) for k, v in self.headers if k.lower() != "user-agent"]
-        return [("User-Agent", self.user_agent), *rest]
+        """The headers of a request in the browser's order: ``User-Agent`` where
+        ``headers`` place it (its value ``user_agent``), else first."""
+        if any(k.lower() == "user-agent" for k, _ in self.headers):
+            return [
+                (k, self.user_agent if k.lower() == "user-agent" else v) for k, v in self.headers
+            ]
+        return [("User-Agent", self.user_agent), *self.headers]
 
 
 @dataclass(frozen=True, slots=True)

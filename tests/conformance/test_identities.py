@@ -212,3 +212,11 @@ def test_bad_identities_name_their_field() -> None:
         with pytest.raises(ContractValueError) as caught:
             parse_identity(raw)
         assert caught.value.field == field, (raw, caught.value)
+
+
+def test_request_headers_keep_the_browsers_order() -> None:
+    from fleet.core.identities import Fingerprint
+
+    placed = Fingerprint("UA/2", (("Host", "h"), ("User-Agent", "stale"), ("Accept", "*/*")))
+    assert placed.request_headers() == [("Host", "h"), ("User-Agent", "UA/2"), ("Accept", "*/*")]
+    assert Fingerprint("UA/2", (("Accept", "*/*"),)).request_headers()[0] == ("User-Agent", "UA/2")
