@@ -45,9 +45,11 @@ async def _run(client: httpx.AsyncClient, **body: Any) -> str:
     return str(r.json()["run_id"])
 
 
-def _no_backend_in(text: str) -> None:
-    for leak in ("redis", "6379", "127.0.0.1", ".lua", "fleet_", "sqlite", "Traceback"):
-        assert leak not in text, text
+def _no_backend_in(text: str, run: str = "") -> None:
+    # The run id the answer echoes is random hex: a "6379" inside it is no port.
+    shown = text.replace(run, "<run>") if run else text
+    for leak in ("redis", ":6379", "127.0.0.1", ".lua", "fleet_", "sqlite", "Traceback"):
+        assert leak not in shown, text
 
 
 async def test_no_one_takes_the_callbacks_id(live: tuple[httpx.AsyncClient, Backend]) -> None:
@@ -149,12 +151,12 @@ async def test_run_ids_are_checked_before_the_store(
         for method, path in (("GET", f"/api/v1/runs/{bad}"), ("DELETE", f"/api/v1/runs/{bad}")):
             r = await client.request(method, path, headers=A)
             assert r.status_code == 422, (method, bad, r.text)
-            _no_backend_in(r.text)
+            _no_backend_in(r.text, run)
         for token in (S, A):
             body = {"payload": {"url": "x"}, "run": bad}
             r = await client.post(TASKS, json=body, headers=token)
             assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "run"]
-            _no_backend_in(r.text)
+            _no_backend_in(r.text, run)
             r = await client.post(f"{TASKS}/batch", json={"tasks": [body]}, headers=token)
             assert "run id" in r.json()["results"][0]["error"]
     r = await client.get("/api/v1/runs", params={"after": f"{run}:live"}, headers=A)
