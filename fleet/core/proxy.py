@@ -476,31 +476,14 @@ class ProxyHandle:
         """Report the current proxy as bad (fleet-wide: past ``proxy_bad_threshold``
         it cools down for ``proxy_cooldown_seconds`` on every worker, the type's values
         as the backend stores them) and rotate away."""
-        key = self.key
-        if key is not None and self._health is not None:
-            # Every credential form (a scheme or not, user name only) goes: the reason is
-            # stored, listed to read tokens and logged.
-            reason = mask_credentials(reason)
-            try:
-                await self._shared_salt()
-                key = self.key or key
-                until = await self._health.report(
-                    key,
-                    ok=False,
-                    threshold=self.policy.bad_threshold,
-                    cooldown_seconds=self.policy.cooldown_seconds,
-                    reason=reason,
-                    automation_type=self.owner or None,
-                )
-            except BackendError as exc:
-                _outages.failed(f"{self._label()}: proxy health", exc, hint="report not kept")
-            else:
-                self._log_cooling(key, until, reason)
+        url = self.url
+        if url is not None:
+            await self.report_url(url, ok=False, reason=reason)
         return await self.rotate()
 
     async def report_url(self, url: str, *, ok: bool, reason: str = "") -> None:
-        """Report another proxy's health (an identity's exit) as :meth:`report_bad` and
-        :meth:`report_ok` do the slot's, without rotating the slot's proxy."""
+        """Report a proxy's health: the slot's (:meth:`report_bad`) or another one, an
+        identity's exit, without rotating the slot's proxy."""
         if self._health is None:
             return
         try:
@@ -509,6 +492,8 @@ class ProxyHandle:
             if ok:
                 await self._health.report(key, ok=True)
                 return
+            # Every credential form (a scheme or not, user name only) goes: the reason is
+            # stored, listed to read tokens and logged.
             reason = mask_credentials(reason)
             until = await self._health.report(
                 key,
