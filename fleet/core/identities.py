@@ -204,11 +204,13 @@ class IdentityLease:
 
 @dataclass(frozen=True, slots=True)
 class IdentityPage:
-    """A page of a pool, by id; ``counts`` by state over the whole pool."""
+    """A page of a pool, by id; ``counts`` by state and ``blocks`` (the blocks its
+    identities reported, summed) over the whole pool, read in the same pass."""
 
     items: tuple[Identity, ...]
     next: str | None
     counts: dict[str, int]
+    blocks: int = 0
 
 
 # ---------------------------------------------------------------- checks

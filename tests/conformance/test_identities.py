@@ -142,7 +142,7 @@ async def test_blocks_cool_down_then_retire(backend: Backend, frozen: ManualCloc
     frozen.advance(10_000)
     assert await backend.identities.lease(POOL) is None
     page = await backend.identities.page(POOL)
-    assert page.counts["retired"] == 1
+    assert page.counts["retired"] == 1 and page.blocks == 3
     assert await backend.identities.revive(POOL, "id-0")
     back = await backend.identities.lease(POOL)
     assert back is not None

@@ -125,8 +125,10 @@ class RedisIdentities(RedisPart, Identities):
         split = raw.index("")
         ids, metas = raw[:split], raw[split + 1 :]
         counts: dict[str, int] = dict.fromkeys(IDENTITY_STATES, 0)
+        blocks = 0
         for text in metas:
             m = _meta(text)
+            blocks += int(m.get("b") or 0)
             cooling = _num(m.get("c")) if m.get("c") is not None else None
             counts[
                 state_at(
@@ -143,18 +145,24 @@ class RedisIdentities(RedisPart, Identities):
             for n, i in enumerate(shown)
             if found[2 * n + 1]
         )
-        return IdentityPage(items, shown[-1] if len(ids) > limit and shown else None, counts)
+        return IdentityPage(
+            items, shown[-1] if len(ids) > limit and shown else None, counts, blocks
+        )
 
     async def pools(self) -> list[str]:
         with self._guard():
             names = await self._lane.execute("SMEMBERS", self._keys.identity_pools)
-        found = []
-        for name in sorted(_text(n) or "" for n in names):
-            # ids, '', then every identity's meta: a pool whose identities were all
-            # deleted answers ['']
-            if name and len(await self._call(name, "page", "", 1)) > 1:
-                found.append(name)
-        return found
+        ordered = sorted(n for n in (_text(x) for x in names) if n)
+        if not ordered:
+            return []
+        # One HLEN of each pool's meta hash (a pipeline): a pool whose identities were all
+        # deleted stays in the set, holding none.
+        with self._guard():
+            async with self._pipeline(transaction=False) as pipe:
+                for name in ordered:
+                    pipe.hlen(self._keys.identity_keys(name)[1])
+                sizes = await pipe.execute()
+        return [name for name, size in zip(ordered, sizes, strict=True) if int(size) > 0]
 
     async def lease(
         self,

@@ -218,13 +218,15 @@ def page(
     ).fetchall()
     items = tuple(_identity(r, at) for r in rows[:limit])
     counts: dict[str, int] = dict.fromkeys(IDENTITY_STATES, 0)
-    for retired, cooling, leases in conn.execute(
-        "SELECT retired, cooling_until, leases FROM identities WHERE pool = ?", (pool,)
+    blocks = 0
+    for retired, cooling, leases, blocked in conn.execute(
+        "SELECT retired, cooling_until, leases, blocked FROM identities WHERE pool = ?", (pool,)
     ):
         state = state_at(retired=bool(retired), cooling_until=cooling, leases=leases, now=at)
         counts[state] += 1
+        blocks += int(blocked)
     more = len(rows) > limit and items
-    return IdentityPage(items, items[-1].id if more else None, counts)
+    return IdentityPage(items, items[-1].id if more else None, counts, blocks)
 
 
 class SQLiteIdentities(Identities):

@@ -101,24 +101,13 @@ class Snapshot:
     identities: dict[str, tuple[dict[str, int], int]] = field(default_factory=dict)
 
 
-#: Identities a scrape reads per pool at most to sum their blocks (the counts by state
-#: are the pool's own, whatever its size).
-IDENTITIES_EXAMINED = 10_000
-
-
 async def identity_pools(backend: Backend) -> dict[str, tuple[dict[str, int], int]]:
-    """Every identity pool's counts by state, and the blocks of its identities."""
+    """Every identity pool's counts by state and its identities' blocks (one pass of the
+    pool's state on each engine: the page of one identity answers both)."""
     out: dict[str, tuple[dict[str, int], int]] = {}
     for pool in await backend.identities.pools():
-        page = await backend.identities.page(pool, limit=500)
-        counts, blocks, seen = page.counts, 0, 0
-        while True:
-            blocks += sum(i.stats.blocked for i in page.items)
-            seen += len(page.items)
-            if page.next is None or seen >= IDENTITIES_EXAMINED:
-                break
-            page = await backend.identities.page(pool, after=page.next, limit=500)
-        out[pool] = (counts, blocks)
+        page = await backend.identities.page(pool, limit=1)
+        out[pool] = (page.counts, page.blocks)
     return out
 
 
