@@ -24,6 +24,7 @@ from fleet.core.identities import (
     Identity,
     IdentityLease,
     IdentityPage,
+    IdentityState,
     IdentityStats,
     LeaseOutcome,
     merged_cookies,
@@ -58,6 +59,17 @@ def _meta(raw: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _cooling(m: dict[str, Any]) -> float | None:
+    return _num(m.get("c")) if m.get("c") is not None else None
+
+
+def _state(m: dict[str, Any], at: float) -> IdentityState:
+    """The state a meta says at ``at`` (:func:`fleet.core.identities.state_at`)."""
+    return state_at(
+        retired=m.get("r") == 1, cooling_until=_cooling(m), leases=int(m.get("l") or 0), now=at
+    )
+
+
 def decode(identity_id: str, doc: Any, meta: Any, at: float) -> Identity:
     """An identity from its stored document and meta (``lua/identities.lua``)."""
     text = _text(doc)
@@ -66,10 +78,10 @@ def decode(identity_id: str, doc: Any, meta: Any, at: float) -> Identity:
     except (ValueError, TypeError):  # a document something else wrote: shown bare
         base = Identity(id=identity_id)
     m = _meta(meta)
-    cooling = _num(m.get("c"), 0.0) if m.get("c") is not None else None
+    cooling = _cooling(m)
     leases = int(m.get("l") or 0)
     return base.evolve(
-        state=state_at(retired=m.get("r") == 1, cooling_until=cooling, leases=leases, now=at),
+        state=_state(m, at),
         leases=leases,
         cooling_until=cooling if cooling is not None and cooling > at else None,
         stats=IdentityStats(
@@ -119,35 +131,18 @@ class RedisIdentities(RedisPart, Identities):
 
     async def page(self, pool: str, *, after: str | None = None, limit: int = 50) -> IdentityPage:
         at = now()
-        raw = [
-            _text(x) or "" for x in await self._call(pool, "page", after or "", limit + 1, at=at)
-        ]
-        split = raw.index("")
-        ids, metas = raw[:split], raw[split + 1 :]
+        raw = await self._call(pool, "page", after or "", limit + 1, at=at)
+        n = int(raw[0])
+        rows = [(_text(raw[i]) or "", raw[i + 1], raw[i + 2]) for i in range(1, 3 * n + 1, 3)]
         counts: dict[str, int] = dict.fromkeys(IDENTITY_STATES, 0)
         blocks = 0
-        for text in metas:
+        for text in raw[3 * n + 1 :]:
             m = _meta(text)
             blocks += int(m.get("b") or 0)
-            cooling = _num(m.get("c")) if m.get("c") is not None else None
-            counts[
-                state_at(
-                    retired=m.get("r") == 1,
-                    cooling_until=cooling,
-                    leases=int(m.get("l") or 0),
-                    now=at,
-                )
-            ] += 1
-        shown = ids[:limit]
-        found = await self._call(pool, "read", *shown, at=at) if shown else []
-        items = tuple(
-            decode(i, found[2 * n], found[2 * n + 1], at)
-            for n, i in enumerate(shown)
-            if found[2 * n + 1]
-        )
-        return IdentityPage(
-            items, shown[-1] if len(ids) > limit and shown else None, counts, blocks
-        )
+            counts[_state(m, at)] += 1
+        items = tuple(decode(i, doc, meta, at) for i, doc, meta in rows[:limit] if _text(meta))
+        more = len(rows) > limit and items
+        return IdentityPage(items, items[-1].id if more else None, counts, blocks)
 
     async def pools(self) -> list[str]:
         with self._guard():

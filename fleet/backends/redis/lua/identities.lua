@@ -202,14 +202,17 @@ if op == 'read' then
 end
 
 if op == 'page' then
-  -- ARGV[3] after ('' from the first), [4] how many; returns {ids..., '', metas...}:
-  -- the page's ids, then every identity's meta (the counts by state).
+  -- ARGV[3] after ('' from the first), [4] how many; returns {n, then n times id,
+  -- document, meta: the page; then every identity's meta (the counts by state)}.
   expire()
   local from = ARGV[3] == '' and '-' or ('(' .. ARGV[3])
   local ids = redis.call('ZRANGEBYLEX', K_IDS, from, '+', 'LIMIT', 0, tonumber(ARGV[4]))
-  local out = {}
-  for _, id in ipairs(ids) do out[#out + 1] = id end
-  out[#out + 1] = ''
+  local out = {#ids}
+  for _, id in ipairs(ids) do
+    out[#out + 1] = id
+    out[#out + 1] = redis.call('HGET', K_DOCS, id) or ''
+    out[#out + 1] = redis.call('HGET', K_META, id) or ''
+  end
   for _, m in ipairs(redis.call('HVALS', K_META)) do out[#out + 1] = m end
   return out
 end
