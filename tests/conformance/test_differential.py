@@ -132,7 +132,9 @@ async def _run(
                 continue
             res = held.pop(op[1] % len(held))
             if op[2]:
-                await backend.queues.mark_started(automation_type, [(res.body.id, res.token)])
+                await backend.queues.mark_started(
+                    automation_type, [(res.body.id, res.token)], worker_id="w/marked"
+                )
             await backend.queues.extend(automation_type, res.body.id, res.token, 0.0)
             ticking.advance(0.002)  # past the deadline
             trace.append(("swept", await backend.queues.sweep(automation_type)))
@@ -150,12 +152,22 @@ async def _run(
                 continue
             res = held.pop(op[1] % len(held))
             if kind == "ack":
-                trace.append(await backend.queues.ack(automation_type, [(res.body.id, res.token)]))
+                trace.append(
+                    await backend.queues.ack(
+                        automation_type, [(res.body.id, res.token)], worker_id="w/ack"
+                    )
+                )
             elif kind == "nack":
                 # A retry far ahead: when a due retry rejoins its tier is a matter of
                 # the clock, which the three runs do not share.
                 outcome = await backend.queues.nack(
-                    automation_type, res.body.id, res.token, delay_seconds=3600.0, dead=op[2]
+                    automation_type,
+                    res.body.id,
+                    res.token,
+                    delay_seconds=3600.0,
+                    dead=op[2],
+                    error="E: boom",
+                    worker_id="w|nack",
                 )
                 trace.append(outcome)
             else:
@@ -179,6 +191,11 @@ async def _run(
     for name in ("a", "b", "c"):
         info = await backend.groups.info(automation_type, name)
         trace.append((name, info.pending, info.running))
+    # Every task's attempts as its record keeps them (the times are each run's own clock).
+    for i in range(next(seq)):
+        task = await backend.queues.state(automation_type, f"t{i}")
+        attempts = [(a.number, a.worker, a.outcome, a.error) for a in task.attempts]
+        trace.append((f"t{i}", task.state, attempts))
     # Then everything held is acked and everything pending drained: a run none of
     # whose tasks waits for a retry ends here, and its callback is queued.
     if held:
