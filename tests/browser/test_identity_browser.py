@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from fleet.core.identities import parse_identity
 from fleet.core.identity import IdentityHandle, IdentityPolicy
 from tests.browser.stack import CHROMIUM
 from tests.support.redis_server import require_redis
+from tests.support.sites import serving
 
 pytestmark = pytest.mark.browser
 
@@ -50,11 +50,8 @@ class _Site(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
+    with serving(_Site) as url:
+        yield url
 
 
 async def test_the_context_wears_the_identity_and_keeps_its_cookies(

@@ -8,9 +8,8 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from fleet.core.automation import get_automation, unregister
 from fleet.core.identities import parse_identity
 from fleet.core.submission import make_push_request
 from tests.docs.blocks import fenced_blocks, section
+from tests.support.sites import serving
 from tests.support.waits import until
 from tests.worker.support import push_config, running_worker
 
@@ -44,11 +44,8 @@ class _Site(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
+    with serving(_Site) as url:
+        yield url
 
 
 async def test_the_visitor_of_the_page_runs(site: str, tmp_path: Path) -> None:

@@ -6,10 +6,7 @@ finds no usable identity goes back (throttled) instead of failing."""
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +16,7 @@ from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core.identities import parse_identity
 from fleet.core.submission import make_push_request
+from tests.support.sites import VisitsSite, serving
 from tests.support.waits import until
 from tests.worker.identity_plugin import IdentityVisitor
 from tests.worker.support import push_config, running_worker
@@ -27,35 +25,10 @@ TYPE = "wt-ident"
 POOL = "wt-pool"
 
 
-class Site(BaseHTTPRequestHandler):
-    """Answers what it saw, and sets ``visits`` to one more than the cookie it got."""
-
-    def do_GET(self) -> None:
-        cookie = self.headers.get("Cookie", "")
-        visits = 0
-        for part in cookie.split(";"):
-            name, _, value = part.strip().partition("=")
-            if name == "visits":
-                visits = int(value)
-        body = json.dumps({"ua": self.headers.get("User-Agent", ""), "cookie": cookie}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Set-Cookie", f"visits={visits + 1}; Path=/")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Site)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
+    with serving(VisitsSite) as url:
+        yield url
 
 
 @pytest.fixture

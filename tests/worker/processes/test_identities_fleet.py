@@ -9,11 +9,8 @@ identities it held are leased again within their lease (3 s here) by the other."
 from __future__ import annotations
 
 import itertools
-import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +20,7 @@ from fleet.backends import open_backend
 from fleet.core.identities import parse_identity
 from fleet.core.submission import make_push_request
 from tests.proxies.http_proxy import ForwardProxy
+from tests.support.sites import VisitsSite, serving, visits_of
 from tests.support.waits import until
 from tests.worker.procs import WorkerProcess
 from tests.worker.support import push_config
@@ -35,50 +33,10 @@ LEASE = 3.0
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
-class Site(BaseHTTPRequestHandler):
-    """Echoes the exit (the proxy's mark), the User-Agent and the cookie it got, and
-    sets ``visits`` one above the cookie's."""
-
-    def do_GET(self) -> None:
-        cookie = self.headers.get("Cookie", "")
-        visits = 0
-        for part in cookie.split(";"):
-            name, _, value = part.strip().partition("=")
-            if name == "visits":
-                visits = int(value)
-        body = json.dumps(
-            {
-                "exit": self.headers.get("X-Exit", ""),
-                "ua": self.headers.get("User-Agent", ""),
-                "cookie": cookie,
-            }
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Set-Cookie", f"visits={visits + 1}; Path=/")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Site)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
-
-
-def _visits(cookie: str) -> int:
-    for part in cookie.split(";"):
-        name, _, value = part.strip().partition("=")
-        if name == "visits":
-            return int(value)
-    return 0
+    with serving(VisitsSite) as url:
+        yield url
 
 
 async def test_a_pool_of_three_across_two_workers(
@@ -157,8 +115,8 @@ async def test_a_pool_of_three_across_two_workers(
         # the site's cookie comes back with the next lease: before the kill each visit
         # counts the ones before it; after, it never goes back
         before = [r for r in runs if r["ended"] < killed_at - 1]
-        assert [_visits(r["cookie"]) for r in before] == list(range(len(before))), before
-        counts = [_visits(r["cookie"]) for r in runs]
+        assert [visits_of(r["cookie"]) for r in before] == list(range(len(before))), before
+        counts = [visits_of(r["cookie"]) for r in runs]
         assert counts == sorted(counts), counts
     # the killed worker's identities were leased again by the other within the lease
     after = [s for s in everything if s["started"] > killed_at]
