@@ -14,14 +14,9 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from fleet.backends import open_backend
-from fleet.core.catalog import catalog_entry
-from fleet.core.history import Reported
-from fleet.core.metrics import BUCKETS
-from fleet.core.records import now
 from tests.browser.stack import Stack, running_stack
 from tests.browser.test_dashboard import Watch, browser, page, sign_in
-from tests.master.plugins import Scraper
-from tests.master.test_history_numbers import TYPE, _report, _run
+from tests.master.test_history_numbers import TYPE, seed_workload
 
 __all__ = ["browser", "page"]  # the fixtures this module reuses
 
@@ -36,19 +31,8 @@ def stack(
 def _seed(url: str) -> None:
     async def go() -> None:
         b = await open_backend(url)
-        zeros = [0] * len(BUCKETS)
         try:
-            await b.catalog.put(TYPE, catalog_entry(Scraper) | {"type": TYPE})
-            await _report(b, 0, zeros)
-            await b.history.record(TYPE, now(), Reported(0, tuple(zeros)))
-            await _run(b, "a", 0)
-            await _run(b, "b", 0)
-            await _run(b, "c", 1)
-            await _run(b, "d", 2, dead=True)
-            durations = list(zeros)
-            durations[BUCKETS.index(60)] = 19
-            durations[BUCKETS.index(1)] = 1
-            await _report(b, 2, durations)
+            await seed_workload(b)
         finally:
             await b.close()
 

@@ -55,25 +55,31 @@ async def _history(url: str, window: str) -> dict[str, Any]:
     return body
 
 
+async def seed_workload(b: Backend) -> None:
+    """The known workload, recorded from a baseline: 3 done, 2 failed, 1 dead, 2 timed
+    out, 20 run times (19 between 30 and 60 s, 1 under a second)."""
+    zeros = [0] * len(BUCKETS)
+    await b.catalog.put(TYPE, catalog_entry(Scraper) | {"type": TYPE})
+    await _report(b, 0, zeros)
+    await b.history.record(TYPE, now(), Reported(0, tuple(zeros)))  # the baseline
+    # The issue's case: 2 done, 1 attempt failed then done... and one that timed out
+    # twice (a failed attempt, then dead).
+    await _run(b, "a", 0)
+    await _run(b, "b", 0)
+    await _run(b, "c", 1)
+    await _run(b, "d", 2, dead=True)
+    # the "~30 s" runs just over 30 s, and one under a second
+    durations = list(zeros)
+    durations[BUCKETS.index(60)] = 19
+    durations[BUCKETS.index(1)] = 1
+    await _report(b, 2, durations)
+
+
 async def test_numbers_of_a_known_workload(live_factory: Any, sqlite_url: str) -> None:
     b = await open_backend(sqlite_url)
-    zeros = [0] * len(BUCKETS)
     try:
-        await b.catalog.put(TYPE, catalog_entry(Scraper) | {"type": TYPE})
-        await _report(b, 0, zeros)
-        await b.history.record(TYPE, now(), Reported(0, tuple(zeros)))  # the baseline
+        await seed_workload(b)
         live = live_factory(sqlite_url, sweeper=False)  # no recorder: reads must record
-        # The issue's case: 2 done, 1 attempt failed then done... and one that timed out
-        # twice (a failed attempt, then dead): 3 done, 2 failed, 1 dead, 2 timed out.
-        await _run(b, "a", 0)
-        await _run(b, "b", 0)
-        await _run(b, "c", 1)
-        await _run(b, "d", 2, dead=True)
-        # 20 runs: 19 between 30 and 60 s (the "~30 s" ones just over), 1 under a second
-        durations = list(zeros)
-        durations[BUCKETS.index(60)] = 19
-        durations[BUCKETS.index(1)] = 1
-        await _report(b, 2, durations)
         summaries = {w: (await _history(live.url, w))["summary"] for w in ("1h", "24h", "30d")}
     finally:
         await b.close()

@@ -107,7 +107,7 @@ class HistoryRecorder(Periodic):
 
 async def type_report(backend: Backend, automation_type: str) -> Reported:
     """What the workers of one type report (:func:`gather_reports` for one type)."""
-    pairs = [p for p in await backend.workers.all() if p[0] == automation_type]
+    pairs = [(automation_type, wid) for wid in await backend.workers.ids(automation_type)]
     reported = Reported()
     for record in await backend.workers.get_many(pairs) if pairs else []:
         if record is not None:
