@@ -427,7 +427,9 @@ def ack(
     for task_id, token in leases:
         row = conn.execute(
             "UPDATE tasks SET state = CASE WHEN cancel THEN 'cancelled' ELSE 'done' END, "
-            "finished_at = ?, token = NULL, deadline = NULL, worker = COALESCE(?, worker), "
+            "finished_at = ?, token = NULL, deadline = NULL, "
+            # the acking worker, else this reservation's mark's (as ack.lua keeps it)
+            "worker = COALESCE(?, CASE WHEN started THEN worker END), "
             "body = json_remove(body, '$.payload', '$.traceback') "
             "WHERE type = ? AND id = ? AND state = 'processing' AND token = ? "
             "RETURNING cancel, grp, run",

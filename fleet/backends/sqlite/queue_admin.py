@@ -162,7 +162,9 @@ def _bare_state(
 ) -> tuple[TaskInfo, float | None]:
     row = conn.execute(
         "SELECT state, body, attempt, max_attempts, deadline, ready_at, finished_at, "
-        "CASE WHEN started THEN started_at END, CASE WHEN started THEN worker END "
+        "CASE WHEN started THEN started_at END, "
+        # a finished task's worker is its ack's; a running one's its reservation's mark's
+        "CASE WHEN started OR state IN ('done', 'cancelled') THEN worker END "
         "FROM tasks WHERE type = ? AND id = ?",
         (automation_type, task_id),
     ).fetchone()
