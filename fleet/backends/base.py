@@ -34,6 +34,7 @@ from fleet.core.capabilities import (
     Catalog,
     Configs,
     Counters,
+    Domains,
     Events,
     History,
     Limiters,
@@ -155,6 +156,8 @@ class Backend(TaskCapabilities, abc.ABC):
     browse: Browse
     #: Per-type history by minute and hour (:class:`~fleet.core.capabilities.History`).
     history: History
+    #: Proxy tiers per domain, learned fleet-wide (:class:`~fleet.core.capabilities.Domains`).
+    domains: Domains
 
     async def connect(self) -> None:
         """Open connections / files and create schema. Idempotent."""

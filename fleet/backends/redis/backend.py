@@ -22,6 +22,7 @@ from fleet.backends.redis import keys
 from fleet.backends.redis.browse import RedisBrowse
 from fleet.backends.redis.configs import RedisConfigs
 from fleet.backends.redis.core import CONNECT_TIMEOUT, RedisCore
+from fleet.backends.redis.domains import RedisDomains
 from fleet.backends.redis.events import RedisEvents
 from fleet.backends.redis.groups import RedisGroups
 from fleet.backends.redis.history import RedisHistory
@@ -63,6 +64,7 @@ class RedisBackend(RedisCore, Backend):
         self.streams = RedisStreams(self)
         self.pools = RedisPools(self)
         self.identities = RedisIdentities(self)
+        self.domains = RedisDomains(self)
         self.kv = RedisKV(self)
         self.locks = RedisLocks(self)
         self.counters = RedisCounters(self)

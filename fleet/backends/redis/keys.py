@@ -259,6 +259,16 @@ class KeySpace:
         """``fleet:identity-pools``: the set of pool names."""
         return f"{self.prefix}fleet:identity-pools"
 
+    # ------------------------------------------------------------------ domains
+
+    def domain_keys(self, automation_type: str) -> list[str]:
+        """The keys of ``lua/domains.lua``, in its KEYS order: ``fleet:domains:<type>``
+        (hash domain -> state JSON), ``fleet:domains:<type>:names`` (zset domain -> 0: the
+        domains by name) and the type-wide config ``fleet:config:<type>`` (read). On
+        Redis Cluster the three carry the same hash tag, ``{<type>}``."""
+        base = f"{self.prefix}fleet:domains:{self._tag(automation_type)}"
+        return [base, f"{base}:names", self.config(automation_type)]
+
     # ------------------------------------------------------------------ pools
 
     def pool(self, name: str) -> str:

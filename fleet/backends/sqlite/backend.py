@@ -33,6 +33,7 @@ from fleet.backends.sqlite import queue_admin as qa
 from fleet.backends.sqlite.browse import SQLiteBrowse
 from fleet.backends.sqlite.configs import SQLiteConfigs
 from fleet.backends.sqlite.conn import SQLiteDB, parse_url
+from fleet.backends.sqlite.domains import SQLiteDomains
 from fleet.backends.sqlite.events import SQLiteEvents
 from fleet.backends.sqlite.groups import SQLiteGroups
 from fleet.backends.sqlite.history import SQLiteHistory
@@ -83,6 +84,7 @@ class SQLiteBackend(Backend):
         self.limits = SQLiteLimits(db)
         self.history = SQLiteHistory(db)
         self.identities = SQLiteIdentities(db)
+        self.domains = SQLiteDomains(db)
         self.proxies = SQLiteProxies(db)
         self.proxies.salts = self.kv
         self._connected = False

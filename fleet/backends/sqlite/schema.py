@@ -43,6 +43,9 @@ Layout (one row per thing; ``type`` is the automation type):
   and type); a task's run is ``tasks.run`` (``runs.py``).
 * ``history`` + ``history_last``: per type, minute and hour buckets of counts and run
   times, and the totals of the last record (``history.py``).
+* ``identities`` + ``identity_leases`` + ``identity_sticky``: identity pools
+  (``identities.py``).
+* ``domains``: per type and domain, the proxy tier and what decides it (``domains.py``).
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from fleet.core.errors import SchemaVersionError
 from fleet.core.runs import run_idle_ttl
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 20
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -456,6 +459,27 @@ CREATE INDEX identity_sticky_id ON identity_sticky (pool, id);
 """
 
 
+#: Version 20: proxy tiers per domain (``domains.py``): per type and domain, the tier
+#: requests go through, its window of blocks, probe streak and verdict counts (JSON).
+_V20 = """
+CREATE TABLE domains (
+    type TEXT NOT NULL,
+    domain TEXT NOT NULL,
+    tier INTEGER NOT NULL DEFAULT 0,
+    since REAL NOT NULL DEFAULT 0,
+    window_start REAL NOT NULL DEFAULT 0,
+    window_blocks INTEGER NOT NULL DEFAULT 0,
+    probe_streak INTEGER NOT NULL DEFAULT 0,
+    counts TEXT NOT NULL DEFAULT '{}',
+    last_kind TEXT,
+    last_vendor TEXT,
+    last_at REAL NOT NULL DEFAULT 0,
+    changes INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (type, domain)
+) WITHOUT ROWID;
+"""
+
+
 def _v15(conn: sqlite3.Connection) -> None:
     _script(_V15)(conn)
     # Running runs start their idle time at the upgrade.
@@ -496,6 +520,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     17: _script(_V17),
     18: _script(_V18),
     19: _script(_V19),
+    20: _script(_V20),
 }
 
 

@@ -10,6 +10,7 @@ import abc
 
 from fleet.core.capabilities.browse import Browse
 from fleet.core.capabilities.configs import Configs
+from fleet.core.capabilities.domains import Domains
 from fleet.core.capabilities.events import Events, Subscription
 from fleet.core.capabilities.groups import TaskGroups
 from fleet.core.capabilities.history import History
@@ -48,6 +49,8 @@ class TaskCapabilities(abc.ABC):
     limits: Limiters
     #: Identity pools (``ctx.identity``).
     identities: Identities
+    #: The proxy tier of each domain, learned fleet-wide from the verdicts tasks meet.
+    domains: Domains
 
 
 __all__ = [
@@ -56,6 +59,7 @@ __all__ = [
     "Catalog",
     "Configs",
     "Counters",
+    "Domains",
     "Events",
     "History",
     "Identities",
