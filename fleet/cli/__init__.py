@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "runs": "fleet.cli.runs:runs",
     "history": "fleet.cli.history:history",
     "identities": "fleet.cli.identities:identities",
+    "domains": "fleet.cli.domains:domains",
     "schedules": "fleet.cli.schedules:schedules",
     "tail": "fleet.cli.tasks:tail",
     "config": "fleet.cli.admin:config",
@@ -50,6 +51,8 @@ SUMMARIES: dict[str, str] = {
     "catalog": "List automation types (or print one type's schemas as JSON).",
     "config": "Read or change an automation type's config (type-wide or per worker).",
     "dev": "Run a master and a worker together, every installed automation enabled.",
+    "domains": "List a type's domains and the proxy tier each goes through, or show one "
+    "DOMAIN; put it at a --tier or --forget it.",
     "dlq": "Peek the dead-letter queue of a type; --replay or --drain it.",
     "doctor": "Check the backend, Redis persistence, plugins, and the master and token.",
     "groups": "List a type's groups, or show and change one GROUP's limits.",

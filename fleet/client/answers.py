@@ -422,6 +422,35 @@ class IdentitiesCreated(TypedDict):
     ids: list[str]
 
 
+class DomainOut(TypedDict):
+    domain: str
+    tier: str | None
+    tier_index: int
+    since: Number
+    ok: int
+    blocked: dict[str, int]
+    by_tier: dict[str, dict[str, int]]
+    last_verdict: str | None
+    last_vendor: str | None
+    last_at: Number | None
+    probe_streak: int
+    window_blocks: int
+    changes: int
+
+
+class DomainPage(TypedDict):
+    type: str
+    tiers: list[str]
+    items: list[DomainOut]
+    next: str | None
+
+
+class DomainForgotten(TypedDict):
+    type: str
+    domain: str
+    forgotten: bool
+
+
 class IdentityDeleted(TypedDict):
     pool: str
     id: str

@@ -21,6 +21,9 @@ from fleet.client.answers import (
     ConfigOut,
     ConfigWritten,
     DeadLetter,
+    DomainForgotten,
+    DomainOut,
+    DomainPage,
     GroupOut,
     GroupPage,
     HistoryOut,
@@ -563,6 +566,39 @@ class FleetClient:
 
     def identity_delete(self, pool: str, identity_id: str) -> IdentityDeleted:
         result: IdentityDeleted = self.request("DELETE", self._identity(pool, identity_id))
+        return result
+
+    def domains(
+        self, automation_type: str, *, after: str | None = None, limit: int = 50
+    ) -> DomainPage:
+        """One page of a type's domains by name: ``{type, tiers, items, next}``."""
+        params: dict[str, Any] = {"limit": limit}
+        if after is not None:
+            params["after"] = after
+        result: DomainPage = self.request(
+            "GET", f"{self._type(automation_type)}/domains", params=params
+        )
+        return result
+
+    def domain(self, automation_type: str, domain: str) -> DomainOut:
+        """One domain: its tier and verdicts."""
+        result: DomainOut = self.request(
+            "GET", f"{self._type(automation_type)}/domains/{_seg(domain)}"
+        )
+        return result
+
+    def domain_set_tier(self, automation_type: str, domain: str, tier: str | int) -> DomainOut:
+        """Put a domain at a tier (its name or index), fleet-wide from the next request."""
+        result: DomainOut = self.request(
+            "PUT", f"{self._type(automation_type)}/domains/{_seg(domain)}", json_body={"tier": tier}
+        )
+        return result
+
+    def domain_forget(self, automation_type: str, domain: str) -> DomainForgotten:
+        """Forget a domain: it starts again at the first tier."""
+        result: DomainForgotten = self.request(
+            "DELETE", f"{self._type(automation_type)}/domains/{_seg(domain)}"
+        )
         return result
 
     def config_get(self, automation_type: str) -> ConfigOut:

@@ -6,8 +6,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from fleet.core.access.tier_config import ProxyTier, check_tiers
+from fleet.core.blocks.rules import BlockRule
 from fleet.core.errors import ConfigError
 from fleet.core.flow import parse_rate
+from fleet.core.tiers import (
+    DEFAULT_ESCALATE_AFTER,
+    DEFAULT_PROBE_AFTER_SECONDS,
+    DEFAULT_PROBE_SUCCESSES,
+    DEFAULT_WINDOW_SECONDS,
+)
 
 #: Names of the fields the framework itself reads (as opposed to plugin fields).
 FRAMEWORK_FIELDS = (
@@ -35,6 +43,11 @@ FLEET_WIDE_FIELDS = {
     "proxy_max_concurrency": "a proxy's places are counted on every worker",
     "proxy_cooldown_seconds": "a cooled proxy is left alone by every worker",
     "proxy_bad_threshold": "bad reports of every worker count toward it",
+    "proxy_tiers": "a domain's tier is one for the fleet, learned from every worker's verdicts",
+    "tier_escalate_after": "every worker's blocks count toward a domain's escalation",
+    "tier_window_seconds": "every worker's blocks count toward a domain's escalation",
+    "tier_probe_after_seconds": "a domain's tier is one for the fleet",
+    "tier_probe_successes": "every worker's probes count toward a step down",
 }
 
 
@@ -79,6 +92,17 @@ class BaseConfig(BaseModel):
         identity_lease_seconds: How long an identity's lease lasts unless renewed (the
             worker renews it every third of that): a dead worker's identities are
             usable again within it.
+        block_detection: Classify every response of ``ctx.http()`` clients; a block
+            raises ``Blocked`` (docs/blocks.md).
+        block_rules: The type's own block markers, tried before the built-in detectors.
+        proxy_tiers: Exits per domain, cheap first; the fleet moves each domain up on
+            blocks and back down when they stop (docs/blocks.md#tiers).
+        tier_escalate_after: Blocked/challenge verdicts at a domain's tier, within
+            ``tier_window_seconds``, that move it one tier up.
+        tier_probe_after_seconds: Time at a tier before requests probe one tier down.
+        tier_probe_successes: Probes in a row that step a domain down.
+        solver: The ``fleet.solvers`` entry point a ``challenge`` verdict is handed to
+            before the task goes back (None: none); ``solver_config`` its settings.
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -105,6 +129,22 @@ class BaseConfig(BaseModel):
     identity_retire_after: int = Field(default=3, ge=1, le=1_000)
     identity_wait_seconds: float = Field(default=10.0, ge=0, le=3_600)
     identity_lease_seconds: float = Field(default=30.0, ge=1, le=3_600)
+    block_detection: bool = True
+    block_rules: list[BlockRule] = Field(default_factory=list, max_length=200)
+    proxy_tiers: list[ProxyTier] = Field(default_factory=list)
+    tier_escalate_after: int = Field(default=DEFAULT_ESCALATE_AFTER, ge=1, le=10_000)
+    tier_window_seconds: float = Field(default=DEFAULT_WINDOW_SECONDS, gt=0, le=30 * 86_400)
+    tier_probe_after_seconds: float = Field(
+        default=DEFAULT_PROBE_AFTER_SECONDS, ge=0, le=30 * 86_400
+    )
+    tier_probe_successes: int = Field(default=DEFAULT_PROBE_SUCCESSES, ge=1, le=10_000)
+    solver: str | None = Field(default=None, min_length=1, max_length=200)
+    solver_config: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("proxy_tiers")
+    @classmethod
+    def _check_tiers(cls, value: list[ProxyTier]) -> list[ProxyTier]:
+        return check_tiers(value)
 
     @field_validator("group_rate")
     @classmethod

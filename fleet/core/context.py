@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from fleet.core import tracing
+from fleet.core.access.router import Access
 from fleet.core.capabilities import TaskCapabilities
 from fleet.core.config import BaseConfig
 from fleet.core.contracts import Pool, Queue, Stream, ensure_instance
@@ -27,6 +28,8 @@ from fleet.core.submission import make_push_request
 if TYPE_CHECKING:
     import httpx
 
+    from fleet.core.access.solvers import Solution
+    from fleet.core.blocks.verdicts import Challenge, Verdict
     from fleet.core.identity import IdentityHandle
 
 ConfigT = TypeVar("ConfigT", bound=BaseConfig)
@@ -65,6 +68,7 @@ class Context(Generic[ConfigT]):
         browser: Any = None,
         logger: logging.Logger | None = None,
         metrics: Metrics | None = None,
+        access: Access | None = None,
     ) -> None:
         self._backend = backend
         self._config = config
@@ -85,6 +89,8 @@ class Context(Generic[ConfigT]):
         self._progress = ProgressReporter(backend.streams, automation_type)
         #: The identity the running task holds (``identity_pool`` set), else None.
         self.identity: IdentityHandle | None = None
+        #: The type's tier routing and verdict counts (shared by a worker's slots).
+        self.access = access or Access(backend, automation_type, config)
 
     def bind_task(self, task_id: str | None, attempt: int = 0, *, run: str | None = None) -> None:
         """The worker's: the task attempt ``run_one`` now runs (None once it ended)
@@ -152,7 +158,12 @@ class Context(Generic[ConfigT]):
                 automation_type=self.automation_type,
             )
         handle = await leased_handle(
-            self._backend, policy, proxy=self.proxy, browser=self.browser, key=key
+            self._backend,
+            policy,
+            proxy=self.proxy,
+            browser=self.browser,
+            key=key,
+            access=self.access,
         )
         outer, self.identity = self.identity, handle
         ended_well = False
@@ -163,16 +174,49 @@ class Context(Generic[ConfigT]):
             self.identity = outer
             await handle.finish(ended_well)
 
-    def http(self, **options: Any) -> httpx.AsyncClient:
+    def http(
+        self, *, impersonate: str | None = None, classify: bool = True, **options: Any
+    ) -> httpx.AsyncClient:
         """An ``httpx.AsyncClient`` for this task: the identity's (proxy, headers,
         cookies saved back, see ``ctx.identity.http``) when the type leases identities,
-        else through the slot's proxy. ``options`` go to ``httpx.AsyncClient``."""
+        else through the slot's proxy; through the domain's proxy tier instead when the
+        type has ``proxy_tiers``. Every response is classified: a block raises
+        :class:`~fleet.core.blocks.Blocked` (``classify=False``: none is; one request:
+        ``extensions={"fleet_classify": False}``). ``impersonate="chrome"``: sent by
+        curl_cffi with a browser's TLS and HTTP/2 handshake (docs/blocks.md).
+        ``options`` go to ``httpx.AsyncClient``."""
         if self.identity is not None:
-            return self.identity.http(**options)
-        import httpx
+            return self.identity.http(impersonate=impersonate, classify=classify, **options)
+        from fleet.core.access.clients import build_client
 
-        options.setdefault("proxy", self.proxy_url)
-        return httpx.AsyncClient(**options)
+        return build_client(
+            self.access,
+            proxy=self.proxy_url,
+            impersonate=impersonate,
+            classify=classify,
+            options=options,
+        )
+
+    async def solve(self, challenge: Challenge, *, solver: str | None = None) -> Solution:
+        """Get past ``challenge`` (``Blocked.challenge``) with the type's ``solver`` (or
+        the one named): its cookies go into ``ctx.identity`` (kept at release) and its
+        open clients; the solve is counted per solver, fleet-wide.
+
+        Raises:
+            ConfigError: no solver is named, or none is installed under that name.
+            SolveFailed: the solver did not get past it.
+        """
+        from fleet.core.access.solving import solve
+
+        return await solve(self, challenge, solver)
+
+    async def check(self, response: Any) -> Verdict:
+        """Classify a response met outside ``ctx.http()``: a Playwright ``Response``
+        (``await page.goto(...)``'s answer) or an ``httpx.Response``. Returns the ``ok``
+        verdict, else counts it and raises :class:`~fleet.core.blocks.Blocked`."""
+        from fleet.core.access.solving import check
+
+        return await check(self, response)
 
     async def emit(self, payload: BaseModel) -> str:
         """Append ``payload`` to this automation's stream; returns the entry id.

@@ -33,6 +33,7 @@ from fleet.core.identities import (
 if TYPE_CHECKING:
     import httpx
 
+    from fleet.core.access.router import Access
     from fleet.core.capabilities import TaskCapabilities
     from fleet.core.capabilities.identities import Identities
     from fleet.core.proxy import ProxyHandle
@@ -175,6 +176,7 @@ async def leased_handle(
     proxy: ProxyHandle | None = None,
     browser: Any = None,
     key: str | None = None,
+    access: Access | None = None,
 ) -> IdentityHandle:
     """Lease an identity (waiting, :func:`lease_waiting`) and hand it out as a handle
     that reports a blocked identity's proxy through ``proxy``, tells the fleet of blocks
@@ -193,6 +195,7 @@ async def leased_handle(
         capabilities.identities, policy, lease, on_blocked=report, on_event=tell
     )
     handle.browser = browser
+    handle.access = access
     handle.start_renewing()
     return handle
 
@@ -223,7 +226,10 @@ class IdentityHandle:
         self._on_event = on_event
         self._renewer: asyncio.Task[None] | None = None
         self._browser_cookies: list[dict[str, Any]] = []
+        self._solved_cookies: list[dict[str, Any]] = []
         self.pool = policy.pool
+        #: The type's tier routing and classifier (``ctx.access``), for :meth:`http`.
+        self.access: Access | None = None
         #: The slot's browser pool (``ctx.browser``), for :meth:`browser_context`.
         self.browser: Any = None
 
@@ -261,19 +267,38 @@ class IdentityHandle:
         return [] if self.fingerprint is None else self.fingerprint.request_headers()
 
     # -------------------------------------------------------------- using it
-    def http(self, **options: Any) -> httpx.AsyncClient:
-        """An ``httpx.AsyncClient`` through the identity's proxy, with its headers and
-        cookies; the cookies it receives are saved to the identity when the task ends.
-        ``options`` go to ``httpx.AsyncClient`` (``headers`` added after the identity's)."""
-        import httpx
+    def http(
+        self, *, impersonate: str | None = None, classify: bool = True, **options: Any
+    ) -> httpx.AsyncClient:
+        """An ``httpx.AsyncClient`` through the identity's proxy (or the domain's proxy
+        tier, when the type has ``proxy_tiers``), with its headers and cookies; the
+        cookies it receives are saved to the identity when the task ends. Its responses
+        are classified (a block raises ``Blocked``; ``classify=False``: not);
+        ``impersonate="chrome"`` sends through curl_cffi. ``options`` go to
+        ``httpx.AsyncClient`` (``headers`` added after the identity's)."""
+        from fleet.core.access.clients import build_client
 
-        headers = httpx.Headers(self.headers())
-        headers.update(options.pop("headers", None) or {})
-        client = httpx.AsyncClient(proxy=self.proxy_url, headers=headers, **options)
-        for c in self._lease.identity.cookies:
+        client = build_client(
+            self.access,
+            proxy=self.proxy_url,
+            headers=self.headers(),
+            impersonate=impersonate,
+            classify=classify,
+            options=options,
+        )
+        for c in (*self._lease.identity.cookies, *self._solved_cookies):
             client.cookies.set(c["name"], c["value"], domain=c["domain"], path=c.get("path", "/"))
         self._clients.append(client)
         return client
+
+    def add_cookies(self, cookies: list[dict[str, Any]]) -> None:
+        """Cookies a solver earned: set in the identity's open clients and saved to it
+        when the task ends."""
+        for raw in cookies:
+            c = _stored_cookie(raw)
+            self._solved_cookies.append(c)
+            for client in self._clients:
+                client.cookies.set(c["name"], c["value"], domain=c["domain"], path=c["path"])
 
     @contextlib.asynccontextmanager
     async def browser_context(self, browser: Any = None, **options: Any) -> AsyncIterator[Any]:
@@ -327,11 +352,18 @@ class IdentityHandle:
         Raises:
             IdentityBlocked: always: the task ends here.
         """
+        await self.mark_blocked(reason)
+        raise IdentityBlocked(f"identity {self.id!r} of pool {self.pool!r} blocked: {reason}")
+
+    async def mark_blocked(self, reason: str = "blocked", proxy: str | None = None) -> None:
+        """What :meth:`blocked` does, without ending the task: the identity is released
+        as blocked, and ``proxy`` (default: its own) reported bad (the worker's, for an
+        uncaught ``Blocked``)."""
         self._outcome = "blocked"
         self._reason = reason
-        if self._on_blocked is not None and self.proxy_url:
-            await self._on_blocked(self.proxy_url, reason)
-        raise IdentityBlocked(f"identity {self.id!r} of pool {self.pool!r} blocked: {reason}")
+        exit_url = proxy or self.proxy_url
+        if self._on_blocked is not None and exit_url:
+            await self._on_blocked(exit_url, reason)
 
     async def retire(self, reason: str = "retired") -> None:
         """Retire the identity fleet-wide now (a banned account): no lease takes it again."""
@@ -390,10 +422,12 @@ class IdentityHandle:
                 await self._renewer
             self._renewer = None
         cookies: list[dict[str, Any]] | None = None
-        if self._clients or self._browser_cookies:
-            cookies = [c for client in self._clients for c in jar_of(client)]
+        if self._clients or self._browser_cookies or self._solved_cookies:
+            cookies = list(self._solved_cookies)
+            cookies += [c for client in self._clients for c in jar_of(client)]
             cookies += [_stored_cookie(c) for c in self._browser_cookies]
             self._browser_cookies = []
+            self._solved_cookies = []
             for client in self._clients:
                 with contextlib.suppress(Exception):
                     await client.aclose()

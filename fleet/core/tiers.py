@@ -173,7 +173,7 @@ def check_kind(value: object) -> VerdictKind:
         raise ContractValueError(
             f"a verdict kind is one of {', '.join(VERDICT_KINDS)}; got {value!r}", field="kind"
         )
-    return value  # type: ignore[return-value]
+    return value
 
 
 def step(

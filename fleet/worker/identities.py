@@ -22,7 +22,11 @@ async def take(slot: Slot) -> Outcome | None:
         return None
     try:
         handle = await leased_handle(
-            slot.env.backend, policy, proxy=slot.ctx.proxy, browser=slot.ctx.browser
+            slot.env.backend,
+            policy,
+            proxy=slot.ctx.proxy,
+            browser=slot.ctx.browser,
+            access=slot.ctx.access,
         )
     except NoIdentity as exc:
         slot.ctx.logger.warning("%s; the task goes back uncharged", exc)

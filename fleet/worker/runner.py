@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.backends.base import Backend
 from fleet.core import clock
+from fleet.core.access.router import Access
 from fleet.core.automation import Automation, BatchAutomation
 from fleet.core.backoff import RetryPolicy
 from fleet.core.config import BaseConfig
@@ -96,6 +97,8 @@ class TypeRunner:
             policy=policy or RetryPolicy(),
             on_finished=on_finished,
         )
+        #: The type's tier routing and verdict counts, shared by its slots (``ctx.access``).
+        self.access = Access(backend, self.automation_type, self._current_config)
         if self.is_batch:
             self._add_batch_helpers()
         if cls.Browser is not None and browser is None:
@@ -313,6 +316,7 @@ class TypeRunner:
             browser=self.browser,
             logger=logging.getLogger(f"{self.automation_type}.slot.{slot_id}"),
             metrics=Metrics(),
+            access=self.access,
         )
         slot: Slot = BatchSlot(self.env, ctx) if self.is_batch else ContinuousSlot(self.env, ctx)
         self.slots[slot_id] = slot
@@ -382,6 +386,7 @@ class TypeRunner:
             await self.env.acker.close()
         if self.env.keeper is not None:
             await self.env.keeper.close()
+        await self.access.close()
         self.changed.set()
 
     # ------------------------------------------------------------------ stats

@@ -22,11 +22,13 @@ from pydantic import ValidationError
 
 from fleet.core import clock, tracing
 from fleet.core.automation import BatchAutomation
+from fleet.core.blocks.verdicts import Blocked
 from fleet.core.errors import Throttled
 from fleet.core.identity import IdentityBlocked
 from fleet.core.records import Reservation
 from fleet.core.tasks import Task
 from fleet.worker import identities
+from fleet.worker.blocks import settle_blocked
 from fleet.worker.leases import Lease
 from fleet.worker.limits import effective_limit, run_limited
 from fleet.worker.outcomes import (
@@ -173,6 +175,8 @@ async def run_attempt(slot: Slot, task: Task[Any]) -> Outcome:
             outcome = cancelled
         except IdentityBlocked:
             outcome = BLOCKED
+        except Blocked as exc:
+            outcome = await settle_blocked(slot, exc)
         except Throttled as exc:
             outcome = throttled(exc.retry_after)
         except Exception as exc:

@@ -114,6 +114,7 @@ class Blocked(FleetError):
         domain: Its host.
         tier: The proxy tier it went through (its name; None without ``proxy_tiers``).
         challenge: The :class:`Challenge` to hand ``ctx.solve`` (``challenge``/``captcha``).
+        proxy: The exit the request left through (None: direct); it is reported bad.
     """
 
     def __init__(
@@ -124,6 +125,7 @@ class Blocked(FleetError):
         domain: str | None = None,
         tier: str | None = None,
         challenge: Challenge | None = None,
+        proxy: str | None = None,
         automation_type: str | None = None,
         task_id: str | None = None,
     ) -> None:
@@ -138,6 +140,7 @@ class Blocked(FleetError):
         self.domain = domain
         self.tier = tier
         self.challenge = challenge
+        self.proxy = proxy
 
     @property
     def retry_after(self) -> float | None:

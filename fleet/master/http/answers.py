@@ -579,6 +579,42 @@ class IdentitiesCreated(Answer):
     ids: list[str]
 
 
+class DomainOut(Answer):
+    """One domain of a type: the proxy tier its requests go through and its verdicts."""
+
+    domain: str
+    tier: str | None = Field(description="The tier's name (None: the type has no proxy_tiers).")
+    tier_index: int
+    since: float = Field(description="When it moved to its tier (epoch seconds).")
+    ok: int
+    blocked: dict[str, int] = Field(description="Verdicts other than ok, by kind.")
+    by_tier: dict[str, dict[str, int]] = Field(description="Verdicts by tier name and kind.")
+    last_verdict: str | None
+    last_vendor: str | None
+    last_at: float | None
+    probe_streak: int
+    window_blocks: int
+    changes: int
+
+
+class DomainPageOut(Answer):
+    """``GET /automations/{type}/domains``: a page by name; ``next`` is the ``after`` of
+    the next page; ``tiers`` the type's tier names, cheap first."""
+
+    type: str
+    tiers: list[str]
+    items: list[DomainOut]
+    next: str | None
+
+
+class DomainForgotten(Answer):
+    """``DELETE /automations/{type}/domains/{domain}``."""
+
+    type: str
+    domain: str
+    forgotten: bool
+
+
 class IdentityDeleted(Answer):
     """``DELETE /identities/{pool}/{id}``."""
 

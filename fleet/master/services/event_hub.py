@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.backends.base import Backend, Subscription
+from fleet.core.access.router import DOMAINS_TOPIC
 from fleet.core.catalog import CatalogEntry
 from fleet.core.errors import BackendError
 from fleet.core.identity import IDENTITIES_TOPIC
@@ -63,6 +64,9 @@ RUNS_TOPIC = "runs"
 #: Fleet-wide: an identity was blocked, retired or revived (``IDENTITIES_TOPIC``:
 #: workers and the REST API publish there); relayed to every client as ``identity``.
 IDENTITY_EVENT = "identity"
+#: Per type: a domain moved to another proxy tier (``DOMAINS_TOPIC``: workers publish
+#: there); relayed as ``tier`` to the clients that follow the type.
+TIER_EVENT = "tier"
 #: Frames a client may have unread before it is cut off.
 MAX_PENDING = 1000
 #: Longest the hub sleeps before it looks at its clients again (a new client
@@ -373,7 +377,7 @@ class EventHub:
     async def _subscribe(self, types: set[str]) -> Subscription:
         topics = topic_map(types)
         sub = await self.backend.events.subscribe(
-            IDLE_TOPIC, RUNS_TOPIC, IDENTITIES_TOPIC, *sorted(topics)
+            IDLE_TOPIC, RUNS_TOPIC, IDENTITIES_TOPIC, DOMAINS_TOPIC, *sorted(topics)
         )
         self.subscriptions_opened += 1
         self._outages.recovered("event hub")
@@ -394,6 +398,15 @@ class EventHub:
             if shown is not None:
                 for client in self._clients:
                     client.send(shown)
+            return
+        if message[0] == DOMAINS_TOPIC:
+            data = message[1]
+            owner = data.get("type") if isinstance(data, dict) else None
+            if isinstance(owner, str):
+                frame = format_event(TIER_EVENT, data)
+                for client in self._clients:
+                    if client.follows(owner):
+                        client.send(frame)
             return
         found = self._topics.get(message[0])
         if found is None:

@@ -24,10 +24,12 @@ from prometheus_client.registry import Collector
 
 from fleet.backends.base import Backend
 from fleet.core import clock
+from fleet.core.blocks.verdicts import VERDICT_KINDS
 from fleet.core.metrics import BUCKETS, merge_histograms, merge_snapshots
 from fleet.core.records import QueueDepths
 from fleet.core.runs import COUNTERS, RunRecord
 from fleet.core.stored import entry_unreadable
+from fleet.core.tiers import DomainTier
 from fleet.master.services.proxy_metrics import ProxySnapshot, gather_proxies, proxy_families
 from fleet.master.services.workers_view import is_up
 
@@ -99,6 +101,13 @@ class Snapshot:
     taken_at: float = 0.0  #: when the snapshot was read (Unix seconds)
     #: identity pool -> (identities by state, blocks over the identities examined)
     identities: dict[str, tuple[dict[str, int], int]] = field(default_factory=dict)
+    #: type -> the first TOP_DOMAINS domains by name (their tier and verdicts)
+    domains: dict[str, list[DomainTier]] = field(default_factory=dict)
+
+
+#: Domains of a type exported on /metrics at most (by name): the label cardinality stays
+#: bounded; the REST API pages through all of them.
+TOP_DOMAINS = 200
 
 
 async def identity_pools(backend: Backend) -> dict[str, tuple[dict[str, int], int]]:
@@ -185,6 +194,9 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
         ts = snap.types.setdefault(t, TypeSnapshot())
         if (entries.get(t) or {}).get("queue"):
             ts.depths = await backend.queues.depths(t)
+            found = await backend.domains.page(t, limit=TOP_DOMAINS)
+            if found.items:
+                snap.domains[t] = list(found.items)
             await _busiest_groups(backend, t, ts)
         if t in entries and entry_unreadable(entries[t]) is not None:
             ts.unreadable["catalog"] = 1
@@ -371,6 +383,7 @@ class _SnapshotCollector(Collector):
         yield from (p_counter, p_gauge, p_hist)
         yield from _run_families(snap)
         yield from _identity_families(snap)
+        yield from _domain_families(snap)
         if snap.backend_up:
             yield from proxy_families(snap.proxies)
 
@@ -410,6 +423,25 @@ def _identity_families(snap: Snapshot) -> Iterator[Metric]:
             by_state.add_metric([pool, state], float(n))
         blocks.add_metric([pool], float(blocked))
     yield from (by_state, blocks)
+
+
+def _domain_families(snap: Snapshot) -> Iterator[Metric]:
+    tier = GaugeMetricFamily(
+        "fleet_domain_tier",
+        f"The proxy tier (index of proxy_tiers) of each domain, first {TOP_DOMAINS} a type",
+        labels=["type", "domain"],
+    )
+    verdicts = GaugeMetricFamily(
+        "fleet_domain_verdicts",
+        f"Verdicts met at each domain by kind, first {TOP_DOMAINS} domains a type",
+        labels=["type", "domain", "kind"],
+    )
+    for t, states in sorted(snap.domains.items()):
+        for state in states:
+            tier.add_metric([t, state.domain], float(state.tier))
+            for kind in VERDICT_KINDS:
+                verdicts.add_metric([t, state.domain, kind], float(state.count(kind)))
+    yield from (tier, verdicts)
 
 
 class MasterMetrics:

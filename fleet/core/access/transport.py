@@ -1,0 +1,136 @@
+"""The transport under every ``ctx.http()`` client: it sends each request through its
+domain's proxy tier and classifies each response (docs/blocks.md).
+
+A verdict other than ``ok`` raises :class:`~fleet.core.blocks.Blocked` from the request
+call, after the verdict was counted for the type, the domain and the tier. One request
+opts out with ``extensions={"fleet_classify": False}`` (its response is still counted
+as ``ok``); a client with ``classify=False``.
+
+To classify, the transport reads the whole body before it hands the response back (a
+``client.stream(...)`` response included): a response already read costs nothing more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import httpx
+
+from fleet.core.access.router import NO_TIERS, Access, Route
+from fleet.core.blocks.verdicts import OK, Blocked, Challenge, Verdict
+
+if TYPE_CHECKING:
+    from fleet.core.blocks import Classifier
+
+#: Request extension that turns classification off for one request.
+CLASSIFY_EXTENSION = "fleet_classify"
+#: Characters of a challenge page handed to a solver.
+CHALLENGE_BODY = 64 * 1024
+
+#: Makes the transport of one exit (None: direct).
+TransportFactory = Callable[[str | None], httpx.AsyncBaseTransport]
+
+
+class AccessTransport(httpx.AsyncBaseTransport):
+    """Routes by tier and classifies; the exits' own transports do the sending.
+
+    Args:
+        make: Builds the transport of an exit (one per exit, kept for the client's life).
+        proxy: The exit without tiers (the identity's or the slot's proxy).
+        access: The type's router (None: no tiers, no counts).
+        classifier: None: responses are not classified.
+    """
+
+    def __init__(
+        self,
+        make: TransportFactory,
+        *,
+        proxy: str | None = None,
+        access: Access | None = None,
+        classifier: Classifier | None = None,
+    ) -> None:
+        self._make = make
+        self._proxy = proxy
+        self._access = access
+        self._classifier = classifier
+        self._exits: dict[int | None, httpx.AsyncBaseTransport] = {}
+        self._tier_proxies: dict[int, str | None] = {}
+
+    def _exit(self, route: Route) -> httpx.AsyncBaseTransport:
+        index = None if route.name is None else route.tier
+        got = self._exits.get(index)
+        if got is None:
+            if index is None:
+                proxy = self._proxy
+            else:
+                assert self._access is not None
+                proxy = self._access.proxy_of(route)
+                self._tier_proxies[index] = proxy
+            got = self._exits[index] = self._make(proxy)
+        return got
+
+    def proxy_for(self, tier: int) -> str | None:
+        """The exit this client took for ``tier`` (after its first request there)."""
+        return self._tier_proxies.get(tier)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        domain = request.url.host
+        access = self._access
+        route = await access.route(domain) if access is not None else NO_TIERS
+        response = await self._exit(route).handle_async_request(request)
+        if self._classifier is None and access is None:
+            return response
+        verdict: Verdict = OK
+        if self._classifier is not None and request.extensions.get(CLASSIFY_EXTENSION, True):
+            response = await _read(response, request)
+            verdict = self._classifier(
+                response.status_code, response.headers, response.content, str(request.url)
+            )
+        if access is not None:
+            await access.note(domain, route, verdict)
+        if verdict.ok:
+            return response
+        challenge = None
+        if verdict.kind in ("challenge", "captcha"):
+            challenge = Challenge(
+                kind=verdict.kind,
+                vendor=verdict.vendor,
+                url=str(request.url),
+                sitekey=verdict.sitekey,
+                body=response.text[:CHALLENGE_BODY],
+                headers=dict(response.headers),
+            )
+        blocked = Blocked(
+            verdict,
+            str(request.url),
+            domain=domain,
+            tier=route.name,
+            challenge=challenge,
+            proxy=self._proxy if route.name is None else self._tier_proxies.get(route.tier),
+        )
+        await response.aclose()
+        raise blocked
+
+    async def aclose(self) -> None:
+        for transport in self._exits.values():
+            await transport.aclose()
+        self._exits.clear()
+
+
+async def _read(response: httpx.Response, request: httpx.Request) -> httpx.Response:
+    """The response with its raw body read, handed on as a fresh response over those
+    bytes (the client decodes it as it would have)."""
+    try:
+        raw = b"".join([chunk async for chunk in response.aiter_raw()])
+    finally:
+        await response.aclose()
+    out = httpx.Response(
+        response.status_code,
+        headers=response.headers,
+        stream=httpx.ByteStream(raw),
+        request=request,
+        extensions=response.extensions,
+    )
+    await out.aread()
+    return out
