@@ -151,11 +151,10 @@ def test_throttled_neither_escalates_nor_breaks_a_streak() -> None:
 
 def test_counts_are_kept_per_tier_and_kind_with_the_last_verdict() -> None:
     s = rec(None, T0, "ok", count=4).state
-    s = step(s, RULE, domain="shop.test", tier=1, kind="blocked", vendor="akamai", now=T0 + 1)
-    s = step(
-        s.state, RULE, domain="shop.test", tier=0, kind="captcha", vendor="hcaptcha", now=T0 + 2
-    )
-    st = s.state
+    s = step(s, RULE, domain="shop.test", tier=1, kind="blocked", vendor="akamai", now=T0 + 1).state
+    st = step(
+        s, RULE, domain="shop.test", tier=0, kind="captcha", vendor="hcaptcha", now=T0 + 2
+    ).state
     assert st.counts == {"0:ok": 4, "1:blocked": 1, "0:captcha": 1}
     assert st.count("ok") == 4 and st.count("blocked", 1) == 1 and st.count("blocked", 0) == 0
     assert (st.last_kind, st.last_vendor, st.last_at) == ("captcha", "hcaptcha", T0 + 2)
