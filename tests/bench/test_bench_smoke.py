@@ -172,3 +172,17 @@ def test_fleet_bench_and_ratios(
     table = run([str(BENCH / "ratios.py"), str(results)], cwd=ROOT)
     assert re.search(r"^\| fleet-slots10 \| 1 \| [\d,]+ \|", table, re.M), table
     assert "no peer rows" in table
+
+
+#: bench/domains.py: registered here, after the parametrised smoke list was built, and
+#: run by the test below (one redis-server of the session, one SQLite file).
+SCRIPTS["domains.py"] = (
+    ["--smoke", "--url", "{url}"],
+    r"\| redis \| 200 \| 20 \| [\d.]+ \| [\d.]+ \| [\d.]+ \|(.|\n)*\| sqlite \| 200 \| 20 \| ",
+)
+
+
+def test_domains_bench_smoke(redis_url: str) -> None:
+    args, shows = SCRIPTS["domains.py"]
+    out = run([str(BENCH / "domains.py"), *(a.format(url=redis_url) for a in args)], cwd=ROOT)
+    assert re.search(shows, out), out
