@@ -20,11 +20,11 @@ from typing import Any
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
-from fleet.backends.domain_store import placed, stored_rule
 from fleet.backends.redis.scripts import load_source
 from fleet.core import clock
 from fleet.core.blocks.verdicts import ESCALATING, VERDICT_KINDS
 from fleet.core.clock import ManualClock
+from fleet.core.tier_store import placed, stored_rule
 from fleet.core.tiers import DomainTier, TierRule, step
 
 DOMAINS = ["a.test", "b.test", "c.test"]

@@ -10,17 +10,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fleet.backends.domain_store import (
-    check_limit,
-    check_record,
-    check_tier,
-    state_of,
-)
 from fleet.backends.redis.core import RedisCore, RedisPart
 from fleet.backends.redis.scripts import LuaScript
 from fleet.core.blocks.verdicts import VerdictKind
 from fleet.core.capabilities.domains import Domains
 from fleet.core.records import now
+from fleet.core.tier_store import (
+    check_limit,
+    check_record,
+    check_tier,
+    state_of,
+)
 from fleet.core.tiers import DomainPage, DomainTier, TierRule, TierStep, check_domain
 
 

@@ -10,7 +10,13 @@ import json
 import sqlite3
 from typing import Any
 
-from fleet.backends.domain_store import (
+from fleet.backends.sqlite.configs import TYPE_WIDE
+from fleet.backends.sqlite.conn import SQLiteDB
+from fleet.core.blocks.verdicts import VerdictKind
+from fleet.core.capabilities.domains import Domains
+from fleet.core.records import dumps, now
+from fleet.core.stored import config_of
+from fleet.core.tier_store import (
     check_limit,
     check_record,
     check_tier,
@@ -18,12 +24,6 @@ from fleet.backends.domain_store import (
     state_of,
     stored_rule,
 )
-from fleet.backends.sqlite.configs import TYPE_WIDE
-from fleet.backends.sqlite.conn import SQLiteDB
-from fleet.core.blocks.verdicts import VerdictKind
-from fleet.core.capabilities.domains import Domains
-from fleet.core.records import dumps, now
-from fleet.core.stored import config_of
 from fleet.core.tiers import DomainPage, DomainTier, TierRule, TierStep, check_domain, step
 
 _COLUMNS = (

@@ -1,7 +1,7 @@
 -- Proxy tiers per domain (fleet/backends/redis/domains.py). The rule is
 -- fleet/core/tiers.py's `step`, written again here and held to it by
 -- tests/conformance/test_differential_domains.py; what a stored state or config reads
--- as is fleet/backends/domain_store.py's.
+-- as is fleet/core/tier_store.py's.
 -- KEYS: 1 fleet:domains:<type> hash domain -> state JSON {tier, since, window_start,
 --   window_blocks, probe_streak, counts {"<tier>:<kind>": n}, last_kind, last_vendor,
 --   last_at, changes} (times as "%.17g" text: cjson rounds numbers to 14 digits),
