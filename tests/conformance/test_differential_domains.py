@@ -18,8 +18,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from redis.crc import key_slot
+
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
+from fleet.backends.redis.keys import KeySpace
 from fleet.backends.redis.scripts import load_source
 from fleet.core import clock
 from fleet.core.blocks.verdicts import ESCALATING, VERDICT_KINDS
@@ -177,3 +180,18 @@ def test_the_lua_escalating_kinds_are_the_python_ones() -> None:
     table = re.search(r"local ESCALATING = \{([^}]*)\}", load_source("domains"))
     assert table is not None
     assert set(re.findall(r"(\w+) = true", table.group(1))) == set(ESCALATING)
+
+
+def test_the_scripts_keys_share_the_types_slot_on_a_cluster() -> None:
+    ks = KeySpace("acme", cluster=True)
+    names = ks.domain_keys("scrape")
+    assert names == [
+        "acme:fleet:domains:{scrape}",
+        "acme:fleet:domains:{scrape}:names",
+        "acme:fleet:config:{scrape}",
+    ]
+    assert {key_slot(n.encode()) for n in names} == {key_slot(b"scrape")}
+    assert KeySpace().domain_keys("scrape")[:2] == [
+        "fleet:domains:scrape",
+        "fleet:domains:scrape:names",
+    ]
