@@ -1,7 +1,7 @@
 """Akamai (Bot Manager and its edge).
 
-- ``blocked``: Akamai's "Access Denied" page (a 4xx from ``server: AkamaiGHost``, or any
-  4xx with the ``Reference #18.…`` of ``errors.edgesuite.net``), or a 4xx that sets Bot
+- ``blocked``: Akamai's "Access Denied" page (a 403 from ``server: AkamaiGHost``, or a 403
+  with the ``Reference #18.…`` of ``errors.edgesuite.net``), or a 403 that sets Bot
   Manager's cookies (``_abck``, ``bm_sz``, ``ak_bmsc``) with no other vendor's page.
 - ``challenge``: the ``sec-cpt`` crypto challenge page (``sec-if-cpt-container``,
   ``/_sec/cp_challenge/``), read on any status when the ``sec_cpt`` cookie is set.
@@ -34,7 +34,7 @@ def akamai(seen: Seen) -> Verdict | None:
     for marker in _CHALLENGE:
         if marker in text:
             return Verdict("challenge", "akamai", f"Akamai sec-cpt challenge ({marker})")
-    if status < 400:
+    if status != 403:  # an edge's 404 is a 404
         return None
     edge = "akamaighost" in seen.headers.get("server", "").lower()
     if edge or "errors&#46;edgesuite&#46;net" in text or "errors.edgesuite.net" in text:

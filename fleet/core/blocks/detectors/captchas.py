@@ -126,4 +126,4 @@ def captchas(seen: Seen) -> Verdict | None:
     if widget is None or not widget_is_the_page(body):
         return None
     vendor, key = widget
-    return Verdict("captcha", vendor, f"a {vendor} check page", None, key)
+    return Verdict("captcha", vendor, f"a check page with a {vendor} widget", None, key)

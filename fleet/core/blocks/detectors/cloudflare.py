@@ -25,7 +25,11 @@ from fleet.core.blocks.verdicts import Verdict
 
 #: Access errors: banned IP, ASN, country, browser signature; a firewall rule.
 _ACCESS_ERRORS: Final = frozenset({"1005", "1006", "1007", "1008", "1009", "1010", "1012", "1020"})
-_ERROR_CODE: Final = re.compile(r"(?:Error |error code: )(10\d\d)\b")
+#: "Error 1020", "error code: 1020" (a plain-text answer), "Error code 1020",
+#: ``<span class="cf-error-code">1015</span>``, "Error reference number: 1020".
+_ERROR_CODE: Final = re.compile(
+    r"(?:[Ee]rror(?: code| reference number)?:? |cf-error-code\">)(10\d\d)\b"
+)
 
 
 def cloudflare(seen: Seen) -> Verdict | None:

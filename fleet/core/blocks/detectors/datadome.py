@@ -7,7 +7,7 @@ DataDome answers a refused request with 403 and a small page whose ``dd`` object
 - ``'rt':'i'`` (the interstitial device check): ``challenge``;
 - otherwise (``'rt':'c'``, the slider captcha): ``captcha``.
 
-A 4xx with DataDome's header (``x-datadome``, ``x-dd-b``) or cookie (``datadome``) and no
+A 403 with DataDome's header (``x-datadome``, ``x-dd-b``) or cookie (``datadome``) and no
 such page is ``blocked``. DataDome sets its cookie on every page of a site it protects,
 so a 2xx with the cookie is None unless it carries the captcha page.
 """
@@ -36,7 +36,7 @@ def _marker(seen: Seen) -> str | None:
 
 
 def datadome(seen: Seen) -> Verdict | None:
-    """DataDome's pages and its marked 4xx (see the module's docstring)."""
+    """DataDome's pages and its marked 403 (see the module's docstring)."""
     marker = _marker(seen)
     if marker is None and seen.status < 400:
         return None
@@ -52,6 +52,6 @@ def datadome(seen: Seen) -> Verdict | None:
         if rt is not None and rt.group(1) == "i":
             return Verdict("challenge", "datadome", "DataDome device check ('rt':'i')")
         return Verdict("captcha", "datadome", f"DataDome captcha ({_HOST})")
-    if marker is not None and seen.status >= 400 and seen.status not in (404, 410):
+    if marker is not None and seen.status == 403:
         return Verdict("blocked", "datadome", f"{seen.status} with the {marker}")
     return None

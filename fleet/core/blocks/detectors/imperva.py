@@ -5,7 +5,7 @@ iframe loads ``/_Incapsula_Resource?SWUDNSAI=…`` and reads "Request unsuccessf
 Incapsula incident ID": ``blocked``. A near-empty page that only loads
 ``/_Incapsula_Resource?SWJIYLWA=…`` (its JavaScript check) is a ``challenge``. Normal
 pages of a protected site load that same script after their content, so the script on a
-page with content is None. A 4xx with Incapsula's header (``x-iinfo``) or cookies
+page with content is None. A 403 with Incapsula's header (``x-iinfo``) or cookies
 (``visid_incap_…``, ``incap_ses_…``) and no page is ``blocked``.
 """
 
@@ -49,6 +49,6 @@ def imperva(seen: Seen) -> Verdict | None:
             return Verdict(
                 "challenge", "imperva", "Incapsula JavaScript check (_Incapsula_Resource)"
             )
-    if marker is not None and seen.status >= 400 and seen.status not in (404, 410):
+    if marker is not None and seen.status == 403:
         return Verdict("blocked", "imperva", f"{seen.status} with the {marker}")
     return None

@@ -5,7 +5,7 @@ PerimeterX refuses with 403 and a page that loads its captcha script (``window._
 behavioural check a browser gets past by holding a button, not a puzzle to read (the
 kinds of :mod:`fleet.core.blocks.verdicts`). The page is a ``captcha`` only when it embeds
 a reCAPTCHA or hCaptcha widget (older PerimeterX pages did), with that widget's site key.
-A JSON 403 with ``blockScript`` (an API call refused) is a ``challenge`` too; a 4xx with
+A JSON 403 with ``blockScript`` (an API call refused) is a ``challenge`` too; a 403 with
 PerimeterX's cookies (``_px3``, ``_pxhd``, ``_pxvid``) and no page is ``blocked``.
 """
 
@@ -38,7 +38,7 @@ def perimeterx(seen: Seen) -> Verdict | None:
             return Verdict("challenge", "perimeterx", f"PerimeterX block page ({marker})")
     if "blockScript" in body and '"appId"' in body:
         return Verdict("challenge", "perimeterx", "PerimeterX API block (blockScript)")
-    for cookie in _COOKIES:
+    for cookie in _COOKIES if seen.status == 403 else ():
         if cookie in seen.cookies:
             return Verdict("blocked", "perimeterx", f"{seen.status} with the {cookie} cookie")
     return None
