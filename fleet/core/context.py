@@ -208,7 +208,7 @@ class Context(Generic[ConfigT]):
         """
         from fleet.core.access.solving import solve
 
-        return await solve(self, challenge, solver)
+        return await solve(self.access, self._backend.counters, self.identity, challenge, solver)
 
     async def check(self, response: Any) -> Verdict:
         """Classify a response met outside ``ctx.http()``: a Playwright ``Response``
@@ -216,7 +216,7 @@ class Context(Generic[ConfigT]):
         verdict, else counts it and raises :class:`~fleet.core.blocks.Blocked`."""
         from fleet.core.access.solving import check
 
-        return await check(self, response)
+        return await check(self.access, response)
 
     async def emit(self, payload: BaseModel) -> str:
         """Append ``payload`` to this automation's stream; returns the entry id.

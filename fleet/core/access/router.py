@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.core.blocks.verdicts import ESCALATING, Verdict, VerdictKind
 from fleet.core.errors import FleetError
+from fleet.core.proxy import provider_factory, split_proxy_urls
 from fleet.core.tiers import PROBE_ONE_IN, DomainTier, TierRule, TierStep, probe_due, rule_of
 
 if TYPE_CHECKING:
@@ -125,7 +126,14 @@ class Access:
         tiers = self.tiers()
         if route.tier >= len(tiers):
             return None
-        return tiers[route.tier].pick_url(self._session)
+        tier = tiers[route.tier]
+        if tier.direct:
+            return None
+        if tier.proxy_url is not None:
+            return random.choice(split_proxy_urls(tier.proxy_url))
+        assert tier.proxy_provider is not None
+        provider = provider_factory(tier.proxy_provider)(dict(tier.proxy_provider_config))
+        return provider.url(session=f"{self._session}-{secrets.token_hex(4)}", country=None)
 
     # ------------------------------------------------------------------ verdicts
     async def note(self, domain: str, route: Route, verdict: Verdict) -> TierStep | None:

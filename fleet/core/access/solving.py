@@ -15,7 +15,10 @@ from fleet.core.blocks.verdicts import OK, Blocked, Challenge, Verdict
 from fleet.core.errors import ConfigError, FleetError
 
 if TYPE_CHECKING:
-    from fleet.core.context import Context
+    from fleet.core.access.router import Access
+    from fleet.core.capabilities import Counters
+    from fleet.core.config import BaseConfig
+    from fleet.core.identity import IdentityHandle
 
 log = logging.getLogger("fleet.blocks")
 
@@ -31,41 +34,48 @@ def solver_for(name: str, config: dict[str, Any]) -> Solver:
     return got
 
 
-async def _count(ctx: Context[Any], name: str) -> None:
+async def _count(counters: Counters, name: str) -> None:
     with contextlib.suppress(FleetError):  # a count lost to an outage loses nothing else
-        await ctx._backend.counters.incr(name)
+        await counters.incr(name)
 
 
-async def solve(ctx: Context[Any], challenge: Challenge, name: str | None = None) -> Solution:
+async def solve(
+    access: Access,
+    counters: Counters,
+    identity: IdentityHandle | None,
+    challenge: Challenge,
+    name: str | None = None,
+) -> Solution:
     """``ctx.solve``: see :meth:`fleet.core.context.Context.solve`."""
-    config = ctx.config
+    config = access.config
+    automation_type = access.automation_type
     name = name or config.solver
     if not name:
         raise ConfigError(
             "ctx.solve needs a solver: name one, or set `solver` in the type's config",
             field="solver",
-            automation_type=ctx.automation_type,
+            automation_type=automation_type,
         )
     solver = solver_for(name, config.solver_config if name == config.solver else {})
     solved, failed = counter_names(name)
     try:
         got = await solver.solve(challenge)
     except Exception as exc:
-        await _count(ctx, failed)
+        await _count(counters, failed)
         raise SolveFailed(
             f"solver {name!r} failed on {challenge.kind} at {challenge.url}: "
             f"{type(exc).__name__}: {exc}",
-            automation_type=ctx.automation_type,
+            automation_type=automation_type,
         ) from exc
     if got is None:
-        await _count(ctx, failed)
+        await _count(counters, failed)
         raise SolveFailed(
             f"solver {name!r} could not get past the {challenge.kind} at {challenge.url}",
-            automation_type=ctx.automation_type,
+            automation_type=automation_type,
         )
-    await _count(ctx, solved)
-    if got.cookies and ctx.identity is not None:
-        ctx.identity.add_cookies(got.cookies)
+    await _count(counters, solved)
+    if got.cookies and identity is not None:
+        identity.add_cookies(got.cookies)
     return got
 
 
@@ -83,11 +93,11 @@ async def _parts(response: Any) -> tuple[int, Any, bytes, str]:
     return int(response.status), headers, body, str(response.url)
 
 
-async def check(ctx: Context[Any], response: Any) -> Verdict:
+async def check(access: Access, response: Any) -> Verdict:
     """``ctx.check``: see :meth:`fleet.core.context.Context.check`."""
     if response is None:  # a same-document navigation answers nothing
         return OK
-    config = ctx.config
+    config: BaseConfig = access.config
     if not config.block_detection:
         return OK
     from fleet.core.blocks import classifier_for
@@ -96,7 +106,7 @@ async def check(ctx: Context[Any], response: Any) -> Verdict:
     verdict = classifier_for(config.block_rules or None)(status, headers, body, url)
     domain = urlsplit(url).hostname or ""
     if domain:
-        await ctx.access.note(domain, NO_TIERS, verdict)
+        await access.note(domain, NO_TIERS, verdict)
     if verdict.ok:
         return verdict
     challenge = None

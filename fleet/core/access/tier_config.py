@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -45,18 +44,6 @@ class ProxyTier(BaseModel):
         if self.proxy_url is not None and not _urls(self.proxy_url):
             raise ValueError(f"tier {self.name!r}: proxy_url holds no URL")
         return self
-
-    def pick_url(self, session: str) -> str | None:
-        """A proxy URL of the tier for one client (None: direct)."""
-        if self.direct:
-            return None
-        if self.proxy_url is not None:
-            return random.choice(_urls(self.proxy_url))
-        from fleet.core.proxy import provider_factory  # the config module imports this one
-
-        assert self.proxy_provider is not None
-        provider = provider_factory(self.proxy_provider)(dict(self.proxy_provider_config))
-        return provider.url(session=session, country=None)
 
 
 def check_tiers(tiers: list[ProxyTier]) -> list[ProxyTier]:
