@@ -27,6 +27,11 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
         [str(ROOT), str(ROOT), "--smoke", "--url", "{url}"],
         r"median after: enqueue/s [\d,.]+, .*drain/s [\d,.]+",
     ),
+    "blocks.py": (
+        ["--smoke"],
+        r"\| ordinary 100 KB page \| [\d.]+ \| [\d.]+ \|"
+        r"(.|\n)*\| 403 generic \| [\d.]+ \| [\d.]+ \|",
+    ),
     "browse.py": (
         ["--smoke", "--url", "{url}"],
         r"\| sqlite \| pending \| 2,000 \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+x \|"

@@ -11,6 +11,9 @@ from typing import Any, Final, Protocol
 MAX_BODY: Final = 64 * 1024
 
 
+_NONE: Final[frozenset[str]] = frozenset()
+
+
 class _MultiItems(Protocol):
     def multi_items(self) -> list[tuple[str, str]]: ...
 
@@ -45,13 +48,19 @@ class Seen:
         """A :class:`Seen` of a response's parts; ``body`` may be bytes (only its first
         :data:`MAX_BODY` bytes are decoded, as UTF-8, an undecodable byte replaced)."""
         merged: dict[str, str] = {}
-        cookies: set[str] = set()
+        set_cookies: list[str] = []
         for name, value in _pairs(headers):
             key = name.lower()
             if key == "set-cookie":
-                cookies.update(cookie_names(value))
-            merged[key] = f"{merged[key]}, {value}" if key in merged else value
-        return cls(status, merged, frozenset(cookies), _text(body), url)
+                set_cookies.append(value)
+            if key in merged:
+                merged[key] += ", " + value
+            else:
+                merged[key] = value
+        cookies = (
+            frozenset(n for sc in set_cookies for n in cookie_names(sc)) if set_cookies else _NONE
+        )
+        return cls(status, merged, cookies, _text(body), url)
 
     def header(self, name: str) -> str:
         """The value of the (lower-case) header ``name``, ``""`` when absent."""
