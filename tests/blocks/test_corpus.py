@@ -217,3 +217,13 @@ def test_a_detector_that_raises_is_skipped_and_logged_once(
         f"block detector {__name__}.{broken.__qualname__} raised; skipped"
     ]
     assert Classifier(plugins=False, detectors=[broken])(403, {}, "") is OK
+
+
+def test_markers_without_their_usual_headers() -> None:
+    """A proxy may drop a vendor's headers: a small incident page is still Imperva's; a
+    Kasada header on a 404 (a verified request's answer) is not a challenge."""
+    incident = (CORPUS / "imperva_incident.html").read_bytes()
+    verdict = classify(200, {"content-type": "text/html"}, incident)
+    assert (verdict.kind, verdict.vendor) == ("blocked", "imperva")
+    assert classify(404, {"x-kpsdk-ct": "0aBc"}, b"not found").kind == "ok"
+    assert classify(403, {"x-kpsdk-ct": "0aBc"}, b"").vendor == "kasada"

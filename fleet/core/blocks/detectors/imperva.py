@@ -6,7 +6,8 @@ Incapsula incident ID": ``blocked``. A near-empty page that only loads
 ``/_Incapsula_Resource?SWJIYLWA=…`` (its JavaScript check) is a ``challenge``. Normal
 pages of a protected site load that same script after their content, so the script on a
 page with content is None. A 403 with Incapsula's header (``x-iinfo``) or cookies
-(``visid_incap_…``, ``incap_ses_…``) and no page is ``blocked``.
+(``visid_incap_…``, ``incap_ses_…``) and no page is ``blocked``. A small page is read
+even without those markers (a proxy may drop them); a big one only with them.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ def _marked(seen: Seen) -> str | None:
 def imperva(seen: Seen) -> Verdict | None:
     """Incapsula's incident and challenge pages (see the module's docstring)."""
     marker = _marked(seen)
-    if marker is None and seen.status < 400:
-        return None
+    if marker is None and seen.status < 400 and len(seen.body) > _BARE:
+        return None  # an incident page is small: a big unmarked page is not read
     text = text_of(seen)
     if "_Incapsula_Resource" in text:
         if "Incapsula incident ID" in text or "SWUDNSAI" in text:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from fleet.core.blocks.detectors.common import BLOCK_STATUSES
 from fleet.core.blocks.seen import Seen
 from fleet.core.blocks.verdicts import Verdict
 
@@ -17,8 +18,8 @@ _HEADERS: Final = ("x-kpsdk-ct", "x-kpsdk-cd", "x-kpsdk-r", "x-kpsdk-c")
 
 
 def kasada(seen: Seen) -> Verdict | None:
-    """Kasada's challenge on a 4xx (see the module's docstring)."""
-    if seen.status < 400:
+    """Kasada's challenge on a block status (see the module's docstring)."""
+    if seen.status not in BLOCK_STATUSES:  # a verified request's 404 has the headers too
         return None
     for name in _HEADERS:
         if name in seen.headers:
