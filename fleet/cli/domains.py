@@ -68,6 +68,12 @@ def domains(
         raise click.UsageError("name the DOMAIN for --tier or --forget")
     if tier is not None and forget:
         raise click.UsageError("--tier and --forget exclude each other")
+    if domain is not None and domain.strip(".") == "":
+        # Not a host, and a URL's path drops "." and "..": the request would name the
+        # type itself (DELETE /automations/TYPE/domains/.. deletes the type).
+        raise click.UsageError(f"{domain!r} is not a domain")
+    if tier is not None and not tier.strip():
+        raise click.UsageError("--tier takes a tier's name or index")
     with open_client(url, token) as client:
         if domain is None:
             page = client.domains(automation_type, after=after, limit=max(1, min(limit, 500)))
@@ -90,7 +96,7 @@ def domains(
             return
         if tier is not None:
             one = client.domain_set_tier(
-                automation_type, domain, int(tier) if tier.isdigit() else tier
+                automation_type, domain, int(tier) if tier.isascii() and tier.isdigit() else tier
             )
         else:
             one = client.domain(automation_type, domain)
