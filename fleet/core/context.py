@@ -87,10 +87,21 @@ class Context(Generic[ConfigT]):
         self._task: tuple[str, int] | None = None
         self._run: str | None = None
         self._progress = ProgressReporter(backend.streams, automation_type)
-        #: The identity the running task holds (``identity_pool`` set), else None.
-        self.identity: IdentityHandle | None = None
         #: The type's tier routing and verdict counts (shared by a worker's slots).
         self.access = access or Access(backend, automation_type, config)
+        self._identity: IdentityHandle | None = None
+
+    @property
+    def identity(self) -> IdentityHandle | None:
+        """The identity the running task holds (``identity_pool`` set), else None."""
+        return self._identity
+
+    @identity.setter
+    def identity(self, handle: IdentityHandle | None) -> None:
+        # Its clients route and classify as this type's (a handle made by hand too).
+        if handle is not None and handle.access is None:
+            handle.access = self.access
+        self._identity = handle
 
     def bind_task(self, task_id: str | None, attempt: int = 0, *, run: str | None = None) -> None:
         """The worker's: the task attempt ``run_one`` now runs (None once it ended)

@@ -32,6 +32,8 @@ async def settle_blocked(slot: Slot, exc: Blocked) -> Outcome:
         try:
             if ctx.identity is not None:
                 await ctx.identity.mark_blocked(reason, proxy=exc.proxy)
+            elif exc.proxy is not None and exc.proxy == ctx.proxy.url:
+                await ctx.proxy.report_bad(reason)  # the slot's own exit: it rotates away
             elif exc.proxy is not None:
                 await ctx.proxy.report_url(exc.proxy, ok=False, reason=reason)
         except FleetError as err:  # the block still sends the task back

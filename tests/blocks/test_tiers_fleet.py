@@ -5,8 +5,8 @@ for one domain (127.0.0.10), and answers everything for another (127.0.0.11). Tw
 worker processes run 200 tasks over both domains: the blocking domain moves to
 ``residential`` within a few tasks, the other stays ``direct``, every refused page is
 done at its first charged attempt (a block charges none), and a kill -9 of one worker
-in the middle changes none of it (its running tasks come back, charged once). Once the site stops blocking, probes step
-the domain back down to ``direct``."""
+in the middle changes none of it (its running tasks come back, charged once). Once the
+site stops blocking, probes step the domain back down to ``direct``."""
 
 from __future__ import annotations
 

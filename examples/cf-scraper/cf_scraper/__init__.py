@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import time
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -39,6 +38,7 @@ from cf_contracts import (
 from pydantic import Field
 
 from fleet.core import BaseConfig, BatchAutomation, Context, Task, register
+from fleet.core.blocks import Blocked, BlockRule
 
 if TYPE_CHECKING:
     from fleet.core.handles import ClaimedItem, PoolHandle
@@ -58,8 +58,20 @@ class ScraperConfig(BaseConfig):
     #: while the first harvest runs, every cookie claimed) before it fails and is
     #: retried. Waiting is quiet; a failed attempt logs a warning. 0: fail at once.
     cookie_wait_seconds: float = Field(default=30.0, ge=0)
-    #: Where an identity the site challenges earns its clearance (``{site}``: host:port).
-    challenge_url: str = "http://{site}/challenge"
+    #: The demo site's 403 "challenge required" is a challenge (docs/blocks.md), which
+    #: the demo-pow solver gets past (``cf_scraper/solver.py``).
+    block_rules: list[BlockRule] = Field(
+        default_factory=lambda: [
+            BlockRule(
+                kind="challenge",
+                vendor="fleet-demo",
+                status=[403],
+                body="challenge required",
+                detail="the demo site's proof-of-work challenge",
+            )
+        ]
+    )
+    solver: str | None = Field(default="cf_scraper.solver:DemoPowSolver", min_length=1)
 
 
 class NoCookie(RuntimeError):
@@ -73,48 +85,6 @@ class CookieRejected(RuntimeError):
 
 class UpstreamError(RuntimeError):
     """The site answered with a 5xx; worth retrying."""
-
-
-class ChallengeFailed(RuntimeError):
-    """The site did not accept our answer to its challenge (raise: retried)."""
-
-
-def challenge_reason(response: httpx.Response) -> str | None:
-    """Why the site challenged this request (``"cookie from another exit"``...), or
-    None if the response is not the challenge (a 403 with a ``reason``)."""
-    if response.status_code != 403:
-        return None
-    try:
-        body = response.json()
-    except ValueError:
-        return "403"
-    return str(body.get("reason") or "403") if isinstance(body, dict) else "403"
-
-
-def _answer(nonce: str, difficulty: int, limit: int = 50_000_000) -> int:
-    prefix = "0" * difficulty
-    for answer in range(limit):
-        if hashlib.sha256(f"{nonce}:{answer}".encode()).hexdigest().startswith(prefix):
-            return answer
-    raise ChallengeFailed(f"no answer below {limit} at difficulty {difficulty}")
-
-
-async def earn_clearance(http: httpx.AsyncClient, challenge_url: str) -> None:
-    """Solve the site's challenge with ``http`` (an identity's client): the clearance
-    cookie lands in its jar, bound by the site to its exit and its User-Agent.
-
-    Raises:
-        ChallengeFailed: The answer was refused.
-        httpx.HTTPError: The site could not be reached or answered with an error.
-    """
-    challenge = (await http.get(challenge_url)).raise_for_status().json()
-    answer = await asyncio.to_thread(_answer, challenge["nonce"], int(challenge["difficulty"]))
-    response = await http.post(
-        challenge_url, json={"challenge_id": challenge["challenge_id"], "answer": answer}
-    )
-    if response.status_code == 403:
-        raise ChallengeFailed(f"{challenge_url} refused the answer: {response.text[:200]}")
-    response.raise_for_status()
 
 
 def site_of(url: str) -> str:
@@ -185,26 +155,24 @@ class Scraper(BatchAutomation[ScraperConfig]):
     ) -> httpx.Response:
         """GET ``url`` as the leased identity: its exit, its headers, its cookies.
 
-        A challenge (403) means the identity holds no clearance the site takes: it earns
-        one through the same client (the cookie lands in its jar, saved at the task's
-        end) and asks again. A challenge right after that blocks the identity.
+        A challenge means the identity holds no clearance the site takes: the type's
+        solver earns one through the same client (the cookie lands in its jar, saved at
+        the task's end) and it asks again.
 
         Raises:
-            IdentityBlocked: from ``identity.blocked``: the task goes back uncharged.
+            Blocked: challenged again after solving (or refused outright): left to the
+                worker, which cools the identity and sends the task back uncharged.
         """
         http = identity.http(timeout=ctx.config.request_timeout_seconds)
-        response = await http.get(url)
-        reason = challenge_reason(response)
-        if reason is None:
-            return response
-        ctx.metrics.incr("challenges_met")
-        ctx.logger.debug("identity %s challenged on %s (%s): solving", identity.id, url, reason)
-        await earn_clearance(http, ctx.config.challenge_url.format(site=site_of(url)))
-        response = await http.get(url)
-        reason = challenge_reason(response)
-        if reason is not None:
-            await identity.blocked(f"challenged again after solving: {reason}")
-        return response
+        try:
+            return await http.get(url)
+        except Blocked as exc:
+            if exc.challenge is None:
+                raise
+            ctx.metrics.incr("challenges_met")
+            ctx.logger.debug("identity %s challenged on %s: solving", identity.id, url)
+            await ctx.solve(exc.challenge)
+        return await http.get(url)
 
     async def fetch_with_pool(self, ctx: Context[ScraperConfig], url: str) -> httpx.Response:
         """GET ``url`` with a cookie claimed from the pool (waiting for a harvest when

@@ -61,4 +61,6 @@ def build_client(
         classifier = classifier_for(access.config.block_rules or None)
     transport = AccessTransport(make, proxy=proxy, access=access, classifier=classifier)
     # Not the environment's proxies: the exits are Fleet's (they would bypass the transport).
-    return httpx.AsyncClient(transport=transport, headers=merged, trust_env=False, **options)
+    client = httpx.AsyncClient(transport=transport, headers=merged, trust_env=False, **options)
+    transport.client = client
+    return client

@@ -1,7 +1,8 @@
 """Challenge solvers: plugins that get past an interstitial or a captcha
 (docs/blocks.md#solvers).
 
-A solver is an entry point of group ``fleet.solvers``: a class (or any callable) that
+A solver is an entry point of group ``fleet.solvers`` (or an import path,
+``package.module:Name``): a class (or any callable) that
 takes the type's ``solver_config`` dict and returns an object with
 ``async def solve(challenge) -> Solution | None``. ``ctx.solve(challenge)`` calls the
 type's ``solver`` (or one named), applies what it answers — cookies go into the task's
@@ -13,6 +14,7 @@ verdict left uncaught when the type names a ``solver``.
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,11 +58,22 @@ class SolveFailed(FleetError):
 
 
 def solver_factory(name: str) -> Callable[[dict[str, Any]], Solver]:
-    """The factory registered under ``name`` in ``fleet.solvers``.
+    """The factory registered under ``name`` in ``fleet.solvers``, or at the import
+    path ``package.module:Name``.
 
     Raises:
-        ConfigError: none has that name (the message lists the known ones).
+        ConfigError: none has that name (the message lists the known ones), or the
+            import path does not import.
     """
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        try:
+            loaded: Callable[[dict[str, Any]], Solver] = getattr(
+                importlib.import_module(module), attr
+            )
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"solver {name!r} does not import: {exc}", field="solver") from exc
+        return loaded
     found = [ep for ep in entry_points(group=GROUP) if ep.name == name]
     if not found:
         known = sorted(ep.name for ep in entry_points(group=GROUP))

@@ -55,6 +55,8 @@ class AccessTransport(httpx.AsyncBaseTransport):
         self._access = access
         self._classifier = classifier
         self._exits: dict[int | None, httpx.AsyncBaseTransport] = {}
+        #: The client this transport serves (a challenge names it for its solver).
+        self.client: httpx.AsyncClient | None = None
         self._tier_proxies: dict[int, str | None] = {}
 
     def _exit(self, route: Route) -> httpx.AsyncBaseTransport:
@@ -100,6 +102,7 @@ class AccessTransport(httpx.AsyncBaseTransport):
                 sitekey=verdict.sitekey,
                 body=response.text[:CHALLENGE_BODY],
                 headers=dict(response.headers),
+                client=self.client,
             )
         blocked = Blocked(
             verdict,

@@ -88,6 +88,9 @@ class Challenge:
         page: The browser page that met it (Playwright), when a browser did.
         body: The challenge page's text (its first 64 KiB), when an HTTP client met it.
         headers: The response headers (lower-case names).
+        client: The ``httpx.AsyncClient`` that met it, when one did: a solver that
+            answers through it answers from the same exit, with the same headers, and
+            what the site sets lands in its jar (an identity's: saved at release).
     """
 
     kind: VerdictKind
@@ -97,6 +100,7 @@ class Challenge:
     page: Any = None
     body: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+    client: Any = None
 
 
 class Blocked(FleetError):
