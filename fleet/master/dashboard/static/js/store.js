@@ -290,6 +290,11 @@ export class Store extends EventTarget {
         // cooling_until}): the identities views reload what they show.
         this.emit("identity", data);
         return;
+      case "tier":
+        // A domain of a type moved to another proxy tier ({type, domain, tier,
+        // tier_index, change, kind, vendor}): the type's domains panel re-reads.
+        this.emit("tier", data);
+        return;
       default:
         break;
     }
