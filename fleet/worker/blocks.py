@@ -7,7 +7,7 @@ after ``retry_after`` when the site named one (a ``throttled`` verdict always wa
 from __future__ import annotations
 
 from fleet.core.access.solvers import SolveFailed
-from fleet.core.blocks.verdicts import Blocked
+from fleet.core.blocks.verdicts import Blocked, Challenge
 from fleet.core.errors import ConfigError, FleetError, Throttled
 from fleet.worker.outcomes import BLOCKED, Outcome, throttled
 from fleet.worker.slots import Slot
@@ -16,17 +16,36 @@ from fleet.worker.slots import Slot
 THROTTLED_WAIT = 5.0
 
 
+async def _solve(slot: Slot, challenge: Challenge) -> bool:
+    """Hand the challenge to the type's solver; True if it got past it. A client the
+    task closed (``async with ctx.http()``) is replaced by a fresh one of the task's
+    (same identity, exit and headers) holding its cookies."""
+    ctx = slot.ctx
+    met = challenge.client
+    fresh = None
+    if met is None or met.is_closed:
+        fresh = ctx.http()
+        if met is not None:
+            fresh.cookies.update(met.cookies)
+        challenge.client = fresh
+    try:
+        await ctx.solve(challenge)
+        return True
+    except (SolveFailed, ConfigError) as err:
+        ctx.logger.warning("%s", err)
+        return False
+    finally:
+        if fresh is not None and ctx.identity is None:  # an identity's closes at release
+            await fresh.aclose()
+
+
 async def settle_blocked(slot: Slot, exc: Blocked) -> Outcome:
     """The outcome of an uncaught block (its side effects done here)."""
     ctx = slot.ctx
     verdict = exc.verdict
     solved = False
     if exc.challenge is not None and ctx.config.solver:
-        try:
-            await ctx.solve(exc.challenge)
-            solved = True
-        except (SolveFailed, ConfigError) as err:
-            ctx.logger.warning("%s", err)
+        solved = await _solve(slot, exc.challenge)
     reason = f"{verdict.kind}" + (f" by {verdict.vendor}" if verdict.vendor else "")
     if not solved and verdict.kind != "throttled":
         try:

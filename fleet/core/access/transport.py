@@ -123,7 +123,12 @@ class AccessTransport(httpx.AsyncBaseTransport):
 
 async def _read(response: httpx.Response, request: httpx.Request) -> httpx.Response:
     """The response with its raw body read, handed on as a fresh response over those
-    bytes (the client decodes it as it would have)."""
+    bytes (the client decodes it as it would have); one read already is handed on."""
+    try:
+        _ = response.content
+        return response
+    except httpx.ResponseNotRead:
+        pass
     try:
         raw = b"".join([chunk async for chunk in response.aiter_raw()])
     finally:
