@@ -136,6 +136,10 @@ def error_for(response: httpx.Response, *, token_from: str | None = None) -> Cli
 
 
 def _seg(value: str) -> str:
+    # "." and ".." are path steps to every URL parser (httpx, browsers): quoted, they
+    # reach the master as the names they are, not as a way up the path.
+    if value in (".", ".."):
+        return value.replace(".", "%2E")
     return quote(value, safe="")
 
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from fleet.core.access.tier_config import ProxyTier, check_tiers
 from fleet.core.blocks.rules import BlockRule
@@ -145,6 +152,17 @@ class BaseConfig(BaseModel):
     @classmethod
     def _check_tiers(cls, value: list[ProxyTier]) -> list[ProxyTier]:
         return check_tiers(value)
+
+    @model_validator(mode="after")
+    def _one_way_to_identities(self) -> BaseConfig:
+        # Cookies of a task's clients are saved to its identity: a client whose tiers
+        # are other identities would mix their jars.
+        if self.identity_pool is not None and any(t.identity_pool for t in self.proxy_tiers):
+            raise ValueError(
+                "identity_pool and proxy_tiers with identity pools exclude each other: a type "
+                "leases one identity per task, or its tiers lease theirs"
+            )
+        return self
 
     @field_validator("group_rate")
     @classmethod

@@ -90,6 +90,8 @@ class Context(Generic[ConfigT]):
         #: The type's tier routing and verdict counts (shared by a worker's slots).
         self.access = access or Access(backend, automation_type, config)
         self._identity: IdentityHandle | None = None
+        #: The identities the running task holds through proxy tiers, by pool.
+        self._tier_identities: dict[str, IdentityHandle] = {}
 
     @property
     def identity(self) -> IdentityHandle | None:
@@ -205,8 +207,40 @@ class Context(Generic[ConfigT]):
             proxy=self.proxy_url,
             impersonate=impersonate,
             classify=classify,
+            identities=self._tier_identity,
             options=options,
         )
+
+    async def _tier_identity(self, pool: str) -> IdentityHandle:
+        """The task's identity of ``pool`` (a proxy tier's), leased at its first use
+        with the type's ``identity_*`` settings and kept until the task ends.
+
+        Raises:
+            NoIdentity: none became usable within ``identity_wait_seconds``.
+        """
+        got = self._tier_identities.get(pool)
+        if got is None:
+            from fleet.core.identity import IdentityPolicy, leased_handle
+
+            c = self.config
+            policy = IdentityPolicy(
+                pool=pool,
+                max_concurrency=c.identity_max_concurrency,
+                cooldown_seconds=c.identity_cooldown_seconds,
+                retire_after=c.identity_retire_after,
+                lease_seconds=c.identity_lease_seconds,
+                wait_seconds=c.identity_wait_seconds,
+            )
+            got = await leased_handle(self._backend, policy, proxy=self.proxy, access=self.access)
+            self._tier_identities[pool] = got
+        return got
+
+    async def release_tier_identities(self, ok: bool) -> None:
+        """Release the identities the task leased through proxy tiers (the worker's,
+        when the task ends): ``ok`` unless one was marked blocked."""
+        held, self._tier_identities = self._tier_identities, {}
+        for handle in held.values():
+            await handle.finish(ok)
 
     async def solve(self, challenge: Challenge, *, solver: str | None = None) -> Solution:
         """Get past ``challenge`` (``Blocked.challenge``) with the type's ``solver`` (or

@@ -138,8 +138,13 @@ async def lease_waiting(
 
 def jar_of(client: httpx.AsyncClient) -> list[dict[str, Any]]:
     """The cookies an httpx client holds, as ``storage_state`` cookies."""
+    return cookies_of(client.cookies)
+
+
+def cookies_of(jar: httpx.Cookies) -> list[dict[str, Any]]:
+    """The cookies of an httpx jar, as ``storage_state`` cookies."""
     out = []
-    for c in client.cookies.jar:
+    for c in jar.jar:
         out.append(
             {
                 "name": c.name,
@@ -227,6 +232,7 @@ class IdentityHandle:
         self._renewer: asyncio.Task[None] | None = None
         self._browser_cookies: list[dict[str, Any]] = []
         self._solved_cookies: list[dict[str, Any]] = []
+        self._jar: httpx.Cookies | None = None
         self.pool = policy.pool
         #: The type's tier routing and classifier (``ctx.access``), for :meth:`http`.
         self.access: Access | None = None
@@ -291,6 +297,17 @@ class IdentityHandle:
         self._clients.append(client)
         return client
 
+    def jar(self) -> httpx.Cookies:
+        """The identity's cookies for this task as one jar (what a proxy tier of
+        identities sends and keeps; saved to the identity at release)."""
+        if self._jar is None:
+            import httpx
+
+            self._jar = httpx.Cookies()
+            for c in (*self._lease.identity.cookies, *self._solved_cookies):
+                self._jar.set(c["name"], c["value"], domain=c["domain"], path=c.get("path", "/"))
+        return self._jar
+
     def add_cookies(self, cookies: list[dict[str, Any]]) -> None:
         """Cookies a solver earned: set in the identity's open clients and saved to it
         when the task ends."""
@@ -299,6 +316,8 @@ class IdentityHandle:
             self._solved_cookies.append(c)
             for client in self._clients:
                 client.cookies.set(c["name"], c["value"], domain=c["domain"], path=c["path"])
+            if self._jar is not None:
+                self._jar.set(c["name"], c["value"], domain=c["domain"], path=c["path"])
 
     @contextlib.asynccontextmanager
     async def browser_context(self, browser: Any = None, **options: Any) -> AsyncIterator[Any]:
@@ -422,9 +441,11 @@ class IdentityHandle:
                 await self._renewer
             self._renewer = None
         cookies: list[dict[str, Any]] | None = None
-        if self._clients or self._browser_cookies or self._solved_cookies:
+        if self._clients or self._browser_cookies or self._solved_cookies or self._jar:
             cookies = list(self._solved_cookies)
             cookies += [c for client in self._clients for c in jar_of(client)]
+            cookies += cookies_of(self._jar) if self._jar is not None else []
+            self._jar = None
             cookies += [_stored_cookie(c) for c in self._browser_cookies]
             self._browser_cookies = []
             self._solved_cookies = []

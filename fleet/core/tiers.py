@@ -43,6 +43,9 @@ PROBE_ONE_IN: Final = 4
 #: Longest domain kept (a host name is at most 253).
 MAX_DOMAIN = 253
 
+#: Characters no host name holds.
+_NOT_IN_HOSTS = frozenset("/\\?#%;'\"<>")
+
 #: What a step did to the domain's tier.
 Change = Literal["up", "down"]
 
@@ -150,8 +153,9 @@ class DomainPage:
 
 
 def check_domain(value: object) -> str:
-    """A domain as kept: a host name, lower case, 1-253 characters without spaces or
-    control characters.
+    """A domain as kept: a host name (or address), lower case, 1-253 characters, none of
+    them a space, a control character or one a host cannot hold (``/ \\ ? # % ; ' " < >``),
+    and not ``.`` or ``..``.
 
     Raises:
         ContractValueError: naming ``domain``.
@@ -160,10 +164,12 @@ def check_domain(value: object) -> str:
         not isinstance(value, str)
         or not value
         or len(value) > MAX_DOMAIN
-        or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value)
+        or value in (".", "..")
+        or any(c.isspace() or ord(c) < 32 or ord(c) == 127 or c in _NOT_IN_HOSTS for c in value)
     ):
         raise ContractValueError(
-            f"a domain is a host name of 1-{MAX_DOMAIN} characters without spaces", field="domain"
+            f"a domain is a host name of 1-{MAX_DOMAIN} characters; got {value!r}",
+            field="domain",
         )
     return value.lower()
 

@@ -49,8 +49,9 @@ async def settle_blocked(slot: Slot, exc: Blocked) -> Outcome:
     reason = f"{verdict.kind}" + (f" by {verdict.vendor}" if verdict.vendor else "")
     if not solved and verdict.kind != "throttled":
         try:
-            if ctx.identity is not None:
-                await ctx.identity.mark_blocked(reason, proxy=exc.proxy)
+            identity = exc.identity if exc.identity is not None else ctx.identity
+            if identity is not None:
+                await identity.mark_blocked(reason, proxy=exc.proxy)
             elif exc.proxy is not None and exc.proxy == ctx.proxy.url:
                 await ctx.proxy.report_bad(reason)  # the slot's own exit: it rotates away
             elif exc.proxy is not None:

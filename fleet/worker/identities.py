@@ -38,6 +38,7 @@ async def take(slot: Slot) -> Outcome | None:
 async def give_back(slot: Slot, outcome: Outcome | None) -> None:
     """Release the task's identity, if it holds one (``ok`` unless the task said
     otherwise, when it succeeded)."""
+    await slot.ctx.release_tier_identities(outcome is OK)
     handle = slot.ctx.identity
     if handle is None:
         return

@@ -24,7 +24,7 @@ from fleet.core import clock, tracing
 from fleet.core.automation import BatchAutomation
 from fleet.core.blocks.verdicts import Blocked
 from fleet.core.errors import Throttled
-from fleet.core.identity import IdentityBlocked
+from fleet.core.identity import IdentityBlocked, NoIdentity
 from fleet.core.records import Reservation
 from fleet.core.tasks import Task
 from fleet.worker import identities
@@ -177,6 +177,9 @@ async def run_attempt(slot: Slot, task: Task[Any]) -> Outcome:
             outcome = BLOCKED
         except Blocked as exc:
             outcome = await settle_blocked(slot, exc)
+        except NoIdentity as exc:  # a proxy tier's pool had none usable: back uncharged
+            slot.ctx.logger.warning("%s; the task goes back uncharged", exc)
+            outcome = throttled(identities.RETRY_WITHOUT_IDENTITY)
         except Throttled as exc:
             outcome = throttled(exc.retry_after)
         except Exception as exc:

@@ -24,6 +24,7 @@ class Fetched(BaseModel):
     url: str
     status: int
     user_agent: str
+    exit: str = ""
     identity: str | None
     attempt: int
 
@@ -43,6 +44,7 @@ class BlockFetch(BatchAutomation[BaseConfig]):
                 url=p.url,
                 status=response.status_code,
                 user_agent=response.headers.get("x-seen-ua", ""),
+                exit=response.headers.get("x-seen-exit", ""),
                 identity=None if ctx.identity is None else ctx.identity.id,
                 attempt=task.attempt,
             )

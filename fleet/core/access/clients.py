@@ -3,12 +3,12 @@ here, over :class:`~fleet.core.access.transport.AccessTransport`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from fleet.core.access.transport import AccessTransport, TransportFactory
+from fleet.core.access.transport import AccessTransport, TierIdentity, TransportFactory
 
 if TYPE_CHECKING:
     from fleet.core.access.router import Access
@@ -42,6 +42,7 @@ def build_client(
     headers: Sequence[tuple[str, str]] = (),
     impersonate: str | None = None,
     classify: bool = True,
+    identities: Callable[[str], Awaitable[TierIdentity]] | None = None,
     options: dict[str, Any],
 ) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` that leaves through ``proxy`` (or the domain's tier when
@@ -59,7 +60,9 @@ def build_client(
         from fleet.core.blocks import classifier_for
 
         classifier = classifier_for(access.config.block_rules or None)
-    transport = AccessTransport(make, proxy=proxy, access=access, classifier=classifier)
+    transport = AccessTransport(
+        make, proxy=proxy, access=access, classifier=classifier, identities=identities
+    )
     # Not the environment's proxies: the exits are Fleet's (they would bypass the transport).
     client = httpx.AsyncClient(transport=transport, headers=merged, trust_env=False, **options)
     transport.client = client

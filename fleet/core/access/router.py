@@ -119,6 +119,13 @@ class Access:
             tier, probe = tier - 1, True
         return Route(tier, tiers[tier].name, probe)
 
+    def tier_of(self, route: Route) -> ProxyTier | None:
+        """The tier a route goes through (None: no tiers)."""
+        if route.name is None:
+            return None
+        tiers = self.tiers()
+        return tiers[route.tier] if route.tier < len(tiers) else None
+
     def proxy_of(self, route: Route) -> str | None:
         """A proxy URL of the route's tier (None: direct, or no tiers)."""
         if route.name is None:
@@ -127,7 +134,7 @@ class Access:
         if route.tier >= len(tiers):
             return None
         tier = tiers[route.tier]
-        if tier.direct:
+        if tier.direct or tier.identity_pool is not None:
             return None
         if tier.proxy_url is not None:
             return random.choice(split_proxy_urls(tier.proxy_url))
@@ -189,6 +196,8 @@ class Access:
     async def flush(self) -> None:
         """Send the counted-only verdicts now (a worker's stop calls it)."""
         pending, self._pending = self._pending, {}
+        if not pending:
+            return
         rule = self.rule()
         for (domain, tier, kind), n in pending.items():
             try:

@@ -16,7 +16,9 @@ class ProxyTier(BaseModel):
 
     Exactly one of ``proxy_url`` (one URL, or several separated by commas: one is
     picked per client), ``proxy_provider`` (a ``fleet.proxy_providers`` entry point,
-    with ``proxy_provider_config``) or ``direct: true``.
+    with ``proxy_provider_config``), ``identity_pool`` (the tier's requests go out as an
+    identity of that pool, leased for the task: its exit, headers and cookies) or
+    ``direct: true``.
 
     Attributes:
         name: Shown in the domains view, events and metrics (``datacenter``).
@@ -31,15 +33,24 @@ class ProxyTier(BaseModel):
     proxy_provider: str | None = Field(default=None, min_length=1, max_length=200)
     proxy_provider_config: dict[str, Any] = Field(default_factory=dict)
     direct: bool = False
+    identity_pool: str | None = Field(
+        default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
+    )
     cost_per_gb: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     cost_per_request: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _one_exit(self) -> ProxyTier:
-        given = [self.proxy_url is not None, self.proxy_provider is not None, self.direct]
+        given = [
+            self.proxy_url is not None,
+            self.proxy_provider is not None,
+            self.direct,
+            self.identity_pool is not None,
+        ]
         if sum(given) != 1:
             raise ValueError(
-                f"tier {self.name!r} needs exactly one of proxy_url, proxy_provider or direct: true"
+                f"tier {self.name!r} needs exactly one of proxy_url, proxy_provider, "
+                "identity_pool or direct: true"
             )
         if self.proxy_url is not None and not _urls(self.proxy_url):
             raise ValueError(f"tier {self.name!r}: proxy_url holds no URL")

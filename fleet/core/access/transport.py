@@ -12,16 +12,34 @@ To classify, the transport reads the whole body before it hands the response bac
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Protocol
 
 import httpx
 
 from fleet.core.access.router import NO_TIERS, Access, Route
 from fleet.core.blocks.verdicts import OK, Blocked, Challenge, Verdict
+from fleet.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from fleet.core.blocks import Classifier
+
+
+class TierIdentity(Protocol):
+    """What a tier of identities sends as (``fleet.core.identity.TierIdentity``)."""
+
+    pool: str
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def proxy_url(self) -> str | None: ...
+
+    def headers(self) -> list[tuple[str, str]]: ...
+
+    def jar(self) -> httpx.Cookies: ...
+
 
 #: Request extension that turns classification off for one request.
 CLASSIFY_EXTENSION = "fleet_classify"
@@ -40,6 +58,8 @@ class AccessTransport(httpx.AsyncBaseTransport):
         proxy: The exit without tiers (the identity's or the slot's proxy).
         access: The type's router (None: no tiers, no counts).
         classifier: None: responses are not classified.
+        identities: The task's identity of a pool (leased once per task): what a tier
+            with an ``identity_pool`` sends as.
     """
 
     def __init__(
@@ -49,12 +69,14 @@ class AccessTransport(httpx.AsyncBaseTransport):
         proxy: str | None = None,
         access: Access | None = None,
         classifier: Classifier | None = None,
+        identities: Callable[[str], Awaitable[TierIdentity]] | None = None,
     ) -> None:
         self._make = make
         self._proxy = proxy
         self._access = access
         self._classifier = classifier
-        self._exits: dict[int | None, httpx.AsyncBaseTransport] = {}
+        self._identities = identities
+        self._exits: dict[int | str | None, httpx.AsyncBaseTransport] = {}
         #: The client this transport serves (a challenge names it for its solver).
         self.client: httpx.AsyncClient | None = None
         self._tier_proxies: dict[int, str | None] = {}
@@ -76,11 +98,44 @@ class AccessTransport(httpx.AsyncBaseTransport):
         """The exit this client took for ``tier`` (after its first request there)."""
         return self._tier_proxies.get(tier)
 
+    async def _send(
+        self, route: Route, request: httpx.Request
+    ) -> tuple[httpx.Response, str | None, TierIdentity | None]:
+        """Send through the route's exit: the response, the exit, and the identity it
+        went out as when the tier is a pool of identities."""
+        tier = self._access.tier_of(route) if self._access is not None else None
+        if tier is None or tier.identity_pool is None:
+            response = await self._exit(route).handle_async_request(request)
+            exit_url = self._proxy if route.name is None else self._tier_proxies.get(route.tier)
+            return response, exit_url, None
+        if self._identities is None:
+            raise ConfigError(
+                f"tier {tier.name!r} sends as identities of {tier.identity_pool!r}: use "
+                "ctx.http() (this client cannot lease them)",
+                field="proxy_tiers",
+            )
+        handle = await self._identities(tier.identity_pool)
+        key = f"identity:{handle.pool}:{handle.id}"
+        exit_ = self._exits.get(key)
+        if exit_ is None:
+            exit_ = self._exits[key] = self._make(handle.proxy_url)
+        # Dressed as the identity: its headers, and its cookies instead of the client's.
+        for name, value in handle.headers():
+            request.headers[name] = value
+        if "cookie" in request.headers:
+            del request.headers["cookie"]
+        jar = handle.jar()
+        jar.set_cookie_header(request)
+        response = await exit_.handle_async_request(request)
+        response.request = request
+        jar.extract_cookies(response)
+        return response, handle.proxy_url, handle
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         domain = request.url.host
         access = self._access
         route = await access.route(domain) if access is not None else NO_TIERS
-        response = await self._exit(route).handle_async_request(request)
+        response, exit_url, identity = await self._send(route, request)
         if self._classifier is None and access is None:
             return response
         verdict: Verdict = OK
@@ -110,7 +165,8 @@ class AccessTransport(httpx.AsyncBaseTransport):
             domain=domain,
             tier=route.name,
             challenge=challenge,
-            proxy=self._proxy if route.name is None else self._tier_proxies.get(route.tier),
+            proxy=exit_url,
+            identity=identity,
         )
         await response.aclose()
         raise blocked

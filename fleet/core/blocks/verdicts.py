@@ -119,6 +119,8 @@ class Blocked(FleetError):
         tier: The proxy tier it went through (its name; None without ``proxy_tiers``).
         challenge: The :class:`Challenge` to hand ``ctx.solve`` (``challenge``/``captcha``).
         proxy: The exit the request left through (None: direct); it is reported bad.
+        identity: The identity of a proxy tier of identities the request went out as
+            (None: the task's own, ``ctx.identity``); the worker cools it.
     """
 
     def __init__(
@@ -130,6 +132,7 @@ class Blocked(FleetError):
         tier: str | None = None,
         challenge: Challenge | None = None,
         proxy: str | None = None,
+        identity: Any = None,
         automation_type: str | None = None,
         task_id: str | None = None,
     ) -> None:
@@ -145,6 +148,7 @@ class Blocked(FleetError):
         self.tier = tier
         self.challenge = challenge
         self.proxy = proxy
+        self.identity = identity
 
     @property
     def retry_after(self) -> float | None:

@@ -91,5 +91,7 @@ export function aborted(err) {
 
 /** Path segment for a type, worker or pool name. */
 export function seg(name) {
+  // "." and ".." would be path steps to the browser: quoted, they stay names.
+  if (name === "." || name === "..") return name.replace(/\./g, "%2E");
   return encodeURIComponent(name);
 }
