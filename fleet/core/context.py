@@ -155,7 +155,8 @@ class Context(Generic[ConfigT]):
         """Lease an identity of the type's ``identity_pool`` for the block (a continuous
         automation's round; a batch task gets one without asking): ``ctx.identity``
         while it lasts, released at its end (``ok`` if the block ended without an
-        exception, unless it said otherwise); ``key``: the identity kept for it.
+        exception, unless it said otherwise); ``key``: the identity kept for it. The
+        identities its requests leased through proxy tiers are released with it.
 
         Raises:
             ContractValueError: the type's config names no ``identity_pool``.
@@ -186,6 +187,7 @@ class Context(Generic[ConfigT]):
         finally:
             self.identity = outer
             await handle.finish(ended_well)
+            await self.release_tier_identities(ended_well)
 
     def http(
         self, *, impersonate: str | None = None, classify: bool = True, **options: Any

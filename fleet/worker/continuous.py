@@ -69,6 +69,8 @@ class ContinuousSlot(Slot):
                 if settled is not None:
                     settled.cancel()
                 await self.ctx.proxy.release()
+                # Identities its proxy tiers leased outside a use_identity round.
+                await self.ctx.release_tier_identities(False)
             await self.run_cleanup()
             self.stats.busy = False
             if self.stopping:
