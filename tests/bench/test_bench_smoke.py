@@ -32,6 +32,10 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
         r"\| ordinary 100 KB page \| [\d.]+ \| [\d.]+ \|"
         r"(.|\n)*\| 403 generic \| [\d.]+ \| [\d.]+ \|",
     ),
+    "http_client.py": (
+        ["--smoke"],
+        r"\| httpx \| \d+ \| \+0 µs \|(.|\n)*\| ctx.http\(\), 3 tiers \| \d+ \| [+-]\d+ µs \|",
+    ),
     "browse.py": (
         ["--smoke", "--url", "{url}"],
         r"\| sqlite \| pending \| 2,000 \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+x \|"
