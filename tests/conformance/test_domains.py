@@ -245,3 +245,12 @@ async def test_an_unreadable_row_or_config_breaks_nothing(
         await backend._r.delete(backend._keys.config(TYPE))
         await backend._r.hset(backend._keys.config(TYPE), "a", "b")
         assert await _blocks(backend, "hash.test", 2) == "up"
+
+
+async def test_purging_a_type_forgets_its_domains(backend: Backend, frozen: ManualClock) -> None:
+    await _blocks(backend, "gone.test", 1)
+    await backend.domains.record("other-type", "kept.test", tier=0, kind="ok", rule=RULE)
+    await backend.purge_type(TYPE)
+    assert await backend.domains.get(TYPE, "gone.test") is None
+    assert (await backend.domains.page(TYPE)).items == ()
+    assert await backend.domains.get("other-type", "kept.test") is not None

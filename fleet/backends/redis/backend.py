@@ -136,6 +136,7 @@ class RedisBackend(RedisCore, Backend):
                 *self._keys.browse_indexes(t),
                 self._keys.stream(t),
                 self._keys.config(t),
+                *self._keys.domain_keys(t)[:2],
             ]
             doomed += [self._keys.config_generation(t), self._keys.config_generations(t)]
             patterns = (

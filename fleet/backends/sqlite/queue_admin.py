@@ -238,7 +238,7 @@ def cancel(
 #: Tables keyed by ``type`` whose rows purge_type deletes outright.
 _PURGED = (
     "tasks", "dead", "task_counters", "idempotency", "stream", "stream_len", "catalog",
-    "task_groups", "group_turn", "group_defaults", "schedules", "task_records",
+    "task_groups", "group_turn", "group_defaults", "schedules", "task_records", "domains",
 )  # fmt: skip
 
 
