@@ -205,6 +205,20 @@ async def leased_handle(
     return handle
 
 
+def _classify_navigations(page: Any, access: Access) -> None:
+    """Make ``page.goto`` classify the document it lands on (``ctx.check``)."""
+    from fleet.core.access.solving import check
+
+    navigate = page.goto
+
+    async def goto(url: str, *args: Any, fleet_classify: bool = True, **kwargs: Any) -> Any:
+        response = await navigate(url, *args, **kwargs)
+        await check(access, response, page=page, classify=fleet_classify)
+        return response
+
+    page.goto = goto
+
+
 class IdentityHandle:
     """The identity of the running task (``ctx.identity``).
 
@@ -325,7 +339,9 @@ class IdentityHandle:
         agent, locale, timezone, viewport, headers and cookies (Playwright's
         ``storage_state``); the context's cookies are saved to the identity when the
         task ends. ``browser``: the slot's browser pool (default ``ctx.browser``, which
-        the worker sets here); ``options`` go to Playwright's ``new_context``.
+        the worker sets here); ``options`` go to Playwright's ``new_context``. What
+        ``page.goto`` answers is classified: a block raises ``Blocked`` (one navigation
+        opts out with ``page.goto(url, fleet_classify=False)``).
 
         Raises:
             BrowserUnavailable: the type declares no ``Browser``, or none is free.
@@ -353,6 +369,8 @@ class IdentityHandle:
                 dressed["extra_http_headers"] = extra
         dressed.update(options)
         async with pool.acquire(self.proxy_url, **dressed) as page:
+            if self.access is not None:
+                _classify_navigations(page, self.access)
             try:
                 yield page
             finally:

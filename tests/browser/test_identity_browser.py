@@ -15,6 +15,9 @@ import pytest
 
 from fleet.backends import open_backend
 from fleet.browser import BrowserPool
+from fleet.core import BaseConfig
+from fleet.core.access.router import Access
+from fleet.core.blocks import Blocked
 from fleet.core.browser import BrowserNeeds
 from fleet.core.identities import parse_identity
 from fleet.core.identity import IdentityHandle, IdentityPolicy
@@ -35,6 +38,15 @@ def chromium_present() -> None:
 
 class _Site(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
+        if self.path == "/cf":  # a Cloudflare challenge
+            page = b"<html><title>Just a moment...</title><body>checking</body></html>"
+            self.send_response(403)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("cf-mitigated", "challenge")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+            return
         seen = {"ua": self.headers.get("User-Agent"), "cookie": self.headers.get("Cookie", "")}
         body = f"<html><body><pre id=seen>{json.dumps(seen)}</pre></body></html>".encode()
         self.send_response(200)
@@ -92,6 +104,35 @@ async def test_the_context_wears_the_identity_and_keeps_its_cookies(
             "clearance": "granted",
         }
         assert stored.stats.ok == 1 and stored.leases == 0
+    finally:
+        await pool.close()
+        await b.close()
+
+
+async def test_a_navigation_that_meets_a_block_raises_blocked(site: str, tmp_path: Path) -> None:
+    b = await open_backend(f"sqlite:///{tmp_path / 'f.db'}")
+    pool = BrowserPool(BrowserNeeds(size=1, max_uses=10))
+    try:
+        await b.identities.put("br", [parse_identity({"id": "b1"})])
+        lease = await b.identities.lease("br")
+        assert lease is not None
+        handle = IdentityHandle(b.identities, IdentityPolicy(pool="br"), lease)
+        handle.browser = pool
+        handle.access = Access(b, "br-type", lambda: BaseConfig())
+        async with handle.browser_context() as page:
+            with pytest.raises(Blocked) as met:
+                await page.goto(f"{site}cf")
+            verdict = met.value.verdict
+            assert (verdict.kind, verdict.vendor) == ("challenge", "cloudflare")
+            assert met.value.challenge is not None and met.value.challenge.page is page
+            ok = await page.goto(site)  # an ordinary page passes
+            assert ok is not None and ok.status == 200
+            answered = await page.goto(f"{site}cf", fleet_classify=False)  # opted out
+            assert answered is not None and answered.status == 403
+        await handle.finish(True)
+        await handle.access.flush()
+        state = await b.domains.get("br-type", "127.0.0.1")
+        assert state is not None and state.count("challenge") == 1 and state.count("ok") == 2
     finally:
         await pool.close()
         await b.close()

@@ -93,8 +93,11 @@ async def _parts(response: Any) -> tuple[int, Any, bytes, str]:
     return int(response.status), headers, body, str(response.url)
 
 
-async def check(access: Access, response: Any) -> Verdict:
-    """``ctx.check``: see :meth:`fleet.core.context.Context.check`."""
+async def check(
+    access: Access, response: Any, *, page: Any = None, classify: bool = True
+) -> Verdict:
+    """``ctx.check``: see :meth:`fleet.core.context.Context.check` (``classify=False``:
+    counted as ``ok``, like a request that opted out)."""
     if response is None:  # a same-document navigation answers nothing
         return OK
     config: BaseConfig = access.config
@@ -103,7 +106,9 @@ async def check(access: Access, response: Any) -> Verdict:
     from fleet.core.blocks import classifier_for
 
     status, headers, body, url = await _parts(response)
-    verdict = classifier_for(config.block_rules or None)(status, headers, body, url)
+    verdict = OK
+    if classify:
+        verdict = classifier_for(config.block_rules or None)(status, headers, body, url)
     domain = urlsplit(url).hostname or ""
     if domain:
         await access.note(domain, NO_TIERS, verdict)
@@ -111,13 +116,14 @@ async def check(access: Access, response: Any) -> Verdict:
         return verdict
     challenge = None
     if verdict.kind in ("challenge", "captcha"):
-        page = getattr(response, "frame", None)
+        if page is None:
+            page = getattr(getattr(response, "frame", None), "page", None)
         challenge = Challenge(
             kind=verdict.kind,
             vendor=verdict.vendor,
             url=url,
             sitekey=verdict.sitekey,
-            page=getattr(page, "page", None),
+            page=page,
             body=body[: 64 * 1024].decode("utf-8", "replace"),
             headers={k.lower(): v for k, v in dict(headers).items()},
         )
