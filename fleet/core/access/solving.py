@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from fleet.core.access.router import NO_TIERS
@@ -18,7 +18,13 @@ if TYPE_CHECKING:
     from fleet.core.access.router import Access
     from fleet.core.capabilities import Counters
     from fleet.core.config import BaseConfig
-    from fleet.core.identity import IdentityHandle
+
+
+class Solved(Protocol):
+    """Where a solution's cookies go (``fleet.core.identity.IdentityHandle``)."""
+
+    def add_cookies(self, cookies: list[dict[str, Any]]) -> None: ...
+
 
 log = logging.getLogger("fleet.blocks")
 
@@ -42,7 +48,7 @@ async def _count(counters: Counters, name: str) -> None:
 async def solve(
     access: Access,
     counters: Counters,
-    identity: IdentityHandle | None,
+    identity: Solved | None,
     challenge: Challenge,
     name: str | None = None,
 ) -> Solution:

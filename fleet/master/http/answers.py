@@ -597,7 +597,7 @@ class DomainOut(Answer):
     changes: int
 
 
-class DomainPageOut(Answer):
+class DomainPage(Answer):
     """``GET /automations/{type}/domains``: a page by name; ``next`` is the ``after`` of
     the next page; ``tiers`` the type's tier names, cheap first."""
 

@@ -9,13 +9,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from fleet.backends.base import Backend
 from fleet.core.tiers import MAX_DOMAIN
-from fleet.master.http.answers import DomainForgotten, DomainOut, DomainPageOut
+from fleet.master.http.answers import DomainForgotten, DomainOut, DomainPage
 from fleet.master.http.auth import admin_access, type_read_access
 from fleet.master.http.models import TypeName, error_responses
 from fleet.master.services import domains
 from fleet.master.state import backend_dependency
 
-router = APIRouter(tags=["domains"], responses=error_responses(401, 403, 404, 503))
+router = APIRouter(tags=["domains"], responses=error_responses(400, 401, 403, 404, 413, 503))
 
 DomainPath = Annotated[
     str,
@@ -38,7 +38,7 @@ class TierBody(BaseModel):
 
 @router.get(
     "/automations/{automation_type}/domains",
-    response_model=DomainPageOut,
+    response_model=DomainPage,
     summary="A type's domains and their proxy tiers",
 )
 async def domain_page(
