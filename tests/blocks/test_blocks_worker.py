@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from fleet.backends.base import Backend
 from fleet.core.identities import parse_identity
 from fleet.core.submission import make_push_request
 from tests.blocks.block_plugin import BlockFetch
-from tests.support.sites import serving
+from tests.support.sites import QuietHandler, serving
 from tests.support.waits import until
 from tests.worker.support import push_config, running_worker
 
@@ -28,7 +27,7 @@ TYPE = "blk-fetch"
 POOL = "blk-pool"
 
 
-class Site(BaseHTTPRequestHandler):
+class Site(QuietHandler):
     """``/refuse-ua/<ua>``: a 403 for that User-Agent; ``/slow``: a 429 with Retry-After
     the first time; ``/gate``: a Cloudflare-like challenge without the ``pass`` cookie
     (``/pass`` sets it); anything else 200. Every answer echoes the User-Agent."""
@@ -50,15 +49,7 @@ class Site(BaseHTTPRequestHandler):
         elif self.path == "/gate" and "pass=ok" not in cookie:
             status, headers = 403, {"cf-mitigated": "challenge", "server": "cloudflare"}
             body = b"<html><title>Just a moment...</title></html>"
-        self.send_response(status)
-        for k, v in {"content-type": "text/html", "x-seen-ua": ua, **headers}.items():
-            self.send_header(k, v)
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+        self.answer(status, body, {"content-type": "text/html", "x-seen-ua": ua, **headers})
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ the site set — and a block met there cools that identity, not the task's attem
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from fleet.core.identities import parse_identity
 from fleet.core.submission import make_push_request
 from fleet.dev.demo_proxies import DemoProxy, source_available
 from tests.blocks.block_plugin import BlockFetch
-from tests.support.sites import serving
+from tests.support.sites import QuietHandler, serving
 from tests.support.waits import until
 from tests.worker.support import push_config, running_worker
 
@@ -28,7 +27,7 @@ EXIT = "127.0.0.3"
 REFUSED_UA = {"Resi/2"}  # the site refuses this identity once the test says so
 
 
-class Site(BaseHTTPRequestHandler):
+class Site(QuietHandler):
     """Refuses the direct exit; through the proxy, serves and counts visits by cookie,
     unless the User-Agent is in ``REFUSED_UA`` (a captcha page)."""
 
@@ -50,15 +49,7 @@ class Site(BaseHTTPRequestHandler):
         else:
             status, body = 200, b"<html><h1>fine</h1></html>"
             headers["set-cookie"] = f"visits={visits + 1}; Path=/"
-        self.send_response(status)
-        for k, v in headers.items():
-            self.send_header(k, v)
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+        self.answer(status, body, headers)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import json
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from fleet.backends.base import Backend
 from fleet.core.submission import make_push_request
 from fleet.dev.demo_proxies import DemoProxy, source_available
 from tests.support.master_proc import MasterProcess
+from tests.support.sites import QuietHandler
 from tests.support.waits import until
 from tests.worker.procs import WorkerProcess
 from tests.worker.support import push_config
@@ -56,7 +57,7 @@ class Site:
         self.lock = threading.Lock()
         site = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 host = (self.headers.get("Host") or "").split(":")[0]
                 exit_ = self.client_address[0]
@@ -75,15 +76,7 @@ class Site:
                     site.seen[(host, exit_, status)] += 1
                     if status == 403:
                         site.refused.add(self.path)
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
+                self.answer(status, body, headers)
 
         self.server = ThreadingHTTPServer(("0.0.0.0", 0), Handler)
         self.port = self.server.server_address[1]

@@ -14,7 +14,7 @@ import sys
 import threading
 import tomllib
 from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from fleet.core.blocks import Blocked
 from fleet.core.submission import make_push_request
 from fleet.dev.demo_proxies import DemoProxy, source_available
 from tests.docs.blocks import fenced_blocks, section
+from tests.support.sites import QuietHandler
 from tests.support.waits import until
 from tests.worker.support import push_config, running_worker
 
@@ -36,29 +37,19 @@ PAGE = (ROOT / "docs" / "blocks.md").read_text(encoding="utf-8")
 EXIT = "127.0.0.2"
 
 
-class Shop(BaseHTTPRequestHandler):
+class Shop(QuietHandler):
     """Refuses the direct exit (a 403), serves the proxy's; ``/cf`` is a Cloudflare
     challenge for everyone."""
 
     def do_GET(self) -> None:
         if self.path == "/cf":
             body = b"<html><title>Just a moment...</title></html>"
-            self._answer(403, body, {"cf-mitigated": "challenge", "server": "cloudflare"})
+            headers = {"content-type": "text/html", "cf-mitigated": "challenge"}
+            self.answer(403, body, {**headers, "server": "cloudflare"})
         elif self.client_address[0] != EXIT:
-            self._answer(403, b"<h1>Forbidden</h1>", {})
+            self.answer(403, b"<h1>Forbidden</h1>", {"content-type": "text/html"})
         else:
-            self._answer(200, b"<html><h1>A product</h1></html>", {})
-
-    def _answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
-        self.send_response(status)
-        for k, v in {"content-type": "text/html", **headers}.items():
-            self.send_header(k, v)
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+            self.answer(200, b"<html><h1>A product</h1></html>", {"content-type": "text/html"})
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -23,6 +23,30 @@ def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
         server.server_close()
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """A handler that logs nothing (a test's output stays the test's) and answers with
+    :meth:`answer`."""
+
+    def answer(
+        self,
+        status: int,
+        body: bytes,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+    ) -> None:
+        """One whole answer: the status, the headers (a repeated name kept), the
+        ``Content-Length`` and the body."""
+        pairs = headers.items() if isinstance(headers, Mapping) else headers
+        self.send_response(status)
+        for name, value in pairs:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
 def visits_of(cookie: str) -> int:
     """The ``visits`` count a ``Cookie`` header carries (0 without one)."""
     for part in cookie.split(";"):
@@ -32,7 +56,7 @@ def visits_of(cookie: str) -> int:
     return 0
 
 
-class VisitsSite(BaseHTTPRequestHandler):
+class VisitsSite(QuietHandler):
     """Answers ``{exit, ua, cookie}``: the ``X-Exit`` a test proxy marks its requests
     with, the User-Agent and the cookie it got; sets ``visits`` one above the cookie's."""
 
@@ -43,13 +67,8 @@ class VisitsSite(BaseHTTPRequestHandler):
             "ua": self.headers.get("User-Agent", ""),
             "cookie": cookie,
         }
-        body = json.dumps(seen).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Set-Cookie", f"visits={visits_of(cookie) + 1}; Path=/")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+        headers = {
+            "Content-Type": "application/json",
+            "Set-Cookie": f"visits={visits_of(cookie) + 1}; Path=/",
+        }
+        self.answer(200, json.dumps(seen).encode(), headers)
