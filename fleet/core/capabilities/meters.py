@@ -1,0 +1,32 @@
+"""Meters: sums of what the fleet spent, per scope (:mod:`fleet.core.meters` holds the
+scopes, the meter names and the rules every backend follows)."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+
+from fleet.core.meters import MeterBatch
+
+
+class Meters(abc.ABC):
+    """Sums by scope and meter (``backend.meters``)."""
+
+    @abc.abstractmethod
+    async def add(self, batch: MeterBatch) -> None:
+        """Add every sum of ``batch`` in one atomic step (all of it or none), following
+        :func:`fleet.core.meters.added` per scope; an hour scope is kept
+        :data:`~fleet.core.meters.HOUR_KEEP_SECONDS` after its hour."""
+
+    @abc.abstractmethod
+    async def get(self, scopes: Sequence[str]) -> dict[str, dict[str, float]]:
+        """The meters of each scope, by scope (a scope never added to is left out)."""
+
+    @abc.abstractmethod
+    async def scopes(self, prefix: str, *, after: str | None = None, limit: int = 50) -> list[str]:
+        """Scopes starting with ``prefix`` (``domain:<type>:``, ``hour:<type>:``…), by
+        name after ``after``, at most ``limit`` (1..1000)."""
+
+    @abc.abstractmethod
+    async def forget(self, prefix: str) -> int:
+        """Drop every scope starting with ``prefix`` (a purged type's); how many."""
