@@ -24,8 +24,9 @@ class Meters(abc.ABC):
 
     @abc.abstractmethod
     async def scopes(self, prefix: str, *, after: str | None = None, limit: int = 50) -> list[str]:
-        """Scopes starting with ``prefix`` (``domain:<type>:``, ``hour:<type>:``…), by
-        name after ``after``, at most ``limit`` (1..1000)."""
+        """Scopes starting with ``prefix`` (``domain:<type>:``, ``run:``…), by name after
+        ``after``, at most ``limit`` (1..1000); in O(page). Hour scopes are not listed:
+        a reader names the hours it wants (:func:`fleet.core.meters.hour_scope`)."""
 
     @abc.abstractmethod
     async def forget(self, prefix: str) -> int:
