@@ -39,6 +39,7 @@ from fleet.core.capabilities import (
     History,
     Limiters,
     Locks,
+    Meters,
     Pools,
     ProxyHealth,
     Runs,
@@ -158,6 +159,8 @@ class Backend(TaskCapabilities, abc.ABC):
     history: History
     #: Proxy tiers per domain, learned fleet-wide (:class:`~fleet.core.capabilities.Domains`).
     domains: Domains
+    #: Sums of what the fleet spent, by scope (:class:`~fleet.core.capabilities.Meters`).
+    meters: Meters
 
     async def connect(self) -> None:
         """Open connections / files and create schema. Idempotent."""

@@ -28,6 +28,7 @@ from fleet.backends.redis.groups import RedisGroups
 from fleet.backends.redis.history import RedisHistory
 from fleet.backends.redis.identities import RedisIdentities
 from fleet.backends.redis.limits import RedisLimits
+from fleet.backends.redis.meters import RedisMeters
 from fleet.backends.redis.pools import RedisPools
 from fleet.backends.redis.primitives import RedisCounters, RedisKV, RedisLocks
 from fleet.backends.redis.proxies import RedisProxies
@@ -57,6 +58,8 @@ class RedisBackend(RedisCore, Backend):
         ConfigError: The URL cannot be read.
     """
 
+    meters: RedisMeters
+
     def __init__(self, url: str) -> None:
         super().__init__(url)
         self.queues = RedisQueues(self)
@@ -65,6 +68,7 @@ class RedisBackend(RedisCore, Backend):
         self.pools = RedisPools(self)
         self.identities = RedisIdentities(self)
         self.domains = RedisDomains(self)
+        self.meters = RedisMeters(self)
         self.kv = RedisKV(self)
         self.locks = RedisLocks(self)
         self.counters = RedisCounters(self)
@@ -166,3 +170,5 @@ class RedisBackend(RedisCore, Backend):
                     )
                 pipe.hdel(self._keys.CATALOG, t)
                 await pipe.execute()
+            # in their own slot on a cluster ({meters}): not in the type's pipeline
+            await self.meters.purge_type(t)

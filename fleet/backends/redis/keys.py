@@ -140,6 +140,19 @@ class KeySpace:
         #: String: the event channel prefix of this database (``event_prefix``), where the
         #: script that ends a run publishes it (a script cannot tell its database).
         self.RUN_CHANNEL = prefix + "fleet:runs:channel"
+        #: Meters (``lua/meters.lua``): one slot for all of them on Redis Cluster
+        #: (tag ``{meters}``), so a batch of many scopes is still one script.
+        meters = "{meters}:" if cluster else ""
+        #: Prefix of the hash of one scope, ``fleet:meters:<scope>`` (meter -> sum).
+        self.METER_PREFIX = prefix + "fleet:meters:" + meters
+        #: zset scope -> 0: the scopes listed by name (every one but the hour scopes).
+        self.METER_SCOPES = prefix + (
+            "fleet:meter-scopes:{meters}" if cluster else "fleet:meter-scopes"
+        )
+        #: zset hour scope -> when it is gone (unix seconds).
+        self.METER_HOURS = prefix + (
+            "fleet:meter-hours:{meters}" if cluster else "fleet:meter-hours"
+        )
 
     def _tag(self, name: str) -> str:
         """``name`` as a hash tag (``{name}``) on Redis Cluster, else as it is."""
@@ -268,6 +281,14 @@ class KeySpace:
         Redis Cluster the three carry the same hash tag, ``{<type>}``."""
         base = f"{self.prefix}fleet:domains:{self._tag(automation_type)}"
         return [base, f"{base}:names", self.config(automation_type)]
+
+    # ------------------------------------------------------------------ meters
+
+    def meter_keys(self, scopes: list[str]) -> list[str]:
+        """The keys of ``lua/meters.lua``, in its KEYS order: ``fleet:meter-scopes``,
+        ``fleet:meter-hours``, then the hash ``fleet:meters:<scope>`` of each of
+        ``scopes``. On Redis Cluster all carry the hash tag ``{meters}``."""
+        return [self.METER_SCOPES, self.METER_HOURS, *(self.METER_PREFIX + s for s in scopes)]
 
     # ------------------------------------------------------------------ pools
 

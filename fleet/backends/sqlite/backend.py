@@ -39,6 +39,7 @@ from fleet.backends.sqlite.groups import SQLiteGroups
 from fleet.backends.sqlite.history import SQLiteHistory
 from fleet.backends.sqlite.identities import SQLiteIdentities
 from fleet.backends.sqlite.limits import SQLiteLimits
+from fleet.backends.sqlite.meters import SQLiteMeters
 from fleet.backends.sqlite.pools import SQLitePools
 from fleet.backends.sqlite.primitives import SQLiteCounters, SQLiteKV, SQLiteLocks
 from fleet.backends.sqlite.proxies import SQLiteProxies
@@ -85,6 +86,7 @@ class SQLiteBackend(Backend):
         self.history = SQLiteHistory(db)
         self.identities = SQLiteIdentities(db)
         self.domains = SQLiteDomains(db)
+        self.meters = SQLiteMeters(db)
         self.proxies = SQLiteProxies(db)
         self.proxies.salts = self.kv
         self._connected = False

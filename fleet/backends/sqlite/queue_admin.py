@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import replace
 
-from fleet.backends.sqlite import records, runs
+from fleet.backends.sqlite import meters, records, runs
 from fleet.backends.sqlite.group_book import Book
 from fleet.backends.sqlite.queue import LIVE_STATES, run_event, tail_of
 from fleet.backends.sqlite.rows import merged, tier_num
@@ -250,6 +250,7 @@ def purge_type(conn: sqlite3.Connection, automation_type: str) -> None:
     conn.execute("DELETE FROM config WHERE type = ?", (automation_type,))
     conn.execute("DELETE FROM workers WHERE type = ?", (automation_type,))
     conn.execute("DELETE FROM generations WHERE type = ?", (automation_type,))
+    meters.purge_type(conn, automation_type)
 
 
 def run_cancel(conn: sqlite3.Connection, run_id: str, now: float) -> RunCancel | None:

@@ -46,6 +46,8 @@ Layout (one row per thing; ``type`` is the automation type):
 * ``identities`` + ``identity_leases`` + ``identity_sticky``: identity pools
   (``identities.py``).
 * ``domains``: per type and domain, the proxy tier and what decides it (``domains.py``).
+* ``meters`` + ``meter_scopes`` + ``meter_hours``: sums per scope and meter, the listed
+  scopes by name, the hour scopes with when they are gone (``meters.py``).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from fleet.core.errors import SchemaVersionError
 from fleet.core.runs import run_idle_ttl
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 20
+SCHEMA_VERSION = 21
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -480,6 +482,21 @@ CREATE TABLE domains (
 """
 
 
+#: Version 21: meters (``meters.py``): a sum per scope and meter; the scopes listed by
+#: name (every one but the hour scopes); the hour scopes by when they are gone.
+_V21 = """
+CREATE TABLE meters (
+    scope TEXT NOT NULL,
+    meter TEXT NOT NULL,
+    value REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (scope, meter)
+) WITHOUT ROWID;
+CREATE TABLE meter_scopes (scope TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE meter_hours (scope TEXT PRIMARY KEY, expires REAL NOT NULL) WITHOUT ROWID;
+CREATE INDEX meter_hours_expires ON meter_hours (expires, scope);
+"""
+
+
 def _v15(conn: sqlite3.Connection) -> None:
     _script(_V15)(conn)
     # Running runs start their idle time at the upgrade.
@@ -521,6 +538,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     18: _script(_V18),
     19: _script(_V19),
     20: _script(_V20),
+    21: _script(_V21),
 }
 
 

@@ -16,6 +16,7 @@ from fleet.core.capabilities.groups import TaskGroups
 from fleet.core.capabilities.history import History
 from fleet.core.capabilities.identities import Identities
 from fleet.core.capabilities.limits import Limiters
+from fleet.core.capabilities.meters import Meters
 from fleet.core.capabilities.pools import Pools
 from fleet.core.capabilities.primitives import KV, Counters, Locks
 from fleet.core.capabilities.proxies import ProxyHealth
@@ -51,6 +52,8 @@ class TaskCapabilities(abc.ABC):
     identities: Identities
     #: The proxy tier of each domain, learned fleet-wide from the verdicts tasks meet.
     domains: Domains
+    #: Sums of what the fleet spent, per run, type, domain, pool and hour (``ctx.meter``).
+    meters: Meters
 
 
 __all__ = [
@@ -65,6 +68,7 @@ __all__ = [
     "Identities",
     "Limiters",
     "Locks",
+    "Meters",
     "Pools",
     "ProxyHealth",
     "Runs",

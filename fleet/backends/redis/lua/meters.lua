@@ -1,0 +1,92 @@
+-- Meters (fleet/backends/redis/meters.py). The rule of a scope's add is
+-- fleet/core/meters.py's `added`, written again here and held to it by
+-- tests/conformance/test_differential_meters.py; what a stored value reads as is
+-- fleet/core/meter_store.py's `stored_value` (a finite number, else 0).
+-- KEYS: 1 fleet:meter-scopes zset scope -> 0 (the listed scopes, by name),
+--   2 fleet:meter-hours zset hour scope -> when it is gone, 3.. fleet:meters:<scope>
+--   hash meter -> sum (as "%.17g" text: a double read back exactly), one per scope.
+-- ARGV[1] the operation, ARGV[2] the prefix of the scope hashes (the prune builds the
+-- keys of the hour scopes it deletes), ARGV[3] now; then per operation (below).
+local K_SCOPES, K_HOURS = KEYS[1], KEYS[2]
+local op = ARGV[1]
+local prefix = ARGV[2]
+local now = tonumber(ARGV[3])
+
+local function fstr(x)
+  return string.format('%.17g', x)
+end
+
+-- A stored sum: a finite number, else 0.
+local function stored(raw)
+  local x = tonumber(raw)
+  if x == nil or x ~= x or x == math.huge or x == -math.huge then return 0 end
+  return x
+end
+
+if op == 'add' then
+  -- ARGV[4] the most meters of a scope, [5] the most hour scopes pruned; then per
+  -- scope (KEYS 3.. in order): its name, when it is gone ('' for never), how many
+  -- meters, then meter, amount ("repr" of a double), ... sorted by meter name.
+  local most = tonumber(ARGV[4])
+  local gone = redis.call('ZRANGEBYSCORE', K_HOURS, '-inf', now, 'LIMIT', 0, tonumber(ARGV[5]))
+  for _, scope in ipairs(gone) do
+    redis.call('DEL', prefix .. scope)
+    redis.call('ZREM', K_HOURS, scope)
+  end
+  local i, k = 6, 3
+  while i <= #ARGV do
+    local scope, expires, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+    local key = KEYS[k]
+    i, k = i + 3, k + 1
+    local count = redis.call('HLEN', key)
+    local changed = false
+    for _ = 1, n do
+      local meter, amount = ARGV[i], tonumber(ARGV[i + 1])
+      i = i + 2
+      local raw = redis.call('HGET', key, meter)
+      if raw or count < most then
+        if not raw then count = count + 1 end
+        redis.call('HSET', key, meter, fstr(stored(raw) + amount))
+        changed = true
+      end
+    end
+    if changed then
+      if expires == '' then
+        redis.call('ZADD', K_SCOPES, 0, scope)
+      else
+        redis.call('ZADD', K_HOURS, expires, scope)
+        redis.call('EXPIREAT', key, expires)
+      end
+    end
+  end
+  return 0
+end
+
+if op == 'get' then
+  -- Per scope (KEYS 3..): {meter, sum, ...} (sums as "%.17g" text).
+  local out = {}
+  for k = 3, #KEYS do
+    local flat = redis.call('HGETALL', KEYS[k])
+    local row = {}
+    for j = 1, #flat, 2 do
+      row[#row + 1] = flat[j]
+      row[#row + 1] = fstr(stored(flat[j + 1]))
+    end
+    out[#out + 1] = row
+  end
+  return out
+end
+
+if op == 'drop' then
+  -- ARGV[4..] the scopes of KEYS 3.. in order: each deleted, out of both indexes;
+  -- returns how many either index named.
+  local dropped = 0
+  for k = 3, #KEYS do
+    local scope = ARGV[k + 1]
+    redis.call('DEL', KEYS[k])
+    dropped = dropped + redis.call('ZREM', K_SCOPES, scope) + redis.call('ZREM', K_HOURS, scope)
+  end
+  return dropped
+end
+
+return redis.error_reply('ERR meters: unknown operation ' .. tostring(op))
