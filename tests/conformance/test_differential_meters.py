@@ -54,7 +54,7 @@ def _amount(rng: random.Random) -> float:
         return rng.uniform(0, 1e15)
     if kind == 4:
         return round(rng.uniform(0, 50), 4)
-    return rng.random() * 10 ** rng.randrange(-12, 12)
+    return rng.random() * 10.0 ** rng.randrange(-12, 12)
 
 
 def batch_of(rng: random.Random, at: float) -> MeterBatch:
