@@ -47,6 +47,14 @@ def _text(raw: Any) -> str:
     return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
+def _members(flat: Any) -> list[str]:
+    """The members of a ``ZSCAN`` page: flat ``member, score, ...`` from the script lane,
+    ``(member, score)`` pairs from redis-py's cluster client (which parses the reply)."""
+    if flat and isinstance(flat[0], list | tuple):
+        return [_text(pair[0]) for pair in flat]
+    return [_text(flat[i]) for i in range(0, len(flat), 2)]
+
+
 def add_argv(rows: dict[str, list[tuple[str, float]]], at: float) -> list[str]:
     """The ``ARGV`` tail of the script's ``add`` after the prefix and now: the cap, the
     prune's bound, then each scope's name, end ('' never), count, meters and amounts
@@ -135,7 +143,7 @@ class RedisMeters(RedisPart, Meters):
                 cursor, flat = await self._lane.execute(
                     "ZSCAN", self._keys.METER_HOURS, cursor, "MATCH", match, "COUNT", FORGET_CHUNK
                 )
-            names = list(dict.fromkeys(_text(flat[i]) for i in range(0, len(flat), 2)))
+            names = list(dict.fromkeys(_members(flat)))
             dropped += await self._drop(names)
             if int(cursor) == 0:
                 return dropped
