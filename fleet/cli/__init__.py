@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "history": "fleet.cli.history:history",
     "identities": "fleet.cli.identities:identities",
     "domains": "fleet.cli.domains:domains",
+    "costs": "fleet.cli.costs:costs",
     "schedules": "fleet.cli.schedules:schedules",
     "tail": "fleet.cli.tasks:tail",
     "config": "fleet.cli.admin:config",
@@ -50,6 +51,8 @@ SETTLING = frozenset({"worker", "master"})
 SUMMARIES: dict[str, str] = {
     "catalog": "List automation types (or print one type's schemas as JSON).",
     "config": "Read or change an automation type's config (type-wide or per worker).",
+    "costs": "What a type spent: its meters and spend in all, by hour over the window, and "
+    "by domain.",
     "dev": "Run a master and a worker together, every installed automation enabled.",
     "domains": "List a type's domains and the proxy tier each goes through, or show one "
     "DOMAIN; put it at a --tier or --forget it.",

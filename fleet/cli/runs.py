@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from fleet.cli.common import client_options, open_client, print_json, table
 from fleet.cli.console import progress_console
+from fleet.cli.costs import meters_line
 from fleet.cli.plain import echo
 from fleet.client.answers import RunOut
 
@@ -41,6 +42,9 @@ def show_run(r: RunOut) -> None:
     rows = [["(all)", *(r["counters"][k] for k in SHOWN)]]
     rows += [[t, *(c[k] for k in SHOWN)] for t, c in r["by_type"].items()]
     table(None, ["type", *SHOWN], rows)
+    meters = r.get("meters")
+    if meters is not None:
+        echo(f"spent     {meters_line(meters)}")
 
 
 @click.group("runs", invoke_without_command=True)

@@ -110,6 +110,7 @@ class RunOut(TypedDict):
     finished_at: Number | None
     counters: dict[str, int]
     by_type: dict[str, dict[str, int]]
+    meters: NotRequired[dict[str, float] | None]
 
 
 class TaskItem(TypedDict):
@@ -420,6 +421,25 @@ class IdentitiesCreated(TypedDict):
     created: int
     replaced: int
     ids: list[str]
+
+
+class CostsHour(TypedDict):
+    start: int
+    meters: dict[str, float]
+
+
+class CostsDomain(TypedDict):
+    domain: str
+    meters: dict[str, float]
+
+
+class CostsOut(TypedDict):
+    type: str
+    window: str
+    meters: dict[str, float]
+    hours: list[CostsHour]
+    domains: list[CostsDomain]
+    next: str | None
 
 
 class DomainOut(TypedDict):

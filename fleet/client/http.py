@@ -20,6 +20,7 @@ from fleet.client.answers import (
     CatalogEntryOut,
     ConfigOut,
     ConfigWritten,
+    CostsOut,
     DeadLetter,
     DomainForgotten,
     DomainOut,
@@ -570,6 +571,23 @@ class FleetClient:
 
     def identity_delete(self, pool: str, identity_id: str) -> IdentityDeleted:
         result: IdentityDeleted = self.request("DELETE", self._identity(pool, identity_id))
+        return result
+
+    def costs(
+        self,
+        automation_type: str,
+        *,
+        window: str = "24h",
+        after: str | None = None,
+        limit: int = 50,
+    ) -> CostsOut:
+        """What a type spent: ``{type, window, meters, hours, domains, next}``."""
+        params: dict[str, Any] = {"window": window, "limit": limit}
+        if after is not None:
+            params["after"] = after
+        result: CostsOut = self.request(
+            "GET", f"{self._type(automation_type)}/costs", params=params
+        )
         return result
 
     def domains(

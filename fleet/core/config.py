@@ -17,6 +17,7 @@ from fleet.core.access.tier_config import ProxyTier, check_tiers
 from fleet.core.blocks.rules import BlockRule
 from fleet.core.errors import ConfigError
 from fleet.core.flow import parse_rate
+from fleet.core.prices import Costs
 from fleet.core.tiers import (
     DEFAULT_ESCALATE_AFTER,
     DEFAULT_PROBE_AFTER_SECONDS,
@@ -110,6 +111,8 @@ class BaseConfig(BaseModel):
         tier_probe_successes: Probes in a row that step a domain down.
         solver: The ``fleet.solvers`` entry point a ``challenge`` verdict is handed to
             before the task goes back (None: none); ``solver_config`` its settings.
+        costs: Prices beyond the tiers' own: per GB without tiers, per solve, per
+            browser-second, per unit of the plugin's meters (docs/costs.md).
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -147,6 +150,7 @@ class BaseConfig(BaseModel):
     tier_probe_successes: int = Field(default=DEFAULT_PROBE_SUCCESSES, ge=1, le=10_000)
     solver: str | None = Field(default=None, min_length=1, max_length=200)
     solver_config: dict[str, Any] = Field(default_factory=dict)
+    costs: Costs = Field(default_factory=Costs)
 
     @field_validator("proxy_tiers")
     @classmethod

@@ -18,6 +18,8 @@ from fleet.core.contracts import Pool, Queue, Stream, ensure_instance
 from fleet.core.errors import ContractTypeError, ContractValueError
 from fleet.core.handles import KV, Counter, Events, Lock, PoolHandle, StreamHandle
 from fleet.core.limit import Limit
+from fleet.core.metering import TaskMeter
+from fleet.core.meters import check_amount, check_meter_name
 from fleet.core.metrics import Metrics
 from fleet.core.progress import ProgressReporter
 from fleet.core.proxy import ProxyHandle
@@ -92,6 +94,8 @@ class Context(Generic[ConfigT]):
         self._identity: IdentityHandle | None = None
         #: The identities the running task holds through proxy tiers, by pool.
         self._tier_identities: dict[str, IdentityHandle] = {}
+        #: What the running attempt spends (docs/costs.md).
+        self.metering = TaskMeter(self.access.book)
 
     @property
     def identity(self) -> IdentityHandle | None:
@@ -101,8 +105,11 @@ class Context(Generic[ConfigT]):
     @identity.setter
     def identity(self, handle: IdentityHandle | None) -> None:
         # Its clients route and classify as this type's (a handle made by hand too).
-        if handle is not None and handle.access is None:
-            handle.access = self.access
+        if handle is not None:
+            if handle.access is None:
+                handle.access = self.access
+            handle.metering = self.metering
+            self.metering.pool(handle.pool)
         self._identity = handle
 
     def bind_task(self, task_id: str | None, attempt: int = 0, *, run: str | None = None) -> None:
@@ -110,8 +117,13 @@ class Context(Generic[ConfigT]):
         and its run. A progress report still pending for the previous attempt is sent."""
         if self._task is not None:
             self._progress.flush()
+            self.metering.end()
         self._task = None if task_id is None else (task_id, attempt)
         self._run = None if task_id is None else run
+        if task_id is not None:
+            self.metering.start(run)
+            if self._identity is not None:
+                self.metering.pool(self._identity.pool)
 
     @property
     def run_id(self) -> str | None:
@@ -210,8 +222,20 @@ class Context(Generic[ConfigT]):
             impersonate=impersonate,
             classify=classify,
             identities=self._tier_identity,
+            metering=self.metering,
             options=options,
         )
+
+    async def meter(self, name: str, amount: float = 1) -> None:
+        """Add ``amount`` to the plugin's own meter ``name`` (``api_credits``): summed
+        like Fleet's own per run, type and hour, priced by the type's
+        ``costs.per_unit`` (docs/costs.md).
+
+        Raises:
+            ContractValueError: a name that is not 1-40 of a-z, 0-9, ``_`` (or is one of
+                Fleet's own meters), or an amount that is not a finite number >= 0.
+        """
+        self.metering.units(check_meter_name(name), check_amount(amount))
 
     async def _tier_identity(self, pool: str) -> IdentityHandle:
         """The task's identity of ``pool`` (a proxy tier's), leased at its first use
@@ -234,6 +258,8 @@ class Context(Generic[ConfigT]):
                 wait_seconds=c.identity_wait_seconds,
             )
             got = await leased_handle(self._backend, policy, proxy=self.proxy, access=self.access)
+            got.metering = self.metering
+            self.metering.pool(pool)
             self._tier_identities[pool] = got
         return got
 
@@ -255,7 +281,9 @@ class Context(Generic[ConfigT]):
         """
         from fleet.core.access.solving import solve
 
-        return await solve(self.access, self._backend.counters, self.identity, challenge, solver)
+        return await solve(
+            self.access, self._backend.counters, self.identity, challenge, solver, self.metering
+        )
 
     async def check(self, response: Any) -> Verdict:
         """Classify a response met outside ``ctx.http()``: a Playwright ``Response``

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from fleet.core.access.router import Access
     from fleet.core.capabilities import TaskCapabilities
     from fleet.core.capabilities.identities import Identities
+    from fleet.core.metering import TaskMeter
     from fleet.core.proxy import ProxyHandle
 
 log = logging.getLogger(__name__)
@@ -250,6 +252,8 @@ class IdentityHandle:
         self.pool = policy.pool
         #: The type's tier routing and classifier (``ctx.access``), for :meth:`http`.
         self.access: Access | None = None
+        #: Where its clients' traffic and its browser's seconds are metered (``ctx``'s).
+        self.metering: TaskMeter | None = None
         #: The slot's browser pool (``ctx.browser``), for :meth:`browser_context`.
         self.browser: Any = None
 
@@ -304,6 +308,7 @@ class IdentityHandle:
             headers=self.headers(),
             impersonate=impersonate,
             classify=classify,
+            metering=self.metering,
             options=options,
         )
         for c in (*self._lease.identity.cookies, *self._solved_cookies):
@@ -371,9 +376,12 @@ class IdentityHandle:
         async with pool.acquire(self.proxy_url, **dressed) as page:
             if self.access is not None:
                 _classify_navigations(page, self.access)
+            opened = time.monotonic()
             try:
                 yield page
             finally:
+                if self.metering is not None:
+                    self.metering.browser(time.monotonic() - opened)
                 with contextlib.suppress(Exception):  # a closed page keeps what it had
                     self._browser_cookies.extend(await page.context.cookies())
 

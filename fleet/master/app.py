@@ -36,6 +36,7 @@ from fleet.master.http.tokens_policy import weak_tokens
 from fleet.master.routes import browse as browse_routes
 from fleet.master.routes import catalog as catalog_routes
 from fleet.master.routes import config as config_routes
+from fleet.master.routes import costs as cost_routes
 from fleet.master.routes import domains as domain_routes
 from fleet.master.routes import events as event_routes
 from fleet.master.routes import groups as group_routes
@@ -216,6 +217,7 @@ def create_app(
         proxy_routes,
         identity_routes,
         domain_routes,
+        cost_routes,
         event_routes,
     ):
         app.include_router(module.router, prefix=API_PREFIX)

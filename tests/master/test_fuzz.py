@@ -84,7 +84,7 @@ def test_no_server_error_on_random_input(live_factory: Any) -> None:
 
     with httpx.Client(base_url=live.url, timeout=30) as client:
         ops = operations(live.app)
-        assert len(ops) == 58  # the domain routes (issue 44) made it 58
+        assert len(ops) == 59  # the domain and costs routes (issues 44, 45) made it 59
 
         @settings(
             max_examples=150,

@@ -12,6 +12,7 @@ from fleet.core.access.transport import AccessTransport, TierIdentity, Transport
 
 if TYPE_CHECKING:
     from fleet.core.access.router import Access
+    from fleet.core.metering import TaskMeter
 
 #: ``httpx.AsyncClient`` options that belong to its transport: handed to each exit's.
 TRANSPORT_OPTIONS = ("verify", "cert", "http1", "http2", "limits", "trust_env")
@@ -43,6 +44,7 @@ def build_client(
     impersonate: str | None = None,
     classify: bool = True,
     identities: Callable[[str], Awaitable[TierIdentity]] | None = None,
+    metering: TaskMeter | None = None,
     options: dict[str, Any],
 ) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` that leaves through ``proxy`` (or the domain's tier when
@@ -61,7 +63,12 @@ def build_client(
 
         classifier = classifier_for(access.config.block_rules or None)
     transport = AccessTransport(
-        make, proxy=proxy, access=access, classifier=classifier, identities=identities
+        make,
+        proxy=proxy,
+        access=access,
+        classifier=classifier,
+        identities=identities,
+        metering=metering,
     )
     # Not the environment's proxies: the exits are Fleet's (they would bypass the transport).
     client = httpx.AsyncClient(transport=transport, headers=merged, trust_env=False, **options)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.core.blocks.verdicts import ESCALATING, Verdict, VerdictKind
 from fleet.core.errors import FleetError
+from fleet.core.metering import MeterBook
 from fleet.core.proxy import provider_factory, split_proxy_urls
 from fleet.core.tiers import PROBE_ONE_IN, DomainTier, TierRule, TierStep, probe_due, rule_of
 
@@ -78,6 +79,8 @@ class Access:
         self._pending: dict[tuple[str, int, VerdictKind], int] = {}
         self._flusher: asyncio.Task[None] | None = None
         self._session = secrets.token_hex(6)
+        #: What the type's tasks spend in this process (docs/costs.md).
+        self.book = MeterBook(backend.meters, automation_type, config)
 
     # ------------------------------------------------------------------ config
     @property
@@ -210,12 +213,13 @@ class Access:
             self._states[domain] = (time.monotonic(), stepped.state)
 
     async def close(self) -> None:
-        """Flush what is pending and stop the flusher."""
+        """Flush what is pending (verdicts, meters) and stop the flushers."""
         if self._flusher is not None and not self._flusher.done():
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._flusher
         await self.flush()
+        await self.book.close()
 
 
 def tier_event(

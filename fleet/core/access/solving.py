@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from fleet.core.access.router import Access
     from fleet.core.capabilities import Counters
     from fleet.core.config import BaseConfig
+    from fleet.core.metering import TaskMeter
 
 
 class Solved(Protocol):
@@ -51,6 +52,7 @@ async def solve(
     identity: Solved | None,
     challenge: Challenge,
     name: str | None = None,
+    metering: TaskMeter | None = None,
 ) -> Solution:
     """``ctx.solve``: see :meth:`fleet.core.context.Context.solve`."""
     config = access.config
@@ -68,11 +70,15 @@ async def solve(
         got = await solver.solve(challenge)
     except Exception as exc:
         await _count(counters, failed)
+        if metering is not None:
+            metering.solve(name, ok=False)
         raise SolveFailed(
             f"solver {name!r} failed on {challenge.kind} at {challenge.url}: "
             f"{type(exc).__name__}: {exc}",
             automation_type=automation_type,
         ) from exc
+    if metering is not None:
+        metering.solve(name, ok=got is not None)
     if got is None:
         await _count(counters, failed)
         raise SolveFailed(

@@ -12,8 +12,8 @@ To classify, the transport reads the whole body before it hands the response bac
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
@@ -23,6 +23,7 @@ from fleet.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from fleet.core.blocks import Classifier
+    from fleet.core.metering import TaskMeter
 
 
 class TierIdentity(Protocol):
@@ -60,6 +61,7 @@ class AccessTransport(httpx.AsyncBaseTransport):
         classifier: None: responses are not classified.
         identities: The task's identity of a pool (leased once per task): what a tier
             with an ``identity_pool`` sends as.
+        metering: Where each request's bytes are metered (by domain and tier).
     """
 
     def __init__(
@@ -70,12 +72,14 @@ class AccessTransport(httpx.AsyncBaseTransport):
         access: Access | None = None,
         classifier: Classifier | None = None,
         identities: Callable[[str], Awaitable[TierIdentity]] | None = None,
+        metering: TaskMeter | None = None,
     ) -> None:
         self._make = make
         self._proxy = proxy
         self._access = access
         self._classifier = classifier
         self._identities = identities
+        self._metering = metering
         self._exits: dict[int | str | None, httpx.AsyncBaseTransport] = {}
         #: The client this transport serves (a challenge names it for its solver).
         self.client: httpx.AsyncClient | None = None
@@ -136,14 +140,19 @@ class AccessTransport(httpx.AsyncBaseTransport):
         access = self._access
         route = await access.route(domain) if access is not None else NO_TIERS
         response, exit_url, identity = await self._send(route, request)
+        sent = _request_bytes(request)
         if self._classifier is None and access is None:
-            return response
+            return self._metered(response, domain, route, sent)
         verdict: Verdict = OK
         if self._classifier is not None and request.extensions.get(CLASSIFY_EXTENSION, True):
-            response = await _read(response, request)
+            response, received = await _read(response, request)
+            if self._metering is not None:
+                self._metering.traffic(domain, route.name, requests=1, sent=sent, received=received)
             verdict = self._classifier(
                 response.status_code, response.headers, response.content, str(request.url)
             )
+        else:
+            response = self._metered(response, domain, route, sent)
         if access is not None:
             await access.note(domain, route, verdict)
         if verdict.ok:
@@ -171,18 +180,70 @@ class AccessTransport(httpx.AsyncBaseTransport):
         await response.aclose()
         raise blocked
 
+    def _metered(
+        self, response: httpx.Response, domain: str, route: Route, sent: int
+    ) -> httpx.Response:
+        """The response, its body metered as the caller reads it (at its close)."""
+        metering = self._metering
+        if metering is None:
+            return response
+        head = _head_bytes(response.headers)
+
+        def done(body: int) -> None:
+            metering.traffic(domain, route.name, requests=1, sent=sent, received=head + body)
+
+        response.stream = _Counted(response.stream, done)
+        return response
+
     async def aclose(self) -> None:
         for transport in self._exits.values():
             await transport.aclose()
         self._exits.clear()
 
 
-async def _read(response: httpx.Response, request: httpx.Request) -> httpx.Response:
+def _head_bytes(headers: httpx.Headers) -> int:
+    """About what a header block weighs on the wire (names, values, separators)."""
+    return sum(len(k) + len(v) + 4 for k, v in headers.raw) + 16
+
+
+def _request_bytes(request: httpx.Request) -> int:
+    """What a request sent: its line, its headers and its body."""
+    body = request.headers.get("content-length")
+    size = int(body) if body is not None and body.isdigit() else 0
+    return (
+        len(request.method) + len(request.url.raw_path) + 12 + _head_bytes(request.headers) + size
+    )
+
+
+class _Counted(httpx.AsyncByteStream):
+    """A response body that tells ``done`` how many bytes it carried, once, at its close."""
+
+    def __init__(self, inner: Any, done: Callable[[int], None]) -> None:
+        self._inner = inner
+        self._done: Callable[[int], None] | None = done
+        self._n = 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._inner:
+            self._n += len(chunk)
+            yield chunk
+
+    async def aclose(self) -> None:
+        try:
+            await self._inner.aclose()
+        finally:
+            done, self._done = self._done, None
+            if done is not None:
+                done(self._n)
+
+
+async def _read(response: httpx.Response, request: httpx.Request) -> tuple[httpx.Response, int]:
     """The response with its raw body read, handed on as a fresh response over those
-    bytes (the client decodes it as it would have); one read already is handed on."""
+    bytes (the client decodes it as it would have), and the bytes it carried (head and
+    body as received); one read already is handed on."""
+    head = _head_bytes(response.headers)
     try:
-        _ = response.content
-        return response
+        return response, head + len(response.content)
     except httpx.ResponseNotRead:
         pass
     try:
@@ -197,4 +258,4 @@ async def _read(response: httpx.Response, request: httpx.Request) -> httpx.Respo
         extensions=response.extensions,
     )
     await out.aread()
-    return out
+    return out, head + len(raw)

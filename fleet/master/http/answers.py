@@ -240,6 +240,11 @@ class RunOut(Answer):
     finished_at: Number | None
     counters: dict[str, int]
     by_type: dict[str, dict[str, int]]
+    meters: dict[str, float] | None = Field(
+        default=None,
+        description="What its tasks spent: requests, bytes (by tier), solves, seconds, "
+        "the plugin's own units and `spend` (GET /runs/{id} only)",
+    )
 
 
 class RunPage(Answer):
@@ -604,6 +609,31 @@ class DomainPage(Answer):
     type: str
     tiers: list[str]
     items: list[DomainOut]
+    next: str | None
+
+
+class CostsHour(Answer):
+    """One hour of a type's meters (``start``: the hour's Unix time)."""
+
+    start: int
+    meters: dict[str, float]
+
+
+class CostsDomain(Answer):
+    """A domain's meters."""
+
+    domain: str
+    meters: dict[str, float]
+
+
+class CostsOut(Answer):
+    """``GET /automations/{type}/costs``: meters in all, by hour, by domain (a page)."""
+
+    type: str
+    window: str
+    meters: dict[str, float]
+    hours: list[CostsHour]
+    domains: list[CostsDomain]
     next: str | None
 
 

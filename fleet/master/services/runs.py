@@ -17,6 +17,7 @@ from fleet.core.errors import (
     Unsupported,
     UnsupportedBackend,
 )
+from fleet.core.meters import run_scope
 from fleet.core.results import MAX_WAIT_SECONDS
 from fleet.core.runs import (
     MAX_ON_COMPLETE_BYTES,
@@ -113,7 +114,8 @@ async def _get(backend: Backend, run_id: str) -> RunRecord:
 async def get(
     backend: Backend, run_id: str, wait: float | None = None, waits: Waits | None = None
 ) -> dict[str, Any]:
-    """A run's record; with ``wait`` seconds (at most 60), answered once it ended
+    """A run's record and its meters (what its tasks spent, docs/costs.md); with
+    ``wait`` seconds (at most 60), answered once it ended
     or when the time is up (the wait one of ``waits``': the master's shared poller
     of runs, one read a tick for all).
 
@@ -124,7 +126,8 @@ async def get(
     if wait is not None and record.state == "running":
         waited = await (waits or Waits(backend)).run(run_id, min(wait, MAX_WAIT_SECONDS))
         record = waited if waited is not None else await _get(backend, run_id)
-    return record.to_dict()
+    found = await backend.meters.get([run_scope(run_id)])
+    return {**record.to_dict(), "meters": found.get(run_scope(run_id), {})}
 
 
 async def page(backend: Backend, after: str | None, limit: int) -> dict[str, Any]:

@@ -1,0 +1,231 @@
+"""What a process meters for a type, priced and sent to the backend's ``meters``
+(docs/costs.md).
+
+Each slot's running task meters into the type's :class:`MeterBook` as it goes: its
+HTTP traffic (requests and bytes each way, by domain and proxy tier), solver calls,
+browser-seconds, a plugin's own units (``ctx.meter``), and at its end one attempt and
+its run-seconds. The book adds each amount to the scopes it belongs to — the type, the
+task's run, the domain, the identity pools the task held, the type's current hour — with
+its price (``spend``) beside it, and sends what it holds every :data:`FLUSH_SECONDS` in
+one backend step. A worker killed with SIGKILL loses what it held: at most the last
+:data:`FLUSH_SECONDS` of its meters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from fleet.core.errors import FleetError
+from fleet.core.meters import (
+    MeterBatch,
+    domain_scope,
+    hour_scope,
+    pool_scope,
+    run_scope,
+    split_meter,
+    type_scope,
+)
+
+if TYPE_CHECKING:
+    from fleet.core.capabilities.meters import Meters
+    from fleet.core.config import BaseConfig
+
+log = logging.getLogger("fleet.meters")
+
+#: How often a book sends what it holds (s).
+FLUSH_SECONDS = 2.0
+#: The tier name of traffic of a type without ``proxy_tiers``.
+NO_TIER = "default"
+GB = 1e9
+
+
+def _price(prices: dict[str, float], name: str) -> float:
+    return prices.get(name, prices.get("*", 0.0))
+
+
+class Attempt:
+    """What a running attempt's meters belong to besides its type: its run and the
+    identity pools it held."""
+
+    __slots__ = ("pools", "run", "started")
+
+    def __init__(self, run: str | None) -> None:
+        self.run = run
+        self.pools: set[str] = set()
+        self.started = time.perf_counter()
+
+
+class MeterBook:
+    """A type's meters in one process (``ctx.access.book``).
+
+    Args:
+        meters: Where they go.
+        automation_type: The type.
+        config: Its current config (prices read at each amount).
+    """
+
+    def __init__(
+        self, meters: Meters, automation_type: str, config: Callable[[], BaseConfig]
+    ) -> None:
+        self._meters = meters
+        self.automation_type = automation_type
+        self._config = config
+        self._batch = MeterBatch()
+        self._flusher: asyncio.Task[None] | None = None
+        self._type = type_scope(automation_type)
+
+    # ------------------------------------------------------------------ adding
+    def _scopes(self, attempt: Attempt | None, domain: str | None = None) -> list[str]:
+        out = [self._type, hour_scope(self.automation_type, time.time())]
+        if attempt is not None:
+            if attempt.run is not None:
+                out.append(run_scope(attempt.run))
+            out.extend(pool_scope(p) for p in sorted(attempt.pools))
+        if domain:
+            out.append(domain_scope(self.automation_type, domain))
+        return out
+
+    def _add(self, scopes: Iterable[str], meter: str, amount: float, spend: float = 0.0) -> None:
+        scopes = list(scopes)
+        self._batch.add(scopes, meter, amount)
+        if spend > 0:
+            self._batch.add(scopes, "spend", spend)
+        self._schedule()
+
+    def attempt_ended(self, attempt: Attempt | None, run_seconds: float) -> None:
+        """One attempt ran, for ``run_seconds`` (retried ones count: they were spent)."""
+        scopes = self._scopes(attempt)
+        self._batch.add(scopes, "attempts", 1)
+        self._batch.add(scopes, "run_seconds", run_seconds)
+        self._schedule()
+
+    def traffic(
+        self,
+        attempt: Attempt | None,
+        domain: str,
+        tier: str | None,
+        *,
+        requests: int = 0,
+        sent: int = 0,
+        received: int = 0,
+    ) -> None:
+        """HTTP traffic to ``domain`` through ``tier`` (None: the type has no tiers)."""
+        config = self._config()
+        per_gb, per_request = config.costs.per_gb, 0.0
+        if tier is not None:
+            for t in config.proxy_tiers:
+                if t.name == tier:
+                    per_gb, per_request = t.cost_per_gb or 0.0, t.cost_per_request or 0.0
+                    break
+        name = tier or NO_TIER
+        scopes = self._scopes(attempt, domain)
+        spend = (sent + received) / GB * per_gb + requests * per_request
+        self._add(scopes, "requests", requests)
+        self._add(scopes, split_meter("requests", name), requests)
+        self._add(scopes, "bytes_sent", sent)
+        self._add(scopes, "bytes_received", received, spend)
+        self._add(scopes, split_meter("bytes", name), sent + received)
+
+    def solve(self, attempt: Attempt | None, solver: str, *, ok: bool) -> None:
+        """One call of ``solver`` (priced whether it got past or not: it was billed)."""
+        price = _price(dict(self._config().costs.per_solve), solver)
+        scopes = self._scopes(attempt)
+        self._add(scopes, "solves", 1, price)
+        self._add(scopes, split_meter("solves", solver), 1)
+        if not ok:
+            self._add(scopes, "solve_failures", 1)
+
+    def browser(self, attempt: Attempt | None, seconds: float) -> None:
+        """A browser context was open ``seconds``."""
+        price = self._config().costs.per_browser_second * seconds
+        self._add(self._scopes(attempt), "browser_seconds", seconds, price)
+
+    def units(self, attempt: Attempt | None, meter: str, amount: float) -> None:
+        """``amount`` of the plugin's own ``meter`` (``ctx.meter``: names checked there)."""
+        price = _price(dict(self._config().costs.per_unit), meter) * amount
+        self._add(self._scopes(attempt), meter, amount, price)
+
+    # ------------------------------------------------------------------ sending
+    def _schedule(self) -> None:
+        if self._flusher is None or self._flusher.done():
+            with contextlib.suppress(RuntimeError):  # no running loop: sent at close
+                self._flusher = asyncio.get_running_loop().create_task(
+                    self._flush_later(), name=f"meters:{self.automation_type}"
+                )
+
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(FLUSH_SECONDS)
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Send what the book holds (kept for the next flush if the backend fails)."""
+        batch, self._batch = self._batch, MeterBatch()
+        if not batch:
+            return
+        try:
+            await self._meters.add(batch)
+        except FleetError as exc:
+            log.warning("%s: meters not sent, kept for the next try: %s", self.automation_type, exc)
+            batch.merge(self._batch)
+            self._batch = batch
+            self._schedule()
+
+    async def close(self) -> None:
+        """Send what is held and stop the flusher."""
+        if self._flusher is not None and not self._flusher.done():
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+        await self.flush()
+
+    def held(self) -> dict[str, dict[str, Any]]:
+        """What the book holds now (not sent yet), by scope."""
+        return {k: dict(v) for k, v in self._batch.sums.items()}
+
+
+class TaskMeter:
+    """The meters of a slot's running attempt (``ctx``'s): what its clients, solvers,
+    browser contexts and ``ctx.meter`` spend goes to the type's book under the
+    attempt's scopes (its run, its identity pools)."""
+
+    __slots__ = ("attempt", "book")
+
+    def __init__(self, book: MeterBook) -> None:
+        self.book = book
+        self.attempt: Attempt | None = None
+
+    def start(self, run: str | None) -> None:
+        """An attempt of a task of ``run`` starts."""
+        self.attempt = Attempt(run)
+
+    def end(self) -> None:
+        """The attempt ended: one attempt and its run-seconds metered."""
+        attempt, self.attempt = self.attempt, None
+        if attempt is not None:
+            self.book.attempt_ended(attempt, time.perf_counter() - attempt.started)
+
+    def pool(self, name: str) -> None:
+        """The attempt holds an identity of pool ``name``."""
+        if self.attempt is not None:
+            self.attempt.pools.add(name)
+
+    def traffic(
+        self, domain: str, tier: str | None, *, requests: int, sent: int, received: int
+    ) -> None:
+        self.book.traffic(
+            self.attempt, domain, tier, requests=requests, sent=sent, received=received
+        )
+
+    def solve(self, solver: str, *, ok: bool) -> None:
+        self.book.solve(self.attempt, solver, ok=ok)
+
+    def browser(self, seconds: float) -> None:
+        self.book.browser(self.attempt, seconds)
+
+    def units(self, meter: str, amount: float) -> None:
+        self.book.units(self.attempt, meter, amount)
