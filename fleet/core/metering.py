@@ -22,9 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from fleet.core.errors import FleetError
 from fleet.core.meters import (
+    HOUR,
     MeterBatch,
     domain_scope,
     hour_scope,
+    hour_start,
     pool_scope,
     run_scope,
     split_meter,
@@ -78,10 +80,20 @@ class MeterBook:
         self._batch = MeterBatch()
         self._flusher: asyncio.Task[None] | None = None
         self._type = type_scope(automation_type)
+        self._hour_scope = ""
+        self._hour_ends = 0.0
 
     # ------------------------------------------------------------------ adding
+    def _hour(self) -> str:
+        """The current hour's scope (made once an hour: it is asked at every attempt)."""
+        now = time.time()
+        if now >= self._hour_ends:
+            self._hour_scope = hour_scope(self.automation_type, now)
+            self._hour_ends = hour_start(now) + HOUR
+        return self._hour_scope
+
     def _scopes(self, attempt: Attempt | None, domain: str | None = None) -> list[str]:
-        out = [self._type, hour_scope(self.automation_type, time.time())]
+        out = [self._type, self._hour()]
         if attempt is not None:
             if attempt.run is not None:
                 out.append(run_scope(attempt.run))
