@@ -82,6 +82,8 @@ class MeterBook:
         self._type = type_scope(automation_type)
         self._hour_scope = ""
         self._hour_ends = 0.0
+        #: Attempts ended since the last send: (run, pools, hour) -> [count, seconds].
+        self._ended: dict[tuple[str | None, tuple[str, ...], str], list[float]] = {}
 
     # ------------------------------------------------------------------ adding
     def _hour(self) -> str:
@@ -110,11 +112,31 @@ class MeterBook:
         self._schedule()
 
     def attempt_ended(self, attempt: Attempt | None, run_seconds: float) -> None:
-        """One attempt ran, for ``run_seconds`` (retried ones count: they were spent)."""
-        scopes = self._scopes(attempt)
-        self._batch.add(scopes, "attempts", 1)
-        self._batch.add(scopes, "run_seconds", run_seconds)
-        self._schedule()
+        """One attempt ran, for ``run_seconds`` (retried ones count: they were spent).
+        Every task ends here: it is summed by (run, pools, hour) and spread over its
+        scopes only when the book is sent."""
+        key = (
+            None if attempt is None else attempt.run,
+            () if attempt is None or not attempt.pools else tuple(sorted(attempt.pools)),
+            self._hour(),
+        )
+        got = self._ended.get(key)
+        if got is None:
+            self._ended[key] = [1, run_seconds]
+            self._schedule()
+        else:
+            got[0] += 1
+            got[1] += run_seconds
+
+    def _spread_ended(self) -> None:
+        """Move the summed attempts into the batch, under their scopes."""
+        ended, self._ended = self._ended, {}
+        for (run, pools, hour), (n, seconds) in ended.items():
+            scopes = [self._type, hour, *(pool_scope(p) for p in pools)]
+            if run is not None:
+                scopes.append(run_scope(run))
+            self._batch.add(scopes, "attempts", n)
+            self._batch.add(scopes, "run_seconds", seconds)
 
     def traffic(
         self,
@@ -176,6 +198,7 @@ class MeterBook:
 
     async def flush(self) -> None:
         """Send what the book holds (kept for the next flush if the backend fails)."""
+        self._spread_ended()
         batch, self._batch = self._batch, MeterBatch()
         if not batch:
             return
@@ -197,6 +220,7 @@ class MeterBook:
 
     def held(self) -> dict[str, dict[str, Any]]:
         """What the book holds now (not sent yet), by scope."""
+        self._spread_ended()
         return {k: dict(v) for k, v in self._batch.sums.items()}
 
 
