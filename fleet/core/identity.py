@@ -207,6 +207,36 @@ async def leased_handle(
     return handle
 
 
+def _meter_requests(page: Any, metering: TaskMeter) -> set[asyncio.Task[None]]:
+    """Meter every request the page's browser finishes (its sizes, as Playwright
+    reports them) as traffic of the tier ``browser``; the set of the reads still going."""
+    from urllib.parse import urlsplit
+
+    pending: set[asyncio.Task[None]] = set()
+
+    async def meter(request: Any) -> None:
+        try:
+            sizes = await request.sizes()
+        except Exception:  # the page went away before its sizes were read
+            return
+        metering.traffic(
+            urlsplit(request.url).hostname or "",
+            "browser",
+            requests=1,
+            sent=int(sizes.get("requestHeadersSize", 0)) + int(sizes.get("requestBodySize", 0)),
+            received=int(sizes.get("responseHeadersSize", 0))
+            + int(sizes.get("responseBodySize", 0)),
+        )
+
+    def finished(request: Any) -> None:
+        task = asyncio.ensure_future(meter(request))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+
+    page.on("requestfinished", finished)
+    return pending
+
+
 def _classify_navigations(page: Any, access: Access) -> None:
     """Make ``page.goto`` classify the document it lands on (``ctx.check``)."""
     from fleet.core.access.solving import check
@@ -377,11 +407,14 @@ class IdentityHandle:
             if self.access is not None:
                 _classify_navigations(page, self.access)
             opened = time.monotonic()
+            metered = _meter_requests(page, self.metering) if self.metering else None
             try:
                 yield page
             finally:
                 if self.metering is not None:
                     self.metering.browser(time.monotonic() - opened)
+                if metered:
+                    await asyncio.gather(*metered, return_exceptions=True)
                 with contextlib.suppress(Exception):  # a closed page keeps what it had
                     self._browser_cookies.extend(await page.context.cookies())
 

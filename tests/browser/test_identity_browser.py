@@ -21,6 +21,7 @@ from fleet.core.blocks import Blocked
 from fleet.core.browser import BrowserNeeds
 from fleet.core.identities import parse_identity
 from fleet.core.identity import IdentityHandle, IdentityPolicy
+from fleet.core.metering import TaskMeter
 from tests.browser.stack import CHROMIUM
 from tests.support.redis_server import require_redis
 from tests.support.sites import serving
@@ -119,6 +120,7 @@ async def test_a_navigation_that_meets_a_block_raises_blocked(site: str, tmp_pat
         handle = IdentityHandle(b.identities, IdentityPolicy(pool="br"), lease)
         handle.browser = pool
         handle.access = Access(b, "br-type", lambda: BaseConfig())
+        handle.metering = TaskMeter(handle.access.book)
         async with handle.browser_context() as page:
             with pytest.raises(Blocked) as met:
                 await page.goto(f"{site}cf")
@@ -131,6 +133,10 @@ async def test_a_navigation_that_meets_a_block_raises_blocked(site: str, tmp_pat
             assert answered is not None and answered.status == 403
         await handle.finish(True)
         await handle.access.flush()
+        # Its navigations were metered as the tier "browser", its seconds too.
+        held = handle.access.book.held()["type:br-type"]
+        assert held["requests:browser"] >= 3 and held["bytes:browser"] > 3 * 60
+        assert held["browser_seconds"] > 0
         state = await b.domains.get("br-type", "127.0.0.1")
         assert state is not None and state.count("challenge") == 1 and state.count("ok") == 2
     finally:
