@@ -127,3 +127,6 @@ async def test_a_tier_of_identities(site: str, exit_proxy: str, backend: Backend
     assert refused is not None and refused.state == "cooling"
     assert refused.stats.last_reason == "captcha by recaptcha"
     assert (await backend.queues.depths(TYPE)).dead == 0  # no attempt charged
+    # What went out as the pool's identities is metered to the pool (docs/costs.md).
+    pool_meters = (await backend.meters.get(["pool:resi"]))["pool:resi"]
+    assert pool_meters["requests:resi"] >= 10 and pool_meters["attempts"] >= 10
