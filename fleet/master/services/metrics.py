@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 from fleet.backends.base import Backend
 from fleet.core import clock
 from fleet.core.blocks.verdicts import VERDICT_KINDS
+from fleet.core.meters import type_scope
 from fleet.core.metrics import BUCKETS, merge_histograms, merge_snapshots
 from fleet.core.records import QueueDepths
 from fleet.core.runs import COUNTERS, RunRecord
@@ -103,6 +104,9 @@ class Snapshot:
     identities: dict[str, tuple[dict[str, int], int]] = field(default_factory=dict)
     #: type -> the first TOP_DOMAINS domains by name (their tier and verdicts)
     domains: dict[str, list[DomainTier]] = field(default_factory=dict)
+    #: type -> the meters of its ``type:<type>`` scope (docs/costs.md); a type never
+    #: metered is left out
+    meters: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 #: Domains of a type exported on /metrics at most (by name): the label cardinality stays
@@ -190,7 +194,12 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
     snap.runs, snap.runs_live = await live_runs(backend)
     snap.identities = await identity_pools(backend)
     snap.taken_at = clock.now()
-    for t in sorted({*entries, *(t for t, _ in pairs)}):
+    types = sorted({*entries, *(t for t, _ in pairs)})
+    if types:
+        scopes = {type_scope(t): t for t in types}
+        got = await backend.meters.get(list(scopes))
+        snap.meters = {scopes[scope]: meters for scope, meters in got.items() if meters}
+    for t in types:
         ts = snap.types.setdefault(t, TypeSnapshot())
         if (entries.get(t) or {}).get("queue"):
             ts.depths = await backend.queues.depths(t)
@@ -384,6 +393,7 @@ class _SnapshotCollector(Collector):
         yield from _run_families(snap)
         yield from _identity_families(snap)
         yield from _domain_families(snap)
+        yield from _meter_families(snap)
         if snap.backend_up:
             yield from proxy_families(snap.proxies)
 
@@ -442,6 +452,19 @@ def _domain_families(snap: Snapshot) -> Iterator[Metric]:
             for kind in VERDICT_KINDS:
                 verdicts.add_metric([t, state.domain, kind], float(state.count(kind)))
     yield from (tier, verdicts)
+
+
+def _meter_families(snap: Snapshot) -> Iterator[Metric]:
+    meter = GaugeMetricFamily(
+        "fleet_meter",
+        "What each type spent in all, by meter (docs/costs.md: attempts, requests, "
+        "requests:<tier>, bytes_received, bytes:<tier>, solves, browser_seconds, spend...)",
+        labels=["type", "meter"],
+    )
+    for t, meters in sorted(snap.meters.items()):
+        for name, value in sorted(meters.items()):
+            meter.add_metric([t, name], _num(value))
+    yield meter
 
 
 class MasterMetrics:
