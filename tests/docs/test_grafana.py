@@ -85,6 +85,37 @@ def test_dashboard_and_alerts_parse() -> None:
     assert "fleet_queue_oldest_pending_age_seconds" in used_metrics()
 
 
+def test_the_spend_row_reads_each_types_meters() -> None:
+    """The Spend row (docs/costs.md): spend and bytes received by type, requests by proxy
+    tier, all from ``fleet_meter`` (a meter name per label value)."""
+    panels = json.loads(DASHBOARD.read_text("utf-8"))["panels"]
+    rows = [i for i, p in enumerate(panels) if p["type"] == "row"]
+    start = next(i for i in rows if panels[i]["title"] == "Spend")
+    end = next((i for i in rows if i > start), len(panels))
+    spend = panels[start + 1 : end]
+    assert [p["title"] for p in spend] == [
+        "Spend per hour by type",
+        "Bytes received by type",
+        "Requests by proxy tier",
+    ]
+    exprs = [t["expr"] for p in spend for t in p["targets"]]
+    assert all("fleet_meter{" in e and 'type=~"$type"' in e for e in exprs), exprs
+    assert 'meter="spend"' in exprs[0] and "increase(" in exprs[0]
+    assert 'meter="bytes_received"' in exprs[1] and "sum by (type)" in exprs[1]
+    # Prometheus anchors a label regex: it takes requests:<tier>, not the total.
+    matcher = re.search(r'meter=~"([^"]+)"', exprs[2])
+    assert matcher is not None and "sum by (tier)" in exprs[2]
+    tiers = re.compile(matcher.group(1))
+    assert tiers.fullmatch("requests:residential") and tiers.fullmatch("requests:default")
+    assert not tiers.fullmatch("requests") and not tiers.fullmatch("bytes:residential")
+    # Below the rest, side by side on one band.
+    assert {p["gridPos"]["y"] for p in spend} == {panels[start]["gridPos"]["y"] + 1}
+    assert sum(p["gridPos"]["w"] for p in spend) == 24
+    assert panels[start]["gridPos"]["y"] >= max(
+        p["gridPos"]["y"] + p["gridPos"]["h"] for p in panels[:start]
+    )
+
+
 def _scraped(text: str) -> set[str]:
     """Names of the samples a scrape holds (a family without samples does not count)."""
     return {s.name for family in text_string_to_metric_families(text) for s in family.samples}
@@ -144,5 +175,13 @@ async def test_every_metric_used_exists_on_a_real_master(
         assert 0 <= heartbeat.value < 5  # the worker beats every 0.3 s
         age = samples["fleet_run_age_seconds"]
         assert age.labels == {"run": run_id, "name": "grafana"} and 0 <= age.value < 60
+        # The worker's meters reached the backend and the type's scope is exported.
+        attempts = [
+            s.value
+            for f in text_string_to_metric_families((await c.get("/metrics")).text)
+            for s in f.samples
+            if s.name == "fleet_meter" and s.labels == {"type": E2E, "meter": "attempts"}
+        ]
+        assert len(attempts) == 1 and attempts[0] >= 1, attempts
         # Stop the slow task, so the worker stops cleanly.
         assert (await c.delete(f"{base}/tasks/{slow_id}")).status_code == 200
