@@ -98,16 +98,18 @@ function axisNum(v) {
 /**
  * A chart of one value per point: a y axis (0 and the top value), an x axis (the
  * window's first and last point), and each point's time and value on hover (a
- * <title> per point; `data-value` for scripts).
+ * <title> per point; `data-value` for scripts). `opts.bars`: a bar per point (one
+ * amount per step, as the Costs panel's spend by hour) instead of a line.
  */
-function chart(values, times, opts) {
+export function chart(values, times, opts) {
   const { width, height, left, bottom } = CHART;
   const plotW = width - left;
   const plotH = height - bottom - 2;
   const nums = values.filter((v) => Number.isFinite(v));
   const top = Math.max(opts.min || 0, ...nums, 1e-9);
-  const step = values.length > 1 ? plotW / (values.length - 1) : plotW;
-  const x = (i) => left + i * step;
+  const bars = Boolean(opts.bars);
+  const step = bars ? plotW / Math.max(values.length, 1) : values.length > 1 ? plotW / (values.length - 1) : plotW;
+  const x = (i) => left + (bars ? (i + 0.5) * step : i * step);
   const y = (v) => 1 + plotH - ((Number.isFinite(v) ? v : 0) / top) * plotH;
   const line = values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
   const last = nums.length ? nums[nums.length - 1] : null;
@@ -138,7 +140,12 @@ function chart(values, times, opts) {
     svg("text", { x: left - 3, y: plotH + 1, class: "axis", ...AXIS_TEXT, "text-anchor": "end" }, "0"),
     times.length ? svg("text", { x: left, y: height - 1, class: "axis", ...AXIS_TEXT, "data-axis": "start" }, clock(times[0])) : null,
     times.length ? svg("text", { x: width, y: height - 1, class: "axis", ...AXIS_TEXT, "text-anchor": "end", "data-axis": "end" }, clock(times[times.length - 1])) : null,
-    values.length > 1 ? svg("polyline", { points: line, class: "spark-line" }) : null,
+    !bars && values.length > 1 ? svg("polyline", { points: line, class: "spark-line" }) : null,
+    ...(bars
+      ? values.map((v, i) =>
+          svg("rect", { class: "spark-bar", x: (x(i) - step / 2 + 0.5).toFixed(1), y: y(v).toFixed(1), width: Math.max(step - 1, 0.5).toFixed(1), height: (plotH + 1 - y(v)).toFixed(1), "data-value": Number.isFinite(v) ? String(v) : "" }),
+        )
+      : []),
     ...hover,
   );
 }

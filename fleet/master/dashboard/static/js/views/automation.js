@@ -1,7 +1,7 @@
 // One automation type, in the order an operator reads it: summary, its tasks (the
 // queue by state, dead ones among them, replayed or deleted there), the output tail
-// and the submit form, groups and schedules, its domains and their proxy tiers, its
-// workers, then its schemas and last its config editor.
+// and the submit form, groups and schedules, its costs, its domains and their proxy
+// tiers, its workers, then its schemas and last its config editor.
 
 import { aborted, api, seg } from "../api.js";
 import { STOP, poll } from "../refresh.js";
@@ -17,6 +17,7 @@ import { taskHref, taskLink, tasksPanel } from "./tasks.js";
 import { groupsPanel } from "./groups.js";
 import { schedulesPanel } from "./schedules.js";
 import { domainsPanel } from "./domains.js";
+import { costsPanel } from "./costs.js";
 
 /** Most output entries kept in the tail. */
 const TAIL = 100;
@@ -209,6 +210,7 @@ export function automationView(root, type, { state, run } = {}) {
   let tail = null;
   let tasks = null;
   let domains = null;
+  let costs = null;
 
   async function build() {
     let entry;
@@ -235,7 +237,9 @@ export function automationView(root, type, { state, run } = {}) {
       schedules = schedulesPanel(type);
       grid.append(schedules.el);
     }
-    // Any type may fetch through ctx.http: its domains and their proxy tiers.
+    // Any type may fetch through ctx.http: what it spent, its domains and their tiers.
+    costs = costsPanel(type);
+    grid.append(costs.el);
     domains = domainsPanel(type);
     grid.append(domains.el);
     editor = configEditor(type);
@@ -298,7 +302,7 @@ export function automationView(root, type, { state, run } = {}) {
     destroy() {
       store.removeEventListener("emit", onEmit);
       store.removeEventListener("resync", onResync);
-      for (const panel of [tasks, groups, schedules, submit, domains]) if (panel) panel.stop();
+      for (const panel of [tasks, groups, schedules, submit, costs, domains]) if (panel) panel.stop();
     },
   };
 }

@@ -6,6 +6,7 @@ import { aborted, api, seg } from "../api.js";
 import { STOP, poll, polledView } from "../refresh.js";
 import { h, mount, note, fmtAgo, fmtDuration, fmtJSON, table } from "../render.js";
 import { taskHref, tasksHref } from "./tasks.js";
+import { metersLine } from "./costs.js";
 
 const REFRESH_MS = 2000;
 const PAGE = 50;
@@ -13,6 +14,8 @@ const COUNTERS = ["submitted", "pending", "running", "done", "dead", "cancelled"
 /** The task browser's state a run counter's tasks are listed in (a run counts its
  * scheduled tasks as pending: the browser's scheduled tab, next to pending, has them). */
 const BROWSE = { pending: "pending", running: "processing", done: "done", dead: "dead" };
+/** Workers send meters every 2 s: an ended run's page reads it this many times more. */
+const READS_AFTER_END = 3;
 
 /** The id of a run's callback task: fleet.core.runs.callback_task_id. */
 export function callbackTaskId(runId) {
@@ -194,6 +197,8 @@ export function runView(root, runId) {
       body,
       h("h3", {}, "Counters"),
       counters,
+      h("h3", {}, "Meters"),
+      metersLine(run.meters, { "data-role": "run-meters" }),
       h("h3", {}, "Per type"),
       perType,
       run.on_complete ? [h("h3", {}, "On complete"), callback(run), h("pre", { class: "payload" }, fmtJSON(run.on_complete))] : null,
@@ -226,10 +231,14 @@ export function runView(root, runId) {
       return;
     }
     render(run);
-    // An ended run does not change any more: stop polling it.
-    return run.state === "running" ? null : STOP;
+    // An ended run does not change any more: stop polling it (once its last meters,
+    // sent by the workers every 2 s, are in).
+    if (run.state === "running") return null;
+    readsAfterEnd += 1;
+    return readsAfterEnd > READS_AFTER_END ? STOP : null;
   }
 
+  let readsAfterEnd = 0;
   const refresher = poll(update, { everyMs: REFRESH_MS });
   return polledView(refresher);
 }
