@@ -203,12 +203,13 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
         ts = snap.types.setdefault(t, TypeSnapshot())
         if (entries.get(t) or {}).get("queue"):
             ts.depths = await backend.queues.depths(t)
-            found = await backend.domains.page(t, limit=TOP_DOMAINS)
-            if found.items:
-                snap.domains[t] = list(found.items)
             await _busiest_groups(backend, t, ts)
         if t in entries and entry_unreadable(entries[t]) is not None:
             ts.unreadable["catalog"] = 1
+        # Any type's ctx.http meets domains (a continuous one too).
+        found = await backend.domains.page(t, limit=TOP_DOMAINS)
+        if found.items:
+            snap.domains[t] = list(found.items)
     now = clock.now()
     plugin_snaps: dict[str, list[dict[str, Any]]] = {}
     for (t, wid), record in zip(pairs, await backend.workers.get_many(pairs), strict=True):
