@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from fleet.core.blocks.verdicts import ESCALATING, Verdict, VerdictKind
 from fleet.core.errors import FleetError
 from fleet.core.metering import MeterBook
-from fleet.core.proxy import provider_factory, split_proxy_urls
+from fleet.core.proxy import provider_factory, proxy_key, proxy_key_salt, split_proxy_urls
+from fleet.core.records import new_token
 from fleet.core.tiers import PROBE_ONE_IN, DomainTier, TierRule, TierStep, probe_due, rule_of
 
 if TYPE_CHECKING:
@@ -129,8 +130,9 @@ class Access:
         tiers = self.tiers()
         return tiers[route.tier] if route.tier < len(tiers) else None
 
-    def proxy_of(self, route: Route) -> str | None:
-        """A proxy URL of the route's tier (None: direct, or no tiers)."""
+    async def proxy_of(self, route: Route) -> str | None:
+        """A proxy URL of the route's tier (None: direct, or no tiers): of several
+        ``proxy_url`` entries, one at random among those not cooling fleet-wide."""
         if route.name is None:
             return None
         tiers = self.tiers()
@@ -140,10 +142,32 @@ class Access:
         if tier.direct or tier.identity_pool is not None:
             return None
         if tier.proxy_url is not None:
-            return random.choice(split_proxy_urls(tier.proxy_url))
+            return await self._healthy(split_proxy_urls(tier.proxy_url))
         assert tier.proxy_provider is not None
         provider = provider_factory(tier.proxy_provider)(dict(tier.proxy_provider_config))
         return provider.url(session=f"{self._session}-{secrets.token_hex(4)}", country=None)
+
+    async def _healthy(self, urls: list[str]) -> str | None:
+        """One of ``urls`` at random, passing over those cooling fleet-wide (every
+        one cooling: the one whose cool-down ends first), as the proxy health's take
+        decides in one step; the place it takes is given back at once."""
+        order = random.sample(urls, len(urls))
+        if len(order) == 1:
+            return order[0]
+        try:
+            salt = await proxy_key_salt(self._backend.kv)
+            keys = [proxy_key(u, salt) for u in order]
+            token = new_token()
+            got = await self._backend.proxies.take(
+                keys, token, hold_seconds=1.0, automation_type=self.automation_type
+            )
+            if got.key is None:  # every one at its place cap: any will do
+                return order[0]
+            await self._backend.proxies.release(got.key, token)
+            return order[keys.index(got.key)]
+        except FleetError as exc:  # health unknown: a random one
+            log.warning("%s: proxy health not read: %s", self.automation_type, exc)
+            return order[0]
 
     # ------------------------------------------------------------------ verdicts
     async def note(self, domain: str, route: Route, verdict: Verdict) -> TierStep | None:

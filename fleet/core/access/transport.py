@@ -85,7 +85,7 @@ class AccessTransport(httpx.AsyncBaseTransport):
         self.client: httpx.AsyncClient | None = None
         self._tier_proxies: dict[int, str | None] = {}
 
-    def _exit(self, route: Route) -> httpx.AsyncBaseTransport:
+    async def _exit(self, route: Route) -> httpx.AsyncBaseTransport:
         index = None if route.name is None else route.tier
         got = self._exits.get(index)
         if got is None:
@@ -93,9 +93,12 @@ class AccessTransport(httpx.AsyncBaseTransport):
                 proxy = self._proxy
             else:
                 assert self._access is not None
-                proxy = self._access.proxy_of(route)
-                self._tier_proxies[index] = proxy
-            got = self._exits[index] = self._make(proxy)
+                proxy = await self._access.proxy_of(route)
+            got = self._exits.get(index)  # another request of the client was quicker
+            if got is None:
+                if index is not None:
+                    self._tier_proxies[index] = proxy
+                got = self._exits[index] = self._make(proxy)
         return got
 
     def proxy_for(self, tier: int) -> str | None:
@@ -109,7 +112,7 @@ class AccessTransport(httpx.AsyncBaseTransport):
         went out as when the tier is a pool of identities."""
         tier = self._access.tier_of(route) if self._access is not None else None
         if tier is None or tier.identity_pool is None:
-            response = await self._exit(route).handle_async_request(request)
+            response = await (await self._exit(route)).handle_async_request(request)
             exit_url = self._proxy if route.name is None else self._tier_proxies.get(route.tier)
             return response, exit_url, None
         if self._identities is None:

@@ -50,6 +50,8 @@ class TaskCapabilities(abc.ABC):
     limits: Limiters
     #: Identity pools (``ctx.identity``).
     identities: Identities
+    #: Proxy health (a tier's exits that are cooling are passed over).
+    proxies: ProxyHealth
     #: The proxy tier of each domain, learned fleet-wide from the verdicts tasks meet.
     domains: Domains
     #: Sums of what the fleet spent, per run, type, domain, pool and hour (``ctx.meter``).
