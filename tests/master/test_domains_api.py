@@ -7,21 +7,26 @@ domain strings, and the ``/metrics`` families."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core.access.router import DOMAINS_TOPIC
 from fleet.core.blocks.verdicts import VerdictKind
 from fleet.core.tiers import TierRule
+from tests.master import live_backend
 from tests.master.conftest import ADMIN, READ, SCOPED, InProcess, auth
 from tests.master.plugins import LOOP, SCRAPE
 from tests.master.test_contract import assert_documented
+
+# The live master and its backend, on SQLite and Redis (tests/master/live_backend.py).
+backend_url, live, http, backend = (
+    live_backend.backend_url,
+    live_backend.live,
+    live_backend.http,
+    live_backend.backend,
+)
 
 A = f"/api/v1/automations/{SCRAPE}"
 TIERS = [
@@ -34,35 +39,6 @@ NAMES = ["direct", "datacenter", "residential"]
 RULE = TierRule(tiers=3, escalate_after=3)
 #: The domains :func:`seed` records, by name.
 ALL = ["a.test", "b.test", "c.test", "d.test", "e.test"]
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'fleet.db'}"
-    url: str = request.getfixturevalue("redis_url")
-    return url
-
-
-@pytest.fixture
-def live(backend_url: str, live_factory: Any) -> Any:
-    return live_factory(backend_url, sweeper=False)
-
-
-@pytest.fixture
-async def http(live: Any) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live.url, timeout=30) as client:
-        yield client
-
-
-@pytest.fixture
-async def backend(backend_url: str, live: Any) -> AsyncIterator[Backend]:
-    """The live master's backend, opened by the test (as a worker opens it)."""
-    b = await open_backend(backend_url)
-    try:
-        yield b
-    finally:
-        await b.close()
 
 
 async def record(

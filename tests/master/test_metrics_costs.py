@@ -7,20 +7,24 @@ next scrape."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
-
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core import clock
 from fleet.core.meters import MeterBatch, hour_scope
+from tests.master import live_backend
 from tests.master.conftest import READ, auth
 from tests.master.plugins import LOOP, SCRAPE
+
+# The live master and its backend, on SQLite and Redis (tests/master/live_backend.py).
+backend_url, live, http, backend = (
+    live_backend.backend_url,
+    live_backend.live,
+    live_backend.http,
+    live_backend.backend,
+)
 
 #: What SCRAPE's own scope holds after :func:`seed`.
 TYPE_METERS = {
@@ -38,35 +42,6 @@ TYPE_METERS = {
     "api_credits": 3.0,
     "spend": 1.5,
 }
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'fleet.db'}"
-    url: str = request.getfixturevalue("redis_url")
-    return url
-
-
-@pytest.fixture
-def live(backend_url: str, live_factory: Any) -> Any:
-    return live_factory(backend_url, sweeper=False)
-
-
-@pytest.fixture
-async def http(live: Any) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=live.url, timeout=30) as client:
-        yield client
-
-
-@pytest.fixture
-async def backend(backend_url: str, live: Any) -> AsyncIterator[Backend]:
-    """The live master's backend, opened by the test (as a worker opens it)."""
-    b = await open_backend(backend_url)
-    try:
-        yield b
-    finally:
-        await b.close()
 
 
 async def seed(b: Backend) -> None:

@@ -80,6 +80,7 @@ class Access:
         self._pending: dict[tuple[str, int, VerdictKind], int] = {}
         self._flusher: asyncio.Task[None] | None = None
         self._session = secrets.token_hex(6)
+        self._salt: str | None = None
         #: What the type's tasks spend in this process (docs/costs.md).
         self.book = MeterBook(backend.meters, automation_type, config)
 
@@ -155,7 +156,9 @@ class Access:
         if len(order) == 1:
             return order[0]
         try:
-            salt = await proxy_key_salt(self._backend.kv)
+            if self._salt is None:  # made once per backend, never changed: read once
+                self._salt = await proxy_key_salt(self._backend.kv)
+            salt = self._salt
             keys = [proxy_key(u, salt) for u in order]
             token = new_token()
             got = await self._backend.proxies.take(
