@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
+from pathlib import Path
 
 import httpx
 from click.testing import CliRunner, Result
@@ -16,6 +18,7 @@ from fleet.cli import main
 from fleet.core.blocks.verdicts import VerdictKind
 from fleet.core.tiers import TierRule
 from tests.cli.test_task_command import db_url, live  # noqa: F401  (fixtures)
+from tests.docs.blocks import fenced_blocks, section
 from tests.master.conftest import ADMIN, READ, LiveMaster, auth
 from tests.master.plugins import LOOP, SCRAPE
 
@@ -186,3 +189,26 @@ def test_usage_errors(live: LiveMaster, db_url: str) -> None:  # noqa: F811
     shop = json.loads(fleet(live, SCRAPE, "shop.test", "--json").output)
     assert shop["tier"] == "datacenter"
     assert fleet(live, SCRAPE, "-n", "0").exit_code == 0  # clamped to one
+
+
+def test_the_cli_pages_lines_run_as_written(live: LiveMaster, db_url: str) -> None:  # noqa: F811
+    """The ``fleet domains`` and ``fleet costs`` lines of docs/cli.md, the type they
+    name played by SCRAPE."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    lines = [
+        line
+        for heading in ("### `fleet domains TYPE [DOMAIN]`", "### `fleet costs TYPE`")
+        for block in fenced_blocks(section(page, heading))
+        for line in block.lines()
+    ]
+    assert len(lines) == 3, lines
+    seed(live, db_url)
+    for line in lines:
+        args = shlex.split(line.replace("cf-scraper", SCRAPE))
+        assert args[0] == "fleet"
+        r = CliRunner().invoke(main, [*args[1:], "--url", live.url, "--token", ADMIN])
+        assert r.exit_code == 0, (line, r.output, r.exc_info)
+        if "--tier residential" in line:
+            assert row_of(r.output, "shop.example")[1] == "residential"
+        if line.startswith("fleet costs"):
+            assert "nothing metered yet" in r.output
