@@ -254,3 +254,16 @@ async def test_purging_a_type_forgets_its_domains(backend: Backend, frozen: Manu
     assert await backend.domains.get(TYPE, "gone.test") is None
     assert (await backend.domains.page(TYPE)).items == ()
     assert await backend.domains.get("other-type", "kept.test") is not None
+
+
+async def test_record_counts_is_record_for_each(backend: Backend, frozen: ManualClock) -> None:
+    counts = [("a.test", 0, "ok", 5), ("b.test", 0, "blocked", 2), ("a.test", 0, "blocked", 1)]
+    steps = await backend.domains.record_counts(TYPE, counts, rule=RULE)
+    assert [s.state.domain for s in steps] == ["a.test", "b.test", "a.test"]
+    assert steps[1].change == "up"  # escalate_after 2: two blocks at once move it
+    a = await backend.domains.get(TYPE, "a.test")
+    assert a is not None and a.counts == {"0:ok": 5, "0:blocked": 1}
+    b = await backend.domains.get(TYPE, "b.test")
+    assert b is not None and b.tier == 1
+    with pytest.raises(ContractValueError):
+        await backend.domains.record_counts(TYPE, [("x y", 0, "ok", 1)], rule=RULE)

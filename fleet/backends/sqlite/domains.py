@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from fleet.backends.sqlite.configs import TYPE_WIDE
@@ -143,6 +144,23 @@ class SQLiteDomains(Domains):
     async def get(self, automation_type: str, domain: str) -> DomainTier | None:
         name = check_domain(domain)
         return await self._db.read(lambda c: read(c, automation_type, name))
+
+    async def record_counts(
+        self,
+        automation_type: str,
+        counts: Sequence[tuple[str, int, VerdictKind, int]],
+        *,
+        rule: TierRule,
+    ) -> list[TierStep]:
+        """All of them in one write transaction (one commit for a second of verdicts)."""
+        checked = [check_record(d, t, k, None, n) for d, t, k, n in counts]
+        at = now()
+        return await self._db.write(
+            lambda c: [
+                record(c, automation_type, name, tier, kind, vendor, rule, n, at)
+                for name, tier, kind, vendor, n in checked
+            ]
+        )
 
     async def record(
         self,

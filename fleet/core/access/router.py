@@ -224,20 +224,22 @@ class Access:
         await self.flush()
 
     async def flush(self) -> None:
-        """Send the counted-only verdicts now (a worker's stop calls it)."""
+        """Send the counted-only verdicts now (a worker's stop calls it): one call of
+        the backend for all of them."""
         pending, self._pending = self._pending, {}
         if not pending:
             return
-        rule = self.rule()
-        for (domain, tier, kind), n in pending.items():
-            try:
-                stepped = await self._backend.domains.record(
-                    self.automation_type, domain, tier=tier, kind=kind, rule=rule, count=n
-                )
-            except FleetError as exc:
-                log.warning("%s: %d verdicts of %s lost: %s", self.automation_type, n, domain, exc)
-                continue
-            self._states[domain] = (time.monotonic(), stepped.state)
+        counts = [(d, t, k, n) for (d, t, k), n in pending.items()]
+        try:
+            steps = await self._backend.domains.record_counts(
+                self.automation_type, counts, rule=self.rule()
+            )
+        except FleetError as exc:
+            log.warning("%s: %d verdicts lost: %s", self.automation_type, len(counts), exc)
+            return
+        at = time.monotonic()
+        for stepped in steps:
+            self._states[stepped.state.domain] = (at, stepped.state)
 
     async def close(self) -> None:
         """Flush what is pending (verdicts, meters) and stop the flushers."""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 
 from fleet.core.blocks.verdicts import VerdictKind
 from fleet.core.tiers import DomainPage, DomainTier, TierRule, TierStep
@@ -34,6 +35,20 @@ class Domains(abc.ABC):
         type's stored type-wide config where it sets them (``proxy_tiers`` for the
         count of tiers, ``tier_escalate_after``, ``tier_window_seconds``,
         ``tier_probe_after_seconds``, ``tier_probe_successes``), else ``rule``'s."""
+
+    async def record_counts(
+        self,
+        automation_type: str,
+        counts: Sequence[tuple[str, int, VerdictKind, int]],
+        *,
+        rule: TierRule,
+    ) -> list[TierStep]:
+        """:meth:`record` for each ``(domain, tier, kind, count)`` (what a worker sums
+        and sends once a second), in order; a backend may do them in one step."""
+        return [
+            await self.record(automation_type, d, tier=t, kind=k, rule=rule, count=n)
+            for d, t, k, n in counts
+        ]
 
     @abc.abstractmethod
     async def page(
