@@ -43,7 +43,10 @@ from fleet.core.contracts import check_name
 from fleet.core.errors import ContractValueError
 from fleet.core.flow import check_plain
 
-RunState = Literal["running", "done", "cancelled"]
+RunState = Literal["running", "paused", "done", "cancelled"]
+#: The states of a run that has not ended: a ``paused`` run's queued tasks wait
+#: (not dispatched) until it is resumed; it still takes pushes.
+OPEN_STATES: frozenset[str] = frozenset(("running", "paused"))
 RunEvent = Literal[
     "queued", "duplicate", "started", "requeued", "done", "dead", "cancelled", "expired", "replayed"
 ]
@@ -119,9 +122,10 @@ def apply(
 
 
 def ends_now(state: str, counters: Mapping[str, int]) -> bool:
-    """True if a run in ``state`` with these counters ends at this step."""
+    """True if a run in ``state`` with these counters ends at this step (a paused run
+    with nothing left queued or running ends as a running one does)."""
     return (
-        state == "running"
+        state in OPEN_STATES
         and counters.get("submitted", 0) > 0
         and counters.get("pending", 0) <= 0
         and counters.get("running", 0) <= 0
@@ -309,6 +313,22 @@ def check_run_name(value: Any) -> str | None:
     return str(value)
 
 
+#: The longest reason a pause keeps.
+MAX_REASON_LEN = 500
+
+
+def check_reason(value: Any) -> str:
+    """Why a run is paused (1-500 plain characters).
+
+    Raises:
+        ContractValueError: naming ``reason``.
+    """
+    if not isinstance(value, str) or not value.strip():
+        raise ContractValueError("reason must be a non-empty string", field="reason")
+    check_plain(value, field="reason", max_len=MAX_REASON_LEN)
+    return value
+
+
 def check_unique_key(value: Any) -> str | None:
     """A submit's ``unique_key`` (at most 2000 characters, a URL fits)."""
     if value is None:
@@ -340,6 +360,9 @@ class RunRecord:
         by_type: The same counters per task type.
         types: The types a scoped token may submit into it (None: none named).
         max_delay_seconds: The longest delay a task of it may have.
+        budget: Its caps by meter (:mod:`fleet.core.budgets`; None: none).
+        paused_reason: Why it is paused (``state == "paused"``), else None.
+        paused_at: When it paused (None unless paused).
     """
 
     id: str
@@ -352,6 +375,9 @@ class RunRecord:
     by_type: dict[str, dict[str, int]] = field(default_factory=dict)
     types: tuple[str, ...] | None = None
     max_delay_seconds: float = DEFAULT_MAX_DELAY
+    budget: dict[str, float] | None = None
+    paused_reason: str | None = None
+    paused_at: float | None = None
 
     def summary(self) -> dict[str, Any]:
         """What the ``on_complete`` task gets under ``payload["run"]``."""
@@ -364,7 +390,10 @@ class RunRecord:
             "on_complete": self.on_complete,
             "types": None if self.types is None else list(self.types),
             "max_delay_seconds": self.max_delay_seconds,
+            "budget": self.budget,
             "state": self.state,
+            "paused_reason": self.paused_reason,
+            "paused_at": self.paused_at,
             "created_at": self.created_at,
             "finished_at": self.finished_at,
             "counters": {name: self.counters.get(name, 0) for name in COUNTERS},

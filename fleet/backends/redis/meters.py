@@ -55,11 +55,14 @@ def _members(flat: Any) -> list[str]:
     return [_text(flat[i]) for i in range(0, len(flat), 2)]
 
 
-def add_argv(rows: dict[str, list[tuple[str, float]]], at: float) -> list[str]:
+def add_argv(
+    rows: dict[str, list[tuple[str, float]]], at: float, run_prefix: str = ""
+) -> list[str]:
     """The ``ARGV`` tail of the script's ``add`` after the prefix and now: the cap, the
-    prune's bound, then each scope's name, end ('' never), count, meters and amounts
-    (``repr``, which Lua's ``tonumber`` reads back exactly)."""
-    argv = [str(MAX_METERS_PER_SCOPE), str(PRUNE_PER_ADD)]
+    prune's bound, the prefix of the run hashes ('' checks no budget), then each
+    scope's name, end ('' never), count, meters and amounts (``repr``, which Lua's
+    ``tonumber`` reads back exactly)."""
+    argv = [str(MAX_METERS_PER_SCOPE), str(PRUNE_PER_ADD), run_prefix]
     for scope, row in rows.items():
         end = expires(scope)
         argv += [scope, "" if end is None else str(int(end)), str(len(row))]
@@ -89,7 +92,9 @@ class RedisMeters(RedisPart, Meters):
             return
         at = now()
         rows = {scope: row for scope, row in rows.items() if not gone(scope, at)}
-        await self._call("add", list(rows), add_argv(rows, at), at)
+        # Runs (and so budgets) live outside the meters' slot: none on Cluster.
+        runs = "" if self._core._cluster is not None else self._keys.RUN_PREFIX
+        await self._call("add", list(rows), add_argv(rows, at, runs), at)
 
     async def get(self, scopes: Sequence[str]) -> dict[str, dict[str, float]]:
         at = now()

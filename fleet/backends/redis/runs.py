@@ -15,20 +15,28 @@ import json
 from typing import Any
 
 from fleet.backends.redis.core import RedisPart
+from fleet.core.budgets import check_budget
 from fleet.core.capabilities.runs import Runs
 from fleet.core.records import dumps, new_id, now
 from fleet.core.runs import (
     COUNTERS,
     DEFAULT_MAX_DELAY,
+    OPEN_STATES,
     RunCancel,
     RunPage,
     RunRecord,
+    RunState,
+    check_reason,
     check_run,
     is_run_id,
     run_idle_ttl,
     run_ttl,
     zero_counters,
 )
+
+_STATES: dict[str, RunState] = {s: s for s in ("running", "paused", "done", "cancelled")}
+#: Parked bodies moved back per script call at resume (bounded work per call).
+UNPARK_CHUNK = 500
 
 
 def _record(run_id: str, h: dict[str, str]) -> RunRecord:
@@ -44,17 +52,22 @@ def _record(run_id: str, h: dict[str, str]) -> RunRecord:
     types = h.get("ty")
     finished = h.get("finished_at")
     state = h.get("state", "running")
+    budget = h.get("bg")
+    paused_at = h.get("pa")
     return RunRecord(
         id=run_id,
         name=h.get("name") or None,
         on_complete=None if oc is None else json.loads(oc),
-        state="done" if state == "done" else "cancelled" if state == "cancelled" else "running",
+        state=_STATES.get(state, "running"),
         created_at=float(h.get("created_at", 0.0)),
         finished_at=None if finished is None else float(finished),
         counters={n: total.get(n, 0) for n in COUNTERS},
         by_type=by_type,
         types=None if types is None else tuple(json.loads(types)),
         max_delay_seconds=float(h.get("md", DEFAULT_MAX_DELAY)),
+        budget=None if budget is None else json.loads(budget),
+        paused_reason=h.get("pr") if state == "paused" else None,
+        paused_at=None if paused_at is None or state != "paused" else float(paused_at),
     )
 
 
@@ -68,9 +81,11 @@ class RedisRuns(RedisPart, Runs):
         on_complete: dict[str, Any] | None = None,
         types: tuple[str, ...] | None = None,
         max_delay_seconds: float = DEFAULT_MAX_DELAY,
+        budget: dict[str, float] | None = None,
     ) -> str:
         self._not_on_cluster("runs (docs/runs.md)")
         on_complete, types, max_delay = check_run(on_complete, types, max_delay_seconds)
+        caps = check_budget(budget)
         run_id = new_id()
         t = now()
         fields = ["state", "running", "created_at", repr(t), "md", repr(max_delay)]
@@ -80,6 +95,8 @@ class RedisRuns(RedisPart, Runs):
             fields += ["oc", dumps(on_complete)]
         if types is not None:
             fields += ["ty", dumps(list(types))]
+        if caps is not None:
+            fields += ["bg", dumps(caps)]
         key = self._keys.run(run_id)
         with self._guard():
             await self._lane.execute("HSET", key, *fields)
@@ -136,7 +153,8 @@ class RedisRuns(RedisPart, Runs):
         if answer is None:
             return None
         stopping: list[tuple[str, str]] = []
-        if answer[0] == "running":
+        was_open = answer[0] in OPEN_STATES
+        if was_open:
             for member in answer[1:]:
                 automation_type, _, task_id = str(member).partition("|")
                 qkeys = self._keys.queue_keys(automation_type, now())
@@ -147,12 +165,60 @@ class RedisRuns(RedisPart, Runs):
         record = await self.get(run_id)
         if record is None:
             return None
-        if answer[0] == "running":
-            message = dumps({"event": "ended", **record.to_dict()})
-            channel = self._keys.event_channel("runs", self._core._endpoint.db)
-            with self._guard():
-                await self._lane.execute("PUBLISH", channel, message)
+        if was_open:
+            await self._publish("ended", record)
         return RunCancel(record, tuple(stopping))
+
+    async def _publish(self, event: str, record: RunRecord) -> None:
+        message = dumps({"event": event, **record.to_dict()})
+        channel = self._keys.event_channel("runs", self._core._endpoint.db)
+        with self._guard():
+            await self._lane.execute("PUBLISH", channel, message)
+
+    async def pause(self, run_id: str, reason: str = "paused by an operator") -> RunRecord | None:
+        self._not_on_cluster("runs (docs/runs.md)")
+        why = check_reason(reason)
+        if not is_run_id(run_id):
+            return None
+        with self._guard():
+            answer = await self._scripts.run_pause(
+                self._lane, [self._keys.run(run_id)], ["pause", repr(now()), why]
+            )
+        if answer is None:
+            return None
+        record = await self.get(run_id)
+        if record is not None and len(answer) > 1:
+            await self._publish("paused", record)
+        return record
+
+    async def resume(self, run_id: str, budget: dict[str, float] | None = None) -> RunRecord | None:
+        self._not_on_cluster("runs (docs/runs.md)")
+        caps = check_budget(budget)
+        if not is_run_id(run_id):
+            return None
+        with self._guard():
+            answer = await self._scripts.run_pause(
+                self._lane,
+                [self._keys.run(run_id)],
+                ["resume", repr(now()), "" if caps is None else dumps(caps)],
+            )
+        if answer is None:
+            return None
+        for member in answer[1:]:
+            # Each type's parked tasks back into its queue, a chunk a call.
+            automation_type = str(member)
+            while True:
+                qkeys = self._keys.queue_keys(automation_type, now())
+                with self._guard():
+                    left = await self._scripts.run_unpark(
+                        self._lane, qkeys, [run_id, repr(now()), str(UNPARK_CHUNK)]
+                    )
+                if int(left) == 0:
+                    break
+        record = await self.get(run_id)
+        if record is not None and answer[0] == "paused":
+            await self._publish("resumed", record)
+        return record
 
 
 def _hash(flat: Any) -> dict[str, str]:

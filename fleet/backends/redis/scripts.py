@@ -262,6 +262,8 @@ SCRIPT_NAMES = (
     "schedules",
     "proxies",
     "run_cancel",
+    "run_pause",
+    "run_unpark",
     "history_record",
 )
 
@@ -299,6 +301,8 @@ class Scripts:
         self.schedules = self.all["schedules"]
         self.proxies = self.all["proxies"]
         self.run_cancel = self.all["run_cancel"]
+        self.run_pause = self.all["run_pause"]
+        self.run_unpark = self.all["run_unpark"]
         self.history_record = self.all["history_record"]
 
     async def load_all(self, client: Lane) -> None:

@@ -80,7 +80,7 @@ class SQLiteBackend(Backend):
         self.workers = SQLiteWorkers(db)
         self.configs = SQLiteConfigs(db)
         self.schedules = SQLiteSchedules(db)
-        self.runs = SQLiteRuns(db, watcher, qa.run_cancel)
+        self.runs = SQLiteRuns(db, watcher, qa.run_cancel, qa.run_resume)
         self.browse = SQLiteBrowse(db, watcher.wake)
         self.limits = SQLiteLimits(db)
         self.history = SQLiteHistory(db)

@@ -147,7 +147,7 @@ def stored_body(conn: sqlite3.Connection, automation_type: str, task_id: str) ->
     """The body of a live (not finished) or dead task of the id, if readable."""
     row = conn.execute(
         "SELECT CAST(body AS BLOB) FROM tasks WHERE type = ? AND id = ? AND state IN "
-        "('queued', 'scheduled', 'processing') UNION ALL "
+        "('queued', 'scheduled', 'processing', 'parked') UNION ALL "
         "SELECT CAST(body AS BLOB) FROM dead WHERE type = ? AND id = ? LIMIT 1",
         (automation_type, task_id, automation_type, task_id),
     ).fetchone()

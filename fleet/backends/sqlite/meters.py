@@ -6,7 +6,8 @@ scopes that are listed, pages by name over its primary key) or, for an hour scop
 An add is one write transaction: delete up to
 :data:`~fleet.core.meter_store.PRUNE_PER_ADD` hour scopes gone at the backend's now,
 then per scope read its meters, apply :func:`fleet.core.meters.added` (the cap on
-names) and write the meters it changed. Sums are Python floats added once per batch,
+names) and write the meters it changed; a ``run:`` scope past its run's budget pauses
+the run (``runs.spent``), in the same transaction. Sums are Python floats added once per batch,
 as ``lua/meters.lua`` adds them, so both engines hold the same bits.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
+from fleet.backends.sqlite import runs
 from fleet.backends.sqlite.conn import SQLiteDB
 from fleet.core.capabilities.meters import Meters
 from fleet.core.meter_store import (
@@ -30,6 +32,8 @@ from fleet.core.meter_store import (
 )
 from fleet.core.meters import MeterBatch, added, type_scope
 from fleet.core.records import now
+
+RUN_PREFIX = "run:"
 
 
 def read(conn: sqlite3.Connection, scope: str) -> dict[str, float]:
@@ -73,6 +77,9 @@ def add(conn: sqlite3.Connection, rows: dict[str, list[tuple[str, float]]], at: 
             conn.execute(
                 "INSERT OR IGNORE INTO meter_hours (scope, expires) VALUES (?, ?)", (scope, end)
             )
+        if scope.startswith(RUN_PREFIX):
+            # A run past its budget pauses in the step that took it past.
+            runs.spent(conn, scope[len(RUN_PREFIX) :], after, at)
 
 
 def get(conn: sqlite3.Connection, scopes: Sequence[str], at: float) -> dict[str, dict[str, float]]:

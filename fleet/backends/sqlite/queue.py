@@ -42,7 +42,9 @@ from fleet.core.runs import RunEvent
 
 log = logging.getLogger("fleet.backends.sqlite")
 
-LIVE_STATES = ("queued", "scheduled", "processing")
+#: A task that is still to run (``parked``: queued in a paused run, taken by a reserve
+#: and set aside until the run resumes; reported as ``queued``).
+LIVE_STATES = ("queued", "scheduled", "processing", "parked")
 NO_LIMITS = GroupLimits()
 
 
@@ -313,6 +315,7 @@ def reserve(
     group_limits = book.defaults()[0] if rotating else NO_LIMITS
     out: list[Reservation] = []
     expired: list[tuple[str, float, float | None]] = []
+    paused = _Paused(conn)
     deadline = now + visibility_seconds
     while len(out) < k:
         if not rotating:
@@ -322,7 +325,7 @@ def reserve(
             ).fetchall()
             taken.sort()  # RETURNING order is unspecified; queue order is (tier, seq)
             for row in taken:
-                res = _deliver(conn, automation_type, row, deadline, now, expired)
+                res = _deliver(conn, automation_type, row, deadline, now, expired, paused)
                 if res is not None:
                     out.append(res)
             if len(taken) < want:
@@ -334,7 +337,7 @@ def reserve(
         row = conn.execute(
             _LEASE_ONE, (default_max_attempts, deadline, automation_type, picked.task_id)
         ).fetchone()
-        res = _deliver(conn, automation_type, row, deadline, now, expired)
+        res = _deliver(conn, automation_type, row, deadline, now, expired, paused)
         if picked.group is not None:
             book.served(picked.group, res is not None, picked.tat, group_limits)
         if res is not None:
@@ -358,6 +361,22 @@ def reserve(
     return Reserved(out, read_signal(conn, automation_type), next_due, tuple(expired))
 
 
+class _Paused:
+    """Whether a run is paused, read once per run in a reserve."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self._seen: dict[str, bool] = {}
+
+    def __call__(self, run_id: str | None) -> bool:
+        if run_id is None:
+            return False
+        found = self._seen.get(run_id)
+        if found is None:
+            found = self._seen[run_id] = runs.is_paused(self._conn, run_id)
+        return found
+
+
 def _deliver(
     conn: sqlite3.Connection,
     automation_type: str,
@@ -365,6 +384,7 @@ def _deliver(
     deadline: float,
     now: float,
     expired: list[tuple[str, float, float | None]],
+    paused: _Paused,
 ) -> Reservation | None:
     """The reservation of one leased row, or None if it was settled instead."""
     _tier, _seq, task_id, raw, attempt, limit, token, cancel = row
@@ -395,6 +415,13 @@ def _deliver(
         error = exhausted_error(attempt, limit)
         lost = body.evolve(attempt=attempt - 1, last_error=error, failed_at=now)
         bury(conn, automation_type, lost, now)
+    elif paused(body.run):
+        # Its run is paused: set aside, the attempt refunded, until the run resumes.
+        conn.execute(
+            "UPDATE tasks SET state = 'parked', attempt = attempt - 1, token = NULL, "
+            "deadline = NULL WHERE type = ? AND id = ?",
+            (automation_type, task_id),
+        )
     else:
         return Reservation(body=body, token=token, deadline=deadline)
     return None

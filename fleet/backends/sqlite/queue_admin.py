@@ -26,7 +26,7 @@ from fleet.core.records import (
     TaskInfo,
 )
 from fleet.core.results import result_ttl
-from fleet.core.runs import RunCancel
+from fleet.core.runs import OPEN_STATES, RunCancel, RunRecord
 from fleet.core.stored import Unreadable, dead_body, read_body, unreadable_body
 
 
@@ -170,6 +170,8 @@ def _bare_state(
     ).fetchone()
     if row is not None:
         state, raw, attempt, limit, deadline, ready_at, finished_at, started_at, worker = row
+        if state == "parked":
+            state = "queued"  # a paused run's task, set aside: still queued to the user
         forgotten = finished_at is not None and finished_at < now - result_ttl()
         if not forgotten:
             try:
@@ -257,7 +259,7 @@ def run_cancel(conn: sqlite3.Connection, run_id: str, now: float) -> RunCancel |
     """Cancel a run (see :meth:`Runs.run_cancel`): it ends ``cancelled``, then each
     of its live tasks is cancelled as :func:`cancel` does, in this transaction."""
     record = runs.get(conn, run_id, now)
-    if record is None or record.state != "running":
+    if record is None or record.state not in OPEN_STATES:
         return None if record is None else RunCancel(record)
     stopping = [
         (automation_type, task_id)
@@ -266,3 +268,33 @@ def run_cancel(conn: sqlite3.Connection, run_id: str, now: float) -> RunCancel |
     ]
     after = runs.get(conn, run_id, now)
     return None if after is None else RunCancel(after, tuple(stopping))
+
+
+def run_resume(
+    conn: sqlite3.Connection, run_id: str, budget: dict[str, float] | None, now: float
+) -> RunRecord | None:
+    """Resume a run (see :meth:`Runs.resume`): it runs again, and each task of it a
+    reserve parked is queued again at the tail of its tier (or group), in this
+    transaction."""
+    record, was_paused = runs.mark_running(conn, run_id, budget, now)
+    if record is None or not was_paused:
+        return record
+    parked = conn.execute(
+        "SELECT type, id, tier, grp FROM tasks WHERE run = ? AND state = 'parked' ORDER BY seq",
+        (run_id,),
+    ).fetchall()
+    books: dict[str, Book] = {}
+    back: dict[str, int] = {}
+    for automation_type, task_id, tier, grp in parked:
+        back[automation_type] = back.get(automation_type, 0) + 1
+        conn.execute(
+            "UPDATE tasks SET state = 'queued', seq = ? WHERE type = ? AND id = ?",
+            (tail_of(conn, automation_type, tier, grp), automation_type, task_id),
+        )
+        book = books.get(automation_type)
+        if book is None:
+            book = books[automation_type] = Book(conn, automation_type, now)
+        book.joined(grp, tier)
+    for automation_type, n in back.items():
+        signal(conn, automation_type, n)
+    return record

@@ -135,7 +135,8 @@ def prune(conn: sqlite3.Connection, automation_type: str, now: float, limit: int
     stale = conn.execute(
         "DELETE FROM task_records WHERE rowid IN (SELECT r.rowid FROM task_records r "
         "WHERE r.updated_at < ? AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.type = r.type "
-        "AND t.id = r.id AND t.state IN ('queued', 'scheduled', 'processing')) LIMIT ?)",
+        "AND t.id = r.id AND t.state IN ('queued', 'scheduled', 'processing', 'parked')) "
+        "LIMIT ?)",
         (now - ttl, limit),
     ).rowcount
     return pruned + len(gone) + stale

@@ -28,7 +28,7 @@ def is_live(conn: sqlite3.Connection, automation_type: str, task_id: str) -> boo
     """A task of this id is queued, scheduled or processing in the type."""
     row = conn.execute(
         "SELECT 1 FROM tasks WHERE type = ? AND id = ? "
-        "AND state IN ('queued', 'scheduled', 'processing')",
+        "AND state IN ('queued', 'scheduled', 'processing', 'parked')",
         (automation_type, task_id),
     ).fetchone()
     return row is not None

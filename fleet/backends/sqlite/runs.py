@@ -21,17 +21,20 @@ from typing import Any
 from fleet.backends.sqlite.conn import SQLiteDB
 from fleet.backends.sqlite.events import publish
 from fleet.backends.sqlite.watch import Watcher
+from fleet.core.budgets import check_budget, over
 from fleet.core.capabilities.runs import Runs
 from fleet.core.records import PushRequest, PushResult, TaskBody, dumps, new_id, now
 from fleet.core.runs import (
     COUNTERS,
     DEFAULT_MAX_DELAY,
+    OPEN_STATES,
     RunCancel,
     RunEvent,
     RunPage,
     RunRecord,
     callback_payload,
     callback_task_id,
+    check_reason,
     check_run,
     deltas,
     ends_now,
@@ -42,7 +45,10 @@ from fleet.core.runs import (
     zero_counters,
 )
 
-_COLUMNS = "id, name, on_complete, state, created_at, finished_at, counters, types, max_delay"
+_COLUMNS = (
+    "id, name, on_complete, state, created_at, finished_at, counters, types, max_delay, "
+    "budget, paused_reason, paused_at"
+)
 #: A run that a read still sees: ended within the run ttl, or running and not idle
 #: past its ``idle_until`` (the parameters: now - run ttl, now).
 _KEPT = "(CASE WHEN finished_at IS NULL THEN idle_until > ? ELSE finished_at > ? END)"
@@ -50,7 +56,8 @@ _LEAVES = frozenset(("done", "dead", "cancelled", "expired"))
 
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
-    run_id, name, on_complete, state, created_at, finished_at, counters, types, max_delay = row
+    (run_id, name, on_complete, state, created_at, finished_at, counters, types, max_delay,
+     budget, paused_reason, paused_at) = row  # fmt: skip
     data: dict[str, dict[str, int]] = json.loads(counters)
     total = zero_counters()
     total.update(data.pop("*", {}))
@@ -66,6 +73,9 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         by_type=by_type,
         types=None if types is None else tuple(json.loads(types)),
         max_delay_seconds=float(max_delay),
+        budget=None if budget is None else json.loads(budget),
+        paused_reason=paused_reason,
+        paused_at=None if paused_at is None else float(paused_at),
     )
 
 
@@ -98,13 +108,14 @@ def create(
     now: float,
     types: tuple[str, ...] | None = None,
     max_delay: float = DEFAULT_MAX_DELAY,
+    budget: dict[str, float] | None = None,
 ) -> str:
     prune(conn, now)
     run_id = new_id()
     conn.execute(
         "INSERT INTO runs (id, seq, name, on_complete, state, created_at, counters, types, "
-        "max_delay, idle_until) VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM runs), "
-        "?, ?, 'running', ?, '{}', ?, ?, ?)",
+        "max_delay, idle_until, budget) VALUES ("
+        "?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM runs), ?, ?, 'running', ?, '{}', ?, ?, ?, ?)",
         (
             run_id,
             name,
@@ -113,6 +124,7 @@ def create(
             None if types is None else dumps(list(types)),
             max_delay,
             idle_until(now),
+            None if budget is None else dumps(budget),
         ),
     )
     return run_id
@@ -166,7 +178,7 @@ def _admit(
     row = conn.execute(
         "SELECT state, max_delay, idle_until FROM runs WHERE id = ?", (body.run,)
     ).fetchone()
-    if row is None or row[0] != "running" or row[2] <= now:
+    if row is None or row[0] not in OPEN_STATES or row[2] <= now:
         return "refused"
     if delay > row[1]:
         return "delay"
@@ -297,14 +309,71 @@ def ended(
     return str(on_complete["type"]), PushRequest(body)
 
 
+def pause(conn: sqlite3.Connection, run_id: str, reason: str, now: float) -> RunRecord | None:
+    """Pause a running run (its queued tasks wait, parked at their next reserve); the
+    ``runs`` event ``paused`` says why. A run in another state is answered as it is."""
+    record = get(conn, run_id, now)
+    if record is None or record.state != "running":
+        return record
+    conn.execute(
+        "UPDATE runs SET state = 'paused', paused_reason = ?, paused_at = ? WHERE id = ?",
+        (reason, now, run_id),
+    )
+    after = get(conn, run_id, now)
+    if after is not None:
+        publish(conn, "runs", {"event": "paused", **after.to_dict()}, now)
+    return after
+
+
+def mark_running(
+    conn: sqlite3.Connection, run_id: str, budget: dict[str, float] | None, now: float
+) -> tuple[RunRecord | None, bool]:
+    """A paused run runs again (and a running one keeps running), with ``budget`` if
+    given; the record, and whether it was paused (the caller,
+    ``queue_admin.run_resume``, queues its parked tasks again in this transaction)."""
+    record = get(conn, run_id, now)
+    if record is None or record.state not in OPEN_STATES:
+        return record, False
+    conn.execute(
+        "UPDATE runs SET state = 'running', paused_reason = NULL, paused_at = NULL, "
+        "budget = COALESCE(?, budget) WHERE id = ?",
+        (None if budget is None else dumps(budget), run_id),
+    )
+    after = get(conn, run_id, now)
+    if after is not None and record.state == "paused":
+        publish(conn, "runs", {"event": "resumed", **after.to_dict()}, now)
+    return after, record.state == "paused"
+
+
+def is_paused(conn: sqlite3.Connection, run_id: str) -> bool:
+    """True if the run is paused (its tasks are parked, not delivered)."""
+    row = conn.execute("SELECT state FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return row is not None and row[0] == "paused"
+
+
+def spent(conn: sqlite3.Connection, run_id: str, meters: dict[str, float], now: float) -> None:
+    """The run's meters are now ``meters``: a running run past its budget pauses
+    (:func:`fleet.core.budgets.over`), in the transaction that added them."""
+    row = conn.execute("SELECT state, budget FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None or row[0] != "running" or row[1] is None:
+        return
+    reason = over(json.loads(row[1]), meters)
+    if reason is not None:
+        pause(conn, run_id, reason, now)
+
+
 def mark_cancelled(conn: sqlite3.Connection, run_id: str, now: float) -> list[tuple[str, str]]:
     """End a running run ``cancelled``; its live tasks as ``(type, id)`` (the caller,
     ``queue_admin.run_cancel``, cancels them in this transaction)."""
-    conn.execute("UPDATE runs SET state = 'cancelled', finished_at = ? WHERE id = ?", (now, run_id))
+    conn.execute(
+        "UPDATE runs SET state = 'cancelled', finished_at = ?, paused_reason = NULL, "
+        "paused_at = NULL WHERE id = ?",
+        (now, run_id),
+    )
     ended(conn, run_id, now, None)
     rows = conn.execute(
         "SELECT type, id FROM tasks WHERE run = ? AND state IN ('queued', 'scheduled', "
-        "'processing')",
+        "'processing', 'parked')",
         (run_id,),
     ).fetchall()
     return [(str(t), str(i)) for t, i in rows]
@@ -318,11 +387,16 @@ class SQLiteRuns(Runs):
         db: SQLiteDB,
         watcher: Watcher,
         cancel_tasks: Callable[[sqlite3.Connection, str, float], RunCancel | None],
+        resume_tasks: Callable[
+            [sqlite3.Connection, str, dict[str, float] | None, float], RunRecord | None
+        ],
     ) -> None:
         self._db = db
         self._watcher = watcher
-        # queue_admin.run_cancel: it cancels the run's tasks (and imports this module).
+        # queue_admin.run_cancel and run_resume: they move the run's tasks (and import
+        # this module).
         self._cancel_tasks = cancel_tasks
+        self._resume_tasks = resume_tasks
 
     async def create(
         self,
@@ -331,9 +405,13 @@ class SQLiteRuns(Runs):
         on_complete: dict[str, Any] | None = None,
         types: tuple[str, ...] | None = None,
         max_delay_seconds: float = DEFAULT_MAX_DELAY,
+        budget: dict[str, float] | None = None,
     ) -> str:
         checked, types, max_delay = check_run(on_complete, types, max_delay_seconds)
-        return await self._db.write(lambda c: create(c, name, checked, now(), types, max_delay))
+        caps = check_budget(budget)
+        return await self._db.write(
+            lambda c: create(c, name, checked, now(), types, max_delay, caps)
+        )
 
     async def get(self, run_id: str) -> RunRecord | None:
         return await self._db.read(lambda c: get(c, run_id, now()))
@@ -346,5 +424,18 @@ class SQLiteRuns(Runs):
         self._watcher.kick()  # reservers see the cancelled tasks gone
         return found
 
+    async def pause(self, run_id: str, reason: str = "paused by an operator") -> RunRecord | None:
+        why = check_reason(reason)
+        return await self._db.write(lambda c: pause(c, run_id, why, now()))
 
-__all__ = ["SQLiteRuns", "admit", "event", "mark_cancelled"]
+    async def resume(self, run_id: str, budget: dict[str, float] | None = None) -> RunRecord | None:
+        caps = check_budget(budget)
+        found = await self._db.write(lambda c: self._resume_tasks(c, run_id, caps, now()))
+        self._watcher.kick()  # reservers see the parked tasks back
+        return found
+
+
+__all__ = [
+    "SQLiteRuns", "admit", "event", "is_paused", "mark_cancelled", "mark_running", "pause",
+    "spent",
+]  # fmt: skip

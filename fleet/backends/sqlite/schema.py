@@ -39,8 +39,9 @@ Layout (one row per thing; ``type`` is the automation type):
 * ``task_records``: what a task reported beside its state (latest progress, the
   newest outputs as a JSON array, how many it emitted), only for tasks that
   reported any; pruned with their finished state (``records.py``).
-* ``runs`` + ``run_keys``: runs, their counters and ``unique_key`` sets (per run
-  and type); a task's run is ``tasks.run`` (``runs.py``).
+* ``runs`` + ``run_keys``: runs, their counters, budgets and ``unique_key`` sets (per
+  run and type); a task's run is ``tasks.run`` (``runs.py``); a task of a paused run
+  waits as ``state = 'parked'`` once a reserve took it (``queue.py``).
 * ``history`` + ``history_last``: per type, minute and hour buckets of counts and run
   times, and the totals of the last record (``history.py``).
 * ``identities`` + ``identity_leases`` + ``identity_sticky``: identity pools
@@ -60,7 +61,7 @@ from fleet.core.errors import SchemaVersionError
 from fleet.core.runs import run_idle_ttl
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 21
+SCHEMA_VERSION = 22
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -496,6 +497,15 @@ CREATE TABLE meter_hours (scope TEXT PRIMARY KEY, expires REAL NOT NULL) WITHOUT
 CREATE INDEX meter_hours_expires ON meter_hours (expires, scope);
 """
 
+#: Version 22: budgets and pauses (docs/costs.md): a run's ``budget`` (JSON caps), why
+#: and when it paused; a task of a paused run taken at reserve waits as ``parked``
+#: (found again by ``tasks_run`` at resume).
+_V22 = """
+ALTER TABLE runs ADD COLUMN budget TEXT;
+ALTER TABLE runs ADD COLUMN paused_reason TEXT;
+ALTER TABLE runs ADD COLUMN paused_at REAL;
+"""
+
 
 def _v15(conn: sqlite3.Connection) -> None:
     _script(_V15)(conn)
@@ -539,6 +549,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     19: _script(_V19),
     20: _script(_V20),
     21: _script(_V21),
+    22: _script(_V22),
 }
 
 

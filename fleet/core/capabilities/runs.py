@@ -45,10 +45,13 @@ class Runs(abc.ABC):
         on_complete: dict[str, Any] | None = None,
         types: tuple[str, ...] | None = None,
         max_delay_seconds: float = DEFAULT_MAX_DELAY,
+        budget: dict[str, float] | None = None,
     ) -> str:
         """Create a run (state ``running``, counters zero); returns its id. ``types``
         are the types a scoped token may submit into it (the master checks them);
-        ``max_delay_seconds`` the longest delay a task of it may have."""
+        ``max_delay_seconds`` the longest delay a task of it may have; ``budget`` its
+        caps by meter (:func:`fleet.core.budgets.check_budget`): the step that adds
+        meters past a cap pauses it."""
 
     @abc.abstractmethod
     async def get(self, run_id: str) -> RunRecord | None:
@@ -65,3 +68,18 @@ class Runs(abc.ABC):
         scheduled tasks are cancelled, its processing ones flagged as a task cancel
         does (listed in ``stopping``). A run that already ended is answered as it
         is. None if unknown."""
+
+    @abc.abstractmethod
+    async def pause(self, run_id: str, reason: str = "paused by an operator") -> RunRecord | None:
+        """Pause a running run: its queued tasks stay queued and are not delivered
+        (a reserve that takes one parks it), its running ones finish; it keeps taking
+        pushes, its counters, unique keys and callback. The ``runs`` event
+        ``paused`` carries ``reason``. A run in another state is answered as it is;
+        None if unknown."""
+
+    @abc.abstractmethod
+    async def resume(self, run_id: str, budget: dict[str, float] | None = None) -> RunRecord | None:
+        """A paused run runs again: its parked tasks are queued again (at the tail of
+        their tier or group) and the ``runs`` event ``resumed`` is published.
+        ``budget`` (checked) replaces its budget; on a running run it only does that.
+        A run that ended is answered as it is; None if unknown."""

@@ -23,17 +23,68 @@ local function stored(raw)
   return x
 end
 
+-- Budgets (fleet/core/budgets.py, `over`; held to it by
+-- tests/conformance/test_differential_budgets.py): the first cap by name that the
+-- meters reach, as its reason; nil while every cap is above.
+local BUDGET_SUMS = {bytes = {'bytes_received', 'bytes_sent'}, solver_calls = {'solves'}}
+
+local function budget_over(budget, meters)
+  local names = {}
+  for name in pairs(budget) do names[#names + 1] = name end
+  table.sort(names)
+  for _, name in ipairs(names) do
+    local parts = BUDGET_SUMS[name] or {name}
+    local have = 0
+    for _, part in ipairs(parts) do have = have + (meters[part] or 0) end
+    local cap = tonumber(budget[name]) or 0
+    if have >= cap then
+      return string.format('budget reached: %s %.6g of %.6g', name, have, cap)
+    end
+  end
+  return nil
+end
+
+-- A run scope's meters changed: a running run with a budget they reach pauses here,
+-- in the step that took it past (docs/costs.md), and the runs topic says so.
+local function budget_check(run_prefix, scope, key)
+  local rn = string.match(scope, '^run:([0-9a-f]+)$')
+  if not rn or #rn ~= 32 then return end
+  local run_key = run_prefix .. rn
+  local v = redis.call('HMGET', run_key, 'state', 'bg')
+  if v[1] ~= 'running' or not v[2] then return end
+  local ok, budget = pcall(cjson.decode, v[2])
+  if not ok or type(budget) ~= 'table' then return end
+  local flat = redis.call('HGETALL', key)
+  local meters = {}
+  for j = 1, #flat, 2 do meters[flat[j]] = stored(flat[j + 1]) end
+  local reason = budget_over(budget, meters)
+  if not reason then return end
+  redis.call('HSET', run_key, 'state', 'paused', 'pr', reason, 'pa', fstr(now))
+  local channel = redis.call('GET', string.sub(run_prefix, 1, -2) .. 's:channel')
+  if channel then
+    redis.call('PUBLISH', channel .. 'runs', cjson.encode({event = 'paused', run_id = rn,
+      state = 'paused', paused_reason = reason, paused_at = now}))
+  end
+end
+
+if op == 'budget_over' then
+  -- The rule alone, for the differential test: ARGV[4] budget JSON, [5] meters JSON.
+  return budget_over(cjson.decode(ARGV[4]), cjson.decode(ARGV[5])) or ''
+end
+
 if op == 'add' then
-  -- ARGV[4] the most meters of a scope, [5] the most hour scopes pruned; then per
-  -- scope (KEYS 3.. in order): its name, when it is gone ('' for never), how many
-  -- meters, then meter, amount ("repr" of a double), ... sorted by meter name.
+  -- ARGV[4] the most meters of a scope, [5] the most hour scopes pruned, [6] the prefix
+  -- of the run hashes ('' on Cluster: no runs there); then per scope (KEYS 3.. in
+  -- order): its name, when it is gone ('' for never), how many meters, then meter,
+  -- amount ("repr" of a double), ... sorted by meter name.
   local most = tonumber(ARGV[4])
+  local run_prefix = ARGV[6]
   local gone = redis.call('ZRANGEBYSCORE', K_HOURS, '-inf', now, 'LIMIT', 0, tonumber(ARGV[5]))
   for _, scope in ipairs(gone) do
     redis.call('DEL', prefix .. scope)
     redis.call('ZREM', K_HOURS, scope)
   end
-  local i, k = 6, 3
+  local i, k = 7, 3
   while i <= #ARGV do
     local scope, expires, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
     local key = KEYS[k]
@@ -57,6 +108,7 @@ if op == 'add' then
         redis.call('ZADD', K_HOURS, expires, scope)
         redis.call('EXPIREAT', key, expires)
       end
+      if run_prefix ~= '' then budget_check(run_prefix, scope, key) end
     end
   end
   return 0

@@ -45,7 +45,11 @@ local function take_one(id, raw, rec)
     -- No usable id: dead-letter it as is rather than deliver it unowned.
     redis.call('RPUSH', K_DEAD, raw)
     count('dead')
-  elseif rec.c or (rec.rn and run_cancelled(rec.rn)) then
+    return false
+  end
+  -- A task without a run reads nothing more here.
+  local gate = rec.rn and run_state(rec.rn)
+  if rec.c or gate == 'cancelled' then
     finish(id, rec, 'C', now)
     count('cancelled')
     run_event(rec.rn, id, 'cancelled', false, now)
@@ -66,6 +70,11 @@ local function take_one(id, raw, rec)
     if not m or m == 0 then m = defmax end
     rec.m = m
     local a = (rec.a or 0) + 1
+    if gate == 'paused' and a <= m then
+      -- Its run is paused: set aside untouched (no attempt charged) until it resumes.
+      run_park(rec.rn, raw)
+      return false
+    end
     if a > m then
       rec.e = 'attempt ' .. a .. ' exceeds max_attempts=' .. m ..
         ': earlier attempts were lost with their worker'

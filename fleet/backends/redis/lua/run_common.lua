@@ -7,6 +7,9 @@
 --   fleet:run:<id>:live   set   "<type>|<task id>" of its live tasks (for run cancel)
 --   fleet:run:<id>:keys:<n>  string  level n of its unique-key filter (below; dropped
 --                               when it ends); the hash's kl/kn: levels, keys in the last
+--   fleet:run:<id>:parked:<type>  list  bodies of its tasks a reserve took while it was
+--                               paused (bg budget JSON, pr/pa why and when it paused)
+--   fleet:run:<id>:parked set   the types that have such a list
 -- The hash and the sets expire RUN_TTL_MS after the run ended (FLEET_RUN_TTL_SECONDS).
 -- While it runs, all of them expire RUN_IDLE_MS after it last moved
 -- (FLEET_RUN_IDLE_TTL_SECONDS; a task pushed with a delay counts as moving when due):
@@ -214,10 +217,17 @@ local function run_touch(key, ahead_ms)
   -- -2: gone; -1: a run from before runs expired when idle, touched now.
   if left == -2 or (left >= 0 and left + RUN_TOUCH_SLACK_MS >= ms) then return end
   local v = redis.call('HMGET', key, 'state', 'kl')
-  if v[1] ~= 'running' then return end -- an ended run keeps its FLEET_RUN_TTL_SECONDS
+  -- an ended run keeps its FLEET_RUN_TTL_SECONDS
+  if v[1] ~= 'running' and v[1] ~= 'paused' then return end
   redis.call('PEXPIRE', key, ms)
   redis.call('PEXPIRE', key .. ':live', ms)
   for i = 0, (tonumber(v[2]) or 0) - 1 do redis.call('PEXPIRE', key .. ':keys:' .. i, ms) end
+  if v[1] == 'paused' then
+    redis.call('PEXPIRE', key .. ':parked', ms)
+    for _, t in ipairs(redis.call('SMEMBERS', key .. ':parked')) do
+      redis.call('PEXPIRE', key .. ':parked:' .. t, ms)
+    end
+  end
 end
 
 -- One event of task `id` (of this script's type) of run `rn` (nothing if nil or
@@ -247,17 +257,33 @@ local function run_event(rn, id, event, from_running, now)
     return
   end
   local v = redis.call('HMGET', key, 'state', 'c:submitted', 'c:pending', 'c:running')
-  if v[1] == 'running' and (tonumber(v[2]) or 0) > 0 and (tonumber(v[3]) or 0) <= 0
-      and (tonumber(v[4]) or 0) <= 0 then
+  if (v[1] == 'running' or v[1] == 'paused') and (tonumber(v[2]) or 0) > 0
+      and (tonumber(v[3]) or 0) <= 0 and (tonumber(v[4]) or 0) <= 0 then
     run_end(rn, key, 'done', now)
   end
 end
 
--- True if run `rn` was cancelled. A run cancel answers its live tasks and cancels
--- them one call each; a task of it popped in between is dropped here, so none of a
--- cancelled run's queued tasks starts.
-local function run_cancelled(rn)
-  return redis.call('HGET', RUN_PREFIX .. rn, 'state') == 'cancelled'
+-- The state of run `rn` (nil if gone), read as a reserve takes a task of it. A run
+-- cancel answers its live tasks and cancels them one call each; a task of it popped
+-- in between is dropped by the reserve, so none of a cancelled run's queued tasks
+-- starts; a paused run's is parked (run_park).
+local function run_state(rn)
+  return redis.call('HGET', RUN_PREFIX .. rn, 'state')
+end
+
+-- Set the body of a task of paused run `rn` aside (it stays queued: its record, its
+-- browse entry and the run's pending count are unchanged) until the run resumes
+-- (run_unpark.lua); the lists expire with the run.
+local function run_park(rn, raw)
+  local key = RUN_PREFIX .. rn
+  local list = key .. ':parked:' .. RUN_TYPE
+  redis.call('RPUSH', list, raw)
+  redis.call('SADD', key .. ':parked', RUN_TYPE)
+  local left = redis.call('PTTL', key)
+  if left > 0 then
+    redis.call('PEXPIRE', list, left)
+    redis.call('PEXPIRE', key .. ':parked', left)
+  end
 end
 
 -- Whether a push into run `rn` with unique key `uk` (or nil), due `delay` seconds
@@ -268,7 +294,7 @@ local function run_admit(rn, uk, id, delay)
   if type(rn) ~= 'string' or #rn ~= 32 or string.find(rn, '[^0-9a-f]') then return 'refused' end
   local key = RUN_PREFIX .. rn
   local v = redis.call('HMGET', key, 'state', 'md')
-  if v[1] ~= 'running' then return 'refused' end
+  if v[1] ~= 'running' and v[1] ~= 'paused' then return 'refused' end
   if delay > (tonumber(v[2]) or RUN_MAX_DELAY) then return 'delay' end
   if uk and bf_seen_or_add(key, RUN_TYPE .. '\0' .. uk) then
     run_event(rn, id, 'duplicate', false, 0)
