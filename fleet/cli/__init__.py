@@ -67,7 +67,7 @@ SUMMARIES: dict[str, str] = {
     "plugins": "List installed automation types, their kinds and schemas, and load errors.",
     "run": "Run one automation in this process, no master: tasks from --payload, --file or "
     "stdin; emits printed as JSON lines.",
-    "runs": "List runs, newest first (or: show, watch, create, cancel one).",
+    "runs": "List runs, newest first (or: show, watch, create, pause, resume, cancel one).",
     "schedules": "List a type's schedules, or show one schedule ID and pause, resume, run or "
     "delete it.",
     "submit": "Submit a task: PAYLOAD is JSON, @file or - (stdin); or --from-jsonl FILE.",

@@ -1,4 +1,5 @@
-"""``fleet runs``: list runs, show one, watch one to its end, create and cancel."""
+"""``fleet runs``: list runs, show one, watch one to its end, create, pause, resume and
+cancel."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def _row(r: RunOut) -> list[Any]:
 def show_run(r: RunOut) -> None:
     """A run for people: state, times, counters in total and per type."""
     echo(f"run       {r['run_id']}" + (f" ({r['name']})" if r.get("name") else ""))
-    echo(f"state     {r['state']}")
+    paused = f" ({r['paused_reason']})" if r.get("paused_reason") else ""
+    echo(f"state     {r['state']}{paused}")
     echo(f"created   {_when(r['created_at'])}")
     echo(f"finished  {_when(r['finished_at'])}")
     on_complete = r["on_complete"]
@@ -45,6 +47,16 @@ def show_run(r: RunOut) -> None:
     meters = r.get("meters")
     if meters is not None:
         echo(f"spent     {meters_line(meters)}")
+    budget = r.get("budget")
+    if budget:
+        caps = ", ".join(f"{k} {v:g}" for k, v in budget.items())
+        remaining = r.get("budget_left")
+        rest = (
+            ""
+            if remaining is None
+            else "; left " + ", ".join(f"{k} {v:g}" for k, v in remaining.items())
+        )
+        echo(f"budget    {caps}{rest}")
 
 
 @click.group("runs", invoke_without_command=True)
@@ -60,7 +72,7 @@ def runs(
     token: str | None,
     as_json: bool,
 ) -> None:
-    """List runs, newest first (or: show, watch, create, cancel one)."""
+    """List runs, newest first (or: show, watch, create, pause, resume, cancel one)."""
     if ctx.invoked_subcommand is not None:
         return
     with open_client(url, token) as client:
@@ -102,8 +114,9 @@ def watch(run_id: str, interval: float, url: str | None, token: str | None, as_j
                 c = record["counters"]
                 ended = c["done"] + c["dead"] + c["cancelled"] + c["expired"]
                 progress.update(bar, completed=ended, total=max(c["submitted"], 1))
-                if record["state"] != "running":
+                if record["state"] not in ("running", "paused"):
                     break
+                progress.update(bar, description=f"run {run_id} ({record['state']})")
                 time.sleep(max(interval, 0.05))
                 record = client.run(run_id, wait=min(max(interval, 0.05), 60.0))
     if as_json:
@@ -131,6 +144,14 @@ def watch(run_id: str, interval: float, url: str | None, token: str | None, as_j
     default=None,
     help="The longest delay (seconds) of a task of the run (default 86400).",
 )
+@click.option(
+    "budget_caps",
+    "--budget",
+    multiple=True,
+    metavar="METER=CAP",
+    help="A cap at which the run pauses: spend=50, bytes=5e9, solver_calls=1000 "
+    "(repeatable; docs/costs.md).",
+)
 @client_options
 def create(
     name: str | None,
@@ -138,6 +159,7 @@ def create(
     on_complete_payload: str | None,
     types: tuple[str, ...],
     max_delay: float | None,
+    budget_caps: tuple[str, ...],
     url: str | None,
     token: str | None,
     as_json: bool,
@@ -155,6 +177,7 @@ def create(
             on_complete=on_complete,
             types=list(types) or None,
             max_delay_seconds=max_delay,
+            budget=parse_budget(budget_caps),
         )
     if as_json:
         print_json({"run_id": run_id})
@@ -169,6 +192,62 @@ def cancel(run_id: str, url: str | None, token: str | None, as_json: bool) -> No
     """Cancel a run: its pending tasks are cancelled, its running ones stopped."""
     with open_client(url, token) as client:
         record = client.cancel_run(run_id)
+    if as_json:
+        print_json(record)
+    else:
+        show_run(record)
+
+
+def parse_budget(caps: tuple[str, ...]) -> dict[str, float] | None:
+    """``("spend=50", "bytes=5e9")`` as ``{"spend": 50.0, "bytes": 5e9}`` (None if none)."""
+    if not caps:
+        return None
+    out: dict[str, float] = {}
+    for cap in caps:
+        name, sep, value = cap.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise click.BadParameter(
+                f"{cap!r} is not METER=CAP (e.g. bytes=5e9)", param_hint="--budget"
+            )
+    return out
+
+
+@runs.command("pause")
+@click.argument("run_id")
+@click.option("--reason", default=None, help="Why (shown with the run).")
+@client_options
+def pause(
+    run_id: str, reason: str | None, url: str | None, token: str | None, as_json: bool
+) -> None:
+    """Pause a run: its queued tasks wait, its running ones finish."""
+    with open_client(url, token) as client:
+        record = client.pause_run(run_id, reason)
+    if as_json:
+        print_json(record)
+    else:
+        show_run(record)
+
+
+@runs.command("resume")
+@click.argument("run_id")
+@click.option(
+    "budget_caps",
+    "--budget",
+    multiple=True,
+    metavar="METER=CAP",
+    help="The run's new budget (repeatable): a run paused at its budget needs a higher one.",
+)
+@client_options
+def resume(
+    run_id: str, budget_caps: tuple[str, ...], url: str | None, token: str | None, as_json: bool
+) -> None:
+    """Resume a paused run (optionally with a raised budget)."""
+    with open_client(url, token) as client:
+        record = client.resume_run(run_id, parse_budget(budget_caps))
     if as_json:
         print_json(record)
     else:

@@ -111,6 +111,10 @@ class RunOut(TypedDict):
     counters: dict[str, int]
     by_type: dict[str, dict[str, int]]
     meters: NotRequired[dict[str, float] | None]
+    budget: NotRequired[dict[str, float] | None]
+    budget_left: NotRequired[dict[str, float] | None]
+    paused_reason: NotRequired[str | None]
+    paused_at: NotRequired[Number | None]
 
 
 class TaskItem(TypedDict):

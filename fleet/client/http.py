@@ -303,17 +303,20 @@ class FleetClient:
         on_complete: dict[str, Any] | None = None,
         types: list[str] | None = None,
         max_delay_seconds: float | None = None,
+        budget: dict[str, float] | None = None,
     ) -> str:
         """Create a run (``POST /api/v1/runs``); its id. Submit into it with
         ``submit(..., run=run_id)``; ``on_complete`` ``{"type", "payload"}`` is
         submitted once when it ends done. ``types``: the automation types a scoped
         token may submit into it; ``max_delay_seconds``: the longest delay of a task
-        of it (default a day)."""
+        of it (default a day); ``budget``: caps by meter (``{"spend": 50}``,
+        ``{"bytes": 5e9}``) at which it pauses (docs/costs.md)."""
         options = (
             ("name", name),
             ("on_complete", on_complete),
             ("types", types),
             ("max_delay_seconds", max_delay_seconds),
+            ("budget", budget),
         )
         body = {k: v for k, v in options if v is not None}
         result: dict[str, Any] = self.request("POST", "/api/v1/runs", json_body=body)
@@ -329,7 +332,7 @@ class FleetClient:
             timeout = None if params is None else params["wait"] + (self._http.timeout.read or 30.0)
             path = f"/api/v1/runs/{_seg(run_id)}"
             record: RunOut = self.request("GET", path, params=params, timeout=timeout)
-            if params is None or record.get("state") != "running":
+            if params is None or record.get("state") not in ("running", "paused"):
                 return record
 
     def tasks(
@@ -359,6 +362,19 @@ class FleetClient:
         if after is not None:
             params["after"] = after
         result: RunPage = self.request("GET", "/api/v1/runs", params=params)
+        return result
+
+    def pause_run(self, run_id: str, reason: str | None = None) -> RunOut:
+        """Pause a run: its queued tasks wait (not dispatched), running ones finish."""
+        body = {} if reason is None else {"reason": reason}
+        result: RunOut = self.request("POST", f"/api/v1/runs/{_seg(run_id)}/pause", json_body=body)
+        return result
+
+    def resume_run(self, run_id: str, budget: dict[str, float] | None = None) -> RunOut:
+        """Resume a paused run, with a new ``budget`` if given (a run paused at its
+        budget needs a higher one)."""
+        body = {} if budget is None else {"budget": budget}
+        result: RunOut = self.request("POST", f"/api/v1/runs/{_seg(run_id)}/resume", json_body=body)
         return result
 
     def cancel_run(self, run_id: str) -> RunOut:

@@ -7,8 +7,9 @@ browser-seconds, a plugin's own units (``ctx.meter``), and at its end one attemp
 its run-seconds. The book adds each amount to the scopes it belongs to — the type, the
 task's run, the domain, the identity pools the task held, the type's current hour — with
 its price (``spend``) beside it, and sends what it holds every :data:`FLUSH_SECONDS` in
-one backend step. A worker killed with SIGKILL loses what it held: at most the last
-:data:`FLUSH_SECONDS` of its meters.
+one backend step — at once, before its ack, when the attempt's run has a budget
+(:meth:`MeterBook.settle`). A worker killed with SIGKILL loses what it held: at most the
+last :data:`FLUSH_SECONDS` of its meters.
 """
 
 from __future__ import annotations
@@ -35,12 +36,16 @@ from fleet.core.meters import (
 
 if TYPE_CHECKING:
     from fleet.core.capabilities.meters import Meters
+    from fleet.core.capabilities.runs import Runs
     from fleet.core.config import BaseConfig
 
 log = logging.getLogger("fleet.meters")
 
 #: How often a book sends what it holds (s).
 FLUSH_SECONDS = 2.0
+#: How long a book trusts what it read of a run's budget (s): a budget set at resume
+#: is seen within this.
+BUDGET_TTL = 5.0
 #: The tier name of traffic of a type without ``proxy_tiers``.
 NO_TIER = "default"
 GB = 1e9
@@ -72,9 +77,16 @@ class MeterBook:
     """
 
     def __init__(
-        self, meters: Meters, automation_type: str, config: Callable[[], BaseConfig]
+        self,
+        meters: Meters,
+        automation_type: str,
+        config: Callable[[], BaseConfig],
+        runs: Runs | None = None,
     ) -> None:
         self._meters = meters
+        self._runs = runs
+        #: run -> (read until, whether it has a budget).
+        self._budgeted: dict[str, tuple[float, bool]] = {}
         self.automation_type = automation_type
         self._config = config
         self._batch = MeterBatch()
@@ -209,6 +221,42 @@ class MeterBook:
             batch.merge(self._batch)
             self._batch = batch
             self._schedule()
+
+    async def _has_budget(self, run: str) -> bool:
+        now = time.monotonic()
+        known = self._budgeted.get(run)
+        if known is not None and known[0] > now:
+            return known[1]
+        has = False
+        if self._runs is not None:
+            try:
+                record = await self._runs.get(run)
+            except FleetError:  # runs unsupported here, or the backend away: no budget
+                record = None
+            has = record is not None and bool(record.budget)
+        if len(self._budgeted) > 10_000:
+            self._budgeted.clear()
+        self._budgeted[run] = (now + BUDGET_TTL, has)
+        return has
+
+    async def held_back(self, run: str) -> bool:
+        """True if ``run`` has a budget and is paused now (one read, only for a run with
+        a budget): a task of it a worker took ahead of its slots goes back instead of
+        running, so the fleet overshoots a budget by at most the attempts running."""
+        if not await self._has_budget(run) or self._runs is None:
+            return False
+        try:
+            record = await self._runs.get(run)
+        except FleetError:
+            return False
+        return record is not None and record.state == "paused"
+
+    async def settle(self, run: str | None) -> None:
+        """An attempt of a task of ``run`` ended: if the run has a budget, send the book
+        now (before the task is acked), so the step that adds its meters pauses the run
+        before another worker takes the next task; else nothing (the next flush)."""
+        if run is not None and await self._has_budget(run):
+            await self.flush()
 
     async def close(self) -> None:
         """Send what is held and stop the flusher."""

@@ -150,6 +150,8 @@ async def run_attempt(slot: Slot, task: Task[Any]) -> Outcome:
     """:func:`attempt` without its span."""
     automation = slot.env.automation
     assert isinstance(automation, BatchAutomation)
+    if task.run is not None and await slot.ctx.access.book.held_back(task.run):
+        return INTERRUPTED  # its run paused at its budget: back uncharged, parked there
     slot.stats.busy = True
     slot.running_task_id = task.id
     slot.ctx.bind_task(task.id, task.attempt, run=task.run)
@@ -187,6 +189,8 @@ async def run_attempt(slot: Slot, task: Task[Any]) -> Outcome:
         finally:
             slot.running_task_id = None
             slot.ctx.bind_task(None)
+            if task.run is not None:  # a run with a budget: its meters before the ack
+                await slot.ctx.access.book.settle(task.run)
             await identities.give_back(slot, outcome)
         if outcome is OK or outcome.kind == "failed":  # cancels say nothing of speed
             slot.env.counters.durations.observe(time.perf_counter() - started)

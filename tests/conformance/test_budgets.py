@@ -33,8 +33,7 @@ async def rb(backend: Backend) -> AsyncIterator[Backend]:
 
 async def push(b: Backend, run: str, *ids: str, **kw: Any) -> None:
     reqs = [
-        PushRequest(TaskBody(id=i, payload={"i": i}, enqueued_at=now(), run=run, **kw))
-        for i in ids
+        PushRequest(TaskBody(id=i, payload={"i": i}, enqueued_at=now(), run=run, **kw)) for i in ids
     ]
     results = await b.queues.push(TYPE, reqs)
     assert all(r.queued for r in results), results

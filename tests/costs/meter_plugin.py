@@ -32,3 +32,25 @@ class CostFetch(BatchAutomation[BaseConfig]):
         if task.payload.fail and task.attempt == 1:
             raise RuntimeError("the first attempt fails after its download")
         await ctx.emit(Got(url=task.payload.url, size=len(response.content)))
+
+
+class RunSummary(BaseModel):
+    run: dict[str, object]
+
+
+class Report(BaseModel):
+    run_id: str
+    done: int
+
+
+@register("cost-report")
+class CostReport(BatchAutomation[BaseConfig]):
+    """A run's ``on_complete``: emits the run's id and its done count."""
+
+    TaskPayload = RunSummary
+    Output = Report
+
+    async def run_one(self, task: Task[RunSummary], ctx: Context[BaseConfig]) -> None:
+        counters = task.payload.run["counters"]
+        assert isinstance(counters, dict)
+        await ctx.emit(Report(run_id=str(task.payload.run["run_id"]), done=counters["done"]))

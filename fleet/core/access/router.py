@@ -82,7 +82,7 @@ class Access:
         self._session = secrets.token_hex(6)
         self._salt: str | None = None
         #: What the type's tasks spend in this process (docs/costs.md).
-        self.book = MeterBook(backend.meters, automation_type, config)
+        self.book = MeterBook(backend.meters, automation_type, config, backend.runs)
 
     # ------------------------------------------------------------------ config
     @property

@@ -56,6 +56,8 @@ class TaskCapabilities(abc.ABC):
     domains: Domains
     #: Sums of what the fleet spent, per run, type, domain, pool and hour (``ctx.meter``).
     meters: Meters
+    #: Runs (a run's budget: the meters of its tasks are sent as each ends).
+    runs: Runs
 
 
 __all__ = [

@@ -245,6 +245,12 @@ class RunOut(Answer):
         description="What its tasks spent: requests, bytes (by tier), solves, seconds, "
         "the plugin's own units and `spend` (GET /runs/{id} only)",
     )
+    budget: dict[str, float] | None = Field(default=None, description="Caps by meter.")
+    budget_left: dict[str, float] | None = Field(
+        default=None, description="What is left of each cap (GET /runs/{id} only)"
+    )
+    paused_reason: str | None = Field(default=None, description="Why it is paused.")
+    paused_at: Number | None = None
 
 
 class RunPage(Answer):

@@ -1,11 +1,12 @@
-"""Routes over runs: create, read (``?wait``), list, cancel (services/runs.py)."""
+"""Routes over runs: create, read (``?wait``), list, cancel, pause, resume
+(services/runs.py)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from fleet.backends.base import Backend
 from fleet.core.results import MAX_WAIT_SECONDS
@@ -42,6 +43,28 @@ class RunCreate(RunBody):
         le=MAX_MAX_DELAY,
         description="The longest delay_seconds a task of the run may have (default 86400).",
     )
+    budget: dict[str, float] | None = Field(
+        default=None,
+        description='Caps by meter, e.g. {"spend": 50} or {"bytes": 5e9, '
+        '"solver_calls": 1000}: the run pauses when its meters reach one (docs/costs.md).',
+    )
+
+
+class PauseBody(BaseModel):
+    """Why the run is paused (shown with it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(default=None, min_length=1, max_length=500)
+
+
+class ResumeBody(BaseModel):
+    """The run's new budget, if it changes (a run paused at its budget needs a higher
+    one)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    budget: dict[str, float] | None = Field(default=None, description="Caps by meter.")
 
 
 @router.post(
@@ -67,6 +90,7 @@ async def create_run(
         body.types,
         body.max_delay_seconds,
         max_bytes=master_state(request).settings.max_body_bytes,
+        budget=body.budget,
     )
 
 
@@ -111,3 +135,38 @@ async def cancel_run(
     """Cancel its queued and scheduled tasks, stop its running ones; it ends
     ``cancelled`` without its ``on_complete``."""
     return await runs.cancel(backend, run_id)
+
+
+@router.post(
+    "/runs/{run_id}/pause",
+    response_model=RunOut,
+    responses=error_responses(409),
+    summary="Pause a run",
+)
+async def pause_run(
+    run_id: RunId,
+    body: PauseBody | None = None,
+    _: Any = Depends(admin_access),
+    backend: Backend = Depends(backend_dependency),
+) -> dict[str, Any]:
+    """Its queued tasks stay queued and are not dispatched; its running ones finish.
+    It keeps its counters, unique keys and callback, and takes pushes. A paused run
+    answers as it is; one that ended is a 409."""
+    return await runs.pause(backend, run_id, None if body is None else body.reason)
+
+
+@router.post(
+    "/runs/{run_id}/resume",
+    response_model=RunOut,
+    responses=error_responses(409),
+    summary="Resume a run",
+)
+async def resume_run(
+    run_id: RunId,
+    body: ResumeBody | None = None,
+    _: Any = Depends(admin_access),
+    backend: Backend = Depends(backend_dependency),
+) -> dict[str, Any]:
+    """Its waiting tasks are dispatched again. ``budget`` replaces its budget; a run
+    whose meters already reach the budget it would have is a 422 (raise it)."""
+    return await runs.resume(backend, run_id, None if body is None else body.budget)

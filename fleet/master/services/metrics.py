@@ -28,7 +28,7 @@ from fleet.core.blocks.verdicts import VERDICT_KINDS
 from fleet.core.meters import type_scope
 from fleet.core.metrics import BUCKETS, merge_histograms, merge_snapshots
 from fleet.core.records import QueueDepths
-from fleet.core.runs import COUNTERS, RunRecord
+from fleet.core.runs import COUNTERS, OPEN_STATES, RunRecord
 from fleet.core.stored import entry_unreadable
 from fleet.core.tiers import DomainTier
 from fleet.master.services.proxy_metrics import ProxySnapshot, gather_proxies, proxy_families
@@ -140,7 +140,7 @@ async def live_runs(backend: Backend) -> tuple[list[RunRecord], int]:
         page = await backend.runs.page(after=after, limit=500)
         seen += len(page.runs)
         for record in page.runs:
-            if record.state == "running":
+            if record.state in OPEN_STATES:
                 live += 1
                 if len(found) < TOP_RUNS:
                     found.append(record)

@@ -1,5 +1,6 @@
-"""Runs over REST: create, read (with ``?wait``), list, cancel, and the run check of
-a submit (docs/runs.md). The routes of ``routes/runs.py`` parse and answer."""
+"""Runs over REST: create, read (with ``?wait``), list, cancel, pause and resume, and
+the run check of a submit (docs/runs.md, docs/costs.md). The routes of
+``routes/runs.py`` parse and answer."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 from typing import Any
 
 from fleet.backends.base import Backend
+from fleet.core.budgets import check_budget, left, over
 from fleet.core.errors import (
     Conflict,
     ContractValueError,
@@ -21,10 +23,12 @@ from fleet.core.meters import run_scope
 from fleet.core.results import MAX_WAIT_SECONDS
 from fleet.core.runs import (
     MAX_ON_COMPLETE_BYTES,
+    OPEN_STATES,
     OnCompleteTooLarge,
     RunRecord,
     check_max_delay,
     check_on_complete,
+    check_reason,
     check_run_id,
     check_run_name,
     check_run_types,
@@ -66,6 +70,7 @@ async def create(
     types: Any = None,
     max_delay_seconds: Any = None,
     max_bytes: int = MAX_ON_COMPLETE_BYTES,
+    budget: Any = None,
 ) -> dict[str, Any]:
     """Create a run; ``{"run_id"}``. ``on_complete.type`` must be a type the catalog
     knows; its JSON at most ``max_bytes`` (a task payload's cap, the request body
@@ -83,6 +88,7 @@ async def create(
         checked = check_on_complete(on_complete, max_bytes=max_bytes)
         checked_types = check_run_types(types)
         max_delay = check_max_delay(max_delay_seconds)
+        caps = check_budget(budget)
     except OnCompleteTooLarge as exc:
         raise TooLarge(exc.message, resource="on_complete") from None
     except ContractValueError as exc:
@@ -95,6 +101,7 @@ async def create(
             on_complete=checked,
             types=checked_types,
             max_delay_seconds=max_delay,
+            budget=caps,
         )
     except UnsupportedBackend as exc:
         raise _unsupported(exc) from None
@@ -123,11 +130,20 @@ async def get(
         NotFound: 404 for an unknown run.
     """
     record = await _get(backend, run_id)
-    if wait is not None and record.state == "running":
+    if wait is not None and record.state in OPEN_STATES:
         waited = await (waits or Waits(backend)).run(run_id, min(wait, MAX_WAIT_SECONDS))
         record = waited if waited is not None else await _get(backend, run_id)
-    found = await backend.meters.get([run_scope(run_id)])
-    return {**record.to_dict(), "meters": found.get(run_scope(run_id), {})}
+    return await with_meters(backend, record)
+
+
+async def with_meters(backend: Backend, record: RunRecord) -> dict[str, Any]:
+    """A run's record with its meters and, if it has a budget, what is left of it."""
+    found = await backend.meters.get([run_scope(record.id)])
+    meters = found.get(run_scope(record.id), {})
+    out = {**record.to_dict(), "meters": meters}
+    if record.budget:
+        out["budget_left"] = left(record.budget, meters)
+    return out
 
 
 async def page(backend: Backend, after: str | None, limit: int) -> dict[str, Any]:
@@ -174,6 +190,69 @@ async def cancel(backend: Backend, run_id: str) -> dict[str, Any]:
     return done.record.to_dict()
 
 
+async def pause(backend: Backend, run_id: str, reason: Any) -> dict[str, Any]:
+    """Pause a running run: its queued tasks wait, its running ones finish.
+
+    Raises:
+        InvalidInput: 422, not a run id, or a bad reason.
+        NotFound: 404 for an unknown run.
+        Conflict: 409, the run has ended.
+    """
+    valid_run_id(run_id, ("path", "run_id"))
+    try:
+        why = check_reason("paused by an operator" if reason is None else reason)
+    except ContractValueError as exc:
+        raise _invalid(exc, "reason") from None
+    try:
+        record = await backend.runs.pause(run_id, why)
+    except UnsupportedBackend as exc:
+        raise _unsupported(exc) from None
+    if record is None:
+        raise _unknown(run_id)
+    _still_open(record)
+    return await with_meters(backend, record)
+
+
+async def resume(backend: Backend, run_id: str, budget: Any) -> dict[str, Any]:
+    """Resume a paused run (and, with ``budget``, replace its budget; on a running run
+    that is all it does). A run still past its budget is refused: raise it.
+
+    Raises:
+        InvalidInput: 422, not a run id, a bad budget, or one its meters already reach.
+        NotFound: 404 for an unknown run.
+        Conflict: 409, the run has ended.
+    """
+    valid_run_id(run_id, ("path", "run_id"))
+    try:
+        caps = check_budget(budget)
+    except ContractValueError as exc:
+        raise _invalid(exc, "budget") from None
+    record = await _get(backend, run_id)
+    _still_open(record)
+    found = await backend.meters.get([run_scope(run_id)])
+    why = over(caps if caps is not None else record.budget, found.get(run_scope(run_id), {}))
+    if why is not None:
+        msg = f"the run is still at its budget ({why}): resume with a raised budget"
+        raise InvalidInput([{"type": "value_error", "loc": ["body", "budget"], "msg": msg}])
+    try:
+        after = await backend.runs.resume(run_id, caps)
+    except UnsupportedBackend as exc:
+        raise _unsupported(exc) from None
+    if after is None:
+        raise _unknown(run_id)
+    _still_open(after)
+    return await with_meters(backend, after)
+
+
+def _still_open(record: RunRecord) -> None:
+    if record.state not in OPEN_STATES:
+        raise Conflict(
+            f"run {record.id!r} has ended ({record.state}): it can no longer be paused or resumed",
+            resource="run",
+            key=record.id,
+        )
+
+
 def valid_run_id(run_id: str, loc: tuple[str, ...]) -> str:
     """``run_id`` if it is a run id (32 lowercase hex digits).
 
@@ -198,7 +277,7 @@ async def open_run(backend: Backend, run_id: str) -> RunRecord:
     """
     valid_run_id(run_id, ("body", "run"))
     record = await _get(backend, run_id)
-    if record.state != "running":
+    if record.state not in OPEN_STATES:
         raise Conflict(
             f"run {run_id!r} has ended ({record.state}): it takes no more tasks",
             resource="run",

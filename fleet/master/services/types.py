@@ -9,6 +9,7 @@ from typing import Any
 
 from fleet.backends.base import Backend
 from fleet.core.errors import Conflict
+from fleet.core.runs import OPEN_STATES
 from fleet.master.services.catalog import all_entries, find_entry, summary, unknown_type
 from fleet.master.services.shared_views import WorkersRead
 from fleet.master.services.workers_view import load_views, worker_counts
@@ -70,7 +71,7 @@ async def _refuse_if_runs_hold(backend: Backend, automation_type: str) -> None:
         for run in page.runs:
             live = run.by_type.get(automation_type, {})
             held = live.get("pending", 0) + live.get("running", 0)
-            if run.state == "running" and held > 0:
+            if run.state in OPEN_STATES and held > 0:
                 raise Conflict(
                     f"run {run.id} has {held} live task(s) of {automation_type!r}: cancel "
                     f"the run first (DELETE /api/v1/runs/{run.id}), then delete the type",

@@ -20,7 +20,7 @@ from fleet.backends.base import Backend
 from fleet.core.cancelling import cancel_and_wait
 from fleet.core.records import TaskInfo
 from fleet.core.results import FINAL_STATES
-from fleet.core.runs import RunRecord
+from fleet.core.runs import OPEN_STATES, RunRecord
 
 #: Seconds from a wait joining to the next read: quick, so short tasks answer fast.
 FIRST = 0.02
@@ -187,4 +187,4 @@ def _task_ended(info: TaskInfo) -> bool:
 
 
 def _run_ended(record: RunRecord | None) -> bool:
-    return record is None or record.state != "running"
+    return record is None or record.state not in OPEN_STATES
