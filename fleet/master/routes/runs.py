@@ -140,7 +140,7 @@ async def cancel_run(
 @router.post(
     "/runs/{run_id}/pause",
     response_model=RunOut,
-    responses=error_responses(409),
+    responses=error_responses(400, 409),
     summary="Pause a run",
 )
 async def pause_run(
@@ -158,7 +158,7 @@ async def pause_run(
 @router.post(
     "/runs/{run_id}/resume",
     response_model=RunOut,
-    responses=error_responses(409),
+    responses=error_responses(400, 409),
     summary="Resume a run",
 )
 async def resume_run(
