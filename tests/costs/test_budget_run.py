@@ -3,11 +3,13 @@
 real ``fleet worker`` processes (two slots each) on a SQLite file and on Redis. The run
 pauses after about ten tasks — the overshoot within the slots that were running — with
 the rest still queued and nothing dead, and stays paused; ``fleet runs resume --budget``
-(the CLI, against a real master) completes it, and its callback runs once."""
+(the CLI, against a real master) completes it, and its callback runs once. The CLI lines
+are docs/costs.md's, as written (its budget cut to 1 MB, its callback type ours)."""
 
 from __future__ import annotations
 
 import asyncio
+import shlex
 import subprocess
 import sys
 import time
@@ -19,6 +21,7 @@ import pytest
 from fleet.backends import open_backend
 from fleet.core.runs import callback_task_id
 from fleet.core.submission import make_push_request
+from tests.docs.blocks import fenced_blocks
 from tests.support.master_proc import MASTER_TOKEN, MasterProcess
 from tests.support.sites import QuietHandler, serving
 from tests.support.waits import until
@@ -42,6 +45,18 @@ class Site(QuietHandler):
 def site() -> Iterator[str]:
     with serving(Site) as url:
         yield url.rstrip("/")
+
+
+PAGE = (ROOT / "docs" / "costs.md").read_text(encoding="utf-8")
+
+
+def doc_lines() -> list[str]:
+    """docs/costs.md's lines that create, show and resume a run with a budget."""
+    block = next(b for b in fenced_blocks(PAGE) if "--budget" in b.text)
+    lines = block.lines()
+    assert lines[0].startswith("RUN=$(fleet runs create") and lines[0].endswith(")")
+    create = lines[0][len("RUN=$(") : -1].replace("bytes=1e9", "bytes=1e6")
+    return [create.replace("catalog-report", "cost-report"), *lines[1:]]
 
 
 def fleet_cli(master: MasterProcess, *args: str) -> str:
@@ -76,10 +91,9 @@ async def test_a_run_pauses_at_its_byte_budget_and_a_resume_completes_it(
                                   more_args=more, env=env)
                 )  # fmt: skip
             await until(lambda: b.catalog.get("cost-report"), timeout=30, what="registered")
-            run = fleet_cli(
-                master, "runs", "create", "--name", "budgeted", "--budget", "bytes=1e6",
-                "--on-complete-type", "cost-report",
-            ).strip()  # fmt: skip
+            create, show, resume = doc_lines()
+            assert create.startswith("fleet ") and "--budget bytes=1e6" in create
+            run = fleet_cli(master, *shlex.split(create)[1:]).strip()
             pushes = [make_push_request({"url": f"{site}/p/{i}"}, run=run) for i in range(TASKS)]
             assert all(r.queued for r in await b.queues.push("cost-fetch", pushes))
 
@@ -103,10 +117,10 @@ async def test_a_run_pauses_at_its_byte_budget_and_a_resume_completes_it(
             assert still.counters["done"] == c["done"], still.counters
             depths = await b.queues.depths("cost-fetch")
             assert depths.dead == 0
-            shown = fleet_cli(master, "runs", "show", run)
+            shown = fleet_cli(master, *shlex.split(show.replace("$RUN", run))[1:])
             assert "paused (budget reached: bytes" in shown and "budget    bytes 1e+06" in shown
 
-            fleet_cli(master, "runs", "resume", run, "--budget", "bytes=1e8")
+            fleet_cli(master, *shlex.split(resume.replace("$RUN", run))[1:])
             watched = fleet_cli(master, "runs", "watch", run)
             assert "done" in watched
             done = await b.runs.get(run)
