@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from fleet.core.errors import ContractValueError
@@ -83,9 +83,36 @@ def over(budget: Mapping[str, float] | None, meters: Mapping[str, float]) -> str
     return None
 
 
+DAY = 86_400
+
+
+def day_hours(at: float) -> list[int]:
+    """The hour starts of the UTC day holding ``at``, up to ``at``'s hour (the hour
+    scopes a type's day sums: :func:`fleet.core.meters.hour_scope`)."""
+    start = int(at // DAY) * DAY
+    return list(range(start, int(at // 3600) * 3600 + 1, 3600))
+
+
+def next_day(at: float) -> float:
+    """When the UTC day after ``at``'s starts (a daily budget's pause ends)."""
+    return float((int(at // DAY) + 1) * DAY)
+
+
+def summed(rows: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Meters of several scopes added up by name (a day from its hours), in order."""
+    out: dict[str, float] = {}
+    for row in rows:
+        for meter, value in row.items():
+            out[meter] = out.get(meter, 0.0) + float(value)
+    return out
+
+
 def left(budget: Mapping[str, float] | None, meters: Mapping[str, float]) -> dict[str, float]:
     """What is left of each cap (0 once reached)."""
     return {n: max(float(c) - used(meters, n), 0.0) for n, c in sorted((budget or {}).items())}
 
 
-__all__ = ["MAX_CAPS", "SUMS", "check_budget", "left", "over", "used"]
+__all__ = [
+    "DAY", "MAX_CAPS", "SUMS", "check_budget", "day_hours", "left", "next_day", "over",
+    "summed", "used",
+]  # fmt: skip

@@ -15,6 +15,7 @@ from pydantic import (
 
 from fleet.core.access.tier_config import ProxyTier, check_tiers
 from fleet.core.blocks.rules import BlockRule
+from fleet.core.budgets import check_budget
 from fleet.core.errors import ConfigError
 from fleet.core.flow import parse_rate
 from fleet.core.prices import Costs
@@ -113,6 +114,9 @@ class BaseConfig(BaseModel):
             before the task goes back (None: none); ``solver_config`` its settings.
         costs: Prices beyond the tiers' own: per GB without tiers, per solve, per
             browser-second, per unit of the plugin's meters (docs/costs.md).
+        daily_budget: Caps by meter over the type's UTC day (``{"spend": 100}``): the
+            step that adds its meters past one pauses the type's dispatch until the
+            next day or until the budget is raised (docs/costs.md).
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -151,6 +155,12 @@ class BaseConfig(BaseModel):
     solver: str | None = Field(default=None, min_length=1, max_length=200)
     solver_config: dict[str, Any] = Field(default_factory=dict)
     costs: Costs = Field(default_factory=Costs)
+    daily_budget: dict[str, float] | None = None
+
+    @field_validator("daily_budget", mode="before")
+    @classmethod
+    def _check_daily_budget(cls, value: Any) -> dict[str, float] | None:
+        return check_budget(value, field="daily_budget")
 
     @field_validator("proxy_tiers")
     @classmethod

@@ -252,10 +252,11 @@ class MeterBook:
         return record is not None and record.state == "paused"
 
     async def settle(self, run: str | None) -> None:
-        """An attempt of a task of ``run`` ended: if the run has a budget, send the book
-        now (before the task is acked), so the step that adds its meters pauses the run
-        before another worker takes the next task; else nothing (the next flush)."""
-        if run is not None and await self._has_budget(run):
+        """An attempt of a task of ``run`` ended: if the run has a budget or the type a
+        ``daily_budget``, send the book now (before the task is acked), so the step that
+        adds its meters pauses the run (holds the type) before another worker takes the
+        next task; else nothing (the next flush)."""
+        if self._config().daily_budget or (run is not None and await self._has_budget(run)):
             await self.flush()
 
     async def close(self) -> None:

@@ -128,6 +128,18 @@ def hour_of(scope: str) -> int | None:
     return int(tail) if tail.isdigit() else None
 
 
+@dataclass(frozen=True, slots=True)
+class DayHold:
+    """A type held by its ``daily_budget``: nothing of it is dispatched until ``until``
+    (the next UTC day) unless the budget is raised."""
+
+    until: float
+    reason: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"until": self.until, "reason": self.reason}
+
+
 @dataclass(slots=True)
 class MeterBatch:
     """Sums to add, by scope then meter (what a worker flushes)."""

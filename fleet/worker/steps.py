@@ -189,8 +189,8 @@ async def run_attempt(slot: Slot, task: Task[Any]) -> Outcome:
         finally:
             slot.running_task_id = None
             slot.ctx.bind_task(None)
-            if task.run is not None:  # a run with a budget: its meters before the ack
-                await slot.ctx.access.book.settle(task.run)
+            # A budgeted run or type: its meters go before the ack.
+            await slot.ctx.access.book.settle(task.run)
             await identities.give_back(slot, outcome)
         if outcome is OK or outcome.kind == "failed":  # cancels say nothing of speed
             slot.env.counters.durations.observe(time.perf_counter() - started)

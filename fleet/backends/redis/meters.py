@@ -25,6 +25,7 @@ from typing import Any
 from fleet.backends.redis.core import RedisCore, RedisPart
 from fleet.backends.redis.keys import _glob_escape
 from fleet.backends.redis.scripts import LuaScript
+from fleet.core.budgets import day_hours, next_day
 from fleet.core.capabilities.meters import Meters
 from fleet.core.meter_store import (
     PRUNE_PER_ADD,
@@ -36,7 +37,14 @@ from fleet.core.meter_store import (
     gone,
     prefix_end,
 )
-from fleet.core.meters import MAX_METERS_PER_SCOPE, MeterBatch, type_scope
+from fleet.core.meters import (
+    MAX_METERS_PER_SCOPE,
+    DayHold,
+    MeterBatch,
+    hour_scope,
+    hour_start,
+    type_scope,
+)
 from fleet.core.records import now
 
 #: Scopes deleted per script call by ``forget``.
@@ -56,13 +64,18 @@ def _members(flat: Any) -> list[str]:
 
 
 def add_argv(
-    rows: dict[str, list[tuple[str, float]]], at: float, run_prefix: str = ""
+    rows: dict[str, list[tuple[str, float]]],
+    at: float,
+    run_prefix: str = "",
+    days: Sequence[list[str]] = (),
 ) -> list[str]:
     """The ``ARGV`` tail of the script's ``add`` after the prefix and now: the cap, the
-    prune's bound, the prefix of the run hashes ('' checks no budget), then each
-    scope's name, end ('' never), count, meters and amounts (``repr``, which Lua's
-    ``tonumber`` reads back exactly)."""
-    argv = [str(MAX_METERS_PER_SCOPE), str(PRUNE_PER_ADD), run_prefix]
+    prune's bound, the prefix of the run hashes ('' checks no budget), the day checks
+    (:meth:`RedisMeters._days`), then each scope's name, end ('' never), count, meters
+    and amounts (``repr``, which Lua's ``tonumber`` reads back exactly)."""
+    argv = [str(MAX_METERS_PER_SCOPE), str(PRUNE_PER_ADD), run_prefix, str(len(days))]
+    for check in days:
+        argv += check
     for scope, row in rows.items():
         end = expires(scope)
         argv += [scope, "" if end is None else str(int(end)), str(len(row))]
@@ -92,9 +105,55 @@ class RedisMeters(RedisPart, Meters):
             return
         at = now()
         rows = {scope: row for scope, row in rows.items() if not gone(scope, at)}
-        # Runs (and so budgets) live outside the meters' slot: none on Cluster.
-        runs = "" if self._core._cluster is not None else self._keys.RUN_PREFIX
-        await self._call("add", list(rows), add_argv(rows, at, runs), at)
+        # Runs, configs and queues live outside the meters' slot: no budgets on Cluster.
+        if self._core._cluster is not None:
+            await self._call("add", list(rows), add_argv(rows, at), at)
+            return
+        days = self._days(rows, at)
+        await self._call("add", list(rows), add_argv(rows, at, self._keys.RUN_PREFIX, days), at)
+
+    def _days(self, rows: dict[str, list[tuple[str, float]]], at: float) -> list[list[str]]:
+        """A day check per type whose current hour the batch adds to: its config key,
+        its hold key, the next day's start, the type, and its day's hour keys."""
+        out: list[list[str]] = []
+        for scope in rows:
+            if not scope.startswith("hour:"):
+                continue
+            automation_type, _, start = scope[5:].rpartition(":")
+            if not start.isdigit() or int(start) != hour_start(at):
+                continue
+            hours = [
+                self._keys.METER_PREFIX + hour_scope(automation_type, h) for h in day_hours(at)
+            ]
+            out.append(
+                [self._keys.config(automation_type), self._hold_key(automation_type),
+                 repr(next_day(at)), automation_type, str(len(hours)), *hours]
+            )  # fmt: skip
+        return out
+
+    def _hold_key(self, automation_type: str) -> str:
+        """``fleet:queue:<type>:budget``: the type's daily-budget hold (reserve.lua)."""
+        return self._keys.queue_keys(automation_type, 0.0)[0] + ":budget"
+
+    async def held(self, automation_type: str) -> DayHold | None:
+        with self._guard():
+            found = await self._lane.execute(
+                "HMGET", self._hold_key(automation_type), "until", "reason"
+            )
+        if not found or found[0] is None:
+            return None
+        until = float(_text(found[0]))
+        if until <= now():
+            return None
+        return DayHold(until, _text(found[1]))
+
+    async def unhold(self, automation_type: str) -> bool:
+        with self._guard():
+            gone = await self._lane.execute("DEL", self._hold_key(automation_type))
+            if gone:  # a reserver blocked on the type looks again
+                wake = self._keys.queue_keys(automation_type, now())[10]
+                await self._lane.execute("LPUSH", wake, "1")
+        return bool(gone)
 
     async def get(self, scopes: Sequence[str]) -> dict[str, dict[str, float]]:
         at = now()

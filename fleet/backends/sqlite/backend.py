@@ -86,7 +86,7 @@ class SQLiteBackend(Backend):
         self.history = SQLiteHistory(db)
         self.identities = SQLiteIdentities(db)
         self.domains = SQLiteDomains(db)
-        self.meters = SQLiteMeters(db)
+        self.meters = SQLiteMeters(db, watcher.kick)
         self.proxies = SQLiteProxies(db)
         self.proxies.salts = self.kv
         self._connected = False

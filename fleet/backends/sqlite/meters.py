@@ -14,10 +14,11 @@ as ``lua/meters.lua`` adds them, so both engines hold the same bits.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from fleet.backends.sqlite import runs
+from fleet.backends.sqlite import day_budget, runs
 from fleet.backends.sqlite.conn import SQLiteDB
+from fleet.backends.sqlite.signals import signal
 from fleet.core.capabilities.meters import Meters
 from fleet.core.meter_store import (
     PRUNE_PER_ADD,
@@ -30,10 +31,11 @@ from fleet.core.meter_store import (
     prefix_end,
     stored_value,
 )
-from fleet.core.meters import MeterBatch, added, type_scope
+from fleet.core.meters import DayHold, MeterBatch, added, type_scope
 from fleet.core.records import now
 
 RUN_PREFIX = "run:"
+HOUR_PREFIX = "hour:"
 
 
 def read(conn: sqlite3.Connection, scope: str) -> dict[str, float]:
@@ -80,6 +82,9 @@ def add(conn: sqlite3.Connection, rows: dict[str, list[tuple[str, float]]], at: 
         if scope.startswith(RUN_PREFIX):
             # A run past its budget pauses in the step that took it past.
             runs.spent(conn, scope[len(RUN_PREFIX) :], after, at)
+        elif scope.startswith(HOUR_PREFIX):
+            # The type's day grew: past its daily budget, its dispatch is held.
+            day_budget.check(conn, scope[len(HOUR_PREFIX) :].rsplit(":", 1)[0], at)
 
 
 def get(conn: sqlite3.Connection, scopes: Sequence[str], at: float) -> dict[str, dict[str, float]]:
@@ -136,8 +141,9 @@ def purge_type(conn: sqlite3.Connection, automation_type: str) -> None:
 class SQLiteMeters(Meters):
     """:class:`~fleet.core.capabilities.meters.Meters` on SQLite."""
 
-    def __init__(self, db: SQLiteDB) -> None:
+    def __init__(self, db: SQLiteDB, kick: Callable[[], None] = lambda: None) -> None:
         self._db = db
+        self._kick = kick  # the watcher: reservers of this process look again
 
     async def add(self, batch: MeterBatch) -> None:
         rows = check_batch(batch)
@@ -153,6 +159,28 @@ class SQLiteMeters(Meters):
     async def scopes(self, prefix: str, *, after: str | None = None, limit: int = 50) -> list[str]:
         p, a, n = check_page(prefix, after, limit)
         return await self._db.read(lambda c: page(c, p, a, n))
+
+    async def held(self, automation_type: str) -> DayHold | None:
+        def read(c: sqlite3.Connection) -> DayHold | None:
+            row = c.execute(
+                "SELECT until, reason FROM type_pauses WHERE type = ? AND until > ?",
+                (automation_type, now()),
+            ).fetchone()
+            return None if row is None else DayHold(float(row[0]), str(row[1]))
+
+        return await self._db.read(read)
+
+    async def unhold(self, automation_type: str) -> bool:
+        def write(c: sqlite3.Connection) -> bool:
+            had = day_budget.release(c, automation_type)
+            if had:
+                signal(c, automation_type, 1)
+            return had
+
+        had = await self._db.write(write)
+        if had:
+            self._kick()
+        return had
 
     async def forget(self, prefix: str) -> int:
         p = check_prefix(prefix)

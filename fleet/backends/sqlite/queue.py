@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.backends.sqlite import records, runs
+from fleet.backends.sqlite import day_budget, records, runs
 from fleet.backends.sqlite.group_book import Book
 from fleet.backends.sqlite.idempotency import SWEEP_PRUNE_LIMIT, key_holder, prune_idempotency
 from fleet.backends.sqlite.rows import is_live, merged, tier_num
@@ -308,6 +308,9 @@ def reserve(
     time by the group rule (:meth:`Book.pick`) while some group is in the rotation,
     else a batch of tasks without a group in one statement, as before groups."""
     promote_due(conn, automation_type, now)
+    held = day_budget.held_until(conn, automation_type, now)
+    if held is not None:  # past its daily budget: nothing is dispatched until then
+        return Reserved([], read_signal(conn, automation_type), held)
     book = Book(conn, automation_type, now)
     rotating = book.start()
     # The type's limits, read in this transaction (one value for the fleet); only

@@ -499,11 +499,15 @@ CREATE INDEX meter_hours_expires ON meter_hours (expires, scope);
 
 #: Version 22: budgets and pauses (docs/costs.md): a run's ``budget`` (JSON caps), why
 #: and when it paused; a task of a paused run taken at reserve waits as ``parked``
-#: (found again by ``tasks_run`` at resume).
+#: (found again by ``tasks_run`` at resume); ``type_pauses``: a type past its
+#: ``daily_budget``, not dispatched until ``until`` (the next UTC day).
 _V22 = """
 ALTER TABLE runs ADD COLUMN budget TEXT;
 ALTER TABLE runs ADD COLUMN paused_reason TEXT;
 ALTER TABLE runs ADD COLUMN paused_at REAL;
+CREATE TABLE type_pauses (
+    type TEXT PRIMARY KEY, until REAL NOT NULL, reason TEXT NOT NULL
+) WITHOUT ROWID;
 """
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 
-from fleet.core.meters import MeterBatch
+from fleet.core.meters import DayHold, MeterBatch
 
 
 class Meters(abc.ABC):
@@ -27,6 +27,16 @@ class Meters(abc.ABC):
         """Scopes starting with ``prefix`` (``domain:<type>:``, ``run:``…), by name after
         ``after``, at most ``limit`` (1..1000); in O(page). Hour scopes are not listed:
         a reader names the hours it wants (:func:`fleet.core.meters.hour_scope`)."""
+
+    @abc.abstractmethod
+    async def held(self, automation_type: str) -> DayHold | None:
+        """Whether the type is held by its ``daily_budget`` (the step that added its
+        meters past it holds it until the next UTC day): until when and why."""
+
+    @abc.abstractmethod
+    async def unhold(self, automation_type: str) -> bool:
+        """End the type's hold (its budget was raised or removed); True if it had one.
+        Reservers waiting on the type look again."""
 
     @abc.abstractmethod
     async def forget(self, prefix: str) -> int:

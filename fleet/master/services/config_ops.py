@@ -23,6 +23,7 @@ from fleet.core.config_book import ConfigBook
 from fleet.core.errors import InvalidInput
 from fleet.core.flow import GroupLimits
 from fleet.core.records import new_token
+from fleet.master.services import budgets
 from fleet.master.services.validation import (
     config_errors,
     non_finite_errors,
@@ -163,6 +164,8 @@ async def patch_type_config(
             gen=gen,
             proxy=ProxyPolicy.of_config(effective),
         )
+        # A raised (or removed) daily budget ends the type's hold before the 200.
+        await budgets.recheck(backend, automation_type, effective.get("daily_budget"))
     await backend.events.publish(config_topic(automation_type), {"worker_id": None, "gen": gen})
     return ConfigWrite(config=new, gen=gen, workers=worker_ids, missing=sorted(missing))
 

@@ -67,6 +67,35 @@ local function budget_check(run_prefix, scope, key)
   end
 end
 
+-- A type's day grew: past the daily_budget of its type-wide config (one source, read
+-- here), its dispatch is held until the next UTC day (the hold hash reserve.lua reads:
+-- until, reason; it expires then), and the budgets topic says so.
+local function day_check(run_prefix, c)
+  local raw = redis.call('GET', c.cfg)
+  if not raw then return end
+  local ok, cfg = pcall(cjson.decode, raw)
+  if not ok or type(cfg) ~= 'table' or type(cfg.daily_budget) ~= 'table' then return end
+  if next(cfg.daily_budget) == nil then return end
+  local sums = {}
+  for _, key in ipairs(c.hours) do
+    local flat = redis.call('HGETALL', key)
+    for j = 1, #flat, 2 do sums[flat[j]] = (sums[flat[j]] or 0) + stored(flat[j + 1]) end
+  end
+  local reason = budget_over(cfg.daily_budget, sums)
+  if not reason then return end
+  local til = tonumber(c['until'])
+  local cur = tonumber(redis.call('HGET', c.hold, 'until'))
+  if cur and cur >= til then return end
+  reason = 'daily ' .. reason
+  redis.call('HSET', c.hold, 'until', fstr(til), 'reason', reason)
+  redis.call('PEXPIREAT', c.hold, math.floor(til * 1000))
+  local channel = redis.call('GET', string.sub(run_prefix, 1, -2) .. 's:channel')
+  if channel then
+    redis.call('PUBLISH', channel .. 'budgets', cjson.encode({event = 'paused', type = c.type,
+      ['until'] = til, reason = reason}))
+  end
+end
+
 if op == 'budget_over' then
   -- The rule alone, for the differential test: ARGV[4] budget JSON, [5] meters JSON.
   return budget_over(cjson.decode(ARGV[4]), cjson.decode(ARGV[5])) or ''
@@ -74,17 +103,30 @@ end
 
 if op == 'add' then
   -- ARGV[4] the most meters of a scope, [5] the most hour scopes pruned, [6] the prefix
-  -- of the run hashes ('' on Cluster: no runs there); then per scope (KEYS 3.. in
-  -- order): its name, when it is gone ('' for never), how many meters, then meter,
-  -- amount ("repr" of a double), ... sorted by meter name.
+  -- of the run hashes ('' on Cluster: no runs, no budgets there), [7] how many day
+  -- checks follow, each: the type's config key, its hold key, the next day's start, the
+  -- type, how many hour keys, the hour keys of its day so far; then per scope (KEYS
+  -- 3.. in order): its name, when it is gone ('' for never), how many meters, then
+  -- meter, amount ("repr" of a double), ... sorted by meter name.
   local most = tonumber(ARGV[4])
   local run_prefix = ARGV[6]
+  local checks = {}
+  local i = 8
+  for _ = 1, tonumber(ARGV[7]) do
+    local c = {cfg = ARGV[i], hold = ARGV[i + 1], ['until'] = ARGV[i + 2], type = ARGV[i + 3],
+               hours = {}}
+    local n = tonumber(ARGV[i + 4])
+    i = i + 5
+    for j = 1, n do c.hours[j] = ARGV[i + j - 1] end
+    i = i + n
+    checks[#checks + 1] = c
+  end
   local gone = redis.call('ZRANGEBYSCORE', K_HOURS, '-inf', now, 'LIMIT', 0, tonumber(ARGV[5]))
   for _, scope in ipairs(gone) do
     redis.call('DEL', prefix .. scope)
     redis.call('ZREM', K_HOURS, scope)
   end
-  local i, k = 7, 3
+  local k = 3
   while i <= #ARGV do
     local scope, expires, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
     local key = KEYS[k]
@@ -111,6 +153,7 @@ if op == 'add' then
       if run_prefix ~= '' then budget_check(run_prefix, scope, key) end
     end
   end
+  for _, c in ipairs(checks) do day_check(run_prefix, c) end
   return 0
 end
 

@@ -11,6 +11,9 @@
 -- nothing expired stays as short as before.
 local now, k = tonumber(ARGV[1]), tonumber(ARGV[2])
 local deadline, defmax, base = ARGV[3], tonumber(ARGV[4]), ARGV[5]
+-- A type past its daily_budget (meters.lua's day check) is not dispatched until then.
+local held = tonumber(redis.call('HGET', K_NORMAL .. ':budget', 'until'))
+if held and held > now then return {fstr(held)} end
 drain_due(now)
 promote_groups(now)
 local out = {''}
