@@ -62,6 +62,11 @@ def costs(
         print_json(got)
         return
     echo(f"{automation_type}: {meters_line(got['meters'])}")
+    echo(f"today (UTC): {meters_line(got.get('today') or {})}")
+    held = got.get("held")
+    if held:
+        until = datetime.fromtimestamp(held["until"], UTC).strftime("%Y-%m-%d %H:%M")
+        echo(f"held until {until} UTC: {held['reason']}")
     hours = [h for h in got["hours"] if h["meters"]]
     if hours:
         rows: list[list[Any]] = [

@@ -437,10 +437,17 @@ class CostsDomain(TypedDict):
     meters: dict[str, float]
 
 
+class CostsHeld(TypedDict):
+    until: Number
+    reason: str
+
+
 class CostsOut(TypedDict):
     type: str
     window: str
     meters: dict[str, float]
+    today: NotRequired[dict[str, float]]
+    held: NotRequired[CostsHeld | None]
     hours: list[CostsHour]
     domains: list[CostsDomain]
     next: str | None

@@ -41,7 +41,9 @@ async def backend(tmp_path: Path) -> AsyncIterator[Backend]:
 
 
 def test_the_prices_config_validates() -> None:
-    (block,) = [b for b in fenced_blocks(PAGE) if b.lang == "json"]
+    block, daily = [b for b in fenced_blocks(PAGE) if b.lang == "json"]
+    budget = BaseConfig.model_validate(json.loads(daily.text)).daily_budget
+    assert budget == {"bytes:residential": 20e9, "spend": 100.0}
     config = BaseConfig.model_validate(json.loads(block.text))
     assert config.proxy_tiers[1].cost_per_gb == 6.0
     assert config.costs.per_solve["*"] == 0.001 and config.costs.per_unit["api_credits"] == 0.01

@@ -632,6 +632,13 @@ class CostsDomain(Answer):
     meters: dict[str, float]
 
 
+class CostsHeld(Answer):
+    """A type held by its ``daily_budget``."""
+
+    until: Number
+    reason: str
+
+
 class CostsOut(Answer):
     """``GET /automations/{type}/costs``: meters in all, by hour, by domain (a page)."""
 
@@ -641,6 +648,13 @@ class CostsOut(Answer):
     hours: list[CostsHour]
     domains: list[CostsDomain]
     next: str | None
+    today: dict[str, float] = Field(
+        default_factory=dict, description="Its meters over the current UTC day."
+    )
+    held: CostsHeld | None = Field(
+        default=None,
+        description="Set while its daily_budget holds its dispatch: until when, and why.",
+    )
 
 
 class DomainForgotten(Answer):

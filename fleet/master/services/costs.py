@@ -8,6 +8,7 @@ from typing import Any, Literal
 from fleet.backends.base import Backend
 from fleet.core import clock
 from fleet.core.meters import HOUR, domain_scope, hour_scope, hour_start, type_scope
+from fleet.master.services import budgets
 from fleet.master.services.catalog import require_entry
 
 #: Hours each window shows.
@@ -42,6 +43,7 @@ async def type_costs(
     names = names[:limit]
     got = await backend.meters.get([type_scope(automation_type), *hours, *names])
     by_hour = [{"start": s, "meters": got.get(h, {})} for s, h in zip(starts, hours, strict=True)]
+    hold = await backend.meters.held(automation_type)
     return {
         "type": automation_type,
         "window": window,
@@ -49,4 +51,6 @@ async def type_costs(
         "hours": by_hour,
         "domains": [{"domain": n[len(prefix) :], "meters": got.get(n, {})} for n in names],
         "next": names[-1][len(prefix) :] if more and names else None,
+        "today": await budgets.day_meters(backend, automation_type),
+        "held": None if hold is None else hold.to_dict(),
     }
