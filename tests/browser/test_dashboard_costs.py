@@ -228,3 +228,23 @@ def test_an_unknown_type_has_no_costs_panel(page: tuple[Page, Watch], stack: Sta
     sign_in(p, stack, "#/automation/no-such-type")
     expect(p.locator("#automation .note-error")).to_contain_text("Unknown automation no-such-type")
     expect(p.locator("#costs")).to_have_count(0)
+
+
+def test_a_type_held_by_its_daily_budget_says_so(page: tuple[Page, Watch], stack: Stack) -> None:
+    p, _ = page
+    sign_in(p, stack, f"#/automation/{TYPE}", token=READ_TOKEN)
+    expect(p.locator("#costs h3")).to_have_text("Costs")
+    expect(p.locator("#costs [data-role=costs-held]")).to_be_hidden()
+    r = stack.api("PATCH", f"/automations/{TYPE}/config", {"daily_budget": {"requests": 5}})
+    assert r.status_code == 200, r.text
+    meter(stack, {hour_scope(TYPE, clock.now()): {"requests": 10_000}})  # past it today
+    p.reload()
+    held = p.locator("#costs [data-role=costs-held]")
+    expect(held).to_contain_text("held until ", timeout=20_000)
+    expect(held).to_contain_text("UTC: daily budget reached: requests")
+    # Raised above the day's requests: the hold ends before the 200, the line goes.
+    r = stack.api("PATCH", f"/automations/{TYPE}/config", {"daily_budget": None})
+    assert r.status_code == 200, r.text
+    p.reload()
+    expect(p.locator("#costs h3")).to_have_text("Costs")
+    expect(p.locator("#costs [data-role=costs-held]")).to_be_hidden(timeout=20_000)

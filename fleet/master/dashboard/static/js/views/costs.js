@@ -81,12 +81,21 @@ function figure(meter, label, value) {
 export function costsPanel(type) {
   const info = h("small", { class: "muted", "data-role": "costs-all" });
   const body = h("div", { "data-role": "costs-body" });
+  const heldLine = h("p", { class: "error", "data-role": "costs-held", hidden: true });
 
   function draw(page) {
     const hours = page.hours || [];
     const day = summed(hours);
     const all = page.meters || {};
     mount(info, Object.keys(all).length ? `last 24h · spend ${fmtSpend(all.spend)} in all` : "last 24h");
+    // Held by its daily budget (docs/costs.md): said above the rest.
+    mount(
+      heldLine,
+      page.held
+        ? `held until ${new Date(page.held.until * 1000).toISOString().slice(0, 16).replace("T", " ")} UTC: ${page.held.reason}`
+        : "",
+    );
+    heldLine.hidden = !page.held;
     if (!Object.keys(day).length && !Object.keys(all).length) {
       mount(body, h("p", { class: "empty" }, "Nothing metered yet."));
       return;
@@ -153,6 +162,7 @@ export function costsPanel(type) {
     "section",
     { class: "panel span", id: "costs" },
     h("div", { class: "view-head" }, h("h3", {}, "Costs"), info),
+    heldLine,
     body,
   );
   const loader = poll(load, { everyMs: REFRESH_MS });
