@@ -1,12 +1,12 @@
 // Runs: the list (newest first, paged) and one run's page (counters, progress,
-// per type with links to its tasks by state, its callback task, cancel), both kept
-// live by polling while open.
+// meters and budget, per type with links to its tasks by state, its callback task,
+// pause, resume and cancel), both kept live by polling while open.
 
 import { aborted, api, seg } from "../api.js";
 import { STOP, poll, polledView } from "../refresh.js";
 import { h, mount, note, fmtAgo, fmtDuration, fmtJSON, table } from "../render.js";
 import { taskHref, tasksHref } from "./tasks.js";
-import { metersLine } from "./costs.js";
+import { fmtMeter, metersLine } from "./costs.js";
 
 const REFRESH_MS = 2000;
 const PAGE = 50;
@@ -16,6 +16,8 @@ const COUNTERS = ["submitted", "pending", "running", "done", "dead", "cancelled"
 const BROWSE = { pending: "pending", running: "processing", done: "done", dead: "dead" };
 /** Workers send meters every 2 s: an ended run's page reads it this many times more. */
 const READS_AFTER_END = 3;
+/** The states of a run that has not ended (fleet.core.runs.OPEN_STATES). */
+const OPEN = ["running", "paused"];
 
 /** The id of a run's callback task: fleet.core.runs.callback_task_id. */
 export function callbackTaskId(runId) {
@@ -42,6 +44,49 @@ export function runProgress(run) {
 
 function stateBadge(state) {
   return h("span", { class: `badge run-${state}`, "data-state": state }, state);
+}
+
+/**
+ * A budget as typed ("bytes=2e6, spend=50": METER=CAP, by commas) as the API's
+ * object; null when empty (keep the budget).
+ *
+ * @throws {Error} naming the part that is not METER=CAP
+ */
+export function parseBudget(text) {
+  const parts = String(text || "")
+    .split(",")
+    .map((p) => p.trim())
+    .filter(Boolean);
+  if (!parts.length) return null;
+  const out = {};
+  for (const part of parts) {
+    const eq = part.indexOf("=");
+    const name = eq === -1 ? "" : part.slice(0, eq).trim();
+    const raw = eq === -1 ? "" : part.slice(eq + 1).trim();
+    const cap = Number(raw);
+    if (!name || !raw || !Number.isFinite(cap)) throw new Error(`"${part}" is not METER=CAP (e.g. bytes=5e9)`);
+    out[name] = cap;
+  }
+  return out;
+}
+
+/** "bytes 1.00 MB (400.00 KB left) · spend 50.00 (12.00 left)" as spans (`data-cap`). */
+function budgetLine(run) {
+  const left = run.budget_left || {};
+  return h(
+    "p",
+    { class: "meters", "data-role": "run-budget" },
+    Object.entries(run.budget).map(([name, cap], i) => [
+      i ? " · " : null,
+      h(
+        "span",
+        { "data-cap": name },
+        h("span", { class: "muted" }, `${name} `),
+        fmtMeter(name, cap),
+        name in left ? h("span", { class: "muted", "data-left": name }, ` (${fmtMeter(name, left[name])} left)`) : null,
+      ),
+    ]),
+  );
 }
 
 function took(run) {
@@ -128,6 +173,17 @@ export function runView(root, runId) {
   const head = h("div", {});
   const body = h("div", { "data-role": "run-detail" });
   const msg = h("div", { class: "messages", "aria-live": "polite" });
+  // Drawn again only when the state changes: a poll keeps what is typed in the budget.
+  const actions = h("div", { class: "actions run-actions", "data-role": "run-actions" });
+  const budgetInput = h("input", {
+    type: "text",
+    id: "run-resume-budget",
+    "data-role": "resume-budget",
+    placeholder: "bytes=2e6, spend=50",
+    "aria-label": "New budget (optional): METER=CAP, by commas; empty keeps the budget",
+    title: "New budget (optional): METER=CAP, by commas; empty keeps the budget",
+  });
+  let actionsFor = null; // the state the actions were drawn for
   mount(
     root,
     h(
@@ -135,6 +191,7 @@ export function runView(root, runId) {
       { class: "view", id: "run", "data-run": runId },
       h("p", {}, h("a", { href: "#/runs" }, "← Runs")),
       head,
+      actions,
       msg,
       body,
     ),
@@ -151,6 +208,60 @@ export function runView(root, runId) {
     refresher.now();
   }
 
+  async function pause() {
+    if (!window.confirm(`Pause run ${runId}? Its queued tasks wait until it is resumed; its running ones finish.`)) return;
+    try {
+      const run = await api(`/runs/${seg(runId)}/pause`, { method: "POST", body: {} });
+      mount(msg, note("ok", "Run paused."));
+      render(run);
+    } catch (err) {
+      mount(msg, note("error", `Pause: ${err.summary || err.message}`));
+    }
+    refresher.now();
+  }
+
+  async function resume() {
+    let budget;
+    try {
+      budget = parseBudget(budgetInput.value);
+    } catch (err) {
+      mount(msg, note("error", `Resume: ${err.message}`));
+      return;
+    }
+    const caps = budget ? ` with the budget ${Object.entries(budget).map(([m, c]) => `${m}=${c}`).join(", ")}` : "";
+    if (!window.confirm(`Resume run ${runId}${caps}? Its waiting tasks are dispatched again.`)) return;
+    try {
+      const run = await api(`/runs/${seg(runId)}/resume`, { method: "POST", body: budget ? { budget } : {} });
+      budgetInput.value = "";
+      mount(msg, note("ok", "Run resumed."));
+      render(run);
+    } catch (err) {
+      mount(msg, note("error", `Resume: ${err.summary || err.message}`));
+    }
+    refresher.now();
+  }
+
+  /** Pause while running; resume (with an optional new budget) while paused; cancel
+   * until it ended. */
+  function renderActions(state) {
+    if (state === actionsFor) return;
+    actionsFor = state;
+    mount(
+      actions,
+      state === "running" ? h("button", { type: "button", class: "btn", "data-action": "pause-run", onclick: pause }, "Pause") : null,
+      state === "paused"
+        ? [
+            h("label", { for: "run-resume-budget", class: "muted" }, "New budget (optional)"),
+            budgetInput,
+            h("button", { type: "button", class: "btn primary", "data-action": "resume-run", onclick: resume }, "Resume"),
+          ]
+        : null,
+      OPEN.includes(state)
+        ? h("button", { type: "button", class: "btn danger", "data-action": "cancel-run", onclick: cancel }, "Cancel run…")
+        : null,
+    );
+  }
+
   function render(run) {
     mount(
       head,
@@ -159,12 +270,19 @@ export function runView(root, runId) {
         "p",
         {},
         runProgress(run),
-        h("span", { class: "muted" }, ` created ${fmtAgo(run.created_at)}, ${run.finished_at ? `ended after ${took(run)}` : `running for ${took(run)}`}`),
+        h("span", { class: "muted" }, ` created ${fmtAgo(run.created_at)}, ${run.finished_at ? `ended after ${took(run)}` : `${run.state === "paused" ? "open" : "running"} for ${took(run)}`}`),
       ),
-      run.state === "running"
-        ? h("button", { type: "button", class: "btn danger", "data-action": "cancel-run", onclick: cancel }, "Cancel run…")
+      run.state === "paused"
+        ? h(
+            "p",
+            { "data-role": "run-state" },
+            h("strong", {}, "paused"),
+            h("span", { "data-role": "paused-reason" }, ` — ${run.paused_reason || "no reason given"}`),
+            run.paused_at ? h("span", { class: "muted" }, ` (${fmtAgo(run.paused_at)})`) : null,
+          )
         : null,
     );
+    renderActions(run.state);
     const counters = table(
       COUNTERS,
       [h("tr", { "data-role": "run-counters" }, COUNTERS.map((n) => h("td", { class: "num", "data-counter": n }, String(run.counters[n] || 0))))],
@@ -199,6 +317,7 @@ export function runView(root, runId) {
       counters,
       h("h3", {}, "Meters"),
       metersLine(run.meters, { "data-role": "run-meters" }),
+      run.budget ? [h("h3", {}, "Budget"), budgetLine(run)] : null,
       h("h3", {}, "Per type"),
       perType,
       run.on_complete ? [h("h3", {}, "On complete"), callback(run), h("pre", { class: "payload" }, fmtJSON(run.on_complete))] : null,
@@ -227,13 +346,14 @@ export function runView(root, runId) {
     } catch (err) {
       if (aborted(err)) throw err;
       mount(head, h("h2", {}, "Run ", h("span", { class: "mono" }, runId)));
+      renderActions(null);
       mount(body, note("error", err.status === 404 ? "No such run (or it expired)." : err.status === 422 ? "No such run: that is not a run id." : err.summary || err.message));
       return;
     }
     render(run);
     // An ended run does not change any more: stop polling it (once its last meters,
-    // sent by the workers every 2 s, are in).
-    if (run.state === "running") return null;
+    // sent by the workers every 2 s, are in). A paused one may be resumed.
+    if (OPEN.includes(run.state)) return null;
     readsAfterEnd += 1;
     return readsAfterEnd > READS_AFTER_END ? STOP : null;
   }
