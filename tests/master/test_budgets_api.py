@@ -5,8 +5,12 @@ write that raises it."""
 
 from __future__ import annotations
 
-import httpx
+from typing import Any
 
+import httpx
+import pytest
+
+from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core import clock
 from fleet.core.meters import MeterBatch, hour_scope, run_scope, type_scope
@@ -14,6 +18,7 @@ from fleet.core.records import PushRequest, TaskBody, new_id
 from tests.master import live_backend
 from tests.master.conftest import ADMIN, READ, auth
 from tests.master.plugins import SCRAPE
+from tests.master.test_metrics_events import EventReader
 
 backend_url, live, http, backend = (
     live_backend.backend_url,
@@ -100,3 +105,40 @@ async def test_a_daily_budget_holds_the_type_until_raised(
     assert r.status_code == 200
     assert (await http.get(f"{A}/costs", headers=auth(READ))).json()["held"] is None
     assert await backend.meters.held(SCRAPE) is None
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+async def test_the_event_stream_says_paused_resumed_and_held(
+    live_factory: Any, sqlite_url: str, request: pytest.FixtureRequest, kind: str
+) -> None:
+    url = sqlite_url if kind == "sqlite" else request.getfixturevalue("redis_url")
+    live = live_factory(url, sweeper=False)
+    worker_side = await open_backend(url)
+    try:
+        async with (
+            httpx.AsyncClient(base_url=live.url, headers=auth(ADMIN), timeout=30) as client,
+            client.stream("GET", "/api/v1/events?interval=5") as response,
+        ):
+            events = EventReader(response)
+            await events.next("hello")
+            r = await client.post("/api/v1/runs", json={"budget": {"requests": 3}})
+            run = r.json()["run_id"]
+            # A budget reached in the step that adds the meters (a worker's flush).
+            await worker_side.meters.add(MeterBatch({run_scope(run): {"requests": 3}}))
+            paused = await events.next("run")
+            assert paused["event"] == "paused" and paused["run_id"] == run
+            assert paused["paused_reason"] == "budget reached: requests 3 of 3"
+            r = await client.post(f"/api/v1/runs/{run}/resume", json={"budget": {"requests": 9}})
+            assert r.status_code == 200, r.text
+            resumed = await events.next("run")
+            assert resumed["event"] == "resumed" and resumed["state"] == "running"
+            # A type's daily budget: the hold is an event of its own.
+            r = await client.patch(f"{A}/config", json={"daily_budget": {"spend": 1}})
+            assert r.status_code == 200, r.text
+            hour = hour_scope(SCRAPE, clock.now())
+            await worker_side.meters.add(MeterBatch({hour: {"spend": 2.5}}))
+            held = await events.next("budget")
+            assert held["event"] == "paused" and held["type"] == SCRAPE
+            assert held["reason"] == "daily budget reached: spend 2.5 of 1"
+    finally:
+        await worker_side.close()

@@ -61,6 +61,9 @@ IDLE_TOPIC = "master.events"
 #: Fleet-wide: a run ended (the memory and SQLite backends publish its record in the
 #: step that ended it); relayed to every client as the event ``run``.
 RUNS_TOPIC = "runs"
+#: Fleet-wide: a type's daily budget holds its dispatch (the step that added its meters
+#: publishes ``{event: "paused", type, until, reason}``); relayed as ``budget``.
+BUDGETS_TOPIC = "budgets"
 #: Fleet-wide: an identity was blocked, retired or revived (``IDENTITIES_TOPIC``:
 #: workers and the REST API publish there); relayed to every client as ``identity``.
 IDENTITY_EVENT = "identity"
@@ -377,7 +380,12 @@ class EventHub:
     async def _subscribe(self, types: set[str]) -> Subscription:
         topics = topic_map(types)
         sub = await self.backend.events.subscribe(
-            IDLE_TOPIC, RUNS_TOPIC, IDENTITIES_TOPIC, DOMAINS_TOPIC, *sorted(topics)
+            IDLE_TOPIC,
+            RUNS_TOPIC,
+            BUDGETS_TOPIC,
+            IDENTITIES_TOPIC,
+            DOMAINS_TOPIC,
+            *sorted(topics),
         )
         self.subscriptions_opened += 1
         self._outages.recovered("event hub")
@@ -388,8 +396,8 @@ class EventHub:
         return sub
 
     def _relay(self, message: tuple[str, Any]) -> None:
-        if message[0] == RUNS_TOPIC:
-            frame = format_event("run", message[1])
+        if message[0] in (RUNS_TOPIC, BUDGETS_TOPIC):
+            frame = format_event("run" if message[0] == RUNS_TOPIC else "budget", message[1])
             for client in self._clients:
                 client.send(frame)
             return
