@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from fleet.core.errors import ContractValueError
+from fleet.core.meters import hour_scope
 
 #: Budget names that sum meters.
 SUMS: Final[dict[str, tuple[str, ...]]] = {
@@ -93,6 +94,12 @@ def day_hours(at: float) -> list[int]:
     return list(range(start, int(at // 3600) * 3600 + 1, 3600))
 
 
+def day_scopes(automation_type: str, at: float) -> list[str]:
+    """The hour scopes of a type's UTC day holding ``at``, in order (what a daily budget
+    sums)."""
+    return [hour_scope(automation_type, h) for h in day_hours(at)]
+
+
 def next_day(at: float) -> float:
     """When the UTC day after ``at``'s starts (a daily budget's pause ends)."""
     return float((int(at // DAY) + 1) * DAY)
@@ -113,6 +120,7 @@ def left(budget: Mapping[str, float] | None, meters: Mapping[str, float]) -> dic
 
 
 __all__ = [
-    "DAY", "MAX_CAPS", "SUMS", "check_budget", "day_hours", "left", "next_day", "over",
+    "DAY", "MAX_CAPS", "SUMS", "check_budget", "day_hours", "day_scopes", "left", "next_day",
+    "over",
     "summed", "used",
 ]  # fmt: skip

@@ -25,7 +25,7 @@ from typing import Any
 from fleet.backends.redis.core import RedisCore, RedisPart
 from fleet.backends.redis.keys import _glob_escape
 from fleet.backends.redis.scripts import LuaScript
-from fleet.core.budgets import day_hours, next_day
+from fleet.core.budgets import day_scopes, next_day
 from fleet.core.capabilities.meters import Meters
 from fleet.core.meter_store import (
     PRUNE_PER_ADD,
@@ -41,7 +41,6 @@ from fleet.core.meters import (
     MAX_METERS_PER_SCOPE,
     DayHold,
     MeterBatch,
-    hour_scope,
     hour_start,
     type_scope,
 )
@@ -122,9 +121,7 @@ class RedisMeters(RedisPart, Meters):
             automation_type, _, start = scope[5:].rpartition(":")
             if not start.isdigit() or int(start) != hour_start(at):
                 continue
-            hours = [
-                self._keys.METER_PREFIX + hour_scope(automation_type, h) for h in day_hours(at)
-            ]
+            hours = [self._keys.METER_PREFIX + s for s in day_scopes(automation_type, at)]
             out.append(
                 [self._keys.config(automation_type), self._hold_key(automation_type),
                  repr(next_day(at)), automation_type, str(len(hours)), *hours]

@@ -18,6 +18,19 @@ from fleet.core.stored import config_of, desired_config, generation_of
 TYPE_WIDE = ""
 
 
+def stored(
+    conn: sqlite3.Connection, automation_type: str, worker_id: str | None = None
+) -> dict[str, Any]:
+    """The stored partial config of a type (type-wide, or a worker's override): ``{}``
+    for none, or one that cannot be read. What the steps that read a fleet-wide setting
+    in their transaction (a domain's tier rule, a daily budget) read."""
+    row = conn.execute(
+        "SELECT CAST(config AS BLOB) FROM config WHERE type = ? AND worker_id = ?",
+        (automation_type, worker_id or TYPE_WIDE),
+    ).fetchone()
+    return {} if row is None else config_of(row[0])
+
+
 class SQLiteConfigs(Configs):
     """The configs of a SQLite file: one transaction each."""
 
@@ -25,13 +38,7 @@ class SQLiteConfigs(Configs):
         self._db = db
 
     async def get(self, automation_type: str, worker_id: str | None = None) -> dict[str, Any]:
-        row = await self._db.read(
-            lambda c: c.execute(
-                "SELECT CAST(config AS BLOB) FROM config WHERE type = ? AND worker_id = ?",
-                (automation_type, worker_id or TYPE_WIDE),
-            ).fetchone()
-        )
-        return {} if row is None else config_of(row[0])
+        return await self._db.read(lambda c: stored(c, automation_type, worker_id))
 
     async def set(
         self, automation_type: str, config: dict[str, Any], worker_id: str | None = None

@@ -7,38 +7,30 @@ from __future__ import annotations
 
 import sqlite3
 
+from fleet.backends.sqlite.configs import stored
 from fleet.backends.sqlite.events import publish
-from fleet.core.budgets import day_hours, next_day, over, summed
-from fleet.core.meters import hour_scope
-from fleet.core.stored import config_of
-
-#: The type-wide config's ``worker_id`` in the ``config`` table.
-TYPE_WIDE = ""
+from fleet.core.budgets import day_scopes, next_day, over, summed
 
 
 def daily_budget(conn: sqlite3.Connection, automation_type: str) -> dict[str, float] | None:
     """The type's ``daily_budget`` as its type-wide config stores it (None: none)."""
-    row = conn.execute(
-        "SELECT CAST(config AS BLOB) FROM config WHERE type = ? AND worker_id = ?",
-        (automation_type, TYPE_WIDE),
-    ).fetchone()
-    if row is None:
-        return None
-    value = config_of(row[0]).get("daily_budget")
+    value = stored(conn, automation_type).get("daily_budget")
     if not isinstance(value, dict) or not value:
         return None
     return {str(k): float(v) for k, v in value.items() if isinstance(v, int | float)}
 
 
 def day_meters(conn: sqlite3.Connection, automation_type: str, at: float) -> dict[str, float]:
-    """The type's meters over the UTC day of ``at`` (its hour scopes, summed in order)."""
-    rows = []
-    for start in day_hours(at):
-        found = conn.execute(
-            "SELECT meter, value FROM meters WHERE scope = ?", (hour_scope(automation_type, start),)
-        ).fetchall()
-        rows.append({str(m): float(v) for m, v in found})
-    return summed(rows)
+    """The type's meters over the UTC day of ``at`` (its hour scopes, read in one query,
+    summed hour by hour as ``lua/meters.lua`` sums them)."""
+    scopes = day_scopes(automation_type, at)
+    by_scope: dict[str, dict[str, float]] = {}
+    marks = ", ".join("?" * len(scopes))
+    for scope, meter, value in conn.execute(
+        f"SELECT scope, meter, value FROM meters WHERE scope IN ({marks})", scopes
+    ):
+        by_scope.setdefault(str(scope), {})[str(meter)] = float(value)
+    return summed([by_scope.get(s, {}) for s in scopes])
 
 
 def check(conn: sqlite3.Connection, automation_type: str, at: float) -> None:

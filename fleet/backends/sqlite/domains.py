@@ -11,12 +11,11 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from fleet.backends.sqlite.configs import TYPE_WIDE
+from fleet.backends.sqlite.configs import stored
 from fleet.backends.sqlite.conn import SQLiteDB
 from fleet.core.blocks.verdicts import VerdictKind
 from fleet.core.capabilities.domains import Domains
 from fleet.core.records import dumps, now
-from fleet.core.stored import config_of
 from fleet.core.tier_store import (
     check_limit,
     check_record,
@@ -88,15 +87,6 @@ def write(conn: sqlite3.Connection, automation_type: str, s: DomainTier) -> None
     )
 
 
-def type_wide(conn: sqlite3.Connection, automation_type: str) -> dict[str, Any]:
-    """The type's stored type-wide config (``{}``: none, or one that cannot be read)."""
-    row = conn.execute(
-        "SELECT CAST(config AS BLOB) FROM config WHERE type = ? AND worker_id = ?",
-        (automation_type, TYPE_WIDE),
-    ).fetchone()
-    return {} if row is None else config_of(row[0])
-
-
 def record(
     conn: sqlite3.Connection,
     automation_type: str,
@@ -109,7 +99,7 @@ def record(
     at: float,
 ) -> TierStep:
     """:meth:`Domains.record` in one transaction."""
-    rule = stored_rule(type_wide(conn, automation_type), rule)
+    rule = stored_rule(stored(conn, automation_type), rule)
     result = step(
         read(conn, automation_type, domain),
         rule,

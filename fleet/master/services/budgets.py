@@ -6,15 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.backends.base import Backend
-from fleet.core.budgets import day_hours, over, summed
+from fleet.core.budgets import day_scopes, over, summed
 from fleet.core.clock import now
-from fleet.core.meters import hour_scope
 
 
 async def day_meters(backend: Backend, automation_type: str) -> dict[str, float]:
     """The type's meters over the current UTC day (its hour scopes, summed)."""
-    at = now()
-    scopes = [hour_scope(automation_type, h) for h in day_hours(at)]
+    scopes = day_scopes(automation_type, now())
     found = await backend.meters.get(scopes)
     return summed([found.get(s, {}) for s in scopes])
 
