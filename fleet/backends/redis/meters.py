@@ -67,12 +67,14 @@ def add_argv(
     at: float,
     run_prefix: str = "",
     days: Sequence[list[str]] = (),
+    events: str = "",
 ) -> list[str]:
     """The ``ARGV`` tail of the script's ``add`` after the prefix and now: the cap, the
-    prune's bound, the prefix of the run hashes ('' checks no budget), the day checks
+    prune's bound, the prefix of the run hashes ('' checks no budget), the event channel
+    prefix a pause is published under ('' none), the day checks
     (:meth:`RedisMeters._days`), then each scope's name, end ('' never), count, meters
     and amounts (``repr``, which Lua's ``tonumber`` reads back exactly)."""
-    argv = [str(MAX_METERS_PER_SCOPE), str(PRUNE_PER_ADD), run_prefix, str(len(days))]
+    argv = [str(MAX_METERS_PER_SCOPE), str(PRUNE_PER_ADD), run_prefix, events, str(len(days))]
     for check in days:
         argv += check
     for scope, row in rows.items():
@@ -109,7 +111,9 @@ class RedisMeters(RedisPart, Meters):
             await self._call("add", list(rows), add_argv(rows, at), at)
             return
         days = self._days(rows, at)
-        await self._call("add", list(rows), add_argv(rows, at, self._keys.RUN_PREFIX, days), at)
+        events = self._keys.event_prefix(self._core._endpoint.db)
+        argv = add_argv(rows, at, self._keys.RUN_PREFIX, days, events)
+        await self._call("add", list(rows), argv, at)
 
     def _days(self, rows: dict[str, list[tuple[str, float]]], at: float) -> list[list[str]]:
         """A day check per type whose current hour the batch adds to: its config key,

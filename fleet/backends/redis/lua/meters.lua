@@ -46,7 +46,7 @@ end
 
 -- A run scope's meters changed: a running run with a budget they reach pauses here,
 -- in the step that took it past (docs/costs.md), and the runs topic says so.
-local function budget_check(run_prefix, scope, key)
+local function budget_check(run_prefix, events, scope, key)
   local rn = string.match(scope, '^run:([0-9a-f]+)$')
   if not rn or #rn ~= 32 then return end
   local run_key = run_prefix .. rn
@@ -60,9 +60,8 @@ local function budget_check(run_prefix, scope, key)
   local reason = budget_over(budget, meters)
   if not reason then return end
   redis.call('HSET', run_key, 'state', 'paused', 'pr', reason, 'pa', fstr(now))
-  local channel = redis.call('GET', string.sub(run_prefix, 1, -2) .. 's:channel')
-  if channel then
-    redis.call('PUBLISH', channel .. 'runs', cjson.encode({event = 'paused', run_id = rn,
+  if events ~= '' then
+    redis.call('PUBLISH', events .. 'runs', cjson.encode({event = 'paused', run_id = rn,
       state = 'paused', paused_reason = reason, paused_at = now}))
   end
 end
@@ -70,7 +69,7 @@ end
 -- A type's day grew: past the daily_budget of its type-wide config (one source, read
 -- here), its dispatch is held until the next UTC day (the hold hash reserve.lua reads:
 -- until, reason; it expires then), and the budgets topic says so.
-local function day_check(run_prefix, c)
+local function day_check(events, c)
   local raw = redis.call('GET', c.cfg)
   if not raw then return end
   local ok, cfg = pcall(cjson.decode, raw)
@@ -89,9 +88,8 @@ local function day_check(run_prefix, c)
   reason = 'daily ' .. reason
   redis.call('HSET', c.hold, 'until', fstr(til), 'reason', reason)
   redis.call('PEXPIREAT', c.hold, math.floor(til * 1000))
-  local channel = redis.call('GET', string.sub(run_prefix, 1, -2) .. 's:channel')
-  if channel then
-    redis.call('PUBLISH', channel .. 'budgets', cjson.encode({event = 'paused', type = c.type,
+  if events ~= '' then
+    redis.call('PUBLISH', events .. 'budgets', cjson.encode({event = 'paused', type = c.type,
       ['until'] = til, reason = reason}))
   end
 end
@@ -103,16 +101,17 @@ end
 
 if op == 'add' then
   -- ARGV[4] the most meters of a scope, [5] the most hour scopes pruned, [6] the prefix
-  -- of the run hashes ('' on Cluster: no runs, no budgets there), [7] how many day
+  -- of the run hashes ('' on Cluster: no runs, no budgets there), [7] the event channel
+  -- prefix of this database (where a pause is published; '' none), [8] how many day
   -- checks follow, each: the type's config key, its hold key, the next day's start, the
   -- type, how many hour keys, the hour keys of its day so far; then per scope (KEYS
   -- 3.. in order): its name, when it is gone ('' for never), how many meters, then
   -- meter, amount ("repr" of a double), ... sorted by meter name.
   local most = tonumber(ARGV[4])
-  local run_prefix = ARGV[6]
+  local run_prefix, events = ARGV[6], ARGV[7]
   local checks = {}
-  local i = 8
-  for _ = 1, tonumber(ARGV[7]) do
+  local i = 9
+  for _ = 1, tonumber(ARGV[8]) do
     local c = {cfg = ARGV[i], hold = ARGV[i + 1], ['until'] = ARGV[i + 2], type = ARGV[i + 3],
                hours = {}}
     local n = tonumber(ARGV[i + 4])
@@ -150,10 +149,10 @@ if op == 'add' then
         redis.call('ZADD', K_HOURS, expires, scope)
         redis.call('EXPIREAT', key, expires)
       end
-      if run_prefix ~= '' then budget_check(run_prefix, scope, key) end
+      if run_prefix ~= '' then budget_check(run_prefix, events, scope, key) end
     end
   end
-  for _, c in ipairs(checks) do day_check(run_prefix, c) end
+  for _, c in ipairs(checks) do day_check(events, c) end
   return 0
 end
 

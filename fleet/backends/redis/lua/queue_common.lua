@@ -297,6 +297,12 @@ local function decode_body(raw)
   return body, tostring(id)
 end
 
+-- The id of a body in Fleet's form, which starts with a plain id, read without
+-- decoding the payload ('' for any other body).
+local function head_id(raw)
+  return string.match(raw, '^{"id":"([^"\\]*)"') or ''
+end
+
 -- Forget the finished records of {id, end time, id, end time, ...} (from the
 -- :finished index): their done entry, started time and record keys.
 local function forget_finished(flat)

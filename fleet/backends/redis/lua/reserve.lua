@@ -119,10 +119,6 @@ local function take_one(id, raw, rec)
   return false
 end
 
-local function head_id(raw)
-  return string.match(raw, '^{"id":"([^"\\]*)"') or ''
-end
-
 local TIER_KEYS = {K_HIGH, K_NORMAL, K_LOW}
 if redis.call('ZCARD', K_GREADY) == 0 then
   -- No group has a turn: tasks without a group only, exactly as before groups.

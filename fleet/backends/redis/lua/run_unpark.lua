@@ -10,8 +10,8 @@ local items = redis.call('LPOP', list, most)
 local back = 0
 for _, raw in ipairs(items or {}) do
   -- Fleet's bodies start with a plain id; any other is decoded.
-  local id = string.match(raw, '^{"id":"([^"\\]*)"')
-  if not id then
+  local id = head_id(raw)
+  if id == '' then
     local _
     _, id = decode_body(raw)
   end
