@@ -8,20 +8,21 @@ next try passes with the solver's cookie); a client or a request may opt out;
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core.identities import parse_identity
 from fleet.core.submission import make_push_request
 from tests.blocks.block_plugin import BlockFetch
 from tests.support.sites import QuietHandler, serving
+from tests.support.sqlite_file import backend
 from tests.support.waits import until
 from tests.worker.support import push_config, running_worker
+
+__all__ = ["backend"]  # the fixture this module reuses
 
 TYPE = "blk-fetch"
 POOL = "blk-pool"
@@ -56,15 +57,6 @@ class Site(QuietHandler):
 def site() -> Iterator[str]:
     with serving(Site) as url:
         yield url.rstrip("/")
-
-
-@pytest.fixture
-async def backend(tmp_path: Path) -> AsyncIterator[Backend]:
-    b = await open_backend(f"sqlite:///{tmp_path / 'fleet.db'}")
-    try:
-        yield b
-    finally:
-        await b.close()
 
 
 def ident(name: str) -> Any:

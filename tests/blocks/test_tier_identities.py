@@ -7,20 +7,21 @@ the site set — and a block met there cools that identity, not the task's attem
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core.identities import parse_identity
 from fleet.core.submission import make_push_request
 from fleet.dev.demo_proxies import DemoProxy, source_available
 from tests.blocks.block_plugin import BlockFetch
 from tests.support.sites import QuietHandler, serving
+from tests.support.sqlite_file import backend
 from tests.support.waits import until
 from tests.worker.support import push_config, running_worker
+
+__all__ = ["backend"]  # the fixture this module reuses
 
 TYPE = "blk-fetch"
 EXIT = "127.0.0.3"
@@ -66,15 +67,6 @@ async def exit_proxy() -> AsyncIterator[str]:
     await proxy.start()
     yield proxy.url
     await proxy.stop()
-
-
-@pytest.fixture
-async def backend(tmp_path: Path) -> AsyncIterator[Backend]:
-    b = await open_backend(f"sqlite:///{tmp_path / 'fleet.db'}")
-    try:
-        yield b
-    finally:
-        await b.close()
 
 
 async def outputs(b: Backend, n: int) -> list[Any]:

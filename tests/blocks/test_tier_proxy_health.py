@@ -6,16 +6,17 @@ still used."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 
-from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core import BaseConfig, Context
 from fleet.core.proxy import proxy_key, proxy_key_salt
 from fleet.dev.demo_proxies import DemoProxy, source_available
 from tests.support.sites import QuietHandler, serving
+from tests.support.sqlite_file import backend
+
+__all__ = ["backend"]  # the fixture this module reuses
 
 EXITS = ("127.0.0.2", "127.0.0.3")
 
@@ -41,15 +42,6 @@ async def proxies() -> AsyncIterator[list[DemoProxy]]:
     yield started
     for p in started:
         await p.stop()
-
-
-@pytest.fixture
-async def backend(tmp_path: Path) -> AsyncIterator[Backend]:
-    b = await open_backend(f"sqlite:///{tmp_path / 'fleet.db'}")
-    try:
-        yield b
-    finally:
-        await b.close()
 
 
 async def exits_seen(ctx: Context[BaseConfig], url: str, clients: int) -> set[str]:

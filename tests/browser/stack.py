@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from fleet.backends import open_backend
+from fleet.backends.base import Backend
 from tests.support.redis_server import free_port
 from tests.support.waits import until_sync
 
@@ -201,3 +205,18 @@ def running_stack(
         yield s
     finally:
         s.stop()
+
+
+def on_backend(stack: Stack, work: Callable[[Backend], Awaitable[None]]) -> None:
+    """Run ``work`` on the stack's backend, opened for it (Playwright's sync API runs an
+    event loop in the test's thread: the backend gets a thread of its own)."""
+
+    async def go() -> None:
+        backend = await open_backend(stack.backend_url)
+        try:
+            await work(backend)
+        finally:
+            await backend.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(lambda: asyncio.run(go())).result()

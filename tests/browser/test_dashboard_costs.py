@@ -11,19 +11,16 @@ The tests run in this order on one stack: the first needs a type nothing metered
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core import clock
 from fleet.core.meters import HOUR, MeterBatch, hour_scope
-from tests.browser.stack import READ_TOKEN, Stack, running_stack
+from tests.browser.stack import READ_TOKEN, Stack, on_backend, running_stack
 from tests.browser.test_dashboard import Watch, browser, page, shot, sign_in
 
 __all__ = ["browser", "page"]  # the fixtures this module reuses
@@ -48,21 +45,6 @@ def stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
     yield from running_stack(request, tmp_path_factory, "dash-costs")
-
-
-def on_backend(stack: Stack, work: Callable[[Backend], Awaitable[None]]) -> None:
-    """Run ``work`` on the stack's backend (Playwright's sync API runs an event loop
-    here: the backend gets a thread of its own)."""
-
-    async def go() -> None:
-        backend = await open_backend(stack.backend_url)
-        try:
-            await work(backend)
-        finally:
-            await backend.close()
-
-    with ThreadPoolExecutor(1) as pool:
-        pool.submit(lambda: asyncio.run(go())).result()
 
 
 def meter(stack: Stack, scopes: dict[str, dict[str, float]]) -> None:

@@ -16,9 +16,8 @@ from playwright.sync_api import Locator, Page, expect
 
 from fleet.backends.base import Backend
 from fleet.core.meters import MeterBatch, run_scope
-from tests.browser.stack import Stack
+from tests.browser.stack import Stack, on_backend
 from tests.browser.test_dashboard import Watch, browser, page, shot, sign_in, stack
-from tests.browser.test_dashboard_costs import on_backend
 
 __all__ = ["browser", "page", "stack"]  # the fixtures this module reuses
 

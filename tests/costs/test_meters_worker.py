@@ -7,19 +7,20 @@ spent), the plugin's own units (``ctx.meter``), and priced (``spend``) by the ti
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
-from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core.meters import domain_scope, hour_scope, run_scope, type_scope
 from fleet.core.submission import make_push_request
 from tests.costs.meter_plugin import CostFetch
 from tests.support.sites import QuietHandler, serving
+from tests.support.sqlite_file import backend
 from tests.support.waits import until
 from tests.worker.support import push_config, running_worker
+
+__all__ = ["backend"]  # the fixture this module reuses
 
 TYPE = "cost-fetch"
 BODY = b"x" * 100_000
@@ -34,15 +35,6 @@ class Site(QuietHandler):
 def site() -> Iterator[str]:
     with serving(Site) as url:
         yield url.rstrip("/")
-
-
-@pytest.fixture
-async def backend(tmp_path: Path) -> AsyncIterator[Backend]:
-    b = await open_backend(f"sqlite:///{tmp_path / 'fleet.db'}")
-    try:
-        yield b
-    finally:
-        await b.close()
 
 
 async def test_a_runs_downloads_are_metered_and_priced(site: str, backend: Backend) -> None:

@@ -13,14 +13,13 @@ import json
 import sys
 import threading
 import tomllib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core import BaseConfig, Context
 from fleet.core.automation import get_automation, unregister
@@ -29,8 +28,11 @@ from fleet.core.submission import make_push_request
 from fleet.dev.demo_proxies import DemoProxy, source_available
 from tests.docs.blocks import fenced_blocks, section
 from tests.support.sites import QuietHandler
+from tests.support.sqlite_file import backend
 from tests.support.waits import until
 from tests.worker.support import push_config, running_worker
+
+__all__ = ["backend"]  # the fixture this module reuses
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = (ROOT / "docs" / "blocks.md").read_text(encoding="utf-8")
@@ -59,15 +61,6 @@ def shop() -> Iterator[str]:
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
-
-
-@pytest.fixture
-async def backend(tmp_path: Path) -> AsyncIterator[Backend]:
-    b = await open_backend(f"sqlite:///{tmp_path / 'fleet.db'}")
-    try:
-        yield b
-    finally:
-        await b.close()
 
 
 def blocks(heading: str, lang: str) -> list[str]:

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core import BaseConfig
 from fleet.core.automation import get_automation, unregister
@@ -19,8 +17,11 @@ from fleet.core.meters import type_scope
 from fleet.core.submission import make_push_request
 from tests.docs.blocks import fenced_blocks
 from tests.support.sites import QuietHandler, serving
+from tests.support.sqlite_file import backend
 from tests.support.waits import until
 from tests.worker.support import push_config, running_worker
+
+__all__ = ["backend"]  # the fixture this module reuses
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = (ROOT / "docs" / "costs.md").read_text(encoding="utf-8")
@@ -29,15 +30,6 @@ PAGE = (ROOT / "docs" / "costs.md").read_text(encoding="utf-8")
 class Api(QuietHandler):
     def do_GET(self) -> None:
         self.answer(200, b'{"price": 12.5}', {"content-type": "application/json"})
-
-
-@pytest.fixture
-async def backend(tmp_path: Path) -> AsyncIterator[Backend]:
-    b = await open_backend(f"sqlite:///{tmp_path / 'fleet.db'}")
-    try:
-        yield b
-    finally:
-        await b.close()
 
 
 def test_the_prices_config_validates() -> None:

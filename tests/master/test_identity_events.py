@@ -6,7 +6,6 @@ identities topic, and the master's event stream relays each as the event ``ident
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,24 +27,16 @@ from fleet.core.submission import make_push_request
 from fleet.master.services.event_hub import identity_frame
 from tests.master.conftest import ADMIN, READ, auth
 from tests.master.test_metrics_events import EventReader
+from tests.support.sqlite_file import backend
 from tests.worker.identity_plugin import IdentityVisitor
 from tests.worker.support import push_config, running_worker
 from tests.worker.test_identities_worker import site
 
-__all__ = ["site"]  # the fixture this module reuses
+__all__ = ["backend", "site"]  # the fixture this module reuses
 
 TYPE = "wt-ident"  # IdentityVisitor's type
 POOL = "ev-pool"
 CAPTCHA = "the site asked for a captcha"
-
-
-@pytest.fixture
-async def backend(tmp_path: Path) -> AsyncIterator[Backend]:
-    b = await open_backend(f"sqlite:///{tmp_path / 'fleet.db'}")
-    try:
-        yield b
-    finally:
-        await b.close()
 
 
 def ident(i: int) -> Any:

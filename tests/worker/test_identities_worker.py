@@ -6,20 +6,21 @@ finds no usable identity goes back (throttled) instead of failing."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core.identities import parse_identity
 from fleet.core.submission import make_push_request
 from tests.support.sites import VisitsSite, serving
+from tests.support.sqlite_file import backend
 from tests.support.waits import until
 from tests.worker.identity_plugin import IdentityVisitor
 from tests.worker.support import push_config, running_worker
+
+__all__ = ["backend"]  # the fixture this module reuses
 
 TYPE = "wt-ident"
 POOL = "wt-pool"
@@ -29,15 +30,6 @@ POOL = "wt-pool"
 def site() -> Iterator[str]:
     with serving(VisitsSite) as url:
         yield url
-
-
-@pytest.fixture
-async def backend(tmp_path: Path) -> AsyncIterator[Backend]:
-    b = await open_backend(f"sqlite:///{tmp_path / 'fleet.db'}")
-    try:
-        yield b
-    finally:
-        await b.close()
 
 
 def ident(i: int) -> Any:
