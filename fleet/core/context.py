@@ -263,6 +263,11 @@ class Context(Generic[ConfigT]):
             self._tier_identities[pool] = got
         return got
 
+    @property
+    def holds_tier_identities(self) -> bool:
+        """True while the running task holds identities leased through proxy tiers."""
+        return bool(self._tier_identities)
+
     async def release_tier_identities(self, ok: bool) -> None:
         """Release the identities the task leased through proxy tiers (the worker's,
         when the task ends): ``ok`` unless one was marked blocked."""

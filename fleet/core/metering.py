@@ -251,12 +251,18 @@ class MeterBook:
             return False
         return record is not None and record.state == "paused"
 
+    @property
+    def daily_budgeted(self) -> bool:
+        """True if the type's config (as this process has it) sets a ``daily_budget``:
+        only a hint of when to send early; the hold itself reads the stored config."""
+        return bool(self._config().daily_budget)
+
     async def settle(self, run: str | None) -> None:
         """An attempt of a task of ``run`` ended: if the run has a budget or the type a
         ``daily_budget``, send the book now (before the task is acked), so the step that
         adds its meters pauses the run (holds the type) before another worker takes the
         next task; else nothing (the next flush)."""
-        if self._config().daily_budget or (run is not None and await self._has_budget(run)):
+        if self.daily_budgeted or (run is not None and await self._has_budget(run)):
             await self.flush()
 
     async def close(self) -> None:

@@ -38,7 +38,8 @@ async def take(slot: Slot) -> Outcome | None:
 async def give_back(slot: Slot, outcome: Outcome | None) -> None:
     """Release the task's identity, if it holds one (``ok`` unless the task said
     otherwise, when it succeeded)."""
-    await slot.ctx.release_tier_identities(outcome is OK)
+    if slot.ctx.holds_tier_identities:  # most tasks lease none: no await for them
+        await slot.ctx.release_tier_identities(outcome is OK)
     handle = slot.ctx.identity
     if handle is None:
         return

@@ -189,8 +189,9 @@ async def run_attempt(slot: Slot, task: Task[Any]) -> Outcome:
         finally:
             slot.running_task_id = None
             slot.ctx.bind_task(None)
-            # A budgeted run or type: its meters go before the ack.
-            await slot.ctx.access.book.settle(task.run)
+            book = slot.ctx.access.book
+            if task.run is not None or book.daily_budgeted:
+                await book.settle(task.run)  # a budgeted run or type: meters before the ack
             await identities.give_back(slot, outcome)
         if outcome is OK or outcome.kind == "failed":  # cancels say nothing of speed
             slot.env.counters.durations.observe(time.perf_counter() - started)
