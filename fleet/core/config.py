@@ -49,6 +49,8 @@ FRAMEWORK_FIELDS = (
 FLEET_WIDE_FIELDS = {
     "group_concurrency": "a group's cap counts its tasks on every worker",
     "group_rate": "a group's rate counts its starts on every worker",
+    "per_host_concurrency": "a host's cap counts its requests on every worker",
+    "per_host_rate": "a host's rate counts its requests on every worker",
     "proxy_max_concurrency": "a proxy's places are counted on every worker",
     "proxy_cooldown_seconds": "a cooled proxy is left alone by every worker",
     "proxy_bad_threshold": "bad reports of every worker count toward it",
@@ -183,6 +185,11 @@ class BaseConfig(BaseModel):
     def _check_group_rate(cls, value: str | None) -> str | None:
         # The canonical text ("5 / sec" -> "5/s"): what workers pass to reserve.
         return None if value is None else parse_rate(value).text
+
+    def group_limits(self) -> tuple[int | None, str | None]:
+        """The concurrency and rate of each of the type's groups (a crawler's are
+        its ``per_host_*`` fields)."""
+        return self.group_concurrency, self.group_rate
 
 
 def merge_config(*layers: dict[str, Any] | None) -> dict[str, Any]:

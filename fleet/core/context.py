@@ -126,6 +126,12 @@ class Context(Generic[ConfigT]):
                 self.metering.pool(self._identity.pool)
 
     @property
+    def capabilities(self) -> TaskCapabilities:
+        """The backend's capabilities this slot reaches (what Fleet's own kinds, such
+        as :class:`fleet.crawl.Crawler`, build on; a plugin uses ``ctx``'s methods)."""
+        return self._backend
+
+    @property
     def run_id(self) -> str | None:
         """The run of the task running in this slot now (None: no run, or no task).
         Tasks ``ctx.submit`` submits while it runs join this run."""

@@ -200,10 +200,12 @@ class GroupLimits:
         """The limits of a type's effective config (stored values over the schema's
         defaults); a value this Fleet cannot read limits nothing (it was validated
         when it was written)."""
-        concurrency = config.get("group_concurrency")
+        # A crawler's groups are its hosts, limited by its per_host_* fields.
+        per_host = "per_host_concurrency" in config or "per_host_rate" in config
+        concurrency = config.get("per_host_concurrency" if per_host else "group_concurrency")
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             concurrency = None
-        rate = config.get("group_rate")
+        rate = config.get("per_host_rate" if per_host else "group_rate")
         try:
             return _limits_of(concurrency, None if rate is None else parse_rate(str(rate)).text)
         except ValueError:

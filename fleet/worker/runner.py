@@ -243,7 +243,7 @@ class TypeRunner:
         if self.config is None:
             return
         cfg = self.config
-        limits = GroupLimits.of(cfg.group_concurrency, cfg.group_rate)
+        limits = GroupLimits.of(*cfg.group_limits())
         if not self.is_batch:
             limits = GroupLimits()  # no queue: only the proxy policy means anything
         await self.backend.groups.set_defaults(

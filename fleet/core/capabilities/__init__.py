@@ -58,6 +58,8 @@ class TaskCapabilities(abc.ABC):
     meters: Meters
     #: Runs (a run's budget: the meters of its tasks are sent as each ends).
     runs: Runs
+    #: Flow-control groups (a crawl tightens a host's rate to its ``Crawl-delay``).
+    groups: TaskGroups
 
 
 __all__ = [
