@@ -12,6 +12,7 @@ requests were in flight, as the site measures them.
 from __future__ import annotations
 
 import gzip
+import itertools
 import threading
 import time
 from collections import Counter
@@ -198,6 +199,8 @@ class Site:
         """Seconds between the starts of host ``h``'s requests, in order."""
         with self.lock:
             times = sorted(
-                x.at for x in self.hits if x.host == h and (not pages_only or x.path != "/robots.txt")
+                x.at
+                for x in self.hits
+                if x.host == h and not (pages_only and x.path == "/robots.txt")
             )
-        return [b - a for a, b in zip(times, times[1:], strict=False)]
+        return [b - a for a, b in itertools.pairwise(times)]
