@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "dlq": "fleet.cli.tasks:dlq",
     "groups": "fleet.cli.groups:groups",
     "runs": "fleet.cli.runs:runs",
+    "crawl": "fleet.cli.crawl:crawl",
     "history": "fleet.cli.history:history",
     "identities": "fleet.cli.identities:identities",
     "domains": "fleet.cli.domains:domains",
@@ -51,6 +52,7 @@ SETTLING = frozenset({"worker", "master"})
 SUMMARIES: dict[str, str] = {
     "catalog": "List automation types (or print one type's schemas as JSON).",
     "config": "Read or change an automation type's config (type-wide or per worker).",
+    "crawl": "Start a crawl: a run of a crawler's pages, seeded with its URLs.",
     "costs": "What a type spent: its meters and spend in all, by hour over the window, and "
     "by domain.",
     "dev": "Run a master and a worker together, every installed automation enabled.",

@@ -31,6 +31,23 @@ def _row(r: RunOut) -> list[Any]:
     return [r["run_id"], r.get("name") or "", r["state"], *cells]
 
 
+#: A crawl's meters, shown live by ``fleet runs watch`` (docs/crawling.md).
+CRAWL_FIGURES = ("pages", "items", "robots_skipped", "not_modified", "http_errors")
+
+
+def watch_line(r: RunOut) -> str:
+    """``run <id> (running) · pages 120 · items 118 · dupes 340 · spend 0.12``: the
+    run's state, a crawl's figures and its duplicates, and its spend if priced."""
+    meters = r.get("meters") or {}
+    parts = [f"run {r['run_id']} ({r['state']})"]
+    parts += [f"{m} {meters[m]:g}" for m in CRAWL_FIGURES if meters.get(m)]
+    if r["counters"]["duplicates"]:
+        parts.append(f"dupes {r['counters']['duplicates']}")
+    if meters.get("spend"):
+        parts.append(f"spend {meters['spend']:.2f}")
+    return " · ".join(parts)
+
+
 def show_run(r: RunOut) -> None:
     """A run for people: state, times, counters in total and per type."""
     echo(f"run       {r['run_id']}" + (f" ({r['name']})" if r.get("name") else ""))
@@ -116,7 +133,7 @@ def watch(run_id: str, interval: float, url: str | None, token: str | None, as_j
                 progress.update(bar, completed=ended, total=max(c["submitted"], 1))
                 if record["state"] not in ("running", "paused"):
                     break
-                progress.update(bar, description=f"run {run_id} ({record['state']})")
+                progress.update(bar, description=watch_line(record))
                 time.sleep(max(interval, 0.05))
                 record = client.run(run_id, wait=min(max(interval, 0.05), 60.0))
     if as_json:

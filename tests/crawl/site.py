@@ -153,7 +153,10 @@ class Site:
                 hrefs = "".join(f'<a href="{u}">link</a>' for u in site.links(h, max(i, 0)))
                 if i >= 0:
                     hrefs += '<a href="/private/secret">secret</a>'
-                body = f"<html><body><h1>host {h} page {i}</h1>{hrefs}</body></html>".encode()
+                body = (
+                    f"<html><head><title>host {h} page {i}</title></head>"
+                    f"<body><h1>host {h} page {i}</h1>{hrefs}</body></html>"
+                ).encode()
                 return self._send(200, body, "text/html; charset=utf-8", etag=etag)
 
             def _send(self, status: int, body: bytes, ctype: str, etag: str | None = None) -> int:
