@@ -14,6 +14,15 @@ const COUNTERS = ["submitted", "pending", "running", "done", "dead", "cancelled"
 /** The task browser's state a run counter's tasks are listed in (a run counts its
  * scheduled tasks as pending: the browser's scheduled tab, next to pending, has them). */
 const BROWSE = { pending: "pending", running: "processing", done: "done", dead: "dead" };
+/** A crawl's meters, shown as its figures: [meter, label]. */
+const CRAWL = [
+  ["pages", "pages"],
+  ["items", "items"],
+  ["robots_skipped", "robots skipped"],
+  ["not_modified", "not modified"],
+  ["http_errors", "HTTP errors"],
+];
+
 /** Workers send meters every 2 s: an ended run's page reads it this many times more. */
 const READS_AFTER_END = 3;
 /** The states of a run that has not ended (fleet.core.runs.OPEN_STATES). */
@@ -315,6 +324,7 @@ export function runView(root, runId) {
       body,
       h("h3", {}, "Counters"),
       counters,
+      crawlFigures(run),
       h("h3", {}, "Meters"),
       metersLine(run.meters, { "data-role": "run-meters" }),
       run.budget ? [h("h3", {}, "Budget"), budgetLine(run)] : null,
@@ -322,6 +332,22 @@ export function runView(root, runId) {
       perType,
       run.on_complete ? [h("h3", {}, "On complete"), callback(run), h("pre", { class: "payload" }, fmtJSON(run.on_complete))] : null,
     );
+  }
+
+  /** A crawl's figures (docs/crawling.md): its pages, items, duplicates, robots-skipped
+   * and not-modified pages, from the run's meters; nothing for a run that is no crawl. */
+  function crawlFigures(run) {
+    const m = run.meters || {};
+    if (!CRAWL.some(([name]) => m[name])) return null;
+    const figures = [...CRAWL.map(([name, label]) => [name, label, m[name] || 0]), ["duplicates", "duplicates", run.counters.duplicates || 0]];
+    return [
+      h("h3", {}, "Crawl"),
+      h(
+        "dl",
+        { class: "stats", "data-role": "run-crawl" },
+        figures.map(([name, label, value]) => h("div", { class: "stat", "data-figure": name }, h("dt", {}, label), h("dd", {}, String(value)))),
+      ),
+    ];
   }
 
   /** The line about a run's callback task: pushed into its type when the run ends done. */
