@@ -17,7 +17,7 @@ from fleet.core.meters import run_scope
 from fleet.crawl import CrawlConfig, Crawler, Link, seed_task
 from fleet.crawl.robots import NAMESPACE as ROBOTS_NAMESPACE
 from tests.crawl.site import Site, SiteSpec
-from tests.worker.support import running_worker, wait_until
+from tests.worker.support import push_config, running_worker, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -62,10 +62,17 @@ SitemapSite.automation_type = "sitemap-crawl"
 
 
 async def crawl(
-    backend: Backend, cls: type[Crawler[Any]], seeds: list[str], **caps: Any
+    backend: Backend,
+    cls: type[Crawler[Any]],
+    seeds: list[str],
+    config: dict[str, Any] | None = None,
+    **caps: Any,
 ) -> dict[str, Any]:
-    """Run one crawl to its end; the run's record and meters."""
+    """Run one crawl to its end (``config``: the type's, stored first, as a PATCH
+    does); the run's record and meters."""
     t = cls.automation_type
+    if config:
+        await push_config(backend, t, config, [])
     run_id = await backend.runs.create(name="crawl")
     hosts = sorted({seed_task(u)[1] for u in seeds})
     from fleet.core.submission import make_push_request
