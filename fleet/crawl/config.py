@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from fleet.core.config import BaseConfig
 from fleet.core.flow import parse_rate
@@ -34,21 +34,20 @@ class CrawlConfig(BaseConfig):
     recrawl_ttl_seconds: float = Field(default=30 * 86400.0, gt=0, le=366 * 86400)
     max_page_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     request_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    # A crawler's groups are its hosts, limited by per_host_*: two names for one limit
+    # would disagree, so these take nothing but null (the schema says so: a PATCH of
+    # them answers 422 before anything is stored).
+    group_concurrency: None = Field(
+        default=None, description="a crawler's groups are its hosts: set per_host_concurrency"
+    )
+    group_rate: None = Field(
+        default=None, description="a crawler's groups are its hosts: set per_host_rate"
+    )
 
     @field_validator("per_host_rate")
     @classmethod
     def _check_per_host_rate(cls, value: str | None) -> str | None:
         return None if value is None else parse_rate(value).text
-
-    @model_validator(mode="after")
-    def _one_source(self) -> CrawlConfig:
-        # A crawler's groups are its hosts: two names for one limit would disagree.
-        if self.group_concurrency is not None or self.group_rate is not None:
-            raise ValueError(
-                "a crawler's groups are its hosts: set per_host_concurrency and "
-                "per_host_rate, not group_concurrency or group_rate"
-            )
-        return self
 
     def group_limits(self) -> tuple[int | None, str | None]:
         return self.per_host_concurrency, self.per_host_rate

@@ -121,8 +121,9 @@ def test_crawl_config_limits_hosts() -> None:
     cfg = CrawlConfig()
     assert cfg.group_limits() == (2, "1/s")
     assert CrawlConfig(per_host_rate="30 / m").per_host_rate == "30/m"
-    with pytest.raises(ValidationError, match="per_host_concurrency and per_host_rate"):
+    with pytest.raises(ValidationError, match="group_concurrency"):
         CrawlConfig(group_concurrency=3)
+    assert CrawlConfig.model_json_schema()["properties"]["group_rate"]["type"] == "null"
     with pytest.raises(ValidationError):
         CrawlConfig(per_host_rate="fast")
     # What every reserve reads: the stored config's per_host fields.
