@@ -71,6 +71,12 @@ class Site:
         out.append(self.path(i) + "#section")  # the same page
         return out
 
+    def hrefs(self, h: int, i: int) -> list[str]:
+        """Every href page ``i`` of host ``h`` serves (``i`` -1: a ``/private/`` page,
+        whose links are the front page's, without the ``/private/`` one)."""
+        out = self.links(h, max(i, 0))
+        return [*out, "/private/secret"] if i >= 0 else out
+
     @staticmethod
     def path(i: int) -> str:
         return "/" if i == 0 else f"/p/{i}"
@@ -150,14 +156,12 @@ class Site:
                 etag = f'"h{h}p{i}"'
                 if self.headers.get("If-None-Match") == etag:
                     return self._send(304, b"", "text/html", etag=etag)
-                hrefs = "".join(f'<a href="{u}">link</a>' for u in site.links(h, max(i, 0)))
-                if i >= 0:
-                    hrefs += '<a href="/private/secret">secret</a>'
-                body = (
+                hrefs = "".join(f'<a href="{u}">link</a>' for u in site.hrefs(h, i))
+                html = (
                     f"<html><head><title>host {h} page {i}</title></head>"
                     f"<body><h1>host {h} page {i}</h1>{hrefs}</body></html>"
-                ).encode()
-                return self._send(200, body, "text/html; charset=utf-8", etag=etag)
+                )
+                return self._send(200, html.encode(), "text/html; charset=utf-8", etag=etag)
 
             def _send(self, status: int, body: bytes, ctype: str, etag: str | None = None) -> int:
                 self.send_response(status)
