@@ -358,7 +358,7 @@ class Crawler(BatchAutomation[CrawlConfigT], Generic[CrawlConfigT]):
             if room:
                 await self._follow(ctx, job, url, host, [Link(u) for u in kept.links])
             return
-        if not self._answered(r.status_code, url):
+        if not self._answered(r.status_code, url, r.headers.get("retry-after")):
             await ctx.meter("http_errors")
             return
         if body is None:
@@ -376,10 +376,15 @@ class Crawler(BatchAutomation[CrawlConfigT], Generic[CrawlConfigT]):
         if kept_store is not None:
             await kept_store.keep(url, r.headers.get("etag"), r.headers.get("last-modified"), links)
 
-    def _answered(self, status: int, url: str) -> bool:
-        """True for a page to parse; raises for one to ask again later."""
+    def _answered(self, status: int, url: str, retry_after: str | None = None) -> bool:
+        """True for a page to parse; raises for one to ask again later (a 429 holds
+        the host's group for its ``Retry-After`` seconds, a minute without one)."""
         if status == 429:
-            raise Throttled(retry_after=60.0, message=f"{url} answered 429")
+            try:
+                wait = min(max(float(retry_after or 60.0), 1.0), 86400.0)
+            except ValueError:
+                wait = 60.0
+            raise Throttled(retry_after=wait, message=f"{url} answered 429")
         if status >= 500:
             raise CrawlError(f"{url} answered {status}: retried")
         return status < 400

@@ -174,3 +174,18 @@ def test_a_crawler_class_is_checked() -> None:
             yield Link(page.url)
 
     assert Fine.include == (r"/p/",)
+
+
+def test_what_a_status_means() -> None:
+    from fleet.core.errors import Throttled
+    from fleet.crawl import CrawlError
+
+    crawler = Crawler[CrawlConfig]()
+    assert crawler._answered(200, "u") and crawler._answered(301, "u")
+    assert not crawler._answered(404, "u")
+    with pytest.raises(CrawlError, match="503"):
+        crawler._answered(503, "u")
+    for header, wait in (("7", 7.0), (None, 60.0), ("soon", 60.0), ("0", 1.0), ("1e9", 86400.0)):
+        with pytest.raises(Throttled) as e:
+            crawler._answered(429, "u", header)
+        assert e.value.retry_after == wait
