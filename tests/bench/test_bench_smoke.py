@@ -45,6 +45,17 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
         ["--smoke"],
         r"\| one server \| [\d,]+ \|\n\| cluster, 3 primaries \| [\d,]+ \|",
     ),
+    "crawl.py": (
+        ["--smoke", "--url", "{url}"],
+        r"\| Crawler, slots=16, .* \| 42 \| [\d.]+ \| [\d,.]+ \|"
+        r"(.|\n)*\| plain recipe \(docs/runs.md\), slots=16, no group \| 42 \|"
+        r"(.|\n)*Crawler / plain recipe, pages/s: [\d.]+x",
+    ),
+    "crawl_bytes.py": (
+        ["--smoke", "--url", "{url}"],
+        r"false positives\) 0(.|\n)*\| the run's unique-key filter \| [\d.]+ \|"
+        r"(.|\n)*\| recrawl record \(20 links\) \| [\d,.]+ \|",
+    ),
     "config_patch.py": (
         ["--smoke", "--redis-url", "{url}"],
         r"\| 1 \| [\d.]+ \| [\d.]+ \| [\d,]+ \|(.|\n)*\| 3 \| ",
