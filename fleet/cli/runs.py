@@ -16,6 +16,8 @@ from fleet.cli.console import progress_console
 from fleet.cli.costs import meters_line
 from fleet.cli.plain import echo
 from fleet.client.answers import RunOut
+from fleet.client.http import FleetClient
+from fleet.core.metering import FLUSH_SECONDS
 
 COLUMNS = ["run", "name", "state", "submitted", "done", "pending", "running", "dead", "dupes"]
 SHOWN = ("submitted", "pending", "running", "done", "dead", "cancelled", "expired", "duplicates")
@@ -46,6 +48,20 @@ def watch_line(r: RunOut) -> str:
     if meters.get("spend"):
         parts.append(f"spend {meters['spend']:.2f}")
     return " · ".join(parts)
+
+
+def settled(client: FleetClient, record: RunOut) -> RunOut:
+    """An ended run once its meters stopped moving: workers send what their tasks
+    spent every ``FLUSH_SECONDS``, so the last tasks' meters land a moment after the
+    run ends (read again until two reads a flush apart agree, a few seconds at most)."""
+    deadline = time.monotonic() + 3 * FLUSH_SECONDS
+    while time.monotonic() < deadline:
+        time.sleep(FLUSH_SECONDS + 0.2)
+        again = client.run(record["run_id"])
+        if again.get("meters") == record.get("meters"):
+            return again
+        record = again
+    return record
 
 
 def show_run(r: RunOut) -> None:
@@ -136,6 +152,7 @@ def watch(run_id: str, interval: float, url: str | None, token: str | None, as_j
                 progress.update(bar, description=watch_line(record))
                 time.sleep(max(interval, 0.05))
                 record = client.run(run_id, wait=min(max(interval, 0.05), 60.0))
+            record = settled(client, record)
     if as_json:
         print_json(record)
     else:

@@ -203,9 +203,7 @@ class Crawler(BatchAutomation[CrawlConfigT], Generic[CrawlConfigT]):
                 return  # the crawl has its pages: this one is not fetched
             room = taken < cap
         if self.render:
-            if delay is not None:
-                await self._space(ctx, host, delay)
-            await self._rendered(ctx, job, url, host, room)
+            await self._rendered(ctx, job, url, host, room, delay)
         else:
             await self._fetched(ctx, job, url, host, user_agent, room, delay)
 
@@ -231,6 +229,10 @@ class Crawler(BatchAutomation[CrawlConfigT], Generic[CrawlConfigT]):
         if not self.obey_robots:
             return None
 
+        # A copy that expired: its Crawl-delay spaces the request that fetches the next.
+        stale = book.peek(host)
+        last_delay = stale.crawl_delay(user_agent) if stale is not None else None
+
         async def fetch() -> tuple[int, str]:
             try:
                 async with ctx.http(
@@ -239,7 +241,12 @@ class Crawler(BatchAutomation[CrawlConfigT], Generic[CrawlConfigT]):
                     follow_redirects=True,
                     headers={"user-agent": user_agent},
                 ) as http:
+                    token = None
+                    if last_delay is not None:
+                        token = await self._space(ctx, host, last_delay)
                     r = await http.get(origin_of(url) + "/robots.txt")
+                    if token is not None and last_delay is not None:
+                        await self._sent(ctx, host, token, last_delay)
                     return r.status_code, r.text
             except httpx.HTTPError as e:
                 log.info("%s: robots.txt of %s: %s", ctx.automation_type, host, e)
@@ -257,16 +264,17 @@ class Crawler(BatchAutomation[CrawlConfigT], Generic[CrawlConfigT]):
             delay = robots.crawl_delay(user_agent)
             if delay is not None:
                 await self._tighten(ctx, host, delay)
-                # The robots.txt request itself is the host's last request.
+                # The robots.txt request, answered just now, is the host's last request.
                 await self._space(ctx, host, delay)
         return robots
 
-    async def _space(self, ctx: Context[CrawlConfigT], host: str, delay: float) -> None:
+    async def _space(self, ctx: Context[CrawlConfigT], host: str, delay: float) -> str:
         """Wait until ``delay`` seconds have passed since the fleet's last request to
         ``host``, and mark this one: a fleet-wide lock taken for ``delay`` and left
-        to expire, so two requests to the host never start closer than that. (The
+        to expire, so two requests to the host never start closer than that (the
         host's group rate keeps tasks from waiting here long; this makes the spacing
-        exact where a rate lets a late start be followed by an early one.)"""
+        exact where a rate lets a late start be followed by an early one). Its token:
+        :meth:`_sent` marks the request again once the host answered."""
         locks = ctx.capabilities.locks
         name = f"fleet-crawl-delay:{host}"
         token = new_token()
@@ -277,6 +285,15 @@ class Crawler(BatchAutomation[CrawlConfigT], Generic[CrawlConfigT]):
             if time.monotonic() > deadline:
                 raise Throttled(retry_after=delay, message=f"{host}: waited too long for its turn")
             await asyncio.sleep(min(0.02, delay / 4))
+        return token
+
+    async def _sent(self, ctx: Context[CrawlConfigT], host: str, token: str, delay: float) -> None:
+        """The host answered the request :meth:`_space` let go: the next one waits the
+        delay from now, a moment after this one reached the host, however long it
+        took to leave (a stalled process, a proxy tier's lookup)."""
+        await ctx.capabilities.locks.renew(
+            f"fleet-crawl-delay:{host}", token, delay + SPACING_MARGIN
+        )
 
     async def _tighten(self, ctx: Context[CrawlConfigT], host: str, delay: float) -> bool:
         """Slow the host's group to one request per ``delay``; True if that is slower
@@ -317,11 +334,13 @@ class Crawler(BatchAutomation[CrawlConfigT], Generic[CrawlConfigT]):
             follow_redirects=True,
             headers={"user-agent": user_agent},
         ) as http:
-            if delay is not None:
-                # As late as can be: the spacing is between requests, not tasks.
-                await self._space(ctx, host_of(url), delay)
+            host = host_of(url)
+            # As late as can be: the spacing is between requests, not tasks.
+            token = None if delay is None else await self._space(ctx, host, delay)
             try:
                 async with http.stream("GET", url, headers=headers) as r:
+                    if token is not None and delay is not None:
+                        await self._sent(ctx, host, token, delay)
                     chunks: list[bytes] = []
                     size = 0
                     async for chunk in r.aiter_bytes():
@@ -390,10 +409,19 @@ class Crawler(BatchAutomation[CrawlConfigT], Generic[CrawlConfigT]):
         return status < 400
 
     async def _rendered(
-        self, ctx: Context[CrawlConfigT], job: CrawlTask, url: str, host: str, room: bool
+        self,
+        ctx: Context[CrawlConfigT],
+        job: CrawlTask,
+        url: str,
+        host: str,
+        room: bool,
+        delay: float | None,
     ) -> None:
         async with ctx.browser.acquire(proxy=ctx.proxy_url) as tab:
+            token = None if delay is None else await self._space(ctx, host, delay)
             response = await tab.goto(url, timeout=ctx.config.request_timeout_seconds * 1000)
+            if token is not None and delay is not None:
+                await self._sent(ctx, host, token, delay)
             status = response.status if response is not None else 200
             if not self._answered(status, url):
                 await ctx.meter("http_errors")

@@ -83,6 +83,10 @@ class RobotsBook:
         self.ttl_seconds = ttl_seconds
         self._cache: OrderedDict[str, Robots] = OrderedDict()
 
+    def peek(self, host: str) -> Robots | None:
+        """The host's rules this worker last read, expired or not (None: never read)."""
+        return self._cache.get(host)
+
     async def get(self, host: str, kv: KV, lock: Lock, fetch: Fetch) -> tuple[Robots, bool]:
         """The host's robots.txt, and whether this call fetched it (the host's first
         request of the fleet since the stored copy expired)."""
