@@ -197,15 +197,21 @@ class Crawler(BatchAutomation[CrawlConfigT], Generic[CrawlConfigT]):
             await self._seed_sitemaps(ctx, job, url, robots)
         cap = job.max_pages or self.max_pages
         room = True
+        pages = ctx.counter(f"fleet-crawl:{run_id}:pages")
         if cap is not None:
-            taken = await ctx.counter(f"fleet-crawl:{run_id}:pages").incr()
+            taken = await pages.incr()
             if taken > cap:
                 return  # the crawl has its pages: this one is not fetched
             room = taken < cap
-        if self.render:
-            await self._rendered(ctx, job, url, host, room, delay)
-        else:
-            await self._fetched(ctx, job, url, host, user_agent, room, delay)
+        try:
+            if self.render:
+                await self._rendered(ctx, job, url, host, room, delay)
+            else:
+                await self._fetched(ctx, job, url, host, user_agent, room, delay)
+        except Exception:
+            if cap is not None:
+                await pages.decr()  # a failed attempt, retried or not, took no page
+            raise
 
     def _user_agent(self, ctx: Context[CrawlConfigT]) -> str:
         identity = ctx.identity

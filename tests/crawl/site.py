@@ -43,6 +43,8 @@ class SiteSpec:
     #: Pages no link leads to, only the sitemap (per host: their numbers).
     orphans: int = 0
     latency: float = 0.02
+    #: Paths that answer 503 the first time they are asked (every host).
+    flaky: frozenset[str] = frozenset()
 
 
 class Site:
@@ -150,6 +152,11 @@ class Site:
                         f'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'
                     )
                     return self._send(200, gzip.compress(body.encode()), "application/gzip")
+                if path in site.spec.flaky:
+                    with site.lock:
+                        first = sum(1 for x in site.hits if x.host == h and x.path == path) == 1
+                    if first:
+                        return self._send(503, b"try again", "text/plain")
                 i = site.page_of(path)
                 if i is None:
                     return self._send(404, b"not found", "text/plain")
