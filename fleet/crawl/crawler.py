@@ -484,8 +484,10 @@ class Crawler(BatchAutomation[CrawlConfigT], Generic[CrawlConfigT]):
             if url is not None:
                 found.setdefault(url, None)
         requests: list[PushRequest] = []
+        own = {base, job.url}
         for url in found:
-            if scope.verdict(url, depth, page_host=host) != "follow":
+            # A link to the page itself (an anchor, a menu) is seen: not even a push.
+            if url in own or scope.verdict(url, depth, page_host=host) != "follow":
                 continue
             requests.append(self._request(ctx, job.child(url, depth), url))
         if requests:

@@ -9,6 +9,7 @@ one thing it leaves: a port that is the scheme's default is dropped, so
 
 from __future__ import annotations
 
+import functools
 from urllib.parse import urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
@@ -48,9 +49,12 @@ def canonical(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
 
 
+@functools.lru_cache(maxsize=8192)
 def canonical_or_none(url: str) -> str | None:
     """:func:`canonical`, or None for what is not a crawlable URL (a ``mailto:``, a
-    ``javascript:`` link, a malformed href)."""
+    ``javascript:`` link, a malformed href). Cached: a page's links are made canonical
+    by ``page.links()`` and again when followed, and a site's menus repeat on every
+    page (8,192 URLs: a few MB at most)."""
     try:
         return canonical(url)
     except ContractValueError:
