@@ -31,6 +31,7 @@ from urllib.parse import urljoin
 import httpx
 from pydantic import BaseModel, Field
 
+from fleet.core.access.transport import MAX_BYTES_EXTENSION, TRUNCATED_EXTENSION
 from fleet.core.automation import BatchAutomation
 from fleet.core.context import Context
 from fleet.core.errors import ContractValueError, FleetError, Throttled
@@ -42,6 +43,7 @@ from fleet.crawl.config import CrawlConfig
 from fleet.crawl.page import Link, Page
 from fleet.crawl.recrawl import NAMESPACE as PAGES_NAMESPACE
 from fleet.crawl.recrawl import Recrawl
+from fleet.crawl.robots import MAX_BYTES as ROBOTS_MAX_BYTES
 from fleet.crawl.robots import NAMESPACE as ROBOTS_NAMESPACE
 from fleet.crawl.robots import Robots, RobotsBook, RobotsUnavailable
 from fleet.crawl.scope import Scope, check_patterns
@@ -102,6 +104,24 @@ def seed_task(
     """
     c = canonical(url)
     return c, host_of(c), CrawlTask(url=c, hosts=list(hosts), **caps)
+
+
+async def read_capped(r: httpx.Response, limit: int, *, cut: bool = False) -> bytes | None:
+    """The body, decoded of its transfer encodings, if at most ``limit`` bytes (else
+    None, or with ``cut`` its first ``limit`` bytes), read no further than that."""
+    if r.extensions.get(TRUNCATED_EXTENSION):
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in r.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            if not cut:
+                return None
+            chunks.append(chunk[: len(chunk) - (size - limit)])
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def delay_rate(seconds: float) -> str:
@@ -250,10 +270,12 @@ class Crawler(BatchAutomation[CrawlConfigT], Generic[CrawlConfigT]):
                     token = None
                     if last_delay is not None:
                         token = await self._space(ctx, host, last_delay)
-                    r = await http.get(origin_of(url) + "/robots.txt")
-                    if token is not None and last_delay is not None:
-                        await self._sent(ctx, host, token, last_delay)
-                    return r.status_code, r.text
+                    async with http.stream("GET", origin_of(url) + "/robots.txt") as r:
+                        if token is not None and last_delay is not None:
+                            await self._sent(ctx, host, token, last_delay)
+                        # The first 500 KiB, as Google reads it; a longer one is cut.
+                        body = await read_capped(r, ROBOTS_MAX_BYTES, cut=True) or b""
+                        return r.status_code, body.decode(r.encoding or "utf-8", "replace")
             except httpx.HTTPError as e:
                 log.info("%s: robots.txt of %s: %s", ctx.automation_type, host, e)
                 return 599, ""
@@ -344,17 +366,13 @@ class Crawler(BatchAutomation[CrawlConfigT], Generic[CrawlConfigT]):
             # As late as can be: the spacing is between requests, not tasks.
             token = None if delay is None else await self._space(ctx, host, delay)
             try:
-                async with http.stream("GET", url, headers=headers) as r:
+                # Capped where the body is read: by the block classifier if it reads
+                # it first, else here.
+                capped = {MAX_BYTES_EXTENSION: limit}
+                async with http.stream("GET", url, headers=headers, extensions=capped) as r:
                     if token is not None and delay is not None:
                         await self._sent(ctx, host, token, delay)
-                    chunks: list[bytes] = []
-                    size = 0
-                    async for chunk in r.aiter_bytes():
-                        size += len(chunk)
-                        if size > limit:
-                            return r, None
-                        chunks.append(chunk)
-                    return r, b"".join(chunks)
+                    return r, await read_capped(r, limit)
             except httpx.TransportError as e:
                 raise CrawlError(f"{url}: {type(e).__name__}: {e}") from None
 

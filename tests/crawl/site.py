@@ -45,6 +45,8 @@ class SiteSpec:
     latency: float = 0.02
     #: Paths that answer 503 the first time they are asked (every host).
     flaky: frozenset[str] = frozenset()
+    #: Paths whose page carries 200 KB more (every host).
+    big: frozenset[str] = frozenset()
 
 
 class Site:
@@ -164,9 +166,10 @@ class Site:
                 if self.headers.get("If-None-Match") == etag:
                     return self._send(304, b"", "text/html", etag=etag)
                 hrefs = "".join(f'<a href="{u}">link</a>' for u in site.hrefs(h, i))
+                padding = "<!-- padding -->" * 12_800 if path in site.spec.big else ""
                 html = (
                     f"<html><head><title>host {h} page {i}</title></head>"
-                    f"<body><h1>host {h} page {i}</h1>{hrefs}</body></html>"
+                    f"<body><h1>host {h} page {i}</h1>{hrefs}{padding}</body></html>"
                 )
                 return self._send(200, html.encode(), "text/html; charset=utf-8", etag=etag)
 

@@ -184,3 +184,17 @@ async def test_a_recrawl_asks_only_what_changed(backend: Backend) -> None:
         assert second["meters"]["not_modified"] == n
         assert second["meters"].get("pages", 0) == 0
         assert sum(site.fetched(0, 304).values()) + sum(site.fetched(1, 304).values()) == n
+
+
+async def test_a_page_too_large_is_not_read(backend: Backend) -> None:
+    # /p/1 is 200 KB, over the 64 KiB cap: counted, not parsed, so /p/4 (only it links
+    # there) is never found; /p/3 is, through /p/6's link to its parent.
+    spec = SiteSpec(hosts=1, pages=8, big=frozenset({"/p/1"}))
+    with Site(spec).serving() as site:
+        out = await crawl(
+            backend, SiteCrawler, [site.url(0)], {"per_host_rate": "50/s", "max_page_bytes": 65536}
+        )
+        assert out["run"].state == "done"
+        assert out["meters"]["too_large"] == 1
+        assert out["meters"]["pages"] == 7  # /, /p/2, 3, 5, 6, 7 and /private/secret
+        assert site.fetched(0)["/p/1"] == 1 and "/p/4" not in site.fetched(0)

@@ -44,6 +44,11 @@ class TierIdentity(Protocol):
 
 #: Request extension that turns classification off for one request.
 CLASSIFY_EXTENSION = "fleet_classify"
+#: A request extension: read at most this many body bytes to classify the response;
+#: a longer body is not kept (the response comes back empty, its extension
+#: ``fleet_truncated`` True), so a huge page cannot fill a worker's memory.
+MAX_BYTES_EXTENSION = "fleet_max_bytes"
+TRUNCATED_EXTENSION = "fleet_truncated"
 #: Characters of a challenge page handed to a solver.
 CHALLENGE_BODY = 64 * 1024
 
@@ -249,16 +254,32 @@ async def _read(response: httpx.Response, request: httpx.Request) -> tuple[httpx
         return response, head + len(response.content)
     except httpx.ResponseNotRead:
         pass
+    cap = request.extensions.get(MAX_BYTES_EXTENSION)
+    chunks: list[bytes] = []
+    size = 0
+    truncated = False
     try:
-        raw = b"".join([chunk async for chunk in response.aiter_raw()])
+        async for chunk in response.aiter_raw():
+            size += len(chunk)
+            if cap is not None and size > cap:
+                truncated = True
+                break
+            chunks.append(chunk)
     finally:
         await response.aclose()
+    headers = response.headers
+    if truncated:
+        # Nothing of the body is kept, so nothing is left to decode.
+        headers = httpx.Headers(
+            [(k, v) for k, v in headers.multi_items() if k != "content-encoding"]
+        )
+        chunks = []
     out = httpx.Response(
         response.status_code,
-        headers=response.headers,
-        stream=httpx.ByteStream(raw),
+        headers=headers,
+        stream=httpx.ByteStream(b"".join(chunks)),
         request=request,
-        extensions=response.extensions,
+        extensions={**response.extensions, TRUNCATED_EXTENSION: truncated},
     )
     await out.aread()
-    return out, head + len(raw)
+    return out, head + size
