@@ -90,6 +90,9 @@ def show_run(r: RunOut) -> None:
             else "; left " + ", ".join(f"{k} {v:g}" for k, v in remaining.items())
         )
         echo(f"budget    {caps}{rest}")
+    for m in r.get("monitors") or []:
+        value = "-" if m["value"] is None else f"{m['value']:g}"
+        echo(f"monitor   {m['monitor']}: {m['state']} ({value}, threshold {m['threshold']:g})")
 
 
 @click.group("runs", invoke_without_command=True)
@@ -186,6 +189,14 @@ def watch(run_id: str, interval: float, url: str | None, token: str | None, as_j
     help="A cap at which the run pauses: spend=50, bytes=5e9, solver_calls=1000 "
     "(repeatable; docs/costs.md).",
 )
+@click.option(
+    "monitor_specs",
+    "--monitor",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A monitor of its data: min_items=100, max_error_rate=0.05, "
+    "max_null_rate.price=0.1 (repeatable; docs/monitors.md).",
+)
 @client_options
 def create(
     name: str | None,
@@ -194,6 +205,7 @@ def create(
     types: tuple[str, ...],
     max_delay: float | None,
     budget_caps: tuple[str, ...],
+    monitor_specs: tuple[str, ...],
     url: str | None,
     token: str | None,
     as_json: bool,
@@ -212,6 +224,7 @@ def create(
             types=list(types) or None,
             max_delay_seconds=max_delay,
             budget=parse_budget(budget_caps),
+            monitors=parse_monitors(monitor_specs),
         )
     if as_json:
         print_json({"run_id": run_id})
@@ -230,6 +243,30 @@ def cancel(run_id: str, url: str | None, token: str | None, as_json: bool) -> No
         print_json(record)
     else:
         show_run(record)
+
+
+def parse_monitors(specs: tuple[str, ...]) -> dict[str, Any] | None:
+    """``("min_items=100", "max_null_rate.price=0.1")`` as ``{"min_items": 100.0,
+    "max_null_rate": {"price": 0.1}}`` (None if none); the master checks them."""
+    if not specs:
+        return None
+    out: dict[str, Any] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise click.BadParameter(
+                f"{spec!r} is not NAME=VALUE (e.g. min_items=100)", param_hint="--monitor"
+            )
+        head, _, field = name.strip().partition(".")
+        if field:
+            out.setdefault(head, {})[field] = number
+        else:
+            out[head] = int(number) if head == "min_items" and number.is_integer() else number
+    return out
 
 
 def parse_budget(caps: tuple[str, ...]) -> dict[str, float] | None:

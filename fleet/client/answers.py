@@ -99,6 +99,14 @@ class OutputEntry(TypedDict):
     payload: NotRequired[Any]
 
 
+class MonitorOut(TypedDict):
+    monitor: str
+    state: str
+    value: Number | None
+    threshold: Number
+    since: Number
+
+
 class RunOut(TypedDict):
     run_id: str
     state: str
@@ -115,6 +123,7 @@ class RunOut(TypedDict):
     budget_left: NotRequired[dict[str, float] | None]
     paused_reason: NotRequired[str | None]
     paused_at: NotRequired[Number | None]
+    monitors: NotRequired[list[MonitorOut] | None]
 
 
 class TaskItem(TypedDict):

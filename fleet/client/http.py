@@ -304,19 +304,22 @@ class FleetClient:
         types: list[str] | None = None,
         max_delay_seconds: float | None = None,
         budget: dict[str, float] | None = None,
+        monitors: dict[str, Any] | None = None,
     ) -> str:
         """Create a run (``POST /api/v1/runs``); its id. Submit into it with
         ``submit(..., run=run_id)``; ``on_complete`` ``{"type", "payload"}`` is
         submitted once when it ends done. ``types``: the automation types a scoped
         token may submit into it; ``max_delay_seconds``: the longest delay of a task
         of it (default a day); ``budget``: caps by meter (``{"spend": 50}``,
-        ``{"bytes": 5e9}``) at which it pauses (docs/costs.md)."""
+        ``{"bytes": 5e9}``) at which it pauses (docs/costs.md); ``monitors``: thresholds
+        on its data (``{"min_items": 100}``, docs/monitors.md)."""
         options = (
             ("name", name),
             ("on_complete", on_complete),
             ("types", types),
             ("max_delay_seconds", max_delay_seconds),
             ("budget", budget),
+            ("monitors", monitors),
         )
         body = {k: v for k, v in options if v is not None}
         result: dict[str, Any] = self.request("POST", "/api/v1/runs", json_body=body)

@@ -18,6 +18,7 @@ from fleet.core.blocks.rules import BlockRule
 from fleet.core.budgets import check_budget
 from fleet.core.errors import ConfigError
 from fleet.core.flow import parse_rate
+from fleet.core.monitors import Monitors
 from fleet.core.prices import Costs
 from fleet.core.tiers import (
     DEFAULT_ESCALATE_AFTER,
@@ -51,6 +52,7 @@ FLEET_WIDE_FIELDS = {
     "group_rate": "a group's rate counts its starts on every worker",
     "per_host_concurrency": "a host's cap counts its requests on every worker",
     "per_host_rate": "a host's rate counts its requests on every worker",
+    "monitors": "a type's monitors are checked by the master over every worker's tasks",
     "proxy_max_concurrency": "a proxy's places are counted on every worker",
     "proxy_cooldown_seconds": "a cooled proxy is left alone by every worker",
     "proxy_bad_threshold": "bad reports of every worker count toward it",
@@ -87,6 +89,8 @@ class BaseConfig(BaseModel):
             every slot of every worker (0: never cooled).
         proxy_max_concurrency: At most this many slots on one proxy at once,
             fleet-wide (None: no cap). See docs/primitives.md#proxies.
+        monitors: Thresholds on the data of every run the type's tasks are in
+            (docs/monitors.md): ``{"min_items": 100, "max_null_rate": {"price": 0.05}}``.
         group_concurrency: At most this many tasks of one group running at once,
             fleet-wide (None: no cap). See docs/flow-control.md.
         group_rate: At most this many tasks of one group started per period,
@@ -135,6 +139,7 @@ class BaseConfig(BaseModel):
     proxy_bad_threshold: int = Field(default=1, ge=1, le=1_000)
     proxy_cooldown_seconds: float = Field(default=300.0, ge=0, le=7 * 86_400)
     proxy_max_concurrency: int | None = Field(default=None, ge=1, le=1_000_000)
+    monitors: Monitors | None = None
     group_concurrency: int | None = Field(default=None, ge=1)
     group_rate: str | None = None
     identity_pool: str | None = Field(

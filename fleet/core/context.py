@@ -8,7 +8,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from fleet.core import tracing
 from fleet.core.access.router import Access
@@ -324,9 +324,13 @@ class Context(Generic[ConfigT]):
 
     async def _push_output(self, payload: BaseModel) -> str:
         running = self._task
+        data = payload.model_dump(mode="json")
+        self.metering.output(
+            _validates(type(payload), data), [k for k, v in data.items() if v is None]
+        )
         entry = await self._backend.streams.push(
             self.automation_type,
-            payload.model_dump(mode="json"),
+            data,
             worker_id=self.worker_id,
             task_id=None if running is None else running[0],
             attempt=None if running is None else running[1],
@@ -462,3 +466,14 @@ class Context(Generic[ConfigT]):
     def counter(self, name: str) -> Counter:
         """An atomic fleet-wide counter."""
         return Counter(self._backend.counters, name)
+
+
+def _validates(model: type[BaseModel], data: dict[str, Any]) -> bool:
+    """Whether an emitted item, as it goes out, validates against its model again: an
+    instance made without validation (``model_construct``) or changed after it may
+    not (the ``min_schema_valid_rate`` monitor counts them)."""
+    try:
+        model.model_validate(data)
+    except ValidationError:
+        return False
+    return True

@@ -191,6 +191,16 @@ class MeterBook:
         price = self._config().costs.per_browser_second * seconds
         self._add(self._scopes(attempt), "browser_seconds", seconds, price)
 
+    def output(self, attempt: Attempt | None, valid: bool, nulls: Iterable[str]) -> None:
+        """One item emitted (``valid``: it validates against its ``Output`` model; its
+        top-level ``nulls``): what the monitors read (fleet/core/monitors.py)."""
+        scopes = self._scopes(attempt)
+        self._add(scopes, "outputs", 1)
+        if valid:
+            self._add(scopes, "outputs_valid", 1)
+        for field in nulls:
+            self._add(scopes, split_meter("nulls", field), 1)
+
     def units(self, attempt: Attempt | None, meter: str, amount: float) -> None:
         """``amount`` of the plugin's own ``meter`` (``ctx.meter``: names checked there)."""
         price = _price(dict(self._config().costs.per_unit), meter) * amount
@@ -320,3 +330,6 @@ class TaskMeter:
 
     def units(self, meter: str, amount: float) -> None:
         self.book.units(self.attempt, meter, amount)
+
+    def output(self, valid: bool, nulls: Iterable[str]) -> None:
+        self.book.output(self.attempt, valid, nulls)

@@ -37,10 +37,12 @@ BUILT_IN: Final = frozenset(
         "solve_failures",
         "browser_seconds",  # seconds a browser context was open
         "spend",  # the priced sum (one currency unit)
+        "outputs",  # items emitted (ctx.emit): what monitors read (fleet/core/monitors.py)
+        "outputs_valid",  # of them, those that validate against the Output model
     }
 )
-#: Meters split by a part after a colon: by proxy tier, by solver.
-SPLIT: Final = frozenset({"bytes", "requests", "solves"})
+#: Meters split by a part after a colon: by proxy tier, by solver, by output field.
+SPLIT: Final = frozenset({"bytes", "requests", "solves", "nulls"})
 #: How long a type's hour buckets are kept (30 days, like its history's).
 HOUR = 3600
 HOUR_KEEP_SECONDS = 30 * 24 * HOUR

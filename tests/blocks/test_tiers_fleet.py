@@ -186,15 +186,27 @@ async def test_a_blocking_domain_climbs_the_tiers_and_comes_back_down(
             state = await b.domains.get(TYPE, BLOCKY)
             assert state is not None and state.count("blocked", 0) >= 3
             assert state.count("challenge", 1) >= 3 and state.changes == 2
-            # What an operator reads: the REST page (and its tier names).
+            # What an operator reads: the REST page (and its tier names). ok verdicts are
+            # sent once a second: the killed worker's last second is lost, but every one
+            # of the surviving worker's calm pages is counted once it has sent them.
+            entries = await b.streams.read(TYPE, n=10_000)
+            survivor = {
+                e.task_id for e in entries if e.worker_id == "w2" and CALM in e.payload["url"]
+            }
             async with master.client() as http:
-                page = (await http.get(f"/api/v1/automations/{TYPE}/domains")).json()
+
+                async def page_read() -> dict[str, Any] | None:
+                    page = (await http.get(f"/api/v1/automations/{TYPE}/domains")).json()
+                    calm = {d["domain"]: d for d in page["items"]}.get(CALM)
+                    return page if calm is not None and calm["ok"] >= len(survivor) else None
+
+                page = await until(page_read, timeout=10, what="the survivor's verdicts")
             assert page["tiers"] == ["direct", "datacenter", "residential"]
             shown = {d["domain"]: d for d in page["items"]}
             assert shown[BLOCKY]["tier"] == "residential" and shown[CALM]["tier"] == "direct"
             assert shown[BLOCKY]["blocked"]["blocked"] >= 3
-            # ok verdicts are sent once a second: the killed worker's last second is lost
-            assert 80 <= shown[CALM]["ok"] <= 100
+            assert len(survivor) >= 30  # the survivor did a good share of the calm pages
+            assert len(survivor) <= shown[CALM]["ok"] <= 100
 
             # The site stops blocking: probes one tier down step the domain back down.
             site.blocking = False

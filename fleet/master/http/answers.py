@@ -227,6 +227,17 @@ class RunCreated(Answer):
     run_id: str
 
 
+class MonitorOut(Answer):
+    """One monitor of a run: ``ok``, ``firing`` or ``resolved`` (it fired, and no
+    longer does), the value that decided it, its threshold, since when."""
+
+    monitor: str
+    state: str
+    value: Number | None
+    threshold: Number
+    since: Number
+
+
 class RunOut(Answer):
     """A run: its state, counters and counts by type."""
 
@@ -251,6 +262,9 @@ class RunOut(Answer):
     )
     paused_reason: str | None = Field(default=None, description="Why it is paused.")
     paused_at: Number | None = None
+    monitors: list[MonitorOut] | None = Field(
+        default=None, description="Its monitors and their states (GET /runs/{id} only)"
+    )
 
 
 class RunPage(Answer):

@@ -48,6 +48,11 @@ class RunCreate(RunBody):
         description='Caps by meter, e.g. {"spend": 50} or {"bytes": 5e9, '
         '"solver_calls": 1000}: the run pauses when its meters reach one (docs/costs.md).',
     )
+    monitors: dict[str, Any] | None = Field(
+        default=None,
+        description='Thresholds on its data, e.g. {"min_items": 100, "max_null_rate": '
+        '{"price": 0.05}}: checked live and when it ends (docs/monitors.md).',
+    )
 
 
 class PauseBody(BaseModel):
@@ -91,6 +96,7 @@ async def create_run(
         body.max_delay_seconds,
         max_bytes=master_state(request).settings.max_body_bytes,
         budget=body.budget,
+        monitors=body.monitors,
     )
 
 

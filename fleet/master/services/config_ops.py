@@ -24,6 +24,7 @@ from fleet.core.errors import InvalidInput
 from fleet.core.flow import GroupLimits
 from fleet.core.records import new_token
 from fleet.master.services import budgets
+from fleet.master.services.monitors import unknown_fields
 from fleet.master.services.validation import (
     config_errors,
     non_finite_errors,
@@ -94,6 +95,7 @@ def _check(
     automation_type: str, entry: CatalogEntry, merged: dict[str, Any], where: str | None
 ) -> list[str]:
     missing, errors = split_missing(config_errors(automation_type, entry, merged))
+    errors += unknown_fields(entry, merged)
     if errors:
         if where is not None:
             for e in errors:

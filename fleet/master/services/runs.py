@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic import ValidationError
+
 from fleet.backends.base import Backend
 from fleet.core.budgets import check_budget, left, over
 from fleet.core.errors import (
@@ -20,6 +22,7 @@ from fleet.core.errors import (
     UnsupportedBackend,
 )
 from fleet.core.meters import run_scope
+from fleet.core.monitors import Monitors
 from fleet.core.results import MAX_WAIT_SECONDS
 from fleet.core.runs import (
     MAX_ON_COMPLETE_BYTES,
@@ -34,6 +37,7 @@ from fleet.core.runs import (
     check_run_types,
     delay_refusal,
 )
+from fleet.master.services import monitors as run_monitors
 from fleet.master.services.catalog import require_entry
 from fleet.master.services.waits import Waits
 from fleet.protocol import cancel_topic
@@ -71,6 +75,7 @@ async def create(
     max_delay_seconds: Any = None,
     max_bytes: int = MAX_ON_COMPLETE_BYTES,
     budget: Any = None,
+    monitors: Any = None,
 ) -> dict[str, Any]:
     """Create a run; ``{"run_id"}``. ``on_complete.type`` must be a type the catalog
     knows; its JSON at most ``max_bytes`` (a task payload's cap, the request body
@@ -95,6 +100,7 @@ async def create(
         raise _invalid(exc, "on_complete") from None
     if checked is not None:
         await require_entry(backend, checked["type"])
+    spec = await monitor_spec(backend, monitors, checked_types)
     try:
         run_id = await backend.runs.create(
             name=checked_name,
@@ -105,7 +111,44 @@ async def create(
         )
     except UnsupportedBackend as exc:
         raise _unsupported(exc) from None
+    if spec is not None:
+        await run_monitors.keep_spec(backend, run_id, spec)
     return {"run_id": run_id}
+
+
+async def monitor_spec(
+    backend: Backend, monitors: Any, types: tuple[str, ...] | None
+) -> Monitors | None:
+    """A run's ``monitors`` checked: each threshold in range, each ``max_null_rate``
+    field one the ``Output`` of one of the run's ``types`` declares.
+
+    Raises:
+        InvalidInput: 422 naming the field at fault.
+    """
+    if monitors is None:
+        return None
+    try:
+        spec = Monitors.model_validate(monitors)
+    except ValidationError as exc:
+        raise InvalidInput(
+            [
+                {"type": e["type"], "loc": ["body", "monitors", *e["loc"]], "msg": e["msg"]}
+                for e in exc.errors()
+            ]
+        ) from None
+    if spec.max_null_rate:
+        fields: set[str] = set()
+        for t in types or ():
+            fields |= run_monitors.output_fields(await backend.catalog.get(t))
+        for name in sorted(spec.max_null_rate):
+            if name not in fields:
+                loc = ["body", "monitors", "max_null_rate", name]
+                msg = (
+                    f"max_null_rate names {name!r}, a field no Output of the run's types "
+                    f"({', '.join(types or ()) or 'none named: give types'}) declares"
+                )
+                raise InvalidInput([{"type": "value_error", "loc": loc, "msg": msg}])
+    return spec
 
 
 async def _get(backend: Backend, run_id: str) -> RunRecord:
@@ -141,6 +184,9 @@ async def with_meters(backend: Backend, record: RunRecord) -> dict[str, Any]:
     found = await backend.meters.get([run_scope(record.id)])
     meters = found.get(run_scope(record.id), {})
     out = {**record.to_dict(), "meters": meters}
+    watched = await run_monitors.states(backend, record, meters)
+    if watched:
+        out["monitors"] = [m.to_dict() for m in watched]
     if record.budget:
         out["budget_left"] = left(record.budget, meters)
     return out

@@ -1,4 +1,5 @@
-"""The master's sweeper: visibility-expired reservations, due retries, expired pool items.
+"""The master's sweeper: visibility-expired reservations, due retries, expired pool
+items, and the monitors of the newest runs (services/monitors.py).
 
 Every ``sweep_seconds`` the sweeper of each master tries to take (or renew)
 one backend lock with a lease; only the holder sweeps, so two masters side by
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 from fleet.backends.base import Backend
 from fleet.core.records import new_token, now
+from fleet.master.services import monitors
 from fleet.master.services.periodic import Periodic
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,7 @@ class Sweeper(Periodic):
         pruned = 0
         for name in await self.backend.pools.names():
             pruned += await self.backend.pools.prune(name)
+        await monitors.tick(self.backend)
         self.sweeps += 1
         self.last = SweepReport(
             at=now(), types=len(types), requeued=requeued, pool_items_pruned=pruned
