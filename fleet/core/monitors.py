@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,6 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field
 MIN_SAMPLE = 20
 
 State = Literal["ok", "firing", "resolved"]
+#: A share, 0 to 1.
+Rate = Annotated[float, Field(ge=0, le=1)]
 
 
 class Monitors(BaseModel):
@@ -51,7 +53,9 @@ class Monitors(BaseModel):
     max_error_rate: float | None = Field(default=None, ge=0, le=1)
     max_duplicate_rate: float | None = Field(default=None, ge=0, le=1)
     min_schema_valid_rate: float | None = Field(default=None, ge=0, le=1)
-    max_null_rate: dict[str, float] = Field(default_factory=dict, max_length=100)
+    max_null_rate: dict[Annotated[str, Field(min_length=1, max_length=200)], Rate] = Field(
+        default_factory=dict, max_length=100
+    )
     max_duration_seconds: float | None = Field(default=None, gt=0, le=366 * 86400)
     no_output_for_seconds: float | None = Field(default=None, gt=0, le=366 * 86400)
 
