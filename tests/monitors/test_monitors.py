@@ -49,13 +49,20 @@ class Parser(BatchAutomation[BaseConfig]):
 Parser.automation_type = "priced"
 
 
+def registered(backend: Backend) -> Any:
+    async def check() -> bool:
+        return await backend.catalog.get("priced") is not None
+
+    return check
+
+
 async def _record(backend: Backend, run_id: str) -> dict[str, Any]:
     return await runs.get(backend, run_id)
 
 
 async def test_a_field_gone_null_fires_live(backend: Backend) -> None:
     async with running_worker(backend, [Parser], "w-mon"):
-        await wait_until(lambda: backend.catalog.get("priced"), what="the type registered")
+        await wait_until(registered(backend), what="the type registered")
         monitors = {"max_null_rate": {"price": 0.2}, "min_items": 10, "max_error_rate": 0.1}
         created = await runs.create(backend, "prices", None, ["priced"], monitors=monitors)
         run_id = created["run_id"]
@@ -66,7 +73,7 @@ async def test_a_field_gone_null_fires_live(backend: Backend) -> None:
 
         async def outputs() -> bool:
             record = await _record(backend, run_id)
-            return (record["meters"] or {}).get("outputs", 0) >= 60
+            return bool((record["meters"] or {}).get("outputs", 0) >= 60)
 
         await wait_until(outputs, timeout=20, what="60 items metered")
         await run_monitors.tick(backend)
@@ -83,7 +90,7 @@ async def test_a_field_gone_null_fires_live(backend: Backend) -> None:
 
 async def test_an_empty_run_fires_min_items_when_it_ends(backend: Backend) -> None:
     async with running_worker(backend, [Parser], "w-mon"):
-        await wait_until(lambda: backend.catalog.get("priced"), what="the type registered")
+        await wait_until(registered(backend), what="the type registered")
         created = await runs.create(backend, "empty", None, ["priced"], monitors={"min_items": 1})
         run_id = created["run_id"]
         await backend.queues.push("priced", [make_push_request({"n": -1}, run=run_id)] * 1)
@@ -101,7 +108,7 @@ async def test_an_empty_run_fires_min_items_when_it_ends(backend: Backend) -> No
 
 async def test_bad_monitors_are_refused(backend: Backend) -> None:
     async with running_worker(backend, [Parser], "w-mon"):
-        await wait_until(lambda: backend.catalog.get("priced"), what="the type registered")
+        await wait_until(registered(backend), what="the type registered")
         for monitors, loc in (
             ({"max_null_rate": {"cost": 0.1}}, ["body", "monitors", "max_null_rate", "cost"]),
             ({"max_error_rate": 2}, ["body", "monitors", "max_error_rate"]),
@@ -120,7 +127,7 @@ async def test_bad_monitors_are_refused(backend: Backend) -> None:
 
 async def test_type_monitors_apply_to_its_runs(backend: Backend) -> None:
     async with running_worker(backend, [Parser], "w-mon"):
-        await wait_until(lambda: backend.catalog.get("priced"), what="the type registered")
+        await wait_until(registered(backend), what="the type registered")
         await patch_type_config(backend, "priced", describe(Parser), {"monitors": {"min_items": 5}})
         run_id = (await runs.create(backend, "typed", None, ["priced"]))["run_id"]
         await backend.queues.push("priced", [make_push_request({"n": 1}, run=run_id)])
