@@ -43,7 +43,7 @@ async def test_monitors_fire_live_and_at_the_end(shared_url: str, tmp_path: Path
             assert bad.json()["detail"][0]["loc"] == ["body", "monitors", "max_null_rate", "cost"]
 
             prices = await create("prices", {"max_null_rate": {"price": 0.2}, "min_items": 10})
-            tasks = [{"payload": {"n": n}, "run": prices} for n in range(60)]
+            tasks: list[dict[str, Any]] = [{"payload": {"n": n}, "run": prices} for n in range(60)]
             tasks.append({"payload": {"n": -1}, "run": prices, "delay_seconds": 3600})
             r = await http.post(f"/api/v1/automations/{TYPE}/tasks/batch", json={"tasks": tasks})
             assert r.status_code == 202, r.text
