@@ -15,6 +15,8 @@ import httpx
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from fleet.backends import open_backend
+from fleet.master.services import monitors
 from tests.master.conftest import ADMIN, auth, live_factory, sqlite_url
 from tests.master.test_e2e_worker import E2E, backend_for_e2e, eventually, worker
 
@@ -81,8 +83,20 @@ def test_dashboard_and_alerts_parse() -> None:
         "FleetWorkerDown",
         "FleetWorkerLagging",
         "FleetRunStuck",
+        "FleetRunMonitorFiring",
     } <= names
     assert "fleet_queue_oldest_pending_age_seconds" in used_metrics()
+
+
+def test_the_monitor_rule_alerts_on_any_run_monitor_firing() -> None:
+    """docs/monitors.md: a run monitor firing on any of the newest runs alerts, one alert
+    per monitor (its label), saying how many runs."""
+    rules = yaml.safe_load(ALERTS.read_text("utf-8"))["groups"][0]["rules"]
+    rule = next(r for r in rules if r["alert"] == "FleetRunMonitorFiring")
+    assert rule["expr"].strip() == "fleet_monitors_firing > 0"
+    summary = rule["annotations"]["summary"]
+    assert "{{ $labels.monitor }}" in summary and "{{ $value }}" in summary
+    assert rule["labels"]["severity"] == "warning"
 
 
 def test_the_spend_row_reads_each_types_meters() -> None:
@@ -147,34 +161,48 @@ async def test_every_metric_used_exists_on_a_real_master(
             return (ok, dead) == ("done", "dead")
 
         await eventually(finished, "the first tasks to finish")
-        run_id = (await c.post("/api/v1/runs", json={"name": "grafana"})).json()["run_id"]
+        # A run whose monitor fires as soon as it runs: the sweeper (off here) keeps its
+        # state when the test ticks it, as the sweeping master would.
+        new_run = {"name": "grafana", "monitors": {"no_output_for_seconds": 0.001}}
+        run_id = (await c.post("/api/v1/runs", json=new_run)).json()["run_id"]
         slow = {"payload": {"n": SLOW}, "group": "shop", "run": run_id}
         slow_id = (await c.post(f"{base}/tasks", json=slow)).json()["task_id"]
         missing: set[str] = set()
 
         async def all_there() -> bool:
             nonlocal missing
+            await monitors.tick(backend)
             r = await c.get("/metrics")
             assert r.status_code == 200
             missing = wanted - _scraped(r.text)
             return not missing
 
+        backend = await open_backend(backend_for_e2e)
         try:
             await eventually(all_there, "every metric the dashboard and alerts use")
         except AssertionError:
             raise AssertionError(f"not on /metrics: {sorted(missing)}") from None
+        finally:
+            await backend.close()
         # The two gauges added for the alerts say what they mean.
         samples = {
             s.name: s
             for f in text_string_to_metric_families((await c.get("/metrics")).text)
             for s in f.samples
-            if s.name in ("fleet_worker_heartbeat_age_seconds", "fleet_run_age_seconds")
+            if s.name
+            in (
+                "fleet_worker_heartbeat_age_seconds",
+                "fleet_run_age_seconds",
+                "fleet_monitors_firing",
+            )
         }
         heartbeat = samples["fleet_worker_heartbeat_age_seconds"]
         assert heartbeat.labels == {"type": E2E, "worker": "w-e2e"}
         assert 0 <= heartbeat.value < 5  # the worker beats every 0.3 s
         age = samples["fleet_run_age_seconds"]
         assert age.labels == {"run": run_id, "name": "grafana"} and 0 <= age.value < 60
+        firing = samples["fleet_monitors_firing"]
+        assert firing.labels == {"monitor": "no_output_for_seconds"} and firing.value == 1
         # The worker's meters reached the backend and the type's scope is exported.
         attempts = [
             s.value

@@ -8,6 +8,7 @@ process-global one, so several apps in one process do not clash).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from fleet.core.records import QueueDepths
 from fleet.core.runs import COUNTERS, OPEN_STATES, RunRecord
 from fleet.core.stored import entry_unreadable
 from fleet.core.tiers import DomainTier
+from fleet.master.services.monitors import NAMESPACE as MONITORS_NAMESPACE
 from fleet.master.services.proxy_metrics import ProxySnapshot, gather_proxies, proxy_families
 from fleet.master.services.workers_view import is_up
 
@@ -107,6 +109,9 @@ class Snapshot:
     #: type -> the meters of its ``type:<type>`` scope (docs/costs.md); a type never
     #: metered is left out
     meters: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: monitor -> how many of the MONITOR_RUNS newest runs have it firing (a monitor
+    #: some of them declare and none fires: 0)
+    monitors_firing: dict[str, int] = field(default_factory=dict)
 
 
 #: Domains of a type exported on /metrics at most (by name): the label cardinality stays
@@ -148,6 +153,30 @@ async def live_runs(backend: Backend) -> tuple[list[RunRecord], int]:
             break
         after = page.next
     return found, live
+
+
+#: Runs whose kept monitor states a scrape reads (the newest ones; docs/monitors.md).
+MONITOR_RUNS = 500
+
+
+async def monitors_firing(backend: Backend) -> dict[str, int]:
+    """Per monitor, how many of the MONITOR_RUNS newest runs have it firing, as the
+    sweeper last decided (its kept ``state:<run>``: one page of runs, one read of KV)."""
+    page = await backend.runs.page(limit=MONITOR_RUNS)
+    names = [f"state:{record.id}" for record in page.runs]
+    out: dict[str, int] = {}
+    for raw in await backend.kv.get_many(MONITORS_NAMESPACE, names) if names else []:
+        try:
+            kept = json.loads(raw) if raw else None
+        except ValueError:
+            continue
+        found = kept.get("states") if isinstance(kept, dict) else None
+        for state in found if isinstance(found, list) else []:
+            if not isinstance(state, dict) or not isinstance(state.get("monitor"), str):
+                continue
+            name = state["monitor"]
+            out[name] = out.get(name, 0) + (state.get("state") == "firing")
+    return out
 
 
 def _num(value: Any) -> float:
@@ -193,6 +222,7 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
     snap.proxies = await gather_proxies(backend.proxies)
     snap.runs, snap.runs_live = await live_runs(backend)
     snap.identities = await identity_pools(backend)
+    snap.monitors_firing = await monitors_firing(backend)
     snap.taken_at = clock.now()
     types = sorted({*entries, *(t for t, _ in pairs)})
     if types:
@@ -395,6 +425,7 @@ class _SnapshotCollector(Collector):
         yield from _identity_families(snap)
         yield from _domain_families(snap)
         yield from _meter_families(snap)
+        yield _monitor_family(snap)
         if snap.backend_up:
             yield from proxy_families(snap.proxies)
 
@@ -466,6 +497,17 @@ def _meter_families(snap: Snapshot) -> Iterator[Metric]:
         for name, value in sorted(meters.items()):
             meter.add_metric([t, name], _num(value))
     yield meter
+
+
+def _monitor_family(snap: Snapshot) -> Metric:
+    firing = GaugeMetricFamily(
+        "fleet_monitors_firing",
+        f"Runs among the {MONITOR_RUNS} newest with each monitor firing (docs/monitors.md)",
+        labels=["monitor"],
+    )
+    for name, n in sorted(snap.monitors_firing.items()):
+        firing.add_metric([name], float(n))
+    return firing
 
 
 class MasterMetrics:

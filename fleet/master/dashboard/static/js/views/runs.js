@@ -4,7 +4,7 @@
 
 import { aborted, api, seg } from "../api.js";
 import { STOP, poll, polledView } from "../refresh.js";
-import { h, mount, note, fmtAgo, fmtDuration, fmtJSON, table } from "../render.js";
+import { h, mount, note, fmtAgo, fmtDuration, fmtJSON, fmtNum, fmtPercent, table } from "../render.js";
 import { taskHref, tasksHref } from "./tasks.js";
 import { fmtMeter, metersLine } from "./costs.js";
 
@@ -96,6 +96,40 @@ function budgetLine(run) {
       ),
     ]),
   );
+}
+
+/** A monitor's value or threshold as its kind reads: a duration, a rate, a count. */
+function fmtMonitor(name, value) {
+  if (value === null || value === undefined) return "—";
+  if (name.endsWith("_seconds")) return fmtDuration(value);
+  if (name.includes("rate")) return fmtPercent(Number(value));
+  return fmtNum(value);
+}
+
+/** The run's monitors (docs/monitors.md): a row each, firing ones in the error style,
+ * resolved ones muted; nothing for a run without monitors. */
+function monitorsTable(run) {
+  const monitors = run.monitors || [];
+  if (!monitors.length) return null;
+  const style = { firing: "error-text", resolved: "muted" };
+  return [
+    h("h3", {}, "Monitors"),
+    table(
+      ["monitor", "state", "value", "threshold", "since"],
+      monitors.map((m) =>
+        h(
+          "tr",
+          { "data-monitor": m.monitor, "data-state": m.state, class: style[m.state] || null },
+          h("td", { class: "mono", "data-col": "monitor" }, m.monitor),
+          h("td", { "data-col": "state" }, m.state === "firing" ? h("strong", {}, m.state) : m.state),
+          h("td", { class: "num", "data-col": "value" }, fmtMonitor(m.monitor, m.value)),
+          h("td", { class: "num", "data-col": "threshold" }, fmtMonitor(m.monitor, m.threshold)),
+          h("td", { "data-col": "since", title: m.since ? new Date(m.since * 1000).toISOString() : "" }, fmtAgo(m.since)),
+        ),
+      ),
+      { class: "monitors", "data-role": "run-monitors" },
+    ),
+  ];
 }
 
 function took(run) {
@@ -325,6 +359,7 @@ export function runView(root, runId) {
       h("h3", {}, "Counters"),
       counters,
       crawlFigures(run),
+      monitorsTable(run),
       h("h3", {}, "Meters"),
       metersLine(run.meters, { "data-role": "run-meters" }),
       run.budget ? [h("h3", {}, "Budget"), budgetLine(run)] : null,
