@@ -10,7 +10,8 @@ that decided it.
 
 - Rates are checked live once their sample is :data:`MIN_SAMPLE` (and at the end
   whatever it is): three bad items of the first three are no trend yet.
-- ``min_items`` is checked when the run has ended: a running run may still emit.
+- ``min_items`` is checked when the run has ended and its workers' last meters have
+  landed: a running run may still emit.
 - ``max_duration_seconds`` and ``no_output_for_seconds`` are checked while it runs.
 
 The figures come from the run's counters and from meters every worker adds as its
@@ -91,6 +92,9 @@ class Figures:
     ended: bool
     #: When the run's ``outputs`` last grew (its creation before any).
     output_at: float
+    #: The run ended and its workers' last meters have landed (what ``min_items``
+    #: waits for: an item counted a second late must not make it fire).
+    settled: bool = False
 
 
 @dataclass(frozen=True)
@@ -140,7 +144,7 @@ def measure(name: str, spec: Monitors, f: Figures, now: float) -> tuple[float | 
     outputs = float(m.get("outputs", 0))
     if name == "min_items":
         threshold = float(spec.min_items or 0)
-        return (outputs, threshold, outputs < threshold) if f.ended else (outputs, threshold, False)
+        return outputs, threshold, f.settled and outputs < threshold
     if name == "max_error_rate":
         dead = float(c.get("dead", 0))
         value = _rate(dead, dead + c.get("done", 0), f.ended)

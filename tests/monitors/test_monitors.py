@@ -88,7 +88,11 @@ async def test_a_field_gone_null_fires_live(backend: Backend) -> None:
         assert record["meters"]["nulls:price"] == 30
 
 
-async def test_an_empty_run_fires_min_items_when_it_ends(backend: Backend) -> None:
+async def test_an_empty_run_fires_min_items_when_it_ends(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The worker has stopped (its meters sent): the run is judged without waiting.
+    monkeypatch.setattr(run_monitors, "SETTLE_SECONDS", 0.0)
     async with running_worker(backend, [Parser], "w-mon"):
         await wait_until(registered(backend), what="the type registered")
         created = await runs.create(backend, "empty", None, ["priced"], monitors={"min_items": 1})
@@ -125,7 +129,10 @@ async def test_bad_monitors_are_refused(backend: Backend) -> None:
         assert (await runs.page(backend, None, 10))["runs"] == []  # nothing was created
 
 
-async def test_type_monitors_apply_to_its_runs(backend: Backend) -> None:
+async def test_type_monitors_apply_to_its_runs(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run_monitors, "SETTLE_SECONDS", 0.0)
     async with running_worker(backend, [Parser], "w-mon"):
         await wait_until(registered(backend), what="the type registered")
         await patch_type_config(backend, "priced", describe(Parser), {"monitors": {"min_items": 5}})

@@ -20,6 +20,7 @@ def figures(ended: bool = False, **kw: Any) -> Figures:
         finished_at=kw.pop("finished_at", None),
         ended=ended,
         output_at=kw.pop("output_at", 1000.0),
+        settled=kw.pop("settled", ended),
     )
 
 
@@ -70,6 +71,14 @@ def test_items_duration_and_silence() -> None:
         70.0,
     )
     assert done["no_output_for_seconds"].state == "ok"
+
+
+def test_min_items_waits_for_the_last_meters() -> None:
+    spec = Monitors(min_items=1)
+    (m,) = evaluate(spec, figures(True, settled=False, meters={"outputs": 0}), 1.0, {})
+    assert m.state == "ok"  # ended, but a worker's last item may still be on its way
+    (m,) = evaluate(spec, figures(True, meters={"outputs": 0}), 1.0, {})
+    assert m.state == "firing"
 
 
 def test_schema_valid_rate() -> None:

@@ -121,14 +121,12 @@ async def states(
         output_at = now
     ended = record.state not in OPEN_STATES
     before = {s.name: s for s in map(MonitorState.from_dict, stored.get("states", []))}
+    settled = ended and record.finished_at is not None and now - record.finished_at > SETTLE_SECONDS
     figures = Figures(
-        record.counters, meters, record.created_at, record.finished_at, ended, output_at
+        record.counters, meters, record.created_at, record.finished_at, ended, output_at, settled
     )
     found = evaluate(spec, figures, now, before)
     if save:
-        settled = (
-            ended and record.finished_at is not None and now - record.finished_at > SETTLE_SECONDS
-        )
         value = {
             "states": [s.to_dict() for s in found],
             "outputs": outputs,
