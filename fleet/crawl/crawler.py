@@ -35,7 +35,7 @@ from fleet.core.access.transport import MAX_BYTES_EXTENSION, TRUNCATED_EXTENSION
 from fleet.core.automation import BatchAutomation
 from fleet.core.context import Context
 from fleet.core.errors import ContractValueError, FleetError, Throttled
-from fleet.core.flow import GroupSettings, parse_rate
+from fleet.core.flow import GroupSettings
 from fleet.core.records import PushRequest, new_token
 from fleet.core.submission import make_push_request
 from fleet.core.tasks import Task
@@ -329,8 +329,11 @@ class Crawler(BatchAutomation[CrawlConfigT], Generic[CrawlConfigT]):
         groups = ctx.capabilities.groups
         info = await groups.info(ctx.automation_type, host)
         settings = info.settings or GroupSettings()
-        current = settings.rate or ctx.config.per_host_rate
-        if current is not None and parse_rate(current).interval >= delay:
+        # The type's per-host rate as every reserve reads it (the backend's copy, not
+        # this worker's: an operator's PATCH may not have reached it yet).
+        defaults, _ = await groups.defaults(ctx.automation_type)
+        current = settings.interval if settings.rate is not None else defaults.interval
+        if current is not None and current >= delay:
             return False
         await groups.set(
             ctx.automation_type,
