@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import os
 import threading
-import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.core.browser import BrowserNeeds
 from fleet.crawl import CrawlConfig, Crawler, Link, Page
@@ -23,6 +20,9 @@ from tests.browser.stack import CHROMIUM, CHROMIUM_ARGS
 from tests.crawl.test_crawler import crawl
 from tests.support.redis_server import require_redis
 from tests.support.sites import QuietHandler, serving
+from tests.worker.conftest import mem
+
+__all__ = ["mem"]  # the fixture this module reuses
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 
@@ -64,15 +64,6 @@ class Rendered(Crawler[CrawlConfig]):
 
 
 Rendered.automation_type = "rendered-crawl"
-
-
-@pytest.fixture
-async def mem() -> AsyncIterator[Backend]:
-    backend = await open_backend(f"memory://crawl-render-{uuid.uuid4().hex}")
-    try:
-        yield backend
-    finally:
-        await backend.close()
 
 
 @pytest.fixture(autouse=True)
