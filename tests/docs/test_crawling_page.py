@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from fleet.backends import open_backend
+from fleet.cli import main
 from fleet.client.http import FleetClient
 from fleet.core.automation import get_automation, unregister
 from fleet.crawl import Crawler
@@ -26,7 +28,7 @@ from tests.docs.blocks import fenced_blocks, section
 from tests.support.master_proc import MASTER_TOKEN, MasterProcess
 from tests.support.sqlite_file import backend
 from tests.support.waits import until
-from tests.worker.support import running_worker
+from tests.worker.support import push_config, running_worker
 
 __all__ = ["backend"]  # the fixture this module reuses
 
@@ -169,6 +171,71 @@ async def test_the_python_client_block(loaded: Loaded, tmp_path: Path) -> None:
 
                 await until(ended, timeout=60, what="the client's crawl to end")
             assert set(site.fetched(0).values()) == {1} and len(site.fetched(0)) == 7
+    finally:
+        master.close()
+        await shared.close()
+
+
+def _shell(lines: str, master: MasterProcess, urls: dict[str, str]) -> list[str]:
+    """A bash block's fleet lines run as written (``RUN=$(...)`` kept and given on;
+    the block's ``fleet worker ... &`` is the test's own worker; URLs mapped to the
+    local site), each through the CLI against ``master``; their outputs."""
+    outputs: list[str] = []
+    run = ""
+    for line in lines.splitlines():
+        for named, local in urls.items():
+            line = line.replace(named, local)
+        line = line.split("#", 1)[0].strip().replace("$RUN", run)
+        if not line or line.startswith("fleet worker"):
+            continue
+        capture = line.startswith("RUN=$(")
+        if capture:
+            line = line[len("RUN=$(") : -1]
+        words = shlex.split(line)
+        assert words[0] == "fleet", line
+        r = CliRunner().invoke(main, [*words[1:], "--url", master.url, "--token", MASTER_TOKEN])
+        assert r.exit_code == 0, (line, r.output)
+        outputs.append(r.output)
+        if capture:
+            run = r.output.strip()
+    return outputs
+
+
+async def test_the_bash_blocks(loaded: Loaded, tmp_path: Path) -> None:
+    cls = loaded.load("quotes_crawl", _python("## A crawler in a dozen lines")[0], "quotes")
+    start = [b.text for b in fenced_blocks(section(PAGE, "## Start and watch a crawl"))]
+    polite = [b.text for b in fenced_blocks(section(PAGE, "## Polite per host, fleet-wide"))]
+    cli_page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    (cli,) = [
+        b.text for b in fenced_blocks(section(cli_page, "### `fleet crawl start CRAWLER URL...`"))
+    ]
+    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    shared = await open_backend(url)
+    master = MasterProcess(url, tmp_path)
+    try:
+        await master.wait_ready()
+        await push_config(shared, "quotes", FAST, [])
+        with Site(SiteSpec(hosts=2, pages=6, latency=0.0)).serving() as site:
+            urls = {"http://127.0.0.1:8765/": site.url(0), "http://127.0.0.1:8766/": site.url(1)}
+            urls["127.0.0.1:8765"] = f"127.0.0.1:{site.ports[0]}"
+            async with running_worker(shared, [cls], "w-bash"):
+                await until(lambda: shared.catalog.get("quotes"), timeout=20, what="quotes known")
+                watched = await asyncio.to_thread(_shell, start[0], master, urls)
+                assert "pages" in watched[1] and "state     done" in watched[1]
+                assert "host 0 page 0" in watched[2]  # fleet tail quotes
+                assert set(site.fetched(0).values()) == {1}
+                first = len(site.fetched(0))
+                # The cli.md example: two hosts, watched to the end.
+                shown = await asyncio.to_thread(_shell, cli, master, urls)
+                assert "state     done" in shown[1]
+                # A crawl of its own: host 0 again, and now host 1 too, each page once more.
+                assert set(site.fetched(0).values()) == {2} and len(site.fetched(0)) == first
+                assert set(site.fetched(1).values()) == {1} and len(site.fetched(1)) == first
+            await asyncio.to_thread(_shell, polite[0], master, urls)
+        limits, _ = await shared.groups.defaults("quotes")
+        assert (limits.concurrency, limits.rate) == (4, "5/s")
+        group = await shared.groups.info("quotes", f"127.0.0.1:{site.ports[0]}")
+        assert group.settings is not None and group.settings.rate == "1/10s"
     finally:
         master.close()
         await shared.close()
