@@ -49,6 +49,9 @@ Layout (one row per thing; ``type`` is the automation type):
 * ``domains``: per type and domain, the proxy tier and what decides it (``domains.py``).
 * ``meters`` + ``meter_scopes`` + ``meter_hours``: sums per scope and meter, the listed
   scopes by name, the hour scopes with when they are gone (``meters.py``).
+* ``error_groups`` + ``error_snapshots``: per type, failures grouped by their key (count,
+  first and last seen, domains, a sample) and each group's newest snapshots (HTML, PNG),
+  pruned by age (``errors.py``, docs/errors.md).
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ from fleet.core.errors import SchemaVersionError
 from fleet.core.runs import run_idle_ttl
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 22
+SCHEMA_VERSION = 23
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -511,6 +514,42 @@ CREATE TABLE type_pauses (
 """
 
 
+#: Version 23: error groups (docs/errors.md, ``errors.py``): per type and group key, the
+#: count, first and last seen, the bounded domain list and the newest sample (JSON); a
+#: group's snapshots (metadata as JSON, the HTML and PNG bodies, their size), a rowid
+#: table because the bodies are large.
+_V23 = """
+CREATE TABLE error_groups (
+    type TEXT NOT NULL,
+    grp TEXT NOT NULL,
+    exc TEXT NOT NULL,
+    message TEXT NOT NULL,
+    location TEXT NOT NULL,
+    count INTEGER NOT NULL DEFAULT 0,
+    first_seen REAL NOT NULL,
+    last_seen REAL NOT NULL,
+    domains TEXT NOT NULL DEFAULT '[]',
+    sample TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (type, grp)
+) WITHOUT ROWID;
+CREATE INDEX error_groups_recent ON error_groups (type, last_seen, grp);
+CREATE INDEX error_groups_expiry ON error_groups (last_seen);
+CREATE TABLE error_snapshots (
+    type TEXT NOT NULL,
+    grp TEXT NOT NULL,
+    id TEXT NOT NULL,
+    taken_at REAL NOT NULL,
+    bytes INTEGER NOT NULL,
+    meta TEXT NOT NULL,
+    html BLOB,
+    png BLOB,
+    UNIQUE (type, grp, id)
+);
+CREATE INDEX error_snapshots_age ON error_snapshots (type, taken_at);
+CREATE INDEX error_snapshots_expiry ON error_snapshots (taken_at);
+"""
+
+
 def _v15(conn: sqlite3.Connection) -> None:
     _script(_V15)(conn)
     # Running runs start their idle time at the upgrade.
@@ -554,6 +593,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     20: _script(_V20),
     21: _script(_V21),
     22: _script(_V22),
+    23: _script(_V23),
 }
 
 
