@@ -20,21 +20,33 @@ REDIS_BIN = shutil.which("redis-server")
 #: (32768-60999), so an outgoing connection made meanwhile by any process (a
 #: Redis client, a browser) cannot take the port before our server binds it.
 PORT_RANGE = (20000, 32000)
+#: A cluster node also listens on its port + 10,000 (the cluster bus): its ports are
+#: taken from here, so that the bus port stays below the ephemeral range too.
+BUS_OFFSET = 10000
+CLUSTER_PORT_RANGE = (20000, 32768 - BUS_OFFSET)
 
 
-def free_port() -> int:
+def bindable(port: int) -> bool:
+    """True if nothing holds ``port`` on 127.0.0.1 now (checked by binding it without
+    ``SO_REUSEADDR``, so a port still in TIME_WAIT is passed over too)."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port(*, bus: bool = False) -> int:
     """A port nothing listens on now, for a server that starts in a moment.
 
-    A random one below the ephemeral range, checked by binding it (without
-    ``SO_REUSEADDR``, so a port still in TIME_WAIT is passed over too).
+    A random one below the ephemeral range; with ``bus``, one whose cluster bus
+    port (+10,000) is free and below that range as well.
     """
+    low, high = CLUSTER_PORT_RANGE if bus else PORT_RANGE
     for _ in range(200):
-        port = random.randrange(*PORT_RANGE)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
+        port = random.randrange(low, high)
+        if bindable(port) and (not bus or bindable(port + BUS_OFFSET)):
             return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -88,8 +100,9 @@ class RedisServer:
             raise RuntimeError("redis-server is not installed")
         self.aof = aof
         self.extra = extra
+        self.cluster = "--cluster-enabled" in extra
         self.dir = Path(directory or tempfile.mkdtemp(prefix="fleet-redis-"))
-        self.port = free_port()
+        self.port = free_port(bus=self.cluster)
         self.proc: subprocess.Popen[bytes] | None = None
         self.started = False  # once started, restarts keep the port
 
@@ -125,10 +138,33 @@ class RedisServer:
                 return
             if self.started or attempt == 4:
                 break
-            # Someone took the port first (a first start may move to another one).
-            self.port = free_port()
+            # Someone took the port (or a cluster node's bus port) first: a first start
+            # may move to another one, as a node never seen by any other.
+            self.port = free_port(bus=self.cluster)
             args[args.index("--port") + 1] = str(self.port)
-        raise RuntimeError(f"redis-server did not start on port {self.port}")
+            if self.cluster:
+                self._forget_node()
+        raise RuntimeError(
+            f"redis-server did not start on port {self.port}; its log ends:\n{self.log_tail()}"
+        )
+
+    def _forget_node(self) -> None:
+        """Drop the cluster config file a failed first start may have written."""
+        extra = list(self.extra)
+        name = (
+            extra[extra.index("--cluster-config-file") + 1]
+            if "--cluster-config-file" in extra
+            else "nodes.conf"
+        )
+        (self.dir / name).unlink(missing_ok=True)
+
+    def log_tail(self, lines: int = 15) -> str:
+        """The last lines of the server's log file ("" if it wrote none)."""
+        try:
+            text = (self.dir / "redis.log").read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
 
     def _wait_until_serving(self) -> bool:
         """True once our process answers on the port; False if it exited first."""
