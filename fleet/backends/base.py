@@ -35,6 +35,7 @@ from fleet.core.capabilities import (
     Configs,
     Counters,
     Domains,
+    ErrorGroups,
     Events,
     History,
     Limiters,
@@ -161,6 +162,8 @@ class Backend(TaskCapabilities, abc.ABC):
     domains: Domains
     #: Sums of what the fleet spent, by scope (:class:`~fleet.core.capabilities.Meters`).
     meters: Meters
+    #: Failure groups and snapshots (:class:`~fleet.core.capabilities.ErrorGroups`).
+    errors: ErrorGroups
 
     async def connect(self) -> None:
         """Open connections / files and create schema. Idempotent."""

@@ -23,6 +23,7 @@ from fleet.backends.redis.browse import RedisBrowse
 from fleet.backends.redis.configs import RedisConfigs
 from fleet.backends.redis.core import CONNECT_TIMEOUT, RedisCore
 from fleet.backends.redis.domains import RedisDomains
+from fleet.backends.redis.errors import RedisErrors
 from fleet.backends.redis.events import RedisEvents
 from fleet.backends.redis.groups import RedisGroups
 from fleet.backends.redis.history import RedisHistory
@@ -59,6 +60,7 @@ class RedisBackend(RedisCore, Backend):
     """
 
     meters: RedisMeters
+    errors: RedisErrors
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
@@ -69,6 +71,7 @@ class RedisBackend(RedisCore, Backend):
         self.identities = RedisIdentities(self)
         self.domains = RedisDomains(self)
         self.meters = RedisMeters(self)
+        self.errors = RedisErrors(self)
         self.kv = RedisKV(self)
         self.locks = RedisLocks(self)
         self.counters = RedisCounters(self)
@@ -141,6 +144,7 @@ class RedisBackend(RedisCore, Backend):
                 self._keys.stream(t),
                 self._keys.config(t),
                 *self._keys.domain_keys(t)[:2],
+                *self._keys.error_keys(t),
             ]
             doomed += [self._keys.config_generation(t), self._keys.config_generations(t)]
             patterns = (

@@ -282,6 +282,16 @@ class KeySpace:
         base = f"{self.prefix}fleet:domains:{self._tag(automation_type)}"
         return [base, f"{base}:names", self.config(automation_type)]
 
+    # ------------------------------------------------------------------ errors
+
+    def error_keys(self, automation_type: str) -> list[str]:
+        """The keys of ``lua/errors.lua``, in its KEYS order: ``fleet:errors:<type>``
+        (zset group -> last seen), ``:g`` (hash group -> JSON), ``:s`` (zset snapshot ->
+        taken at), ``:m`` (hash snapshot -> description), ``:b`` (hash of the bodies).
+        On Redis Cluster the five carry the type's hash tag, ``{<type>}``."""
+        base = f"{self.prefix}fleet:errors:{self._tag(automation_type)}"
+        return [base, f"{base}:g", f"{base}:s", f"{base}:m", f"{base}:b"]
+
     # ------------------------------------------------------------------ meters
 
     def meter_keys(self, scopes: list[str]) -> list[str]:

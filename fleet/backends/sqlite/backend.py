@@ -34,6 +34,7 @@ from fleet.backends.sqlite.browse import SQLiteBrowse
 from fleet.backends.sqlite.configs import SQLiteConfigs
 from fleet.backends.sqlite.conn import SQLiteDB, parse_url
 from fleet.backends.sqlite.domains import SQLiteDomains
+from fleet.backends.sqlite.errors import SQLiteErrors
 from fleet.backends.sqlite.events import SQLiteEvents
 from fleet.backends.sqlite.groups import SQLiteGroups
 from fleet.backends.sqlite.history import SQLiteHistory
@@ -87,6 +88,7 @@ class SQLiteBackend(Backend):
         self.identities = SQLiteIdentities(db)
         self.domains = SQLiteDomains(db)
         self.meters = SQLiteMeters(db, watcher.kick)
+        self.errors = SQLiteErrors(db)
         self.proxies = SQLiteProxies(db)
         self.proxies.salts = self.kv
         self._connected = False

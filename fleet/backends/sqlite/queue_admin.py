@@ -241,7 +241,7 @@ def cancel(
 _PURGED = (
     "tasks", "dead", "task_counters", "idempotency", "stream", "stream_len", "catalog",
     "task_groups", "group_turn", "group_defaults", "schedules", "task_records", "domains",
-    "type_pauses",
+    "type_pauses", "error_groups", "error_snapshots",
 )  # fmt: skip
 
 

@@ -11,6 +11,7 @@ import abc
 from fleet.core.capabilities.browse import Browse
 from fleet.core.capabilities.configs import Configs
 from fleet.core.capabilities.domains import Domains
+from fleet.core.capabilities.errors import ErrorGroups
 from fleet.core.capabilities.events import Events, Subscription
 from fleet.core.capabilities.groups import TaskGroups
 from fleet.core.capabilities.history import History
@@ -60,6 +61,8 @@ class TaskCapabilities(abc.ABC):
     runs: Runs
     #: Flow-control groups (a crawl tightens a host's rate to its ``Crawl-delay``).
     groups: TaskGroups
+    #: Failures grouped by kind, with snapshots (a failed attempt lands in its group).
+    errors: ErrorGroups
 
 
 __all__ = [
@@ -69,6 +72,7 @@ __all__ = [
     "Configs",
     "Counters",
     "Domains",
+    "ErrorGroups",
     "Events",
     "History",
     "Identities",
