@@ -32,6 +32,7 @@ import psutil
 
 from fleet.browser.engines import BrowserEngine, engine_class
 from fleet.core.browser import BrowserNeeds
+from fleet.core.error_book import current
 from fleet.core.errors import BrowserUnavailable
 
 log = logging.getLogger("fleet.browser")
@@ -242,7 +243,17 @@ class BrowserPool:
             except Exception:
                 browser.broken = True
                 raise
-            yield page
+            recorder = current()
+            if recorder is not None:
+                recorder.page = page  # what ctx.snapshot() and a failure take
+            try:
+                yield page
+            except BaseException as exc:
+                # The task failed holding the page: its snapshot, before the context
+                # closes (only if the failure's group still wants one).
+                if recorder is not None:
+                    await recorder.page_failed(page, exc)
+                raise
         finally:
             self.in_use -= 1
             browser.uses += 1

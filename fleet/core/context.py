@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import sys
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -15,6 +17,8 @@ from fleet.core.access.router import Access
 from fleet.core.capabilities import TaskCapabilities
 from fleet.core.config import BaseConfig
 from fleet.core.contracts import Pool, Queue, Stream, ensure_instance
+from fleet.core.error_book import CURRENT, Recorder
+from fleet.core.error_groups import GroupKey, normalise
 from fleet.core.errors import ContractTypeError, ContractValueError
 from fleet.core.handles import KV, Counter, Events, Lock, PoolHandle, StreamHandle
 from fleet.core.limit import Limit
@@ -96,6 +100,8 @@ class Context(Generic[ConfigT]):
         self._tier_identities: dict[str, IdentityHandle] = {}
         #: What the running attempt spends (docs/costs.md).
         self.metering = TaskMeter(self.access.book)
+        #: What a failure (or ``ctx.snapshot``) snapshots: the last response, the page.
+        self.recorder = Recorder(self.access.errors)
 
     @property
     def identity(self) -> IdentityHandle | None:
@@ -120,6 +126,9 @@ class Context(Generic[ConfigT]):
             self.metering.end()
         self._task = None if task_id is None else (task_id, attempt)
         self._run = None if task_id is None else run
+        self.recorder.reset(task_id)
+        # The slot's asyncio task (and the tasks it starts) find the recorder here.
+        CURRENT.set(None if task_id is None else self.recorder)
         if task_id is not None:
             self.metering.start(run)
             if self._identity is not None:
@@ -231,6 +240,37 @@ class Context(Generic[ConfigT]):
             metering=self.metering,
             options=options,
         )
+
+    async def snapshot(self, label: str | None = None) -> bool:
+        """Take a snapshot now, as a failure would: the browser page the task holds
+        (HTML and screenshot) or else the last response of its ``ctx.http()`` clients
+        (HTML), kept under the error group ``snapshot`` / ``label`` / the calling
+        function (counted there: docs/errors.md). True if one was taken; False if
+        there was nothing to take or the group has its snapshots already (this process
+        takes at most 3 per group).
+
+        Raises:
+            ContractValueError: ``label`` is not a string of at most 200 characters.
+        """
+        if label is not None and (not isinstance(label, str) or len(label) > 200):
+            raise ContractValueError(
+                "ctx.snapshot label must be a string of at most 200 characters", field="label"
+            )
+        caller = sys._getframe(1).f_code
+        where = f"{os.path.basename(caller.co_filename)}:{caller.co_name}"
+        key = GroupKey(self.automation_type, "snapshot", normalise(label or ""), where)
+        rec = self.recorder
+        group = rec.book.failed(
+            key, task_id=rec.task_id, message=label or "", traceback="", domains=rec.domains()
+        )
+        if not rec.book.wants(group):
+            return False
+        snap = await rec.take_page(rec.page, label or "") if rec.page is not None else None
+        snap = snap or rec.take_response(label or "")
+        if snap is None:
+            return False
+        rec.book.snapshot(group, snap)
+        return True
 
     async def meter(self, name: str, amount: float = 1) -> None:
         """Add ``amount`` to the plugin's own meter ``name`` (``api_credits``): summed

@@ -186,6 +186,8 @@ async def run_attempt(slot: Slot, task: Task[Any]) -> Outcome:
             outcome = throttled(exc.retry_after)
         except Exception as exc:
             outcome = failed(exc)
+            # Off the success path: the failure lands in its error group (docs/errors.md).
+            slot.ctx.recorder.failed(exc, outcome.traceback or "")
         finally:
             slot.running_task_id = None
             slot.ctx.bind_task(None)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fleet.core.blocks.verdicts import ESCALATING, Verdict, VerdictKind
+from fleet.core.error_book import ErrorBook
 from fleet.core.errors import FleetError
 from fleet.core.metering import MeterBook
 from fleet.core.proxy import provider_factory, proxy_key, proxy_key_salt, split_proxy_urls
@@ -83,6 +84,8 @@ class Access:
         self._salt: str | None = None
         #: What the type's tasks spend in this process (docs/costs.md).
         self.book = MeterBook(backend.meters, automation_type, config, backend.runs)
+        #: The type's failure groups in this process (docs/errors.md).
+        self.errors = ErrorBook(backend.errors, automation_type)
 
     # ------------------------------------------------------------------ config
     @property
@@ -249,6 +252,7 @@ class Access:
                 await self._flusher
         await self.flush()
         await self.book.close()
+        await self.errors.close()
 
 
 def tier_event(

@@ -19,6 +19,7 @@ import httpx
 
 from fleet.core.access.router import NO_TIERS, Access, Route
 from fleet.core.blocks.verdicts import OK, Blocked, Challenge, Verdict
+from fleet.core.error_book import note_response
 from fleet.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -150,6 +151,7 @@ class AccessTransport(httpx.AsyncBaseTransport):
         response, exit_url, identity = await self._send(route, request)
         sent = _request_bytes(request)
         if self._classifier is None and access is None:
+            note_response(response)
             return self._metered(response, domain, route, sent)
         verdict: Verdict = OK
         if self._classifier is not None and request.extensions.get(CLASSIFY_EXTENSION, True):
@@ -164,6 +166,7 @@ class AccessTransport(httpx.AsyncBaseTransport):
         if access is not None:
             await access.note(domain, route, verdict)
         if verdict.ok:
+            note_response(response)  # the task's last response, for a snapshot at failure
             return response
         challenge = None
         if verdict.kind in ("challenge", "captcha"):
