@@ -68,7 +68,7 @@ def ops(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
             )
         else:
             out.append(("tick", rng.choice([0.0, 0.5, 3.0, TTL_SECONDS / 2, TTL_SECONDS + 1])))
-    return out  # fmt: skip
+    return out
 
 
 class Model:
@@ -104,10 +104,18 @@ class Model:
     def view(self, at: float) -> dict[str, Any]:
         self.prune(at)
         return {
-            g: (v.count, v.first_seen, v.last_seen, v.domains, v.sample.task_id,
-                sorted(((h.taken_at, h.id) for h in self.snaps.values() if h.group == g), reverse=True))
+            g: (
+                v.count,
+                v.first_seen,
+                v.last_seen,
+                v.domains,
+                v.sample.task_id,
+                sorted(
+                    ((h.taken_at, h.id) for h in self.snaps.values() if h.group == g), reverse=True
+                ),
+            )
             for g, v in self.groups.items()
-        }  # fmt: skip
+        }
 
 
 async def view(b: Backend) -> dict[str, Any]:
@@ -115,8 +123,14 @@ async def view(b: Backend) -> dict[str, Any]:
     for g in GROUPS:
         got = await b.errors.get(TYPE, g)
         if got is not None:
-            out[g] = (got.count, got.first_seen, got.last_seen, got.domains, got.sample.task_id,
-                      [(s.taken_at, s.id) for s in got.snapshots])  # fmt: skip
+            out[g] = (
+                got.count,
+                got.first_seen,
+                got.last_seen,
+                got.domains,
+                got.sample.task_id,
+                [(s.taken_at, s.id) for s in got.snapshots],
+            )
     return out
 
 
@@ -130,8 +144,10 @@ async def test_sqlite_redis_and_the_rules_agree(
     )
     real_evicted = evicted
     monkeypatch.setattr(
-        sqlite_errors, "evicted", lambda held, new: real_evicted(held, new, per_group=PER_GROUP, budget=BUDGET)
-    )  # fmt: skip
+        sqlite_errors,
+        "evicted",
+        lambda held, new: real_evicted(held, new, per_group=PER_GROUP, budget=BUDGET),
+    )
     rng = random.Random(47)
     for n in range(SEQUENCES):
         sq = await open_backend(f"sqlite:///{tmp_path}/d{n}.db")
@@ -146,9 +162,19 @@ async def test_sqlite_redis_and_the_rules_agree(
                     continue
                 if op[0] == "record":
                     deltas = [
-                        GroupDelta(g, "E", "m <n>", "f.py:g", c, at + dt, at + max(dt, 0.0), doms, Sample(task))
+                        GroupDelta(
+                            g,
+                            "E",
+                            "m <n>",
+                            "f.py:g",
+                            c,
+                            at + dt,
+                            at + max(dt, 0.0),
+                            doms,
+                            Sample(task),
+                        )
                         for g, c, dt, doms, task in op[1]
-                    ]  # fmt: skip
+                    ]
                     for b in (sq, rd):
                         await b.errors.record(TYPE, deltas)
                     model.record(deltas, at)
