@@ -50,6 +50,7 @@ from fleet.core.capabilities import (
     TaskCapabilities,
     TaskGroups,
     TaskQueues,
+    Webhooks,
     Workers,
 )
 from fleet.core.capabilities.queues import log_expired
@@ -164,6 +165,8 @@ class Backend(TaskCapabilities, abc.ABC):
     meters: Meters
     #: Failure groups and snapshots (:class:`~fleet.core.capabilities.ErrorGroups`).
     errors: ErrorGroups
+    #: Webhook subscriptions and their delivery logs (:class:`~fleet.core.capabilities.Webhooks`).
+    webhooks: Webhooks
 
     async def connect(self) -> None:
         """Open connections / files and create schema. Idempotent."""

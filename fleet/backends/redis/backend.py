@@ -38,6 +38,7 @@ from fleet.backends.redis.runs import RedisRuns
 from fleet.backends.redis.schedules import RedisSchedules
 from fleet.backends.redis.state import RedisCatalog, RedisWorkers
 from fleet.backends.redis.streams import RedisStreams
+from fleet.backends.redis.webhooks import RedisWebhooks
 from fleet.core.errors import BackendBusy, UnsupportedBackend
 from fleet.core.records import now
 
@@ -86,6 +87,7 @@ class RedisBackend(RedisCore, Backend):
         self.history = RedisHistory(self)
         self.proxies = RedisProxies(self)
         self.proxies.salts = self.kv
+        self.webhooks = RedisWebhooks(self)
 
     async def connect(self) -> None:
         """Check the server answers and load every script (idempotent).

@@ -417,6 +417,21 @@ class KeySpace:
             f"{self.prefix}fleet:history:{self._tag(automation_type)}:expiry",
         ]
 
+    # ------------------------------------------------------------------ webhooks
+
+    @property
+    def webhooks(self) -> str:
+        """``fleet:webhooks``: hash subscription id -> its JSON (hash tag ``{webhooks}``
+        on Redis Cluster, shared by every key of the webhooks)."""
+        return f"{self.prefix}fleet:{self._tag('webhooks')}"
+
+    def webhook_keys(self, hook_id: str) -> list[str]:
+        """The keys of ``lua/webhooks.lua``: :attr:`webhooks`, then
+        ``fleet:webhooks:<id>:log`` (hash event id -> delivery JSON) and
+        ``fleet:webhooks:<id>:order`` (zset event id -> when it was queued)."""
+        base = f"{self.webhooks}:{hook_id}"
+        return [self.webhooks, f"{base}:log", f"{base}:order"]
+
     def _queue_keys(self, automation_type: str, hour: int) -> tuple[str, ...]:
         # every script call needs these; built once per type and hour
         found = self._queue_key_cache.get((automation_type, hour))

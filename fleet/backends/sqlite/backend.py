@@ -50,6 +50,7 @@ from fleet.backends.sqlite.schedules import SQLiteSchedules
 from fleet.backends.sqlite.state import SQLiteCatalog, SQLiteWorkers
 from fleet.backends.sqlite.streams import SQLiteStreams
 from fleet.backends.sqlite.watch import Watcher
+from fleet.backends.sqlite.webhooks import SQLiteWebhooks
 
 
 class SQLiteBackend(Backend):
@@ -91,6 +92,7 @@ class SQLiteBackend(Backend):
         self.errors = SQLiteErrors(db)
         self.proxies = SQLiteProxies(db)
         self.proxies.salts = self.kv
+        self.webhooks = SQLiteWebhooks(db)
         self._connected = False
         self._closed = False
 

@@ -64,7 +64,7 @@ from fleet.core.errors import SchemaVersionError
 from fleet.core.runs import run_idle_ttl
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 23
+SCHEMA_VERSION = 24
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -559,6 +559,23 @@ def _v15(conn: sqlite3.Connection) -> None:
     )
 
 
+#: Version 24: webhook subscriptions and their delivery logs (fleet.core.webhooks).
+_V24 = """
+CREATE TABLE webhooks (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    body TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE webhook_deliveries (
+    hook TEXT NOT NULL,
+    event TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (hook, event)
+) WITHOUT ROWID;
+CREATE INDEX webhook_deliveries_order ON webhook_deliveries (hook, created_at, event);
+"""
+
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def apply(conn: sqlite3.Connection) -> None:
         # executescript would COMMIT our transaction; run statement by statement.
@@ -594,6 +611,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     21: _script(_V21),
     22: _script(_V22),
     23: _script(_V23),
+    24: _script(_V24),
 }
 
 

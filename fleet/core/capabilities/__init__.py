@@ -26,6 +26,7 @@ from fleet.core.capabilities.runs import Runs
 from fleet.core.capabilities.schedules import ScheduleStore
 from fleet.core.capabilities.state import Catalog, Workers
 from fleet.core.capabilities.streams import Streams
+from fleet.core.capabilities.webhooks import Webhooks
 
 
 class TaskCapabilities(abc.ABC):
@@ -61,6 +62,8 @@ class TaskCapabilities(abc.ABC):
     runs: Runs
     #: Flow-control groups (a crawl tightens a host's rate to its ``Crawl-delay``).
     groups: TaskGroups
+    #: Webhook subscriptions and delivery logs (the built-in ``fleet-webhooks`` type).
+    webhooks: Webhooks
     #: Failures grouped by kind, with snapshots (a failed attempt lands in its group).
     errors: ErrorGroups
 
@@ -88,5 +91,6 @@ __all__ = [
     "TaskCapabilities",
     "TaskGroups",
     "TaskQueues",
+    "Webhooks",
     "Workers",
 ]
