@@ -38,6 +38,7 @@ from fleet.master.routes import catalog as catalog_routes
 from fleet.master.routes import config as config_routes
 from fleet.master.routes import costs as cost_routes
 from fleet.master.routes import domains as domain_routes
+from fleet.master.routes import errors as error_routes
 from fleet.master.routes import events as event_routes
 from fleet.master.routes import groups as group_routes
 from fleet.master.routes import health as health_routes
@@ -49,6 +50,7 @@ from fleet.master.routes import queue as queue_routes
 from fleet.master.routes import runs as run_routes
 from fleet.master.routes import schedules as schedule_routes
 from fleet.master.routes import tasks as task_routes
+from fleet.master.routes import webhooks as webhook_routes
 from fleet.master.routes import workers as worker_routes
 from fleet.master.services.catalog import keep_local_entries, load_plugins, publish_local_entries
 from fleet.master.services.event_hub import EventHub
@@ -60,6 +62,7 @@ from fleet.master.services.schedule_check import catalog_check
 from fleet.master.services.shared_views import SharedWorkerViews
 from fleet.master.services.sweeper import Sweeper
 from fleet.master.services.waits import Waits
+from fleet.master.services.webhook_dispatch import WebhookService
 from fleet.master.state import MasterState, master_state
 from fleet.scheduler import ScheduleFirer, sync_declared
 from fleet.settings import Settings
@@ -147,6 +150,9 @@ def create_app(
                 recorder = HistoryRecorder(state.backend, settings.history_interval_seconds)
                 recorder.start()
                 stack.push_async_callback(recorder.stop)
+                hooks = WebhookService(state.backend)
+                hooks.start()
+                stack.push_async_callback(hooks.stop)
             keeper = asyncio.create_task(
                 keep_local_entries(state.backend, catalog_check_seconds), name="fleet-catalog"
             )
@@ -217,7 +223,9 @@ def create_app(
         proxy_routes,
         identity_routes,
         domain_routes,
+        error_routes,
         cost_routes,
+        webhook_routes,
         event_routes,
     ):
         app.include_router(module.router, prefix=API_PREFIX)

@@ -37,7 +37,13 @@ from tests.master import plugins
 from tests.master.conftest import ADMIN, InProcess, auth, memory_url, settings_for
 
 #: Routes whose answer is not JSON: SSE, Prometheus text, the readiness probe.
-NOT_JSON = {("GET", "/api/v1/events"), ("GET", "/metrics"), ("GET", "/readyz")}
+NOT_JSON = {
+    ("GET", "/api/v1/events"),
+    ("GET", "/metrics"),
+    ("GET", "/readyz"),
+    ("GET", "/api/v1/automations/{automation_type}/errors/{group}/snapshots/{snapshot}/html"),
+    ("GET", "/api/v1/automations/{automation_type}/errors/{group}/snapshots/{snapshot}/screenshot"),
+}
 
 RAISED: list[tuple[FleetError, int]] = [
     (NotFound("unknown pool 'x'", resource="pool", key="x", hint="; did you mean 'y'?"), 404),

@@ -685,3 +685,101 @@ class IdentityDeleted(Answer):
     pool: str
     id: str
     deleted: bool
+
+
+# ------------------------------------------------------------------- webhooks
+class WebhookOut(Answer):
+    """A webhook subscription (``GET /webhooks/{id}``): its secret masked, except in
+    the answer of its creation."""
+
+    id: str
+    url: str
+    events: list[str]
+    secret: str = Field(description="`whsec_...`: in full at creation only, masked after.")
+    created_at: float
+    types: list[str] | None
+    runs: list[str] | None
+    description: str
+    enabled: bool
+
+
+class WebhookList(Answer):
+    """``GET /webhooks``: every subscription, oldest first, secrets masked."""
+
+    webhooks: list[WebhookOut]
+
+
+class WebhookDeleted(Answer):
+    """``DELETE /webhooks/{id}``."""
+
+    id: str
+    deleted: bool
+
+
+class WebhookTest(Answer):
+    """``POST /webhooks/{id}/test``: the ``webhook.test`` event queued."""
+
+    webhook: str
+    event_id: str
+    queued: bool
+
+
+class WebhookDelivery(Answer):
+    """One delivery of the log: its event, status, attempts, last answer or error."""
+
+    event_id: str
+    event_type: str
+    status: str = Field(description="pending, delivered, failed (to be retried) or dead.")
+    attempts: int
+    http_status: int | None
+    error: str | None
+    created_at: float
+    updated_at: float
+
+
+class WebhookDeliveries(Answer):
+    """``GET /webhooks/{id}/deliveries``: a page of the log, newest first."""
+
+    webhook: str
+    deliveries: list[WebhookDelivery]
+    next: str | None
+
+
+class ErrorSnapshotOut(Answer):
+    """A snapshot of an error group: its bodies are read at ``.../snapshots/{id}/html``
+    and ``.../screenshot``."""
+
+    id: str
+    taken_at: float
+    label: str = Field(description="ctx.snapshot's label; empty for one taken at a failure.")
+    task_id: str
+    url: str = Field(description="The page's or the last response's URL.")
+    html_bytes: int = Field(description="Bytes of HTML kept (0: none).")
+    truncated: bool = Field(description="The HTML was cut at 256 KiB.")
+    png_bytes: int = Field(description="Bytes of the screenshot (0: none).")
+
+
+class ErrorGroupOut(Answer):
+    """A type's failures of one kind: class, normalised message and location."""
+
+    group: str = Field(description="The group's id (16 hex digits).")
+    exception: str = Field(description="The exception's qualified class.")
+    message: str = Field(description="The normalised message (URLs, ids, numbers masked).")
+    location: str = Field(description="file.py:function of the innermost frame in plugin code.")
+    count: int = Field(description="Failed attempts (retried ones count).")
+    first_seen: float
+    last_seen: float
+    domains: list[str]
+    sample_task_id: str | None
+    sample_message: str
+    traceback: str | None = Field(None, description="The sample's traceback (one group only).")
+    snapshots: list[ErrorSnapshotOut] | None = Field(None, description="One group only.")
+
+
+class ErrorGroupPage(Answer):
+    """``GET /automations/{type}/errors``: newest last seen first; ``cursor`` of the next
+    page (None: the last)."""
+
+    type: str
+    items: list[ErrorGroupOut]
+    cursor: str | None
