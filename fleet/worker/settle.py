@@ -7,8 +7,12 @@ sweeper re-queues the task.
 
 from __future__ import annotations
 
+import contextlib
+
 from fleet.core.outage import is_outage
-from fleet.core.records import Reservation
+from fleet.core.records import Reservation, now
+from fleet.core.webhooks import DELIVERY_TYPE
+from fleet.webhooks.events import DEAD_TOPIC
 from fleet.worker.outcomes import ACTIONS, Outcome
 from fleet.worker.slots import Slot
 
@@ -72,6 +76,7 @@ async def nack(slot: Slot, res: Reservation, outcome: Outcome, *, dead: bool) ->
             "task %s dead-lettered after attempt %d: %s", body.id, body.attempt, error
         )
         slot.finished(body.id, "dead")
+        await tell_dead(slot, res, error)
     elif result == "retry":
         env.counters.retried += 1
         slot.ctx.logger.warning(
@@ -115,6 +120,26 @@ async def release(slot: Slot, res: Reservation) -> None:
         return
     env.outages.recovered(slot.settling, logger=slot.ctx.logger)
     slot.finished(res.body.id, "released")
+
+
+async def tell_dead(slot: Slot, res: Reservation, error: str | None) -> None:
+    """Publish a task this worker dead-lettered on ``tasks.dead`` (the masters make
+    it the webhooks' ``task.dead``); paid by dead tasks only, never fails the slot."""
+    env = slot.env
+    if env.automation_type == DELIVERY_TYPE:
+        return  # a dead delivery is in its webhook's log: no event about it (no loop)
+    body = res.body
+    message = {
+        "type": env.automation_type,
+        "task_id": body.id,
+        "token": res.token,
+        "attempt": body.attempt,
+        "error": error,
+        "run": body.run,
+        "at": now(),
+    }
+    with contextlib.suppress(Exception):
+        await env.backend.events.publish(DEAD_TOPIC, message)
 
 
 def _failed(slot: Slot, exc: Exception, verb: str, task_id: str) -> None:

@@ -23,6 +23,7 @@ from fleet.core.metering import FLUSH_SECONDS
 from fleet.core.meters import run_scope
 from fleet.core.monitors import Figures, Monitors, MonitorState, evaluate, merged
 from fleet.core.runs import DEFAULT_RUN_IDLE_TTL, DEFAULT_RUN_TTL, OPEN_STATES, RunRecord
+from fleet.master.services.webhook_dispatch import monitor_changed
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,7 @@ async def states(
                     s.threshold,
                 )
                 await backend.events.publish(TOPIC, {"run_id": record.id, **s.to_dict()})
+                await monitor_changed(backend, record, s.to_dict())  # webhooks
     return found
 
 
