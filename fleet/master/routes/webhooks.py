@@ -22,7 +22,7 @@ from fleet.master.http.models import error_responses
 from fleet.master.services import webhooks
 from fleet.master.state import backend_dependency
 
-router = APIRouter(tags=["webhooks"], responses=error_responses(401, 403, 404, 413, 503))
+router = APIRouter(tags=["webhooks"], responses=error_responses(400, 401, 403, 404, 413, 503))
 
 HookId = Annotated[str, Path(min_length=1, max_length=64, description="The webhook's id.")]
 _EVENTS = f"The events it receives: {', '.join(EVENTS)}."
