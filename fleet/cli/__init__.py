@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "history": "fleet.cli.history:history",
     "identities": "fleet.cli.identities:identities",
     "domains": "fleet.cli.domains:domains",
+    "errors": "fleet.cli.errors:errors",
     "costs": "fleet.cli.costs:costs",
     "schedules": "fleet.cli.schedules:schedules",
     "tail": "fleet.cli.tasks:tail",
@@ -59,6 +60,8 @@ SUMMARIES: dict[str, str] = {
     "domains": "List a type's domains and the proxy tier each goes through, or show one "
     "DOMAIN; put it at a --tier or --forget it.",
     "dlq": "Peek the dead-letter queue of a type; --replay or --drain it.",
+    "errors": "List a type's error groups, newest first, or show one GROUP with its "
+    "traceback, domains and snapshots.",
     "doctor": "Check the backend, Redis persistence, plugins, and the master and token.",
     "groups": "List a type's groups, or show and change one GROUP's limits.",
     "history": "A type's history, kept by the backend: what happened to its tasks and how "

@@ -485,6 +485,38 @@ class DomainPage(TypedDict):
     next: str | None
 
 
+class ErrorSnapshotOut(TypedDict):
+    id: str
+    taken_at: Number
+    label: str
+    task_id: str
+    url: str
+    html_bytes: int
+    truncated: bool
+    png_bytes: int
+
+
+class ErrorGroupOut(TypedDict):
+    group: str
+    exception: str
+    message: str
+    location: str
+    count: int
+    first_seen: Number
+    last_seen: Number
+    domains: list[str]
+    sample_task_id: str | None
+    sample_message: str
+    traceback: NotRequired[str | None]
+    snapshots: NotRequired[list[ErrorSnapshotOut] | None]
+
+
+class ErrorGroupPage(TypedDict):
+    type: str
+    items: list[ErrorGroupOut]
+    cursor: str | None
+
+
 class DomainForgotten(TypedDict):
     type: str
     domain: str

@@ -25,6 +25,8 @@ from fleet.client.answers import (
     DomainForgotten,
     DomainOut,
     DomainPage,
+    ErrorGroupOut,
+    ErrorGroupPage,
     GroupOut,
     GroupPage,
     HistoryOut,
@@ -641,6 +643,31 @@ class FleetClient:
             "DELETE", f"{self._type(automation_type)}/domains/{_seg(domain)}"
         )
         return result
+
+    def errors(
+        self, automation_type: str, *, cursor: str | None = None, limit: int = 50
+    ) -> ErrorGroupPage:
+        """One page of a type's error groups, newest last seen first:
+        ``{type, items, cursor}`` (docs/errors.md)."""
+        params: dict[str, Any] = {"limit": limit}
+        if cursor is not None:
+            params["cursor"] = cursor
+        result: ErrorGroupPage = self.request(
+            "GET", f"{self._type(automation_type)}/errors", params=params
+        )
+        return result
+
+    def error_group(self, automation_type: str, group: str) -> ErrorGroupOut:
+        """One error group with its traceback and its snapshots' descriptions."""
+        result: ErrorGroupOut = self.request(
+            "GET", f"{self._type(automation_type)}/errors/{_seg(group)}"
+        )
+        return result
+
+    def error_html(self, automation_type: str, group: str, snapshot: str) -> str:
+        """A snapshot's HTML, as text (the screenshot is at ``.../screenshot``)."""
+        path = f"{self._type(automation_type)}/errors/{_seg(group)}/snapshots/{_seg(snapshot)}"
+        return str(self.request("GET", f"{path}/html") or "")
 
     def config_get(self, automation_type: str) -> ConfigOut:
         result: ConfigOut = self.request("GET", f"{self._type(automation_type)}/config")
