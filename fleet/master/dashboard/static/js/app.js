@@ -12,6 +12,7 @@ import { proxiesView } from "./views/proxies.js";
 import { identitiesView, identityPoolView } from "./views/identities.js";
 import { runsView, runView } from "./views/runs.js";
 import { taskView } from "./views/tasks.js";
+import { errorGroupView } from "./views/errors.js";
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
@@ -32,6 +33,7 @@ const TASK_STATES = ["pending", "scheduled", "processing", "done", "dead"];
  * carries `state` and `run`, and only then. A task's page may pick out one of its
  * attempts: "#/task/<type>/<id>?attempt=2" (the route's `attempt`). "#/identities" lists
  * the identity pools, "#/identities/<pool>" one pool (the route's `pool`).
+ * "#/errors/<type>/<group>" is one error group of a type (the route's `type`, `group`).
  */
 export function parseRoute(hash) {
   const [path, query] = (hash || "").replace(/^#\/?/, "").split("?", 2);
@@ -50,6 +52,9 @@ export function parseRoute(hash) {
     return r;
   }
   if (parts[0] === "run" && parts[1]) return { name: "runs", run: decodeURIComponent(parts[1]) };
+  if (parts[0] === "errors" && parts[1] && parts[2]) {
+    return { name: "errors", type: decodeURIComponent(parts[1]), group: decodeURIComponent(parts[2]) };
+  }
   if (parts[0] === "identities") {
     return parts[1] ? { name: "identities", pool: decodeURIComponent(parts[1]) } : { name: "identities" };
   }
@@ -112,6 +117,7 @@ function route() {
   }
   if (r.name === "automation") view = automationView(main, r.type, { state: r.state, run: r.run });
   else if (r.name === "task") view = taskView(main, r.type, r.task, { attempt: r.attempt });
+  else if (r.name === "errors") view = errorGroupView(main, r.type, r.group);
   else if (r.name === "workers") view = workersView(main);
   else if (r.name === "pools") view = poolsView(main);
   else if (r.name === "proxies") view = proxiesView(main);

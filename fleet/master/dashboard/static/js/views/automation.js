@@ -17,6 +17,7 @@ import { taskHref, taskLink, tasksPanel } from "./tasks.js";
 import { groupsPanel } from "./groups.js";
 import { schedulesPanel } from "./schedules.js";
 import { domainsPanel } from "./domains.js";
+import { errorsPanel } from "./errors.js";
 import { costsPanel } from "./costs.js";
 
 /** Most output entries kept in the tail. */
@@ -211,6 +212,7 @@ export function automationView(root, type, { state, run } = {}) {
   let tasks = null;
   let domains = null;
   let costs = null;
+  let errors = null;
 
   async function build() {
     let entry;
@@ -242,6 +244,9 @@ export function automationView(root, type, { state, run } = {}) {
     grid.append(costs.el);
     domains = domainsPanel(type);
     grid.append(domains.el);
+    // Any type may fail: its failures grouped by kind, with snapshots (docs/errors.md).
+    errors = errorsPanel(type);
+    grid.append(errors.el);
     editor = configEditor(type);
     editor.el.classList.add("wide");
     mount(configHost, editor.el);
@@ -302,7 +307,7 @@ export function automationView(root, type, { state, run } = {}) {
     destroy() {
       store.removeEventListener("emit", onEmit);
       store.removeEventListener("resync", onResync);
-      for (const panel of [tasks, groups, schedules, submit, costs, domains]) if (panel) panel.stop();
+      for (const panel of [tasks, groups, schedules, submit, costs, domains, errors]) if (panel) panel.stop();
     },
   };
 }
