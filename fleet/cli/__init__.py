@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "domains": "fleet.cli.domains:domains",
     "errors": "fleet.cli.errors:errors",
     "costs": "fleet.cli.costs:costs",
+    "webhooks": "fleet.cli.webhooks:webhooks",
     "schedules": "fleet.cli.schedules:schedules",
     "tail": "fleet.cli.tasks:tail",
     "config": "fleet.cli.admin:config",
@@ -81,6 +82,8 @@ SUMMARIES: dict[str, str] = {
     "task": "A task's record: state, attempt, times, last error, progress, outputs and trace "
     "id (--cancel to cancel it).",
     "tasks": "Queue depths and counters of a type; with --state, a page of its tasks.",
+    "webhooks": "List the webhook subscriptions (or: create, delete, test one, show its "
+    "deliveries).",
     "worker": "Run automation slots: take tasks, report state, follow the desired config.",
     "workers": "List workers (of one TYPE): state, last seen, slots, config generations.",
 }

@@ -39,8 +39,9 @@ USER_AGENT = f"Fleet-Webhooks/{fleet.__version__}"
 
 
 class DeliveryConfig(BaseConfig):
-    """The type's config: a few slots, attempts enough for hours of backoff (the
-    worker's ``FLEET_RETRY_BASE_SECONDS``/``FLEET_RETRY_MAX_SECONDS``), a lease longer
+    """The type's config: a few slots; ten attempts, about nine minutes of the worker's
+    backoff at its defaults (``FLEET_RETRY_BASE_SECONDS`` 1, doubling up to
+    ``FLEET_RETRY_MAX_SECONDS`` 300; more attempts: a longer window); a lease longer
     than one attempt's timeouts."""
 
     slots: int = Field(default=4, ge=0, le=10_000)
