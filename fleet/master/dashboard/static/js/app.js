@@ -13,6 +13,7 @@ import { identitiesView, identityPoolView } from "./views/identities.js";
 import { runsView, runView } from "./views/runs.js";
 import { taskView } from "./views/tasks.js";
 import { errorGroupView } from "./views/errors.js";
+import { webhooksView } from "./views/webhooks.js";
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
@@ -34,6 +35,7 @@ const TASK_STATES = ["pending", "scheduled", "processing", "done", "dead"];
  * attempts: "#/task/<type>/<id>?attempt=2" (the route's `attempt`). "#/identities" lists
  * the identity pools, "#/identities/<pool>" one pool (the route's `pool`).
  * "#/errors/<type>/<group>" is one error group of a type (the route's `type`, `group`).
+ * "#/webhooks" lists the webhooks, "#/webhooks/<id>" opens one's deliveries (`hook`).
  */
 export function parseRoute(hash) {
   const [path, query] = (hash || "").replace(/^#\/?/, "").split("?", 2);
@@ -54,6 +56,9 @@ export function parseRoute(hash) {
   if (parts[0] === "run" && parts[1]) return { name: "runs", run: decodeURIComponent(parts[1]) };
   if (parts[0] === "errors" && parts[1] && parts[2]) {
     return { name: "errors", type: decodeURIComponent(parts[1]), group: decodeURIComponent(parts[2]) };
+  }
+  if (parts[0] === "webhooks") {
+    return parts[1] ? { name: "webhooks", hook: decodeURIComponent(parts[1]) } : { name: "webhooks" };
   }
   if (parts[0] === "identities") {
     return parts[1] ? { name: "identities", pool: decodeURIComponent(parts[1]) } : { name: "identities" };
@@ -121,6 +126,7 @@ function route() {
   else if (r.name === "workers") view = workersView(main);
   else if (r.name === "pools") view = poolsView(main);
   else if (r.name === "proxies") view = proxiesView(main);
+  else if (r.name === "webhooks") view = webhooksView(main, r.hook);
   else if (r.name === "identities") view = r.pool ? identityPoolView(main, r.pool) : identitiesView(main);
   else if (r.name === "runs") view = r.run ? runView(main, r.run) : runsView(main);
   else view = overviewView(main);
