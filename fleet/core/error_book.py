@@ -318,9 +318,16 @@ class Recorder:
 
     async def page_failed(self, page: Any, exc: BaseException) -> None:
         """A page is about to close under ``exc``: snapshot it if its group wants one
-        (``BrowserPool.acquire`` calls this before closing the page's context)."""
+        (``BrowserPool.acquire`` calls this before closing the page's context). Never
+        raises: the task's own exception is what goes on."""
         if not isinstance(exc, Exception):
             return  # a cancel or an exit, not a failure
+        try:
+            await self._page_failed(page, exc)
+        except Exception:
+            log.exception("%s: no snapshot of the page", self.book.automation_type)
+
+    async def _page_failed(self, page: Any, exc: Exception) -> None:
         key = self.book.key(exc)
         if not self.book.wants(key.id):
             return
@@ -329,10 +336,17 @@ class Recorder:
             self.book._took(key.id)  # held until the attempt's failure lands
             self.pending = (id(exc), key.id, snap)
 
-    def failed(self, exc: BaseException, traceback: str) -> str:
+    def failed(self, exc: BaseException, traceback: str) -> str | None:
         """The attempt failed with ``exc``: count it in its group, with a snapshot of
         the page (taken at its close) or of the last response if the group wants one;
-        the group's id."""
+        the group's id. Never raises (None: it could not be counted, logged)."""
+        try:
+            return self._failed(exc, traceback)
+        except Exception:
+            log.exception("%s: a failure not counted in its group", self.book.automation_type)
+            return None
+
+    def _failed(self, exc: BaseException, traceback: str) -> str:
         book = self.book
         key = book.key(exc)
         group = book.failed(
