@@ -171,12 +171,12 @@ class WebhookService:
             await worker.shutdown()
 
     async def _run(self) -> None:
-        last_scan = 0.0
+        last_scan: float | None = None  # the first pass with subscriptions scans at once
         while True:
             try:
                 if await self.backend.webhooks.all():
                     await self._ensure_running()
-                    if time.monotonic() - last_scan >= self.scan_seconds:
+                    if last_scan is None or time.monotonic() - last_scan >= self.scan_seconds:
                         await self.scan()
                         last_scan = time.monotonic()
             except BackendError as exc:
