@@ -12,17 +12,19 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from redis.crc import key_slot
 
 from fleet.backends import open_backend
 from fleet.backends.base import Backend
 from fleet.backends.memory.store import drop_store
+from fleet.backends.redis.keys import KeySpace
 from fleet.core import BaseConfig, BatchAutomation, Context, Task
 from fleet.core.access.router import DOMAINS_TOPIC
 from fleet.core.identity import IDENTITIES_TOPIC, identity_event
 from fleet.core.records import PushRequest, TaskBody
 from fleet.core.webhooks import DELIVERY_TYPE, Hook
 from fleet.master.services import webhook_dispatch
-from fleet.master.services.webhook_dispatch import WebhookService, dispatch
+from fleet.master.services.webhook_dispatch import WebhookService, dispatch, monitor_changed
 from fleet.webhooks.events import DEAD_TOPIC, Event, monitor_event, run_event
 from fleet.worker.run_local import run_local
 from tests.support.waits import until
@@ -171,3 +173,27 @@ async def test_a_worker_publishes_the_tasks_it_dead_letters() -> None:
     assert topic == DEAD_TOPIC
     assert message["type"] == "always-fails" and message["attempt"] == 1
     assert "page 7 broke" in message["error"] and message["token"]
+
+
+def test_the_webhook_keys_share_one_slot_on_a_cluster() -> None:
+    ks = KeySpace("acme", cluster=True)
+    names = [*ks.webhook_keys("wh_1"), *ks.webhook_keys("wh_2")]
+    assert {key_slot(n.encode()) for n in names} == {key_slot(b"webhooks")}
+    assert KeySpace().webhook_keys("wh_1") == [
+        "fleet:webhooks",
+        "fleet:webhooks:wh_1:log",
+        "fleet:webhooks:wh_1:order",
+    ]
+
+
+async def test_a_monitors_change_is_dispatched(backend: Backend) -> None:
+    await backend.webhooks.put(hook("wh_mon", ("monitor.firing", "monitor.resolved")))
+    run = await backend.runs.create(types=(TYPE,))
+    record = await backend.runs.get(run)
+    assert record is not None
+    state = {"monitor": "min_items", "state": "firing", "value": 0, "threshold": 5, "since": 9.0}
+    await monitor_changed(backend, record, state)
+    await monitor_changed(backend, record, state)  # the next sweep's: the same event
+    await monitor_changed(backend, record, {**state, "state": "resolved", "since": 12.0})
+    found = await backend.webhooks.deliveries("wh_mon")
+    assert sorted(d.event_type for d in found) == ["monitor.firing", "monitor.resolved"]
