@@ -90,8 +90,12 @@ async def post(hook: Hook, event: Event) -> tuple[int | None, str | None]:
                 read += chunk
                 if len(read) >= MAX_ANSWER_BYTES:
                     break
-    except httpx.HTTPError as exc:
-        return None, f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS] or type(exc).__name__
+    except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
+        # no answer: refused, reset, timed out, a TLS failure, a host not found
+        text = str(exc).strip()
+        return None, (f"{type(exc).__name__}: {text}" if text else type(exc).__name__)[
+            :MAX_ERROR_CHARS
+        ]
     if 200 <= answer.status_code < 300:
         return answer.status_code, None
     text = read[:MAX_ERROR_CHARS].decode("utf-8", "replace").strip()

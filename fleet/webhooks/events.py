@@ -170,7 +170,7 @@ def tier_event(message: dict[str, Any], at: float | None = None) -> Event | None
     return Event(key, "tier.changed", when, data, (t,))
 
 
-def test_event(hook_id: str) -> Event:
+def webhook_test_event(hook_id: str) -> Event:
     """A ``webhook.test`` event for one subscription (a new id each time)."""
     at = time.time()
     data = {"webhook": hook_id, "message": "a test delivery from Fleet"}

@@ -121,3 +121,19 @@ async def test_a_patch_is_checked_too(master: InProcess) -> None:
 async def test_a_read_token_cannot_subscribe(master: InProcess) -> None:
     r = await master.client.post("/api/v1/webhooks", json=GOOD)
     assert r.status_code == 401
+
+
+async def test_a_patch_changes_only_what_it_names(master: InProcess) -> None:
+    body = {**GOOD, "types": ["a", "a", "b"], "description": "ops"}
+    made = (await master.client.post("/api/v1/webhooks", json=body, headers=H)).json()
+    assert made["types"] == ["a", "b"]
+    url = f"/api/v1/webhooks/{made['id']}"
+    r = await master.client.patch(url, json={"enabled": None, "runs": ["r1"]}, headers=H)
+    assert r.status_code == 200, r.text
+    shown = r.json()
+    assert shown["enabled"] is True and shown["runs"] == ["r1"] and shown["types"] == ["a", "b"]
+    assert shown["description"] == "ops" and shown["events"] == GOOD["events"]
+    r = await master.client.patch(url, json={"types": None, "description": None}, headers=H)
+    assert r.json()["types"] is None and r.json()["description"] == ""
+    stored = await master.backend.webhooks.get(made["id"])
+    assert stored is not None and stored.secret == made["secret"] and stored.runs == ("r1",)

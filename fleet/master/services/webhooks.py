@@ -18,7 +18,7 @@ from fleet.core.errors import InvalidInput, NotFound
 from fleet.core.redact import mask_credentials
 from fleet.core.webhooks import EVENTS, Hook, clock
 from fleet.master.services.webhook_dispatch import dispatch
-from fleet.webhooks.events import test_event
+from fleet.webhooks.events import webhook_test_event
 from fleet.webhooks.signing import key_of, looks_masked, masked, new_secret
 
 #: Subscriptions a fleet may hold (each event is read against all of them).
@@ -160,9 +160,13 @@ async def change(backend: Backend, hook_id: str, patch: dict[str, Any]) -> dict[
     fields = hook.to_dict()
     if "events" in patch:
         fields["events"] = list(check_events(patch["events"]))
-    for name in ("enabled", "types", "runs", "description"):
-        if name in patch:
-            fields[name] = patch[name] if name != "description" else patch[name] or ""
+    if patch.get("enabled") is not None:
+        fields["enabled"] = bool(patch["enabled"])
+    for name in ("types", "runs"):
+        if name in patch:  # null: no filter
+            fields[name] = None if patch[name] is None else list(dict.fromkeys(patch[name]))
+    if "description" in patch:
+        fields["description"] = patch["description"] or ""
     updated = Hook.from_dict(fields)
     await backend.webhooks.put(updated)
     return shown(updated)
@@ -199,6 +203,6 @@ async def deliveries(
 async def send_test(backend: Backend, hook_id: str) -> dict[str, Any]:
     """Queue a ``webhook.test`` delivery to this subscription (even if disabled)."""
     hook = await _hook(backend, hook_id)
-    event = test_event(hook.id)
+    event = webhook_test_event(hook.id)
     await dispatch(backend, event, [hook], force=True)
     return {"webhook": hook.id, "event_id": event.id, "queued": True}
