@@ -59,6 +59,8 @@ SCAN_WINDOW_SECONDS = 86_400.0
 DEDUP_SECONDS = 2 * SCAN_WINDOW_SECONDS
 #: Event ids this master dispatched, remembered so that a scan does not push them again.
 SEEN_MAX = 10_000
+#: How long a master's stop waits for its deliveries under way.
+STOP_GRACE_SECONDS = 5.0
 #: ``FLEET_MASTER_WEBHOOKS=0``: no in-process delivery worker.
 ENV_WORKER = "FLEET_MASTER_WEBHOOKS"
 #: The topic of each source, and how its message becomes an event.
@@ -196,8 +198,14 @@ class WebhookService:
             from fleet.worker.agent import Worker
 
             worker_id = f"master-{socket.gethostname()}-{os.getpid()}"
+            # a short grace: a master's stop waits little for an attempt under way (one
+            # cut short goes back to the queue, its attempt refunded)
             self._worker = Worker(
-                self.backend, [WebhookDelivery], worker_id, policy=RetryPolicy.from_env()
+                self.backend,
+                [WebhookDelivery],
+                worker_id,
+                grace=STOP_GRACE_SECONDS,
+                policy=RetryPolicy.from_env(),
             )
             await self._worker.start()
 
