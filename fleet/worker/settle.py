@@ -129,16 +129,16 @@ async def tell_dead(slot: Slot, res: Reservation, error: str | None) -> None:
     if env.automation_type == DELIVERY_TYPE:
         return  # a dead delivery is in its webhook's log: no event about it (no loop)
     body = res.body
-    message = {
-        "type": env.automation_type,
-        "task_id": body.id,
-        "token": res.token,
-        "attempt": body.attempt,
-        "error": error,
-        "run": body.run,
-        "at": now(),
-    }
     with contextlib.suppress(Exception):
+        message = {
+            "type": env.automation_type,
+            "task_id": body.id,
+            "token": res.token,
+            "attempt": body.attempt,
+            "error": error,
+            "run": body.run,
+            "at": now(),
+        }
         await env.backend.events.publish(DEAD_TOPIC, message)
 
 
