@@ -23,12 +23,13 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 
 from fleet.core.backoff import backoff_delay
 from fleet.core.cancelling import cancel_and_wait
 from fleet.core.capabilities import TaskQueues
 from fleet.core.outage import OutageLog, is_outage
-from fleet.core.records import Reservation
+from fleet.core.records import LeaseStatus, Reservation
 
 log = logging.getLogger("fleet.worker.feeder")
 
@@ -169,11 +170,35 @@ class Feeder:
                 continue
             failures = 0
             self._outages.recovered(self._reserving)
+            if got and self._params()[0] < visibility:
+                got = await self._relet(got)
             saturated = len(got) >= k
             self._hand_out(got, hold=extra > 0)
             if not saturated and not self._live_waiters():
                 # Only now: a slot may have asked while this call was out.
                 self._demand.clear()
+
+    async def _relet(self, got: list[Reservation]) -> list[Reservation]:
+        """Cut the leases of ``got`` to the visibility the config now asks.
+
+        A blocking reserve keeps the visibility it was called with while it waits:
+        one called before a config shortened it (a worker's first reserve goes out
+        before the fleet's config lands) would hold what it takes for the default
+        300 s, so a kill of this worker before the first renewal would hold the task
+        that long. Rare (only a config change during a wait), so one extend per task.
+        """
+        visibility = self._params()[0]
+        out: list[Reservation] = []
+        for res in got:
+            try:
+                status = await self._queues.extend(self._type, res.body.id, res.token, visibility)
+            except Exception as exc:  # the slot's lease keeper renews it anyway
+                log.info("%s: could not shorten a lease (%s)", self._type, exc)
+                out.append(res)
+                continue
+            if status is not LeaseStatus.STALE:
+                out.append(replace(res, deadline=time.time() + visibility))
+        return out
 
     async def _wait_demand(self, until: float) -> bool:
         """Wait for a slot's demand until monotonic time ``until``; False on timeout."""
