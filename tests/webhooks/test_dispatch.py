@@ -197,3 +197,32 @@ async def test_a_monitors_change_is_dispatched(backend: Backend) -> None:
     await monitor_changed(backend, record, {**state, "state": "resolved", "since": 12.0})
     found = await backend.webhooks.deliveries("wh_mon")
     assert sorted(d.event_type for d in found) == ["monitor.firing", "monitor.resolved"]
+
+
+async def test_a_budgets_pause_is_one_event_with_the_scans(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # lua/meters.lua publishes a budget's pause with the run id only, its time rounded by
+    # cjson: the event is the one the scan makes from the stored record, queued once.
+    monkeypatch.setenv(webhook_dispatch.ENV_WORKER, "0")
+    b = await open_backend(redis_url)
+    service = WebhookService(b, check_seconds=0.05, scan_seconds=3600)
+    try:
+        await b.webhooks.put(hook("wh_p", ("run.paused",)))
+        run = await b.runs.create(types=(TYPE,))
+        await b.queues.push(TYPE, [PushRequest(TaskBody(id="p1", payload={}, run=run))])
+        record = await b.runs.pause(run, "spent")
+        assert record is not None and record.paused_at is not None
+        service.start()
+        await until(lambda: _scanned(service), timeout=10, what="the first scan")
+        rounded = float(f"{record.paused_at:.14g}") + 1e-4
+        message = {"event": "paused", "run_id": run, "state": "paused",
+                   "paused_reason": "spent", "paused_at": rounded}  # fmt: skip
+        await b.events.publish("runs", message)
+        await asyncio.sleep(0.3)
+        (entry,) = await b.webhooks.deliveries("wh_p")
+        assert entry.event_type == "run.paused"
+        assert (await b.queues.depths(DELIVERY_TYPE)).pending == 1
+    finally:
+        await service.stop()
+        await b.close()

@@ -24,7 +24,6 @@ import socket
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from fleet.backends.base import Backend
@@ -224,12 +223,13 @@ class WebhookService:
                 await sub.aclose()
 
     async def _dispatch(self, event: Event) -> None:
-        if event.run is not None and not event.types:
-            # a budget's pause names the run only: its types come from its record
+        if event.type == "run.paused" and event.run is not None and not event.types:
+            # A budget's pause (Redis) names the run only, its time rounded by cjson: the
+            # record read back gives its types and the stored time (the scan's event id).
             record = await self.backend.runs.get(event.run)
-            if record is not None and record.by_type:
-                types = tuple(sorted(record.by_type))
-                event = replace(event, types=types, data={**event.data, "types": list(types)})
+            found = None if record is None else run_event(record.to_dict())
+            if found is not None and found.type == "run.paused":
+                event = found
         await dispatch(self.backend, event)
         self._remember(event.id)
 
