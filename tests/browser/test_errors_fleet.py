@@ -97,9 +97,7 @@ def one_group_of(stack: Stack, automation_type: str, count: int) -> dict[str, An
 
 
 def submit(stack: Stack, automation_type: str, urls: list[str]) -> None:
-    r = stack.api(
-        "PATCH", f"/automations/{automation_type}/config", {"slots": 4}
-    )
+    r = stack.api("PATCH", f"/automations/{automation_type}/config", {"slots": 4})
     assert r.status_code == 200, r.text
     tasks = [{"payload": {"url": u}, "max_attempts": 1} for u in urls]
     r = stack.api("POST", f"/automations/{automation_type}/tasks/batch", {"tasks": tasks})
