@@ -162,7 +162,9 @@ async def test_a_delivery_outlives_its_killed_worker(shared_url: str, tmp_path: 
                 assert doc["data"]["run_id"] == run
                 log = (await http.get(f"/api/v1/webhooks/{hook_id}/deliveries")).json()
                 (entry,) = log["deliveries"]
-                assert entry["status"] == "delivered" and entry["attempts"] == 2
+                assert entry["status"] == "delivered"
+                # the killed attempt counts unless its start mark had not landed (refunded)
+                assert entry["attempts"] in (1, 2)
         finally:
             for proc in (first, second, pages):
                 if proc is not None:
