@@ -62,7 +62,7 @@ SEEN_MAX = 10_000
 STOP_GRACE_SECONDS = 5.0
 #: ``FLEET_MASTER_WEBHOOKS=0``: no in-process delivery worker.
 ENV_WORKER = "FLEET_MASTER_WEBHOOKS"
-#: The topic of each source, and how its message becomes an event.
+#: The topics whose messages are events (:func:`event_of_message`).
 TOPICS = ("runs", DEAD_TOPIC, IDENTITIES_TOPIC, DOMAINS_TOPIC)
 
 
@@ -110,10 +110,15 @@ async def dispatch(
 
 
 async def monitor_changed(backend: Backend, record: RunRecord, state: dict[str, Any]) -> None:
-    """A monitor of a run started or stopped firing (called by the monitors' check)."""
+    """A monitor of a run started or stopped firing (called by the monitors' check,
+    which goes on whatever happens here: its state is kept already)."""
     event = monitor_event(record.to_dict(), state)
-    if event is not None:
+    if event is None:
+        return
+    try:
         await dispatch(backend, event)
+    except BackendError as exc:
+        log.warning("webhooks: %s of run %s not queued: %s", event.type, record.id, exc)
 
 
 def event_of_message(topic: str, message: Any) -> Event | None:
