@@ -37,10 +37,13 @@ from fleet.core.error_groups import (
     Sample,
     Snapshot,
     SnapshotMeta,
+    class_name,
     domain_of,
     key_of,
+    location_in,
+    normalise,
 )
-from fleet.core.errors import FleetError
+from fleet.core.errors import FleetError, TaskTimeout
 from fleet.core.redact import mask_credentials
 
 if TYPE_CHECKING:
@@ -346,18 +349,40 @@ class Recorder:
             log.exception("%s: a failure not counted in its group", self.book.automation_type)
             return None
 
+    def timed_out(self, error: str, stack: str) -> str | None:
+        """The attempt was stopped past its ``timeout_seconds`` (no exception reached
+        the worker): counted under ``TaskTimeout``, its message and where the run was
+        when the limit struck (``stack``), with the last response's HTML if the group
+        wants one. Never raises."""
+        try:
+            message = error.partition(": ")[2] or error
+            key = GroupKey(
+                self.book.automation_type,
+                class_name(TaskTimeout(message)),
+                normalise(message),
+                location_in(stack),
+            )
+            return self._count(key, error, stack)
+        except Exception:
+            log.exception("%s: a timeout not counted in its group", self.book.automation_type)
+            return None
+
     def _failed(self, exc: BaseException, traceback: str) -> str:
+        return self._count(self.book.key(exc), f"{type(exc).__name__}: {exc}", traceback, exc)
+
+    def _count(
+        self, key: GroupKey, message: str, traceback: str, exc: BaseException | None = None
+    ) -> str:
         book = self.book
-        key = book.key(exc)
         group = book.failed(
             key,
             task_id=self.task_id,
-            message=f"{type(exc).__name__}: {exc}",
+            message=message,
             traceback=traceback,
             domains=self.domains(),
         )
         pending, self.pending = self.pending, None
-        if pending is not None and pending[1] == group:
+        if pending is not None and pending[1] == group and exc is not None:
             book._taken[group] -= 1  # counted again by snapshot()
             book.snapshot(group, pending[2])
         elif book.wants(group):

@@ -131,6 +131,21 @@ def location(tb: TracebackType | None) -> str:
     return f"{os.path.basename(chosen[0])}:{chosen[1]}"
 
 
+_FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)', re.M)
+
+
+def location_in(stack: str | None) -> str:
+    """:func:`location` of a formatted stack or traceback (a timed-out run's, where it
+    was when its limit struck): ``file.py:function`` of its innermost frame in the
+    plugin's code, else of its innermost frame; ``?`` if it names none."""
+    frames = _FRAME.findall(stack or "")
+    if not frames:
+        return "?"
+    user = [f for f in frames if is_user_file(f[0])]
+    path, name = (user or frames)[-1]
+    return f"{os.path.basename(path)}:{name}"
+
+
 @dataclass(frozen=True, slots=True)
 class GroupKey:
     """What names a group: the type, the class, the normalised message, the location."""

@@ -170,6 +170,8 @@ async def run_attempt(slot: Slot, task: Task[Any]) -> Outcome:
                 outcome = OK
             else:  # a task of its own, cancelled past the limit (fleet.worker.limits)
                 outcome = await run_limited(slot, task, task.timeout_seconds)
+                if outcome is not OK:  # timed out: its error group too (docs/errors.md)
+                    slot.ctx.recorder.timed_out(outcome.error or "", outcome.traceback or "")
         except asyncio.CancelledError:
             cancelled = _cancelled(slot, task)
             if cancelled is None:

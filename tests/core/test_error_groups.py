@@ -16,6 +16,7 @@ from fleet.core.error_groups import (
     group_id,
     key_of,
     location,
+    location_in,
     merged,
     normalise,
     parse_cursor,
@@ -107,3 +108,14 @@ def test_cursor() -> None:
     for bad in ("x", "1.0:zz", "nan:" + "a" * 16):
         with pytest.raises(ContractValueError):
             parse_cursor(bad)
+
+
+def test_location_in_a_formatted_stack() -> None:
+    stack = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/plugins/shop.py", line 40, in run_one\n    await self.fetch()\n'
+        '  File "/srv/plugins/shop.py", line 12, in fetch\n    await asyncio.sleep(9)\n'
+        f'  File "{json.__file__}", line 1, in loads\n'
+    )
+    assert location_in(stack) == "shop.py:fetch"
+    assert location_in("") == "?" and location_in(None) == "?"

@@ -1,18 +1,24 @@
 """The worker's error book (fleet/core/error_book.py) on a real SQLite file: a storm of
 2,000 failures of one kind is one backend write per flush and at most 3 snapshots; a
 failure's snapshot is the last response's HTML (cut at the cap); a backend that is away
-keeps the counts for the next flush."""
+keeps the counts for the next flush; attempts stopped past their time limit are one
+``TaskTimeout`` group located where the run was."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import httpx
+from pydantic import BaseModel
 
 from fleet.backends import open_backend
+from fleet.backends.base import Backend
 from fleet.backends.sqlite import SQLiteBackend
+from fleet.core import BaseConfig, BatchAutomation, Context, Task, register
 from fleet.core.error_book import ErrorBook, Recorder
 from fleet.core.error_groups import HTML_CAP, SNAPSHOTS_PER_GROUP
+from tests.worker.support import push, running_worker, wait_until
 
 
 def _fail(i: int) -> ValueError:
@@ -75,3 +81,36 @@ async def test_counts_wait_for_a_backend_that_is_away(tmp_path: Path) -> None:
         assert g is not None and g.count == 2
     finally:
         await b2.close()
+
+
+class Wait(BaseModel):
+    n: int
+
+
+@register("hangs")
+class Hangs(BatchAutomation[BaseConfig]):
+    """Waits past its time limit on every task."""
+
+    Config = BaseConfig
+    TaskPayload = Wait
+
+    async def run_one(self, task: Task[Wait], ctx: Context[BaseConfig]) -> None:
+        await self.hang(task.payload.n)
+
+    async def hang(self, n: int) -> None:
+        await asyncio.sleep(30 + n)
+
+
+async def test_attempts_past_their_time_limit_are_one_group(mem: Backend) -> None:
+    await push(mem, "hangs", *[{"n": n} for n in range(3)], max_attempts=1, timeout_seconds=0.2)
+    async with running_worker(mem, [Hangs], "w-hangs"):
+
+        async def dead() -> bool:
+            return (await mem.queues.depths("hangs")).dead == 3
+
+        await wait_until(dead, timeout=30, what="three timed-out tasks dead")
+    page = await mem.errors.page("hangs")
+    (g,) = page.items
+    assert (g.exc, g.count) == ("fleet.core.errors.TaskTimeout", 3)
+    assert g.message == "run_one exceeded timeout_seconds=<n>"
+    assert g.location == "test_error_book.py:run_one"  # the run's frame when the limit struck
