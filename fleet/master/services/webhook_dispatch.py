@@ -29,7 +29,7 @@ from typing import Any
 from fleet.backends.base import Backend
 from fleet.core.access.router import DOMAINS_TOPIC
 from fleet.core.cancelling import cancel_and_wait
-from fleet.core.errors import BackendError
+from fleet.core.errors import BackendError, UnsupportedBackend
 from fleet.core.identity import IDENTITIES_TOPIC
 from fleet.core.records import PushRequest, TaskBody
 from fleet.core.runs import OPEN_STATES, RunRecord
@@ -246,7 +246,11 @@ class WebhookService:
     async def scan(self) -> int:
         """Dispatch the events of the newest runs (ended or paused within
         :data:`SCAN_WINDOW_SECONDS`) this master has not dispatched; how many."""
-        page = await self.backend.runs.page(limit=SCAN_RUNS)
+        try:
+            page = await self.backend.runs.page(limit=SCAN_RUNS)
+        except UnsupportedBackend:  # no runs here (Redis Cluster): nothing to scan
+            self.scans += 1
+            return 0
         since = time.time() - SCAN_WINDOW_SECONDS
         found = 0
         for record in page.runs:
