@@ -1,5 +1,5 @@
-"""``hook-pages``: a task that does nothing, so that a run of them ends
-(tests/webhooks/test_webhooks_fleet.py)."""
+"""``hook-pages``: a task that does nothing, so that a run of them ends; a negative page
+fails (tests/webhooks/test_webhooks_fleet.py)."""
 
 from __future__ import annotations
 
@@ -17,4 +17,5 @@ class HookPages(BatchAutomation[BaseConfig]):
     TaskPayload = Page
 
     async def run_one(self, task: Task[Page], ctx: Context[BaseConfig]) -> None:
-        return None
+        if task.payload.n < 0:
+            raise RuntimeError(f"page {task.payload.n} is broken")

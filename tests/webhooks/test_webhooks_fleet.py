@@ -7,7 +7,8 @@ SQLite), to a local receiver:
   the next master's catch-up scan, and that scan queues nothing again for the others;
   the delivery log says so over REST;
 * a delivery worker killed -9 while the receiver holds its request open does not lose
-  the delivery: another worker makes it later, with the same ``webhook-id``.
+  the delivery: another worker makes it later, with the same ``webhook-id``;
+* a task the worker process dead-letters is delivered as ``task.dead``.
 """
 
 from __future__ import annotations
@@ -174,3 +175,39 @@ async def test_a_delivery_outlives_its_killed_worker(shared_url: str, tmp_path: 
 
 async def _held(receiver: Receiver) -> Seen | None:
     return receiver.seen[0] if receiver.held.is_set() else None
+
+
+async def test_a_dead_task_is_delivered(shared_url: str, tmp_path: Path) -> None:
+    master = MasterProcess(shared_url, tmp_path)
+    worker = WorkerProcess(shared_url, PLUGIN, TYPE, "pages", tmp_path)
+    with Receiver(lambda before: 200) as receiver:
+        try:
+            await master.wait_ready()
+            async with master.client() as http, await open_backend(shared_url) as b:
+                body = {"url": receiver.url, "events": ["task.dead"], "types": [TYPE]}
+                r = await http.post("/api/v1/webhooks", json=body)
+                assert r.status_code == 201, r.text
+                secret = r.json()["secret"]
+                await until(lambda: _listening(http), timeout=30, what="the master listening")
+                task = TaskBody(id="broken-1", payload={"n": -1}, max_attempts=1)
+                await b.queues.push(TYPE, [PushRequest(task)])
+
+                async def delivered() -> list[Seen] | None:
+                    return receiver.accepted() or None
+
+                found = await until(delivered, timeout=60, what="task.dead delivered")
+                assert found is not None
+                (seen,) = found
+                doc = check(seen, secret)
+                assert doc["type"] == "task.dead"
+                assert doc["data"]["type"] == TYPE and doc["data"]["task_id"] == "broken-1"
+                assert "page -1 is broken" in doc["data"]["error"] and doc["data"]["attempt"] == 1
+        finally:
+            worker.close()
+            master.close()
+
+
+async def _listening(http: httpx.AsyncClient) -> bool:
+    # the master's delivery worker registered: its webhook loop runs, so it listens too
+    workers = (await http.get("/api/v1/workers")).json()
+    return any(w["type"] == "fleet-webhooks" for w in workers)
