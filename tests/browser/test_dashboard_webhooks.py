@@ -75,6 +75,13 @@ def test_webhooks_and_their_deliveries(
     expect(dead.locator("td").nth(3)).to_have_text("10")
     expect(p.locator("tr[data-event=evt_done] [data-role=status]")).to_have_text("delivered")
     expect(p.locator("tr[data-event=evt_wait]")).to_contain_text("ConnectError: refused")
+    routes = p.evaluate(
+        """async () => {
+        const { parseRoute } = await import("/js/app.js");
+        return [parseRoute("#/webhooks"), parseRoute("#/webhooks/wh_a%2Fb")];
+    }"""
+    )
+    assert routes == [{"name": "webhooks"}, {"name": "webhooks", "hook": "wh_a/b"}]
     shot(p, "webhooks", tmp_path)
     assert secret not in p.content()
     assert p.locator("#webhooks img").count() == 0 and watch.dialogs == []
