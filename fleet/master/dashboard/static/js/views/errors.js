@@ -128,7 +128,9 @@ function snapshotCard(type, group, s, signal) {
     h("h3", {}, "Snapshot ", h("span", { class: "mono" }, s.id)),
     h("p", { class: "muted" }, facts.join(" · ")),
     s.url ? h("p", { class: "mono" }, s.url) : null,
+    s.png_bytes ? h("h4", {}, "Screenshot") : null,
     shotHost,
+    s.html_bytes ? h("h4", {}, "HTML ", h("small", { class: "muted" }, "(sandboxed: its scripts do not run)")) : null,
     frameHost,
   );
 }
