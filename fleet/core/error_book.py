@@ -44,6 +44,7 @@ from fleet.core.error_groups import (
     normalise,
 )
 from fleet.core.errors import FleetError, TaskTimeout
+from fleet.core.flushing import LaterFlush
 from fleet.core.redact import mask_credentials
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ class _Sum:
     sample: Sample = field(default_factory=Sample)
 
 
-class ErrorBook:
+class ErrorBook(LaterFlush):
     """A type's failure groups in one process.
 
     Args:
@@ -80,12 +81,12 @@ class ErrorBook:
     """
 
     def __init__(self, errors: ErrorGroups, automation_type: str) -> None:
+        super().__init__(FLUSH_SECONDS, f"errors:{automation_type}")
         self._errors = errors
         self.automation_type = automation_type
         self._sums: dict[str, _Sum] = {}
         self._snapshots: list[tuple[str, Snapshot]] = []
         self._taken: dict[str, int] = {}
-        self._flusher: asyncio.Task[None] | None = None
 
     def key(self, exc: BaseException) -> GroupKey:
         """The group key of ``exc`` in this type."""
@@ -137,17 +138,6 @@ class ErrorBook:
             self._snapshots.append((group, snapshot))
             self._schedule()
 
-    def _schedule(self) -> None:
-        if self._flusher is None or self._flusher.done():
-            with contextlib.suppress(RuntimeError):  # no running loop: sent at close
-                self._flusher = asyncio.get_running_loop().create_task(
-                    self._flush_later(), name=f"errors:{self.automation_type}"
-                )
-
-    async def _flush_later(self) -> None:
-        await asyncio.sleep(FLUSH_SECONDS)
-        await self.flush()
-
     async def flush(self) -> None:
         """Send what the book holds: one ``record`` of every group's delta, then each
         snapshot (kept for the next flush if the backend fails)."""
@@ -192,14 +182,6 @@ class ErrorBook:
             return
         got.count += s.count
         got.first, got.last = min(got.first, s.first), max(got.last, s.last)
-
-    async def close(self) -> None:
-        """Send what is held and stop the flusher."""
-        if self._flusher is not None and not self._flusher.done():
-            self._flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flusher
-        await self.flush()
 
 
 def _html_of(text: str) -> tuple[bytes, bool]:

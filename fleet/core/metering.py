@@ -14,14 +14,13 @@ last :data:`FLUSH_SECONDS` of its meters.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from fleet.core.errors import FleetError
+from fleet.core.flushing import LaterFlush
 from fleet.core.meters import (
     HOUR,
     MeterBatch,
@@ -67,7 +66,7 @@ class Attempt:
         self.started = time.perf_counter()
 
 
-class MeterBook:
+class MeterBook(LaterFlush):
     """A type's meters in one process (``ctx.access.book``).
 
     Args:
@@ -83,6 +82,7 @@ class MeterBook:
         config: Callable[[], BaseConfig],
         runs: Runs | None = None,
     ) -> None:
+        super().__init__(FLUSH_SECONDS, f"meters:{automation_type}")
         self._meters = meters
         self._runs = runs
         #: run -> (read until, whether it has a budget).
@@ -90,7 +90,6 @@ class MeterBook:
         self.automation_type = automation_type
         self._config = config
         self._batch = MeterBatch()
-        self._flusher: asyncio.Task[None] | None = None
         self._type = type_scope(automation_type)
         self._hour_scope = ""
         self._hour_ends = 0.0
@@ -207,17 +206,6 @@ class MeterBook:
         self._add(self._scopes(attempt), meter, amount, price)
 
     # ------------------------------------------------------------------ sending
-    def _schedule(self) -> None:
-        if self._flusher is None or self._flusher.done():
-            with contextlib.suppress(RuntimeError):  # no running loop: sent at close
-                self._flusher = asyncio.get_running_loop().create_task(
-                    self._flush_later(), name=f"meters:{self.automation_type}"
-                )
-
-    async def _flush_later(self) -> None:
-        await asyncio.sleep(FLUSH_SECONDS)
-        await self.flush()
-
     async def flush(self) -> None:
         """Send what the book holds (kept for the next flush if the backend fails)."""
         self._spread_ended()
@@ -274,14 +262,6 @@ class MeterBook:
         next task; else nothing (the next flush)."""
         if self.daily_budgeted or (run is not None and await self._has_budget(run)):
             await self.flush()
-
-    async def close(self) -> None:
-        """Send what is held and stop the flusher."""
-        if self._flusher is not None and not self._flusher.done():
-            self._flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flusher
-        await self.flush()
 
     def held(self) -> dict[str, dict[str, Any]]:
         """What the book holds now (not sent yet), by scope."""

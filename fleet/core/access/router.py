@@ -12,8 +12,6 @@ summed here and sent every :data:`FLUSH_SECONDS`.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import random
 import secrets
@@ -25,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from fleet.core.blocks.verdicts import ESCALATING, Verdict, VerdictKind
 from fleet.core.error_book import ErrorBook
 from fleet.core.errors import FleetError
+from fleet.core.flushing import LaterFlush
 from fleet.core.metering import MeterBook
 from fleet.core.proxy import provider_factory, proxy_key, proxy_key_salt, split_proxy_urls
 from fleet.core.records import new_token
@@ -59,7 +58,7 @@ class Route:
 NO_TIERS = Route()
 
 
-class Access:
+class Access(LaterFlush):
     """A type's tier routing and verdict counting in one process (``ctx.http`` uses it).
 
     Args:
@@ -74,12 +73,12 @@ class Access:
         automation_type: str,
         config: Callable[[], BaseConfig],
     ) -> None:
+        super().__init__(FLUSH_SECONDS, "fleet:verdicts")
         self._backend = backend
         self.automation_type = automation_type
         self._config = config
         self._states: dict[str, tuple[float, DomainTier | None]] = {}
         self._pending: dict[tuple[str, int, VerdictKind], int] = {}
-        self._flusher: asyncio.Task[None] | None = None
         self._session = secrets.token_hex(6)
         self._salt: str | None = None
         #: What the type's tasks spend in this process (docs/costs.md).
@@ -184,8 +183,7 @@ class Access:
         if kind not in ESCALATING and not route.probe:
             key = (domain, route.tier, kind)
             self._pending[key] = self._pending.get(key, 0) + 1
-            if self._flusher is None or self._flusher.done():
-                self._flusher = asyncio.create_task(self._flush_later(), name="fleet:verdicts")
+            self._schedule()
             return None
         try:
             stepped = await self._backend.domains.record(
@@ -222,10 +220,6 @@ class Access:
         except Exception as exc:  # fire and forget: the backend holds the state
             log.warning("tier event not sent: %s", exc)
 
-    async def _flush_later(self) -> None:
-        await asyncio.sleep(FLUSH_SECONDS)
-        await self.flush()
-
     async def flush(self) -> None:
         """Send the counted-only verdicts now (a worker's stop calls it): one call of
         the backend for all of them."""
@@ -245,12 +239,8 @@ class Access:
             self._states[stepped.state.domain] = (at, stepped.state)
 
     async def close(self) -> None:
-        """Flush what is pending (verdicts, meters) and stop the flushers."""
-        if self._flusher is not None and not self._flusher.done():
-            self._flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flusher
-        await self.flush()
+        """Flush what is pending (verdicts, meters, failures) and stop the flushers."""
+        await super().close()
         await self.book.close()
         await self.errors.close()
 
