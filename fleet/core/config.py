@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -14,6 +14,7 @@ from pydantic import (
 )
 
 from fleet.core.access.tier_config import ProxyTier, check_tiers
+from fleet.core.autoslots import AutoSlotsTuning
 from fleet.core.blocks.rules import BlockRule
 from fleet.core.budgets import check_budget
 from fleet.core.errors import ConfigError
@@ -31,6 +32,9 @@ from fleet.core.tiers import (
 FRAMEWORK_FIELDS = (
     "enabled",
     "slots",
+    "min_slots",
+    "max_slots",
+    "auto_slots",
     "max_attempts",
     "visibility_seconds",
     "timeout_seconds",
@@ -64,6 +68,12 @@ FLEET_WIDE_FIELDS = {
 }
 
 
+#: The ``slots`` value that asks each worker to size the type's slots itself.
+AUTO = "auto"
+#: Most slots of one type in one worker.
+MAX_SLOTS = 10_000
+
+
 class BaseConfig(BaseModel):
     """Base of every automation's ``Config``.
 
@@ -72,7 +82,12 @@ class BaseConfig(BaseModel):
 
     Attributes:
         enabled: When False the worker runs no slot of this type.
-        slots: Concurrent slots per worker.
+        slots: Concurrent slots per worker, or ``"auto"``: each worker sizes them
+            between ``min_slots`` and ``max_slots`` from what it measures
+            (docs/autoscaling.md).
+        min_slots: The fewest slots an ``"auto"`` type runs (when enabled).
+        max_slots: The most slots an ``"auto"`` type runs.
+        auto_slots: The thresholds of ``"auto"`` slots (:class:`AutoSlotsTuning`).
         max_attempts: Attempts before a task is dead-lettered (per-task override wins).
         visibility_seconds: Lease length of a reserved task; renewed while it runs.
         timeout_seconds: Time limit of one ``run_one`` (None: no limit). Past it the
@@ -128,7 +143,10 @@ class BaseConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     enabled: bool = True
-    slots: int = Field(default=1, ge=0, le=10_000)
+    slots: Annotated[int, Field(ge=0, le=MAX_SLOTS)] | Literal["auto"] = 1
+    min_slots: int = Field(default=1, ge=1, le=10_000)
+    max_slots: int = Field(default=16, ge=1, le=10_000)
+    auto_slots: AutoSlotsTuning = Field(default_factory=AutoSlotsTuning)
     max_attempts: int = Field(default=3, ge=1, le=1_000)
     visibility_seconds: float = Field(default=300.0, ge=10)
     timeout_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
@@ -164,6 +182,29 @@ class BaseConfig(BaseModel):
     costs: Costs = Field(default_factory=Costs)
     daily_budget: dict[str, float] | None = None
 
+    @field_validator("slots", mode="before")
+    @classmethod
+    def _check_slots(cls, value: Any) -> int | str:
+        # One clear message for every wrong value (pydantic's union would answer
+        # twice, once per member, under a field path naming the member).
+        if isinstance(value, str) and value.strip().lower() == AUTO:
+            return AUTO
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SLOTS:
+            return value
+        raise ValueError(f'slots is a whole number from 0 to {MAX_SLOTS} or "auto", not {value!r}')
+
+    @model_validator(mode="after")
+    def _check_slot_bounds(self) -> BaseConfig:
+        problem = slot_bounds_problem(self.model_dump(include={"min_slots", "max_slots"}))
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
+    @property
+    def auto(self) -> bool:
+        """True when the worker sizes the slots itself (``slots: "auto"``)."""
+        return self.slots == AUTO
+
     @field_validator("daily_budget", mode="before")
     @classmethod
     def _check_daily_budget(cls, value: Any) -> dict[str, float] | None:
@@ -195,6 +236,18 @@ class BaseConfig(BaseModel):
         """The concurrency and rate of each of the type's groups (a crawler's are
         its ``per_host_*`` fields)."""
         return self.group_concurrency, self.group_rate
+
+
+def slot_bounds_problem(data: dict[str, Any]) -> str | None:
+    """Why ``min_slots``/``max_slots`` of a (merged) config do not go together, or
+    None. The master applies it to a config it checks against a worker's published
+    JSON schema, which cannot say it."""
+    fields = BaseConfig.model_fields
+    lo = data.get("min_slots", fields["min_slots"].default)
+    hi = data.get("max_slots", fields["max_slots"].default)
+    if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
+        return f"min_slots ({lo}) is above max_slots ({hi})"
+    return None
 
 
 def merge_config(*layers: dict[str, Any] | None) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from fleet.core.errors import ConfigError
 from fleet.core.flow import GroupLimits
 from fleet.core.metrics import Metrics, merge_snapshots
 from fleet.core.proxy import ProxyHandle, ProxyPolicy
+from fleet.worker.autoslots import AutoSlots
 from fleet.worker.batch import BatchSlot
 from fleet.worker.configstate import check_config, config_action, proxy_changed
 from fleet.worker.continuous import ContinuousSlot
@@ -86,6 +87,8 @@ class TypeRunner:
         self._retired_metrics: dict[str, Any] | None = None
         self._rate = RateMeter(clock.now())
         self._closed = False
+        #: Sizes the slots while the config says ``slots: "auto"`` (else None).
+        self.autoslots: AutoSlots | None = None
         self.is_batch = issubclass(cls, BatchAutomation)
         #: Why the type can never run in this process (its class failed to build).
         self.broken: str | None = None
@@ -258,10 +261,40 @@ class TypeRunner:
             self.reconcile()
 
     # ------------------------------------------------------------------ slots
+    def _slot_count(self, cfg: BaseConfig | None) -> int:
+        if cfg is None:
+            return 0
+        if isinstance(cfg.slots, int):
+            return cfg.slots
+        target = self.autoslots.target if self.autoslots is not None else cfg.min_slots
+        return min(max(target, cfg.min_slots), cfg.max_slots)  # the bounds may just have moved
+
+    def _follow_auto(self) -> None:
+        """Start the adaptive slots' controller when the config turned ``"auto"``
+        (and the loop runs), stop it when it no longer is."""
+        cfg = self.config
+        wanted = cfg is not None and cfg.auto and not self._closed
+        if wanted and self.autoslots is None:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return  # started by the next reconcile inside the loop
+            self.autoslots = AutoSlots(
+                self.automation_type,
+                self._current_config,
+                lambda: [s.stats for s in self.slots.values() if not s.stopping],
+                self.env.counters,
+                self.reconcile,
+            )
+            self.autoslots.start()
+        elif not wanted and self.autoslots is not None:
+            self.autoslots.stop()
+            self.autoslots = None
+
     def desired(self) -> Desired:
         cfg = self.config
         return Desired(
-            slots=cfg.slots if cfg is not None else 0,
+            slots=self._slot_count(cfg),
             enabled=cfg.enabled if cfg is not None else False,
             recycle_seconds=cfg.recycle_seconds if cfg is not None else None,
             config_ok=cfg is not None and self.last_error is None,
@@ -291,6 +324,7 @@ class TypeRunner:
         """Start, stop and recycle slots to match :meth:`desired` (see reconcile.py)."""
         if self._closed:
             return
+        self._follow_auto()
         views = [SlotView(s.slot_id, s.started_at, s.stopping) for s in self.slots.values()]
         plan = decide(views, self.desired(), clock.now())
         for sid in (*plan.stop, *plan.recycle):
@@ -369,6 +403,7 @@ class TypeRunner:
             await self.env.feeder.close()
         self.reconcile()
         self._closed = True
+        self._follow_auto()
         tasks = [s.task for s in self.slots.values() if s.task is not None]
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=grace)
@@ -394,7 +429,7 @@ class TypeRunner:
         """The stats frame of this type (docs/protocol.md)."""
         now = clock.now()
         per_second = self._rate.update(now, self.env.counters.completed)
-        return stats_frame(
+        frame = stats_frame(
             ts=now,
             slots=[s.stats for s in self.slots.values()],
             counters=self.env.counters,
@@ -404,3 +439,6 @@ class TypeRunner:
             retired_metrics=self._retired_metrics,
             browser_pools=[self.browser.stats()] if self.browser is not None else (),
         )
+        if self.autoslots is not None:
+            frame["autoslots"] = self.autoslots.report()
+        return frame

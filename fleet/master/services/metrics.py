@@ -89,6 +89,9 @@ class TypeSnapshot:
     groups_seen: int = 0  #: groups examined (at most GROUPS_EXAMINED)
     #: (worker id, seconds since its last report) of each worker not STOPPED
     heartbeat_ages: list[tuple[str, float]] = field(default_factory=list)
+    #: (worker id, its slot target, the signal that limited it) of each live worker
+    #: running the type with ``slots: "auto"``
+    autoslots: list[tuple[str, float, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -265,6 +268,9 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
         tasks: dict[str, Any] = raw_tasks if isinstance(raw_tasks, dict) else {}
         ts.per_second += _num(tasks.get("per_second"))
         ts.processes.append((wid, _num(stats.get("cpu_percent")), _num(stats.get("rss_bytes"))))
+        auto = stats.get("autoslots")
+        if isinstance(auto, dict):
+            ts.autoslots.append((wid, _num(auto.get("slots")), str(auto.get("limit") or "")))
         for key in WORKER_COUNTERS:
             if key in tasks:  # batch types only, and workers that report it
                 ts.worker_counts.setdefault(key, {})[wid] = _num(tasks[key])
@@ -330,6 +336,17 @@ class _SnapshotCollector(Collector):
         rss = GaugeMetricFamily(
             "fleet_worker_rss_bytes", "Worker process memory", labels=["type", "worker"]
         )
+        auto_slots = GaugeMetricFamily(
+            "fleet_worker_auto_slots",
+            'Slots a worker sized itself for a type with slots: "auto"',
+            labels=["type", "worker"],
+        )
+        auto_limit = GaugeMetricFamily(
+            "fleet_worker_auto_slots_limit",
+            "1 for the signal that last held a worker's auto slots (loop_lag, cpu, rss, "
+            "free_memory, throttled, efficiency, max_slots, idle, warming, growing)",
+            labels=["type", "worker", "signal"],
+        )
         heartbeat = GaugeMetricFamily(
             "fleet_worker_heartbeat_age_seconds",
             "Seconds since a worker (not stopped) last reported",
@@ -393,6 +410,9 @@ class _SnapshotCollector(Collector):
             for wid, cpu_percent, rss_bytes in ts.processes:
                 cpu.add_metric([t, wid], cpu_percent)
                 rss.add_metric([t, wid], rss_bytes)
+            for wid, target, limit in sorted(ts.autoslots):
+                auto_slots.add_metric([t, wid], target)
+                auto_limit.add_metric([t, wid, limit], 1.0)
             for key, counts in ts.worker_counts.items():
                 for wid, count in sorted(counts.items()):
                     per_worker[key].add_metric([t, wid], count)
@@ -416,6 +436,7 @@ class _SnapshotCollector(Collector):
                     p_hist.add_metric([t, str(name)], _cumulative(h["buckets"]), float(h["sum"]))
         yield from counters.values()
         yield from (depth, oldest, workers, busy, total, rate, cpu, rss, heartbeat)
+        yield from (auto_slots, auto_limit)
         yield from per_worker.values()
         yield unreadable
         yield from (g_count, g_pending, g_running)

@@ -24,6 +24,7 @@ from pydantic import ValidationError as PydanticError
 
 from fleet.core.automation import BatchAutomation, get_automation
 from fleet.core.catalog import CatalogEntry
+from fleet.core.config import slot_bounds_problem
 from fleet.master.services.safe_regex import SafeValidator
 
 Loc = tuple[str | int, ...]
@@ -173,7 +174,18 @@ def config_errors(
     schema = entry.get("config")
     if not isinstance(schema, dict):
         return []
-    return schema_errors(schema, config, loc)
+    errors = schema_errors(schema, config, loc)
+    bounds = slot_bounds_problem(config)
+    if bounds is not None:
+        errors.append(
+            {
+                "type": "value_error",
+                "loc": [*loc, "min_slots"],
+                "msg": bounds,
+                "input": config.get("min_slots"),
+            }
+        )
+    return errors
 
 
 def split_missing(errors: Sequence[dict[str, Any]]) -> tuple[list[str], ErrorList]:

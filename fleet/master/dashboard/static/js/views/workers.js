@@ -126,7 +126,19 @@ function rowCells(w, msg, withBrowsers, opts) {
       !w.up && w.reported_state ? h("small", { class: "muted" }, ` last ${w.reported_state}`) : null,
     ),
     h("td", { title: w.last_seen ? new Date(w.last_seen * 1000).toISOString() : "" }, fmtAgo(w.last_seen)),
-    h("td", { class: "num", "data-col": "slots" }, `${(w.slots && w.slots.busy) || 0} / ${(w.slots && w.slots.total) || 0}`),
+    h(
+      "td",
+      { class: "num", "data-col": "slots" },
+      `${(w.slots && w.slots.busy) || 0} / ${(w.slots && w.slots.total) || 0}`,
+      // slots: "auto": the count the worker chose and the signal that held it.
+      w.autoslots
+        ? h(
+            "small",
+            { class: "muted", "data-stat": "autoslots", title: `min ${w.autoslots.min_slots} · max ${w.autoslots.max_slots}` },
+            ` auto ${w.autoslots.slots ?? "?"} (${w.autoslots.limit ?? "?"})`,
+          )
+        : null,
+    ),
     genCell(w),
     withBrowsers ? browsersCell(w) : null,
     h("td", { class: "error-text", "data-col": "last_error" }, w.last_error || ""),
