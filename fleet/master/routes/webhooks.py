@@ -10,15 +10,15 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from fleet.backends.base import Backend
 from fleet.core.webhooks import EVENTS
-from fleet.master.http.answers import (
+from fleet.master.http.auth import admin_access, read_access
+from fleet.master.http.models import error_responses
+from fleet.master.http.webhook_answers import (
     WebhookDeleted,
     WebhookDeliveries,
     WebhookList,
     WebhookOut,
     WebhookTest,
 )
-from fleet.master.http.auth import admin_access, read_access
-from fleet.master.http.models import error_responses
 from fleet.master.services import webhooks
 from fleet.master.state import backend_dependency
 
