@@ -109,6 +109,15 @@ def _select(found: Plugins, types: tuple[str, ...]) -> list[type[Automation[Any]
     help="Worker processes to run, forked after the plugins are imported; each is a "
     "whole worker with its own id (--id W: W-1, W-2, ...).",
 )
+@click.option(
+    "--exit-when-idle",
+    "exit_when_idle",
+    type=click.FloatRange(min=0.1),
+    default=None,
+    metavar="SECONDS",
+    help="Drain and exit 0 once no task ran or waited for this long (KEDA jobs, "
+    "spot instances); a task still queued stays for the next worker.",
+)
 @_plugin_option
 def worker(
     types: tuple[str, ...],
@@ -116,6 +125,7 @@ def worker(
     backend_url: str | None,
     grace: float,
     processes: int,
+    exit_when_idle: float | None,
     plugins: tuple[str, ...],
 ) -> None:
     """Run automation slots: take tasks, report state, follow the desired config."""
@@ -143,6 +153,7 @@ def worker(
                 resync_seconds=resync,
                 origins=found.origins,
                 same_signal_within=same_signal_within,
+                exit_when_idle=exit_when_idle,
             )
         )
 

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +73,8 @@ class Worker:
         on_finished: Called with ``(task_id, outcome)`` after each settled task.
         id_claim: This process's claim on ``worker_id`` (renewed with every heartbeat,
             released at shutdown); None for ``fleet run`` and in-process tests.
+        exit_when_idle: Stop (gracefully) once no slot has run a task and no task
+            waited in the process for this many seconds (None: never).
     """
 
     def __init__(
@@ -87,8 +90,12 @@ class Worker:
         fixed_config: dict[str, Any] | None = None,
         on_finished: Callable[[str, Finished], None] | None = None,
         id_claim: IdClaim | None = None,
+        exit_when_idle: float | None = None,
     ) -> None:
         self.backend = backend
+        self.exit_when_idle = exit_when_idle
+        #: Set when the worker stopped because it had nothing to do.
+        self.exited_idle = False
         self.id_claim = id_claim
         self.worker_id = worker_id or host_name()
         self.grace = grace
@@ -197,6 +204,8 @@ class Worker:
         for runner in self.runners.values():
             runner.start()
         self._loops.append(asyncio.create_task(self._events_loop(first), name="worker-events"))
+        if self.exit_when_idle is not None:
+            self._loops.append(asyncio.create_task(self._idle_loop(), name="exit-when-idle"))
         if not self.standalone:
             for runner in self.runners.values():
                 with contextlib.suppress(BackendError):
@@ -304,6 +313,41 @@ class Worker:
                     self._outages.failed("state writes", exc)
                 else:
                     log.warning("could not write state of %s: %s", runner.automation_type, exc)
+
+    def activity(self) -> tuple[bool, int]:
+        """``(busy, settled)``: busy while a slot runs a task (a continuous slot:
+        always) or a reserved task waits in the process for a slot; settled counts
+        the attempts that ended, so a task shorter than the look between two looks
+        still counts as work."""
+        busy, settled = False, 0
+        for runner in self.runners.values():
+            c = runner.env.counters
+            settled += c.completed + c.failed + c.dead + c.throttled
+            if any(s.stats.busy for s in runner.slots.values()):
+                busy = True
+            elif runner.env.feeder is not None and runner.env.feeder.holding:
+                busy = True
+        return busy, settled
+
+    async def _idle_loop(self) -> None:
+        # --exit-when-idle: a look a few times a second; nothing is in flight when it
+        # stops, and a task reserved meanwhile is given back by the feeder's close.
+        assert self.exit_when_idle is not None
+        limit = self.exit_when_idle
+        step = min(0.25, max(limit / 4, 0.05))
+        idle_since = time.monotonic()
+        seen = self.activity()[1]
+        while True:
+            await asyncio.sleep(step)
+            now = time.monotonic()
+            busy, settled = self.activity()
+            if busy or settled != seen:
+                idle_since, seen = now, settled
+            elif now - idle_since >= limit:
+                log.info("worker %s: nothing to do for %.1fs: exiting", self.worker_id, limit)
+                self.exited_idle = True
+                self.request_stop()
+                return
 
     async def _heartbeat_loop(self) -> None:
         while True:

@@ -112,6 +112,11 @@ class Feeder:
                     self._waiters.remove(fut)
             raise
 
+    @property
+    def holding(self) -> int:
+        """Tasks reserved ahead that no slot took yet."""
+        return len(self._held)
+
     def _live_waiters(self) -> int:
         while self._waiters and self._waiters[0].done():
             self._waiters.popleft()

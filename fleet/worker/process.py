@@ -101,8 +101,10 @@ async def serve(
     resync_seconds: float,
     origins: Mapping[str, str] | None = None,
     same_signal_within: float = 0.0,
+    exit_when_idle: float | None = None,
 ) -> None:
-    """Run a worker until a signal stops it.
+    """Run a worker until a signal stops it (or, with ``exit_when_idle``, until it
+    had nothing to do for that many seconds).
 
     Args:
         origins: Where each type came from (``package version``), for the first log line.
@@ -125,6 +127,7 @@ async def serve(
             resync_seconds=resync_seconds,
             policy=RetryPolicy.from_env(),
             id_claim=claim,
+            exit_when_idle=exit_when_idle,
         )
         install_signal_handlers(worker, same_signal_within)
         log.info(
