@@ -424,6 +424,23 @@ class BrowserPoolStats(Answer):
     error: str | None = None
 
 
+class AutoSlotsOut(Answer):
+    """A worker's adaptive slots of one type (``slots: "auto"``, docs/autoscaling.md):
+    the count it chose and the signal that held it there, with the window's signals."""
+
+    slots: int | None = None
+    min_slots: int | None = None
+    max_slots: int | None = None
+    limit: str | None = None
+    loop_lag: Number | None = None
+    cpu_percent: Number | None = None
+    rss_bytes: int | None = None
+    free_memory_percent: Number | None = None
+    busy: Number | None = None
+    troubled_rate: Number | None = None
+    efficiency: Number | None = None
+
+
 class WorkerConfig(Answer):
     """One worker's config layers (secrets masked; the values are the automation's)
     and the generation of its desired config."""
@@ -457,6 +474,7 @@ class WorkerOut(Answer):
     version: str | None = None
     tasks: WorkerTasks | None = None
     browser_pools: list[BrowserPoolStats] | None = None
+    autoslots: AutoSlotsOut | None = None
     unreadable: list[str] | None = None
     draining_requested: bool | None = None
     config: WorkerConfig | None = None

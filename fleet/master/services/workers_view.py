@@ -89,6 +89,8 @@ def worker_view(
         "version": state.get("version") or record.hardware.get("fleet_version"),
         "tasks": stats.get("tasks") if isinstance(stats.get("tasks"), dict) else {},
         "browser_pools": pools,
+        # Only a worker that sizes the type's slots itself (slots: "auto") reports it.
+        "autoslots": stats["autoslots"] if isinstance(stats.get("autoslots"), dict) else None,
         "unreadable": list(record.unreadable),
     }
 
