@@ -184,3 +184,34 @@ async def test_pause_and_resume_of_unknown_runs(rb: Backend) -> None:
         await rb.runs.pause(run, "")
     with pytest.raises(ContractValueError):
         await rb.runs.resume(run, budget={"spend": -5})
+
+
+async def pending_ids(b: Backend, run: str | None = None, limit: int = 2) -> list[str]:
+    """Every pending task the task browser lists, page by page, newest first."""
+    out: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = await b.browse.page(TYPE, "pending", limit, cursor, run)
+        out += [t.id for t in page.items]
+        if page.next_cursor is None:
+            return out
+        cursor = page.next_cursor
+
+
+async def test_the_task_browser_lists_a_paused_runs_parked_tasks_as_pending(rb: Backend) -> None:
+    other = await rb.runs.create()
+    run = await rb.runs.create()
+    await push(rb, other, "o1")
+    await push(rb, run, "p1", "p2", "p3")
+    await push(rb, other, "o2")
+    await rb.runs.pause(run, "looking")
+    # The reserve parks the paused run's tasks it meets and delivers the others.
+    got = await rb.queues.reserve(TYPE, k=10, visibility_seconds=30)
+    assert sorted(r.body.id for r in got) == ["o1", "o2"]
+    await push(rb, other, "o3")
+    # Parked and queued tasks together, newest first, across pages of two.
+    assert await pending_ids(rb) == ["o3", "p3", "p2", "p1"]
+    assert await pending_ids(rb, run) == ["p3", "p2", "p1"]
+    assert await pending_ids(rb, other) == ["o3"]
+    await rb.runs.resume(run)
+    assert await pending_ids(rb) == ["o3", "p3", "p2", "p1"]

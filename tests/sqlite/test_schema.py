@@ -61,7 +61,7 @@ async def test_older_file_is_migrated_keeping_its_tasks(tmp_path: Path) -> None:
     finally:
         await backend.close()
     c = _connect(path)
-    assert read_version(c) == SCHEMA_VERSION == 24
+    assert read_version(c) == SCHEMA_VERSION == 25
     assert {"tasks_finished", "idempotency_expiry", "events_ts"} <= _indexes(c)
     assert {"tasks_grouped", "task_groups_ready", "task_groups_due"} <= _indexes(c)
     assert {"started", "grp"} <= {row[1] for row in c.execute("PRAGMA table_info(tasks)")}
@@ -155,7 +155,7 @@ async def test_newer_file_is_refused_with_a_clear_error(tmp_path: Path) -> None:
     c = _connect(path)
     c.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     c.close()
-    with pytest.raises(SchemaVersionError, match=r"schema version 99.*up to version 24.*upgrade"):
+    with pytest.raises(SchemaVersionError, match=r"schema version 99.*up to version 25.*upgrade"):
         await open_backend(url_for(path))
 
 

@@ -55,6 +55,10 @@ def _keyset(column: str, pos: Position | None) -> tuple[str, tuple[Any, ...]]:
     )
 
 
+_PAUSED = "SELECT id FROM runs WHERE state = 'paused'"
+_COLUMNS = "id, CAST(body AS BLOB), attempt, enqueued_at, ready_at, deadline, grp, run, finished_at"
+
+
 def live_sql(
     state: BrowseState, pos: Position | None, run: str | None = None
 ) -> tuple[str, tuple[Any, ...]]:
@@ -65,10 +69,21 @@ def live_sql(
     cond, args = _keyset(order, pos)
     by_run = "" if run is None else " AND run = ?"
     return (
-        "SELECT id, CAST(body AS BLOB), attempt, enqueued_at, ready_at, deadline, grp, run, "
-        f"finished_at FROM tasks WHERE type = ?{by_run} AND state = '{_LIVE[state]}'{cond} "
+        f"SELECT {_COLUMNS} FROM tasks WHERE type = ?{by_run} AND state = '{_LIVE[state]}'{cond} "
         f"ORDER BY {order} DESC, id DESC LIMIT ?",
         ((run,) if run is not None else ()) + args,
+    )
+
+
+def parked_sql(pos: Position | None, run: str) -> tuple[str, tuple[Any, ...]]:
+    """The query of a page of one paused run's tasks its reserves set aside
+    (``parked``: pending to everyone; parameters after type, before the limit), in the
+    order of the run index."""
+    cond, args = _keyset("enqueued_at", pos)
+    return (
+        f"SELECT {_COLUMNS} FROM tasks WHERE type = ? AND run = ? AND state = 'parked'{cond} "
+        "ORDER BY enqueued_at DESC, id DESC LIMIT ?",
+        (run, *args),
     )
 
 
@@ -94,6 +109,16 @@ def live_page(
     """The ``limit + 1`` newest live (or done) tasks of ``state`` before ``pos``."""
     sql, args = live_sql(state, pos, run)
     rows = conn.execute(sql, (automation_type, *args, limit + 1)).fetchall()
+    if state == "pending":
+        # A paused run's parked tasks are pending too: each paused run's page (the
+        # partial index of paused runs, then the run index) merged in, newest first.
+        paused = [run] if run is not None else [r for (r,) in conn.execute(_PAUSED)]
+        for one in paused:
+            sql, args = parked_sql(pos, one)
+            rows += conn.execute(sql, (automation_type, *args, limit + 1)).fetchall()
+        if paused:
+            rows.sort(key=lambda r: (r[3], r[0]), reverse=True)
+            del rows[limit + 1 :]
     out: list[TaskSummary] = []
     for tid, raw, attempt, at, ready_at, deadline, grp, run_id, finished_at in rows:
         try:

@@ -64,7 +64,7 @@ from fleet.core.errors import SchemaVersionError
 from fleet.core.runs import run_idle_ttl
 
 #: The version this code reads and writes.
-SCHEMA_VERSION = 24
+SCHEMA_VERSION = 25
 
 #: Version 1: every table and the hot-path indexes.
 _V1 = """
@@ -576,6 +576,12 @@ CREATE TABLE webhook_deliveries (
 CREATE INDEX webhook_deliveries_order ON webhook_deliveries (hook, created_at, event);
 """
 
+#: Version 25: the paused runs, found without a scan of every run (the task browser's
+#: pending page lists the tasks their reserves parked).
+_V25 = """
+CREATE INDEX runs_paused ON runs (id) WHERE state = 'paused';
+"""
+
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def apply(conn: sqlite3.Connection) -> None:
         # executescript would COMMIT our transaction; run statement by statement.
@@ -612,6 +618,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     22: _script(_V22),
     23: _script(_V23),
     24: _script(_V24),
+    25: _script(_V25),
 }
 
 
