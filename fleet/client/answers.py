@@ -289,6 +289,20 @@ class BrowserPoolStats(TypedDict):
     error: NotRequired[str | None]
 
 
+class AutoSlotsOut(TypedDict):
+    slots: NotRequired[int | None]
+    min_slots: NotRequired[int | None]
+    max_slots: NotRequired[int | None]
+    limit: NotRequired[str | None]
+    loop_lag: NotRequired[Number | None]
+    cpu_percent: NotRequired[Number | None]
+    rss_bytes: NotRequired[int | None]
+    free_memory_percent: NotRequired[Number | None]
+    busy: NotRequired[Number | None]
+    troubled_rate: NotRequired[Number | None]
+    efficiency: NotRequired[Number | None]
+
+
 class WorkerConfig(TypedDict):
     type_wide: dict[str, Any]
     override: dict[str, Any]
@@ -316,6 +330,7 @@ class WorkerOut(TypedDict):
     version: NotRequired[str | None]
     tasks: NotRequired[WorkerTasks | None]
     browser_pools: NotRequired[list[BrowserPoolStats] | None]
+    autoslots: NotRequired[AutoSlotsOut | None]
     unreadable: NotRequired[list[str] | None]
     draining_requested: NotRequired[bool | None]
     config: NotRequired[WorkerConfig | None]
@@ -363,6 +378,18 @@ class CatalogEntryOut(TypedDict):
     raw: NotRequired[str | None]
 
 
+class DemandOut(TypedDict):
+    pending: int
+    processing: int
+    oldest_pending_age: NotRequired[Number | None]
+    arrival_rate: NotRequired[Number | None]
+    completion_rate: NotRequired[Number | None]
+    slot_rate: NotRequired[Number | None]
+    workers: int
+    slots: int
+    desired_workers: int
+
+
 class TypeRow(TypedDict):
     type: str
     kind: str | None
@@ -371,6 +398,7 @@ class TypeRow(TypedDict):
     has_stream: bool
     workers: NotRequired[dict[str, int] | None]
     queue: NotRequired[dict[str, Any] | None]
+    demand: NotRequired[DemandOut | None]
     unreadable: NotRequired[str | None]
 
 

@@ -93,6 +93,21 @@ class CatalogEntryOut(Answer):
     raw: str | None = None
 
 
+class DemandOut(Answer):
+    """What a type needs of the fleet (docs/autoscaling.md): its queue, its rates as
+    this master measured them between reads, and the workers that would keep up."""
+
+    pending: int
+    processing: int
+    oldest_pending_age: Number | None = None
+    arrival_rate: Number | None = None
+    completion_rate: Number | None = None
+    slot_rate: Number | None = None
+    workers: int
+    slots: int
+    desired_workers: int
+
+
 class TypeRow(Answer):
     """One row of ``GET /automations``: kind, worker counts, queue depths."""
 
@@ -103,6 +118,7 @@ class TypeRow(Answer):
     has_stream: bool
     workers: dict[str, int] | None = None
     queue: dict[str, Any] | None = None
+    demand: DemandOut | None = None
     unreadable: str | None = None
 
 

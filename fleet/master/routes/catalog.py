@@ -56,9 +56,12 @@ async def automations(
 ) -> list[dict[str, Any]]:
     """Every catalogued type, and every type that has workers, with a summary (the
     worker counts as ``GET /workers`` shows them: as of at most two seconds ago)."""
-    heartbeat = master_state(request).settings.heartbeat_seconds
+    state = master_state(request)
     read = await shared_views(request).read()
-    return await types.type_rows(backend, principal.sees_type, heartbeat, read)
+    rates = state.metrics.rates if state.metrics is not None else None
+    return await types.type_rows(
+        backend, principal.sees_type, state.settings.heartbeat_seconds, read, rates
+    )
 
 
 @router.delete(

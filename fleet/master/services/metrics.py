@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 from fleet.backends.base import Backend
 from fleet.core import clock
 from fleet.core.blocks.verdicts import VERDICT_KINDS
+from fleet.core.demand import Demand, RateBook, measure
 from fleet.core.meters import type_scope
 from fleet.core.metrics import BUCKETS, merge_histograms, merge_snapshots
 from fleet.core.records import QueueDepths
@@ -67,6 +68,20 @@ WORKER_COUNTERS: dict[str, tuple[str, str]] = {
 }
 
 
+#: What a type needs of the fleet (:class:`~fleet.core.demand.Demand`), exported per
+#: type for an autoscaler (docs/autoscaling.md): key -> (metric name, help).
+DEMAND_GAUGES: dict[str, tuple[str, str]] = {
+    "pending": ("fleet_queue_pending", "Tasks waiting in the queue (every priority)"),
+    "arrival_rate": ("fleet_queue_arrival_rate", "Tasks submitted per second"),
+    "completion_rate": ("fleet_queue_completion_rate", "Tasks completed per second"),
+    "slot_rate": ("fleet_slot_throughput", "Tasks one busy slot completes per second"),
+    "desired_workers": (
+        "fleet_desired_workers",
+        "Workers that would keep up with the arrivals and clear the backlog in a minute",
+    ),
+}
+
+
 @dataclass
 class TypeSnapshot:
     """What one scrape knows of one automation type."""
@@ -92,6 +107,8 @@ class TypeSnapshot:
     #: (worker id, its slot target, the signal that limited it) of each live worker
     #: running the type with ``slots: "auto"``
     autoslots: list[tuple[str, float, str]] = field(default_factory=list)
+    #: what the type needs of the fleet (a type with a queue only)
+    demand: Demand | None = None
 
 
 @dataclass
@@ -214,8 +231,15 @@ async def _busiest_groups(backend: Backend, automation_type: str, ts: TypeSnapsh
     ts.groups = found[:TOP_GROUPS]
 
 
-async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
-    """Read everything ``/metrics`` shows from the backend."""
+#: Worker states that do not count as live for the fleet's demand.
+NOT_LIVE = frozenset({"DOWN", "STOPPED"})
+
+
+async def gather(
+    backend: Backend, heartbeat_seconds: float, rates: RateBook | None = None
+) -> Snapshot:
+    """Read everything ``/metrics`` shows from the backend (``rates``: where the
+    arrival and completion rates are measured between scrapes)."""
     snap = Snapshot()
     if not await backend.ping():
         snap.backend_up = False
@@ -280,6 +304,14 @@ async def gather(backend: Backend, heartbeat_seconds: float) -> Snapshot:
             if _valid_hist(stats.get(key)):
                 ts.duration = merge_histograms(ts.duration, stats[key])
                 break
+    for t, ts in snap.types.items():
+        if ts.depths is not None:
+            c = ts.depths.counters
+            pair = rates.rates(t, now, c.submitted, c.completed) if rates else (None, None)
+            live = sum(n for state, n in ts.workers.items() if state not in NOT_LIVE)
+            ts.demand = measure(
+                ts.depths, pair, workers=live, slots=ts.slots_total, slots_busy=ts.slots_busy
+            )
     for t, snaps in plugin_snaps.items():
         try:
             snap.types[t].plugin = merge_snapshots(snaps)
@@ -336,6 +368,10 @@ class _SnapshotCollector(Collector):
         rss = GaugeMetricFamily(
             "fleet_worker_rss_bytes", "Worker process memory", labels=["type", "worker"]
         )
+        demand = {
+            key: GaugeMetricFamily(name, text, labels=["type"])
+            for key, (name, text) in DEMAND_GAUGES.items()
+        }
         auto_slots = GaugeMetricFamily(
             "fleet_worker_auto_slots",
             'Slots a worker sized itself for a type with slots: "auto"',
@@ -410,6 +446,10 @@ class _SnapshotCollector(Collector):
             for wid, cpu_percent, rss_bytes in ts.processes:
                 cpu.add_metric([t, wid], cpu_percent)
                 rss.add_metric([t, wid], rss_bytes)
+            for key, family in demand.items():
+                value = ts.demand.get(key) if ts.demand is not None else None
+                if isinstance(value, (int, float)):
+                    family.add_metric([t], float(value))
             for wid, target, limit in sorted(ts.autoslots):
                 auto_slots.add_metric([t, wid], target)
                 auto_limit.add_metric([t, wid, limit], 1.0)
@@ -437,6 +477,7 @@ class _SnapshotCollector(Collector):
         yield from counters.values()
         yield from (depth, oldest, workers, busy, total, rate, cpu, rss, heartbeat)
         yield from (auto_slots, auto_limit)
+        yield from demand.values()
         yield from per_worker.values()
         yield unreadable
         yield from (g_count, g_pending, g_running)
@@ -538,8 +579,11 @@ class MasterMetrics:
         self.registry = CollectorRegistry(auto_describe=False)
         self._collector = _SnapshotCollector()
         self.registry.register(self._collector)
+        #: The rates of every type, measured between this master's reads (scrapes
+        #: and ``GET /automations`` alike).
+        self.rates = RateBook()
 
     async def render(self, backend: Backend, heartbeat_seconds: float) -> bytes:
         """Gather a fresh snapshot and render the Prometheus text format."""
-        self._collector.snapshot = await gather(backend, heartbeat_seconds)
+        self._collector.snapshot = await gather(backend, heartbeat_seconds, self.rates)
         return generate_latest(self.registry)

@@ -8,6 +8,8 @@ from dataclasses import astuple
 from typing import Any
 
 from fleet.backends.base import Backend
+from fleet.core import clock
+from fleet.core.demand import RateBook, measure
 from fleet.core.errors import Conflict
 from fleet.core.runs import OPEN_STATES
 from fleet.master.services.catalog import all_entries, find_entry, summary, unknown_type
@@ -21,6 +23,7 @@ async def type_rows(
     sees_type: Callable[[str], bool],
     heartbeat_seconds: float,
     read: WorkersRead | None = None,
+    rates: RateBook | None = None,
 ) -> list[dict[str, Any]]:
     """Every catalogued type, and every type that has workers, that ``sees_type``
     lets through: its kind, worker counts and queue depths (``GET /automations``).
@@ -30,6 +33,8 @@ async def type_rows(
         sees_type: Which types to list.
         heartbeat_seconds: Heartbeat period, for the counts of workers up.
         read: The master's shared read of the worker views (None: read them now).
+        rates: Where the master measures arrival and completion rates (None: the
+            ``demand`` of each row has none, and counts no rate).
     """
     entries = await all_entries(backend)
     if read is None:
@@ -43,11 +48,25 @@ async def type_rows(
         zip(queued, await asyncio.gather(*(backend.queues.depths(t) for t in queued)), strict=True)
     )
     out = []
+    now = clock.now()
     for t in shown:
+        views = read.of_type(t)
         queue = depths[t].to_dict() if t in depths else None
-        counts = worker_counts(read.of_type(t))
+        counts = worker_counts(views)
         # An entry that cannot be read is listed, with why instead of its kind.
-        out.append(summary(t, entries.get(t), workers=counts, queue=queue))
+        row = summary(t, entries.get(t), workers=counts, queue=queue)
+        if t in depths:
+            c = depths[t].counters
+            pair = rates.rates(t, now, c.submitted, c.completed) if rates else (None, None)
+            up = [v for v in views if v["up"]]
+            row["demand"] = measure(
+                depths[t],
+                pair,
+                workers=len(up),
+                slots=sum(v["slots"]["total"] for v in up),
+                slots_busy=sum(v["slots"]["busy"] for v in up),
+            )
+        out.append(row)
     return out
 
 
