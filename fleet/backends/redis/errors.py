@@ -17,8 +17,8 @@ from typing import Any
 
 from fleet.backends.redis.core import RedisCore, RedisPart
 from fleet.backends.redis.scripts import LuaScript
-from fleet.backends.sqlite.errors import domains_of, meta_of, sample_doc, sample_of
 from fleet.core.capabilities.errors import ErrorGroups
+from fleet.core.error_docs import domains_of, meta_of, sample_doc, sample_of
 from fleet.core.error_groups import (
     MAX_DOMAINS,
     PRUNE_PER_WRITE,

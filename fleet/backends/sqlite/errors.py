@@ -19,6 +19,7 @@ from typing import Any
 
 from fleet.backends.sqlite.conn import SQLiteDB
 from fleet.core.capabilities.errors import ErrorGroups
+from fleet.core.error_docs import domains_of, meta_doc, meta_of, sample_doc, sample_of
 from fleet.core.error_groups import (
     PRUNE_PER_WRITE,
     TTL_SECONDS,
@@ -26,9 +27,7 @@ from fleet.core.error_groups import (
     GroupDelta,
     GroupPage,
     Held,
-    Sample,
     Snapshot,
-    SnapshotMeta,
     check_group,
     check_limit,
     check_snapshot_id,
@@ -40,71 +39,6 @@ from fleet.core.error_groups import (
 from fleet.core.records import now
 
 _COLUMNS = "grp, exc, message, location, count, first_seen, last_seen, domains, sample"
-
-
-def sample_doc(sample: Sample) -> str:
-    """A sample as stored (JSON)."""
-    return json.dumps(
-        {"task_id": sample.task_id, "message": sample.message, "tb": sample.traceback}
-    )
-
-
-def sample_of(raw: Any) -> Sample:
-    """A stored sample (anything unreadable: an empty one)."""
-    try:
-        doc = json.loads(raw)
-    except (TypeError, ValueError):
-        return Sample()
-    if not isinstance(doc, dict):
-        return Sample()
-    return Sample(str(doc.get("task_id", "")), str(doc.get("message", "")), str(doc.get("tb", "")))
-
-
-def domains_of(raw: Any) -> tuple[str, ...]:
-    try:
-        doc = json.loads(raw)
-    except (TypeError, ValueError):
-        return ()
-    return tuple(str(d) for d in doc) if isinstance(doc, list) else ()
-
-
-def meta_doc(meta: SnapshotMeta) -> str:
-    """A snapshot's description as stored (JSON; its id and time are columns)."""
-    return json.dumps(
-        {
-            "label": meta.label,
-            "task_id": meta.task_id,
-            "url": meta.url,
-            "html_bytes": meta.html_bytes,
-            "truncated": meta.truncated,
-            "png_bytes": meta.png_bytes,
-        }
-    )
-
-
-def meta_of(snapshot_id: str, taken_at: float, raw: Any) -> SnapshotMeta:
-    """A stored description (fields that cannot be read: their defaults)."""
-    try:
-        doc = json.loads(raw)
-    except (TypeError, ValueError):
-        doc = {}
-    if not isinstance(doc, dict):
-        doc = {}
-
-    def num(name: str) -> int:
-        value = doc.get(name, 0)
-        return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
-
-    return SnapshotMeta(
-        snapshot_id,
-        float(taken_at),
-        label=str(doc.get("label", "")),
-        task_id=str(doc.get("task_id", "")),
-        url=str(doc.get("url", "")),
-        html_bytes=num("html_bytes"),
-        truncated=bool(doc.get("truncated", False)),
-        png_bytes=num("png_bytes"),
-    )
 
 
 def _group(row: Sequence[Any]) -> ErrorGroup:
