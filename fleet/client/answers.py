@@ -298,7 +298,7 @@ class AutoSlotsOut(TypedDict):
     cpu_percent: NotRequired[Number | None]
     rss_bytes: NotRequired[int | None]
     free_memory_percent: NotRequired[Number | None]
-    busy: NotRequired[Number | None]
+    queued: NotRequired[int | None]
     troubled_rate: NotRequired[Number | None]
     efficiency: NotRequired[Number | None]
 

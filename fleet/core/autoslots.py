@@ -40,7 +40,7 @@ class AutoSlotsTuning(BaseModel):
     Attributes:
         interval_seconds: Length of one measuring window: one decision per window.
         increase: Slots added per window while every signal is under its threshold
-            and the slots are busy.
+            and tasks wait in the type's queue.
         decrease: Factor the slots are multiplied by when a signal is over (rounded
             down, and always at least one fewer).
         max_loop_lag_seconds: Event-loop lag (how late a timer fires) above which a
@@ -57,8 +57,6 @@ class AutoSlotsTuning(BaseModel):
             auto type shrinks.
         max_throttled_rate: Share of the type's finished attempts in the window that
             were ``Throttled``, blocked or timed out above which it shrinks.
-        busy_ratio: The slots count as wanted (work is queued) when on average at
-            least this share of them was busy over the window.
         min_finished: Attempts a window needs before efficiency and the throttled
             rate are judged.
     """
@@ -74,7 +72,6 @@ class AutoSlotsTuning(BaseModel):
     max_rss_bytes: int | None = Field(default=None, ge=1)
     min_free_memory_percent: float = Field(default=5.0, ge=0, lt=100)
     max_throttled_rate: float = Field(default=0.1, ge=0, le=1)
-    busy_ratio: float = Field(default=0.8, gt=0, le=1)
     min_finished: int = Field(default=3, ge=1, le=1_000_000)
 
 
@@ -87,7 +84,8 @@ class Signals:
         cpu_percent: Process CPU over the window (100 = one core).
         rss_bytes: Process resident memory at the window's end.
         free_memory_percent: The machine's available memory at the window's end.
-        busy: Average share of the type's slots that were running a task (0..1).
+        queued: Tasks waiting in the type's queue at the window's end (a continuous
+            type: always 1, its slots always have work).
         finished: The type's attempts that ended in the window (any outcome).
         troubled: Of those, the ones throttled, blocked or timed out.
         efficiency: The type's finished attempts per slot in the window, over the
@@ -98,7 +96,7 @@ class Signals:
     cpu_percent: float = 0.0
     rss_bytes: int = 0
     free_memory_percent: float = 100.0
-    busy: float = 0.0
+    queued: int = 0
     finished: int = 0
     troubled: int = 0
     efficiency: float = 1.0
@@ -154,14 +152,14 @@ def next_slots(current: int, s: Signals, t: AutoSlotsTuning, lo: int, hi: int) -
 
     Returns:
         Fewer slots (at least ``lo``) when a signal is over its threshold, named as
-        the limit; ``increase`` more (at most ``hi``) when none is and the slots were
-        busy; else the same count, with why it did not grow.
+        the limit; ``increase`` more (at most ``hi``) when none is and tasks wait;
+        else the same count, with why it did not grow.
     """
     current = min(max(current, lo), hi)
     over = over_threshold(s, t)
     if over is not None:
         return SlotDecision(_shrink(current, lo, t.decrease), over)
-    if s.busy < t.busy_ratio:
+    if s.queued <= 0:
         return SlotDecision(current, "idle")
     if current >= hi:
         return SlotDecision(current, "max_slots")

@@ -1,36 +1,39 @@
 """The worker side of ``slots: "auto"``: one controller per type measures a window
-(the process's signals from :mod:`fleet.worker.sampling`, the type's busy slots
+(the process's signals from :mod:`fleet.worker.sampling`, the type's queue
 and its outcomes), asks :func:`fleet.core.autoslots.next_slots` for the next
 count, and has the runner start or stop slots to match.
 
-Cost: a timer every :data:`TICK` seconds per auto type (a look at its slots' busy
-flags) and a decision per window; a task pays nothing (outcomes are read from the
-type's counters, which every task updates anyway). A type with a fixed ``slots``
-has no controller at all.
+Cost: a timer every :data:`TICK` seconds per auto type (the lag measurement), and
+per window one read of the queue's depth and a decision; a task pays nothing
+(outcomes are read from the type's counters, which every task updates anyway). A
+type with a fixed ``slots`` has no controller at all.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import TypedDict
 
 from fleet.core import clock
 from fleet.core.autoslots import Limit, Signals, SlotDecision, next_slots
 from fleet.core.config import BaseConfig
+from fleet.core.errors import BackendError
 from fleet.worker.sampling import LagMeter, ProcessProbe
-from fleet.worker.stats import SlotStats, TypeCounters
+from fleet.worker.stats import TypeCounters
 
 log = logging.getLogger("fleet.worker.autoslots")
 
-#: Seconds between two looks at the slots (and two lag measurements).
+#: Seconds between two lag measurements.
 TICK = 0.25
 #: A type's slot changes are logged at most once per this many seconds.
 LOG_EVERY_SECONDS = 60.0
 #: The best per-slot throughput fades by this factor each window, so an old record
 #: (another task mix, a faster site) does not hold the type down for ever.
 BEST_FADE = 0.98
+#: Weight of the newest window in the smoothed per-slot throughput.
+SMOOTHING = 0.5
 
 
 class AutoSlotsReport(TypedDict):
@@ -44,7 +47,7 @@ class AutoSlotsReport(TypedDict):
     cpu_percent: float
     rss_bytes: int
     free_memory_percent: float
-    busy: float
+    queued: int
     troubled_rate: float
     efficiency: float
 
@@ -55,7 +58,7 @@ class AutoSlots:
     Args:
         automation_type: The type (for logs).
         config: The type's current config.
-        slots: The type's live slots' counters.
+        queued: Reads how many tasks wait in the type's queue.
         counters: The type's totals.
         changed: Called when :attr:`target` changed (the runner reconciles).
     """
@@ -64,13 +67,13 @@ class AutoSlots:
         self,
         automation_type: str,
         config: Callable[[], BaseConfig],
-        slots: Callable[[], Iterable[SlotStats]],
+        queued: Callable[[], Awaitable[int]],
         counters: TypeCounters,
         changed: Callable[[], None],
     ) -> None:
         self.automation_type = automation_type
         self._config = config
-        self._slots = slots
+        self._queued = queued
         self._counters = counters
         self._changed = changed
         cfg = config()
@@ -81,8 +84,7 @@ class AutoSlots:
         self._probe = ProcessProbe()
         self._lag = LagMeter(TICK)
         self._best = 0.0
-        self._busy_sum = 0.0
-        self._ticks = 0
+        self._smooth: float | None = None
         self._window_start = clock.now()
         self._seen = self._totals()
         self._logged_at = 0.0
@@ -109,15 +111,14 @@ class AutoSlots:
         while True:
             await asyncio.sleep(TICK)
             self._lag.tick()
-            live = list(self._slots())
-            if live:
-                self._busy_sum += sum(1 for s in live if s.busy) / len(live)
-            self._ticks += 1
-            now = clock.now()
-            if now - self._window_start >= self._config().auto_slots.interval_seconds:
-                self.decide(now)
+            if clock.now() - self._window_start >= self._config().auto_slots.interval_seconds:
+                try:
+                    queued = await self._queued()
+                except BackendError:
+                    queued = 0  # cannot tell: hold (the outage is logged where it hurts)
+                self.decide(clock.now(), queued)
 
-    def decide(self, now: float) -> SlotDecision:
+    def decide(self, now: float, queued: int) -> SlotDecision:
         """Close the window: measure, decide, and tell the runner if the count moved."""
         cfg = self._config()
         t = cfg.auto_slots
@@ -125,27 +126,32 @@ class AutoSlots:
         finished_total, troubled_total = self._totals()
         finished = finished_total - self._seen[0]
         troubled = troubled_total - self._seen[1]
-        busy = self._busy_sum / self._ticks if self._ticks else 0.0
         per_slot = finished / elapsed / max(self.target, 1)
-        judged = busy >= t.busy_ratio and finished >= t.min_finished
+        judged = queued > 0 and finished >= t.min_finished
         efficiency = 1.0
         if judged:
-            self._best = max(self._best * BEST_FADE, per_slot)
-            efficiency = per_slot / self._best if self._best > 0 else 1.0
+            # Smoothed over two windows or so: one window's few completions are noisy,
+            # and a noisy best would make every later window look inefficient.
+            smooth = self._smooth = (
+                per_slot
+                if self._smooth is None
+                else SMOOTHING * per_slot + (1 - SMOOTHING) * self._smooth
+            )
+            self._best = max(self._best * BEST_FADE, smooth)
+            efficiency = smooth / self._best if self._best > 0 else 1.0
         cpu, rss, free = self._probe.read()
         self.signals = Signals(
             loop_lag=self._lag.take(),
             cpu_percent=cpu,
             rss_bytes=rss,
             free_memory_percent=free,
-            busy=busy,
+            queued=queued,
             finished=finished,
             troubled=troubled,
             efficiency=efficiency,
         )
         decision = next_slots(self.target, self.signals, t, cfg.min_slots, cfg.max_slots)
         self._window_start, self._seen = now, (finished_total, troubled_total)
-        self._busy_sum, self._ticks = 0.0, 0
         moved = decision.slots != self.target
         self.last, self.target = decision, decision.slots
         if moved:
@@ -161,7 +167,7 @@ class AutoSlots:
         s = self.signals
         log.info(
             "%s: auto slots now %d (%s; %d change(s) since the last line): loop lag %.3fs, "
-            "cpu %.0f%%, rss %d MB, free memory %.0f%%, busy %.0f%%, efficiency %.2f, "
+            "cpu %.0f%%, rss %d MB, free memory %.0f%%, %d queued, efficiency %.2f, "
             "troubled %d of %d",
             self.automation_type,
             self.target,
@@ -171,7 +177,7 @@ class AutoSlots:
             s.cpu_percent,
             s.rss_bytes // 1_000_000,
             s.free_memory_percent,
-            100 * s.busy,
+            s.queued,
             s.efficiency,
             s.troubled,
             s.finished,
@@ -190,7 +196,7 @@ class AutoSlots:
             "cpu_percent": round(s.cpu_percent, 1),
             "rss_bytes": s.rss_bytes,
             "free_memory_percent": round(s.free_memory_percent, 1),
-            "busy": round(s.busy, 3),
+            "queued": s.queued,
             "troubled_rate": round(s.troubled / s.finished, 3) if s.finished else 0.0,
             "efficiency": round(s.efficiency, 3),
         }

@@ -282,7 +282,7 @@ class TypeRunner:
             self.autoslots = AutoSlots(
                 self.automation_type,
                 self._current_config,
-                lambda: [s.stats for s in self.slots.values() if not s.stopping],
+                self._queued,
                 self.env.counters,
                 self.reconcile,
             )
@@ -290,6 +290,12 @@ class TypeRunner:
         elif not wanted and self.autoslots is not None:
             self.autoslots.stop()
             self.autoslots = None
+
+    async def _queued(self) -> int:
+        # A continuous type has no queue: its slots always have work.
+        if not self.is_batch:
+            return 1
+        return (await self.backend.queues.depths(self.automation_type)).pending
 
     def desired(self) -> Desired:
         cfg = self.config

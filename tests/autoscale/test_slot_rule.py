@@ -11,8 +11,8 @@ from fleet.worker.configstate import check_config
 
 T = AutoSlotsTuning()
 GiB = 1 << 30
-#: A busy window where nothing is wrong.
-OK = Signals(busy=1.0, finished=50, cpu_percent=20, loop_lag=0.01, efficiency=1.0)
+#: A window with work queued where nothing is wrong.
+OK = Signals(queued=100, finished=50, cpu_percent=20, loop_lag=0.01, efficiency=1.0)
 
 
 def over(**changes: float) -> Signals:
@@ -21,7 +21,7 @@ def over(**changes: float) -> Signals:
         "cpu_percent": OK.cpu_percent,
         "rss_bytes": OK.rss_bytes,
         "free_memory_percent": OK.free_memory_percent,
-        "busy": OK.busy,
+        "queued": OK.queued,
         "finished": OK.finished,
         "troubled": OK.troubled,
         "efficiency": OK.efficiency,
@@ -33,13 +33,13 @@ def over(**changes: float) -> Signals:
 @pytest.mark.parametrize(
     ("current", "signals", "tuning", "lo", "hi", "slots", "limit"),
     [
-        # Additive increase while every signal is under and the slots are busy.
+        # Additive increase while every signal is under and tasks wait.
         (4, OK, T, 1, 16, 5, "growing"),
         (4, OK, T.model_copy(update={"increase": 3}), 1, 16, 7, "growing"),
         (16, OK, T, 1, 16, 16, "max_slots"),
         (15, OK, T.model_copy(update={"increase": 4}), 1, 16, 16, "growing"),
-        # No work waiting: hold.
-        (4, over(busy=0.5), T, 1, 16, 4, "idle"),
+        # No task waiting: hold.
+        (4, over(queued=0), T, 1, 16, 4, "idle"),
         # Too few finished attempts to judge whether the last step paid.
         (4, over(finished=1), T, 1, 16, 4, "warming"),
         (1, over(finished=0), T, 1, 16, 2, "growing"),
@@ -61,15 +61,15 @@ def over(**changes: float) -> Signals:
         (10, over(efficiency=0.4), T, 1, 16, 7, "efficiency"),
         # Lag or CPU alone do not stop a type whose slots still pay (I/O beside CPU).
         (10, over(loop_lag=0.5, cpu_percent=99), T, 1, 16, 11, "growing"),
-        # Memory holds every type back, busy or not.
-        (10, over(busy=0.0, free_memory_percent=1.0), T, 1, 16, 7, "free_memory"),
+        # Memory holds every type back, queued work or not.
+        (10, over(queued=0, free_memory_percent=1.0), T, 1, 16, 7, "free_memory"),
         # Always at least one fewer, never below min_slots.
         (2, over(troubled=40), T, 1, 16, 1, "throttled"),
         (1, over(troubled=40), T, 1, 16, 1, "throttled"),
         (5, over(troubled=40), T, 4, 16, 4, "throttled"),
         # Bounds that moved since: clamped first.
         (30, OK, T, 1, 16, 16, "max_slots"),
-        (0, over(busy=0.0), T, 2, 16, 2, "idle"),
+        (0, over(queued=0), T, 2, 16, 2, "idle"),
     ],
 )
 def test_next_slots(

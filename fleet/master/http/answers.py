@@ -452,7 +452,7 @@ class AutoSlotsOut(Answer):
     cpu_percent: Number | None = None
     rss_bytes: int | None = None
     free_memory_percent: Number | None = None
-    busy: Number | None = None
+    queued: int | None = None
     troubled_rate: Number | None = None
     efficiency: Number | None = None
 
