@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from fleet.backends.base import check_namespace
+from fleet.backends.sqlite.checkpoints import Checkpointer
 from fleet.backends.sqlite.poller import Polled, Poller
 from fleet.backends.sqlite.schema import migrate
 from fleet.backends.sqlite.writer import BEGIN_ATTEMPTS, Writer, is_busy
@@ -140,6 +141,8 @@ class SQLiteDB:
         self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
         self._writer: Writer | None = None
+        #: Runs the WAL's checkpoints off the commits' path (a file's backend only).
+        self.checkpointer: Checkpointer | None = None
         self._readers: concurrent.futures.ThreadPoolExecutor | None = None
         #: Write operations submitted so far (to check that idle waiters do not write).
         self.write_ops = 0
@@ -156,7 +159,8 @@ class SQLiteDB:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise BackendUnavailable(f"sqlite {self.path}: cannot create directory: {exc}") from exc
-        self._writer = Writer(self.connect, self._closed_error)
+        self.checkpointer = Checkpointer(self.connect)
+        self._writer = Writer(self.connect, self._closed_error, self.checkpointer.committed)
         self._readers = self._executor(self.options.readers, "fleet-sqlite-r")
         try:
             await self.write(lambda conn: migrate(conn, str(self.path)))
@@ -175,6 +179,10 @@ class SQLiteDB:
         if writer is not None:
             writer.stop()
             await asyncio.to_thread(writer.join)
+        checkpointer, self.checkpointer = self.checkpointer, None
+        if checkpointer is not None:
+            checkpointer.stop()
+            await asyncio.to_thread(checkpointer.join)
         for executor in executors:
             executor.shutdown(wait=False)
         await asyncio.gather(*(asyncio.to_thread(e.shutdown) for e in executors))

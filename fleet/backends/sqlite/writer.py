@@ -66,16 +66,25 @@ class Writer:
     Args:
         connect: Opens the write connection (called once, in the thread).
         closed_error: Builds the exception for operations submitted after stop.
+        on_commit: Called in the committing thread after each commit (the WAL's
+            checkpointer, :mod:`fleet.backends.sqlite.checkpoints`).
     """
 
     def __init__(
-        self, connect: Callable[[], sqlite3.Connection], closed_error: Callable[[], Exception]
+        self,
+        connect: Callable[[], sqlite3.Connection],
+        closed_error: Callable[[], Exception],
+        on_commit: Callable[[], None] | None = None,
     ) -> None:
         self._connect = connect
+        self._on_commit = on_commit
         #: Held while the connection runs a transaction (the thread's or an inline one).
         self._busy = threading.Lock()
         #: Monotonic time before which no write runs inline (see INLINE_PAUSE_SECONDS).
         self._inline_after = 0.0
+        #: The busy timeout to set back before the thread's next transaction, while
+        #: inline writes left the connection's at 0 (None: it is the URL's).
+        self._restore_timeout_ms: int | None = None
         self._closed_error = closed_error
         self._conn: sqlite3.Connection | None = None
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
@@ -116,6 +125,8 @@ class Writer:
                 # finds the writer idle and may write inline.
                 with self._busy:
                     outcomes = self._run_group(live)
+                if self._on_commit is not None:
+                    self._on_commit()
                 for (ok, value), (_, future) in zip(outcomes, live, strict=True):
                     if ok:
                         future.set_result(value)
@@ -157,12 +168,17 @@ class Writer:
         conn = self._conn
         try:
             # Never wait for another process here: the caller's thread may be an
-            # event loop. The writer thread waits instead.
-            conn.execute("PRAGMA busy_timeout = 0")
+            # event loop. The writer thread waits instead (it sets the timeout back
+            # before its next transaction: two statements less per inline write).
+            if self._restore_timeout_ms is None:
+                conn.execute("PRAGMA busy_timeout = 0")
+                self._restore_timeout_ms = int(busy_timeout_ms)
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 result = op(conn)
                 conn.execute("COMMIT")
+                if self._on_commit is not None:
+                    self._on_commit()
             except BaseException as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -170,8 +186,6 @@ class Writer:
                     self._inline_after = time.monotonic() + INLINE_PAUSE_SECONDS
                     return False, None
                 raise
-            finally:
-                conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             return True, result
         finally:
             self._busy.release()
@@ -184,6 +198,9 @@ class Writer:
             if self._conn is None:
                 self._conn = self._connect()
             conn = self._conn
+            if self._restore_timeout_ms is not None:  # an inline write set it to 0
+                conn.execute(f"PRAGMA busy_timeout = {self._restore_timeout_ms}")
+                self._restore_timeout_ms = None
             begin_immediate(conn)
             # Another process may have held the lock a while: what was queued meanwhile
             # commits with this group instead of waiting for the lock once more.

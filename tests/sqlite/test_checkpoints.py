@@ -1,0 +1,99 @@
+"""The WAL is checkpointed by a thread of its own soon after commits
+(``fleet/backends/sqlite/checkpoints.py``), not only by the commit that fills it, and
+an inline write leaves the busy timeout at 0 only until the writer thread's next
+transaction (``fleet/backends/sqlite/writer.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sqlite3
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from fleet.backends.sqlite.conn import SQLiteDB, parse_url
+
+
+@pytest.fixture(params=["1", "0"])
+async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SQLiteDB]:
+    d = SQLiteDB(parse_url(f"sqlite:///{tmp_path / 'f.db'}?inline_writes={request.param}"))
+    await d.open()
+    try:
+        yield d
+    finally:
+        await d.close()
+
+
+def _put(key: str) -> Callable[[sqlite3.Connection], None]:
+    def op(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT OR REPLACE INTO kv (ns, key, value) VALUES ('t', ?, 'v')", (key,))
+
+    return op
+
+
+async def _until(check: Callable[[], bool], seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "not within the time"
+        await asyncio.sleep(0.01)
+
+
+async def test_commits_reach_the_database_file_without_filling_the_log(
+    db: SQLiteDB, tmp_path: Path
+) -> None:
+    # Ten small writes are far from wal_autocheckpoint's 1,000 pages: before the
+    # checkpointer they stayed in the -wal file only.
+    for i in range(10):
+        await db.write(_put(f"k{i}"))
+    assert db.checkpointer is not None
+    await _until(lambda: db.checkpointer is not None and db.checkpointer.runs >= 1)
+    await asyncio.sleep(0.05)  # the last commit's checkpoint, at most INTERVAL later
+
+    def copied_rows() -> int:
+        # The database file alone, as if the log were lost: what was checkpointed.
+        copy = tmp_path / "alone.db"
+        shutil.copyfile(db.path, copy)
+        conn = sqlite3.connect(copy)
+        try:
+            return int(conn.execute("SELECT COUNT(*) FROM kv WHERE ns = 't'").fetchone()[0])
+        finally:
+            conn.close()
+            copy.unlink()
+
+    await _until(lambda: copied_rows() == 10)
+
+
+async def test_close_ends_the_checkpointer_thread(tmp_path: Path) -> None:
+    d = SQLiteDB(parse_url(f"sqlite:///{tmp_path / 'g.db'}"))
+    await d.open()
+    await d.write(_put("a"))
+    assert any(t.name == "fleet-sqlite-ckpt" for t in threading.enumerate())
+    await d.close()
+    assert d.checkpointer is None
+    assert not any(t.name == "fleet-sqlite-ckpt" for t in threading.enumerate())
+
+
+async def test_the_writer_thread_waits_with_the_urls_busy_timeout_after_inline_writes(
+    tmp_path: Path,
+) -> None:
+    d = SQLiteDB(parse_url(f"sqlite:///{tmp_path / 'h.db'}?inline_writes=1&busy_timeout_ms=4321"))
+    await d.open()
+    try:
+        await d.write(_put("a"))  # inline: the timeout is 0 now
+        # Another connection holds the lock: the write goes to the thread, which must
+        # wait for it with the URL's timeout (at 0 it would fail at once).
+        other = sqlite3.connect(d.path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")
+
+        def seen_timeout(conn: sqlite3.Connection) -> int:
+            return int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+
+        threading.Timer(0.3, lambda: other.execute("COMMIT")).start()
+        assert await d.write(seen_timeout) == 4321
+        other.close()
+    finally:
+        await d.close()
