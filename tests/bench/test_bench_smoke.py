@@ -91,6 +91,10 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
     ),
     "redis_micro.py": (["--smoke", "--url", "{url}"], r"idle worker \(one feeder.*commands/s"),
     "progress.py": (["--smoke", "--url", "{url}"], r"20 slots x 1 calls/s(.|\n)*redis CPU"),
+    "start_ab.py": (
+        [str(ROOT), str(ROOT), "--smoke", "--url", "{url}"],
+        r"median after: start [\d.]+ s\nmedian pairwise after/before: [\d.]+",
+    ),
     "task_records.py": (
         ["--smoke", "--url", "{url}"],
         r"redis: +[\d,]+ \| [\d,]+(.|\n)*sqlite: (.|\n)*memory: ",
@@ -113,6 +117,10 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
         r"(.|\n)*\+run \| [\d,]+ \|(.|\n)*\+groups \| [\d,]+ \|",
     ),
     "sqlite_drain.py": (["--smoke"], r"drain 2 processes(.|\n)*idle, 10 blocked reserves"),
+    "sqlite_push_ab.py": (
+        [str(ROOT), str(ROOT), "--smoke"],
+        r"median after: [\d,]+ pushes/s, [\d.]+ µs CPU/push",
+    ),
     "sqlite_vs_huey.py": (
         ["--smoke"],
         r"\| fleet sqlite, 1 process\(es\) x slots=10, WAL \+ NORMAL, leases \| [\d,]+ \| [\d,]+ "
