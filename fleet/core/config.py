@@ -189,9 +189,10 @@ class BaseConfig(BaseModel):
         # twice, once per member, under a field path naming the member).
         if isinstance(value, str) and value.strip().lower() == AUTO:
             return AUTO
-        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SLOTS:
-            return value
-        raise ValueError(f'slots is a whole number from 0 to {MAX_SLOTS} or "auto", not {value!r}')
+        problem = slots_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return int(value)
 
     @model_validator(mode="after")
     def _check_slot_bounds(self) -> BaseConfig:
@@ -236,6 +237,18 @@ class BaseConfig(BaseModel):
         """The concurrency and rate of each of the type's groups (a crawler's are
         its ``per_host_*`` fields)."""
         return self.group_concurrency, self.group_rate
+
+
+def slots_problem(value: Any) -> str | None:
+    """Why ``value`` is not a valid ``slots`` (a whole number from 0 to
+    :data:`MAX_SLOTS`, or ``"auto"`` in any case), or None. The master applies it
+    to a config it checks against a worker's published JSON schema too, whose
+    answer for a misspelt ``"auto"`` would be "not of type 'integer'"."""
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SLOTS:
+        return None
+    return f'slots is a whole number from 0 to {MAX_SLOTS} or "auto", not {value!r}'
 
 
 def slot_bounds_problem(data: dict[str, Any]) -> str | None:

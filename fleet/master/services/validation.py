@@ -24,7 +24,7 @@ from pydantic import ValidationError as PydanticError
 
 from fleet.core.automation import BatchAutomation, get_automation
 from fleet.core.catalog import CatalogEntry
-from fleet.core.config import slot_bounds_problem
+from fleet.core.config import slot_bounds_problem, slots_problem
 from fleet.master.services.safe_regex import SafeValidator
 
 Loc = tuple[str | int, ...]
@@ -175,6 +175,13 @@ def config_errors(
     if not isinstance(schema, dict):
         return []
     errors = schema_errors(schema, config, loc)
+    if "slots" in config and (problem := slots_problem(config["slots"])) is not None:
+        # The schema's own answer names only one member of the union.
+        where = [*loc, "slots"]
+        errors = [e for e in errors if list(e["loc"]) != where]
+        errors.append(
+            {"type": "value_error", "loc": where, "msg": problem, "input": config["slots"]}
+        )
     bounds = slot_bounds_problem(config)
     if bounds is not None:
         errors.append(
