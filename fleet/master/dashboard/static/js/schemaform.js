@@ -19,7 +19,7 @@ export function resolveRef(root, schema) {
 /**
  * Describe one property: which widget it needs and whether null is allowed.
  *
- * @returns {{widget: "text"|"integer"|"number"|"boolean"|"enum"|"json", nullable: boolean,
+ * @returns {{widget: "text"|"integer"|"number"|"numword"|"boolean"|"enum"|"json", nullable: boolean,
  *   options: any[], schema: object}}
  */
 export function fieldKind(root, prop) {
@@ -29,6 +29,13 @@ export function fieldKind(root, prop) {
   if (variants) {
     const nonNull = variants.filter((v) => v.type !== "null");
     nullable = nonNull.length < variants.length;
+    // A number or one keyword (`slots`: 4 or "auto"): a text input read back as either.
+    const resolved = nonNull.map((v) => resolveRef(root, v));
+    const num = resolved.find((v) => v.type === "integer" || v.type === "number");
+    const word = resolved.find((v) => typeof v.const === "string");
+    if (nonNull.length === 2 && num && word) {
+      return { widget: "numword", nullable, options: [word.const], schema: { ...num, title: s.title, description: s.description } };
+    }
     if (nonNull.length === 1) s = { ...resolveRef(root, nonNull[0]), title: s.title, description: s.description };
     else return { widget: "json", nullable, options: [], schema: s };
   }
@@ -47,7 +54,8 @@ export function fieldKind(root, prop) {
 export function hintOf(kind, prop) {
   const s = kind.schema;
   const parts = [];
-  const type = kind.widget === "json" ? "JSON" : kind.widget;
+  let type = kind.widget === "json" ? "JSON" : kind.widget;
+  if (kind.widget === "numword") type = `${s.type} or ${JSON.stringify(kind.options[0])}`;
   parts.push(kind.nullable ? `${type} or empty` : type);
   if (s.minimum !== undefined) parts.push(`≥ ${s.minimum}`);
   if (s.exclusiveMinimum !== undefined) parts.push(`> ${s.exclusiveMinimum}`);
@@ -83,7 +91,7 @@ function inputFor(kind, name, id, value) {
       value: value === undefined || value === null ? "" : String(value),
     });
   }
-  if (kind.widget === "text") {
+  if (kind.widget === "text" || kind.widget === "numword") {
     return h("input", {
       ...attrs,
       type: "text",
@@ -106,6 +114,12 @@ function readInput(kind, input) {
     return Number.isFinite(n) ? n : raw;
   }
   if (kind.widget === "text") return raw;
+  if (kind.widget === "numword") {
+    if (raw.trim().toLowerCase() === String(kind.options[0]).toLowerCase()) return kind.options[0];
+    const n = Number(raw);
+    // Neither: send the text so the server names the field in its 422.
+    return Number.isFinite(n) ? n : raw;
+  }
   try {
     return JSON.parse(raw);
   } catch {
