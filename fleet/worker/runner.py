@@ -271,9 +271,17 @@ class TypeRunner:
 
     def _follow_auto(self) -> None:
         """Start the adaptive slots' controller when the config turned ``"auto"``
-        (and the loop runs), stop it when it no longer is."""
+        (and the loop runs), stop it when it no longer is or the type runs no slot."""
         cfg = self.config
-        wanted = cfg is not None and cfg.auto and not self._closed
+        # Not while the type runs no slot (disabled, draining, in ERROR): a controller
+        # would grow a count nobody uses. It starts again from min_slots.
+        wanted = (
+            cfg is not None
+            and cfg.auto
+            and cfg.enabled
+            and not (self._closed or self.draining or self.shutting_down)
+            and self.last_error is None
+        )
         if wanted and self.autoslots is None:
             try:
                 asyncio.get_running_loop()
