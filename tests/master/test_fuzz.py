@@ -84,7 +84,8 @@ def test_no_server_error_on_random_input(live_factory: Any) -> None:
 
     with httpx.Client(base_url=live.url, timeout=30) as client:
         ops = operations(live.app)
-        assert len(ops) == 72  # run pause and resume (issue 45) made it 61; error groups 65; webhooks 72
+        # run pause and resume (issue 45) made it 61; error groups 65; webhooks 72
+        assert len(ops) == 72
 
         @settings(
             max_examples=150,

@@ -582,6 +582,7 @@ _V25 = """
 CREATE INDEX runs_paused ON runs (id) WHERE state = 'paused';
 """
 
+
 def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
     def apply(conn: sqlite3.Connection) -> None:
         # executescript would COMMIT our transaction; run statement by statement.
