@@ -5,15 +5,12 @@ queries name are on a live master's ``/metrics``; its systemd units pass
 (SQLite), starts the units ``desired_workers`` asks for.
 
 Schemas: the Deployment and the HPA against Kubernetes' own (the
-``kubernetes-validate`` package, strict: an unknown field fails). No installable
-package ships KEDA's CRD schema without side effects (``cloudcoil-models-keda`` ships
-models generated from it, but its ``cloudcoil`` dependency registers a pytest plugin
-that breaks this suite's start), so :data:`SCALED_OBJECT` is the relevant subset of
-the ``ScaledObject`` schema written here from KEDA's ScaledObject specification page
-(keda.sh/docs/2.15/reference/scaledobject-spec, unchanged through 2.22), strict like
-the Kubernetes ones. The prometheus trigger's metadata, which the CRD leaves as a
-string map, is checked against KEDA's prometheus scaler page (``serverAddress``,
-``query`` and ``threshold`` required; ``activationThreshold`` among the optional ones).
+``kubernetes-validate`` package, strict: an unknown field fails); the ScaledObject
+against the ``openAPIV3Schema`` of KEDA's published CRD (``schemas/``, kept from
+kedacore/keda; no installable package ships it without side effects), made strict
+the same way. The prometheus trigger's metadata, which the CRD leaves as a string
+map, is checked against KEDA's prometheus scaler page (``serverAddress``, ``query``
+and ``threshold`` required; ``activationThreshold`` among the optional ones).
 """
 
 from __future__ import annotations
@@ -60,91 +57,10 @@ PROMETHEUS_OPTIONAL = {
 }
 
 
-_INT32 = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
-_NAMED = {
-    "type": "object",
-    "required": ["name"],
-    "properties": {"name": {"type": "string", "minLength": 1}, "kind": {"type": "string"}},
-}
-#: keda.sh/v1alpha1 ScaledObject: the fields of KEDA's specification page.
-SCALED_OBJECT: dict[str, Any] = {
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "properties": {
-        "apiVersion": {"const": "keda.sh/v1alpha1"},
-        "kind": {"const": "ScaledObject"},
-        "metadata": {
-            "type": "object",
-            "required": ["name"],
-            "properties": {
-                "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
-                "namespace": {"type": "string"},
-                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-                "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
-            },
-        },
-        "spec": {
-            "type": "object",
-            "required": ["scaleTargetRef", "triggers"],
-            "properties": {
-                "scaleTargetRef": {
-                    "type": "object",
-                    "required": ["name"],
-                    "properties": {
-                        "apiVersion": {"type": "string"},
-                        "kind": {"type": "string"},
-                        "name": {"type": "string", "minLength": 1},
-                        "envSourceContainerName": {"type": "string"},
-                    },
-                },
-                "pollingInterval": _INT32,
-                "cooldownPeriod": _INT32,
-                "initialCooldownPeriod": _INT32,
-                "idleReplicaCount": _INT32,
-                "minReplicaCount": _INT32,
-                "maxReplicaCount": _INT32,
-                "fallback": {
-                    "type": "object",
-                    "required": ["failureThreshold", "replicas"],
-                    "properties": {"failureThreshold": _INT32, "replicas": _INT32},
-                },
-                "advanced": {
-                    "type": "object",
-                    "properties": {
-                        "restoreToOriginalReplicaCount": {"type": "boolean"},
-                        "horizontalPodAutoscalerConfig": {
-                            "type": "object",
-                            "properties": {
-                                "name": {"type": "string"},
-                                "behavior": {"type": "object"},
-                            },
-                        },
-                        "scalingModifiers": {"type": "object"},
-                    },
-                },
-                "triggers": {
-                    "type": "array",
-                    "minItems": 1,
-                    "items": {
-                        "type": "object",
-                        "required": ["type", "metadata"],
-                        "properties": {
-                            "type": {"type": "string", "minLength": 1},
-                            "name": {"type": "string"},
-                            "useCachedMetrics": {"type": "boolean"},
-                            "metricType": {"enum": ["AverageValue", "Value", "Utilization"]},
-                            "metadata": {
-                                "type": "object",
-                                "additionalProperties": {"type": "string"},
-                            },
-                            "authenticationRef": _NAMED,
-                        },
-                    },
-                },
-            },
-        },
-    },
-}
+#: keda.sh/v1alpha1 ScaledObject: the openAPIV3Schema of KEDA's published CRD.
+CRD = yaml.safe_load((Path(__file__).parent / "schemas" / "keda.sh_scaledobjects.yaml").read_text())
+(SERVED,) = [v for v in CRD["spec"]["versions"] if v["name"] == "v1alpha1"]
+SCALED_OBJECT: dict[str, Any] = SERVED["schema"]["openAPIV3Schema"]
 
 
 def saved(name: str) -> Block:
