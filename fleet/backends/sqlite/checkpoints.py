@@ -7,14 +7,14 @@ calls, paid by whichever write happened to fill the log. One push in ~170 paid i
 the slowest 1 % of push commits made half the average commit's time (34 of 65 µs,
 bench/README.md).
 
-:class:`Checkpointer` runs a ``PASSIVE`` checkpoint on a connection of its own soon
-after each commit (at most every :data:`INTERVAL`), so the log rarely reaches the
-threshold and commits stop paying for it. Durability is unchanged or better: the
-connections keep SQLite's ``wal_autocheckpoint`` as it was (a backstop when this
-thread falls behind), and the log is synced at least as often as before. A
-``PASSIVE`` checkpoint takes no write lock and waits for nobody: writers of this and
-other processes go on meanwhile; one that meets another checkpoint in progress just
-tries again after the next commit.
+:class:`Checkpointer` runs a ``PASSIVE`` checkpoint on a connection of its own about
+every :data:`FRAMES` pages of log (counted in rows changed, at most every
+:data:`INTERVAL`), so the log rarely reaches the threshold and commits stop paying for
+it. Durability is unchanged or better: the connections keep SQLite's
+``wal_autocheckpoint`` as it was (a backstop when this thread falls behind), and the
+log is synced at least as often as before. A ``PASSIVE`` checkpoint takes no write lock
+and waits for nobody: writers of this and other processes go on meanwhile; one that
+meets another checkpoint in progress is tried again after more rows changed.
 """
 
 from __future__ import annotations
@@ -29,6 +29,17 @@ log = logging.getLogger(__name__)
 
 #: Least time between two checkpoints of one backend instance (seconds).
 INTERVAL = 0.01
+#: Pages of log aimed at between two checkpoints: half of ``wal_autocheckpoint``'s
+#: 1,000, so the thread comes before the commits' own checkpoint, and no more often
+#: than that: each checkpoint copies the pages the log holds, and a drain's commits
+#: rewrite the same few pages (one every INTERVAL cost a 10-slot drain ~15 % more CPU
+#: per task).
+FRAMES = 500
+#: Rows changed (``total_changes`` of the writing connection) that make the first
+#: checkpoint due; then as many as FRAMES pages of log took last time.
+FIRST_CHANGES = 200
+#: Bounds of that learned number of rows.
+MIN_CHANGES, MAX_CHANGES = 20, 20_000
 
 
 class Checkpointer:
@@ -42,14 +53,24 @@ class Checkpointer:
         self._connect = connect
         self._wanted = threading.Event()
         self._stopped = False
+        #: ``total_changes`` of the writing connection at the last checkpoint asked for.
+        self._changes = 0
+        #: Rows changed since then that make the next one due (learned, see FRAMES).
+        self._due = FIRST_CHANGES
+        #: Rows changed between the last two checkpoints asked for.
+        self._asked = 0
         #: Checkpoints run so far (tests and benchmarks read it).
         self.runs = 0
         self._thread = threading.Thread(target=self._loop, name="fleet-sqlite-ckpt", daemon=True)
         self._thread.start()
 
-    def committed(self) -> None:
-        """Called after each commit (by the writer): a checkpoint is due soon."""
-        if not self._wanted.is_set():
+    def committed(self, conn: sqlite3.Connection) -> None:
+        """Called after each commit on the writing connection ``conn`` (by the writer,
+        in its thread or inline): once enough rows changed, a checkpoint is due."""
+        changes = conn.total_changes
+        if changes - self._changes >= self._due or changes < self._changes:
+            self._asked = max(changes - self._changes, 1)
+            self._changes = changes
             self._wanted.set()
 
     def stop(self) -> None:
@@ -72,8 +93,14 @@ class Checkpointer:
                 try:
                     if conn is None:
                         conn = self._connect()
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    _busy, frames, _copied = conn.execute(
+                        "PRAGMA wal_checkpoint(PASSIVE)"
+                    ).fetchone()
                     self.runs += 1
+                    if frames > 0:
+                        # The log held `frames` pages after `_asked` changed rows.
+                        due = round(FRAMES * self._asked / frames)
+                        self._due = min(max(due, MIN_CHANGES), MAX_CHANGES)
                 except sqlite3.Error as exc:
                     # The commit's own autocheckpoint stays the backstop meanwhile.
                     log.debug("wal checkpoint skipped: %s", exc)

@@ -66,15 +66,15 @@ class Writer:
     Args:
         connect: Opens the write connection (called once, in the thread).
         closed_error: Builds the exception for operations submitted after stop.
-        on_commit: Called in the committing thread after each commit (the WAL's
-            checkpointer, :mod:`fleet.backends.sqlite.checkpoints`).
+        on_commit: Called with the connection in the committing thread after each
+            commit (the WAL's checkpointer, :mod:`fleet.backends.sqlite.checkpoints`).
     """
 
     def __init__(
         self,
         connect: Callable[[], sqlite3.Connection],
         closed_error: Callable[[], Exception],
-        on_commit: Callable[[], None] | None = None,
+        on_commit: Callable[[sqlite3.Connection], None] | None = None,
     ) -> None:
         self._connect = connect
         self._on_commit = on_commit
@@ -125,8 +125,8 @@ class Writer:
                 # finds the writer idle and may write inline.
                 with self._busy:
                     outcomes = self._run_group(live)
-                if self._on_commit is not None:
-                    self._on_commit()
+                    if self._on_commit is not None and self._conn is not None:
+                        self._on_commit(self._conn)
                 for (ok, value), (_, future) in zip(outcomes, live, strict=True):
                     if ok:
                         future.set_result(value)
@@ -178,7 +178,7 @@ class Writer:
                 result = op(conn)
                 conn.execute("COMMIT")
                 if self._on_commit is not None:
-                    self._on_commit()
+                    self._on_commit(conn)
             except BaseException as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
