@@ -30,15 +30,16 @@ import jsonschema
 import kubernetes_validate  # type: ignore[import-untyped]  # no stubs
 import pytest
 import yaml  # type: ignore[import-untyped]  # types-PyYAML is not a test dependency
+from pydantic import BaseModel
 
 from fleet.backends import open_backend
+from fleet.core import BatchAutomation, Context, Task
 from fleet.core.catalog import catalog_entry
 from fleet.core.config import BaseConfig
 from fleet.worker.configstate import check_config
 from tests.cli.test_task_command import db_url, live  # noqa: F401  (fixtures)
 from tests.docs.blocks import Block, fenced_blocks
 from tests.master.conftest import ADMIN, LiveMaster
-from tests.plugins_fixture.scraper import Scraper
 from tests.worker.support import push
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,6 +62,21 @@ PROMETHEUS_OPTIONAL = {
 CRD = yaml.safe_load((Path(__file__).parent / "schemas" / "keda.sh_scaledobjects.yaml").read_text())
 (SERVED,) = [v for v in CRD["spec"]["versions"] if v["name"] == "v1alpha1"]
 SCALED_OBJECT: dict[str, Any] = SERVED["schema"]["openAPIV3Schema"]
+
+
+class ScrapeTask(BaseModel):
+    url: str
+
+
+class ScaledType(BatchAutomation[BaseConfig]):
+    """The page's queued type, catalogued directly: never registered, so this module
+    takes no type name from the samples that register their own ``scraper``."""
+
+    automation_type = "scraper"
+    TaskPayload = ScrapeTask
+
+    async def run_one(self, task: Task[Any], ctx: Context[BaseConfig]) -> None:
+        del task, ctx
 
 
 def saved(name: str) -> Block:
@@ -181,7 +197,7 @@ def test_the_scale_script_and_the_queries(
 ) -> None:
     async def catalogued(n: int) -> None:
         async with await open_backend(db_url) as b:
-            await b.catalog.put("scraper", catalog_entry(Scraper))
+            await b.catalog.put("scraper", catalog_entry(ScaledType))
             if n:
                 await push(b, "scraper", *[{"url": f"http://x/{i}"} for i in range(n)])
 
