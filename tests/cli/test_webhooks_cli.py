@@ -49,6 +49,8 @@ def test_the_cli_pages_lines_run_as_written(live: LiveMaster) -> None:  # noqa: 
     assert len(lines) == 3, lines
     made = ""
     for line in lines:
+        # The page's receiver stands for a local one: nothing leaves this machine.
+        line = line.replace("https://hooks.example.com/fleet", "http://127.0.0.1:9/fleet")
         args = shlex.split(line.replace("wh_5f2c9a0e11b3d7c4", made))
         assert args[0] == "fleet"
         r = CliRunner().invoke(main, [*args[1:], "--url", live.url, "--token", ADMIN])
