@@ -231,10 +231,6 @@ async def _busiest_groups(backend: Backend, automation_type: str, ts: TypeSnapsh
     ts.groups = found[:TOP_GROUPS]
 
 
-#: Worker states that do not count as live for the fleet's demand.
-NOT_LIVE = frozenset({"DOWN", "STOPPED"})
-
-
 async def gather(
     backend: Backend, heartbeat_seconds: float, rates: RateBook | None = None
 ) -> Snapshot:
@@ -308,7 +304,8 @@ async def gather(
         if ts.depths is not None:
             c = ts.depths.counters
             pair = rates.rates(t, now, c.submitted, c.completed) if rates else (None, None)
-            live = sum(n for state, n in ts.workers.items() if state not in NOT_LIVE)
+            # The workers up (a stopped one is counted DOWN), as GET /automations counts.
+            live = sum(n for state, n in ts.workers.items() if state != "DOWN")
             ts.demand = measure(
                 ts.depths, pair, workers=live, slots=ts.slots_total, slots_busy=ts.slots_busy
             )
