@@ -5,29 +5,18 @@ event, a masked secret sent back, over-long values), an unknown id 404."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from fleet.core.webhooks import Delivery
-from tests.master.conftest import ADMIN, InProcess, auth, memory_url, settings_for, start_in_process
+from tests.master.conftest import ADMIN, InProcess, auth, master  # noqa: F401  (fixture)
 
 H = auth(ADMIN)
 GOOD = {"url": "http://127.0.0.1:9/in", "events": ["run.completed", "task.dead"]}
 
 
-@pytest.fixture
-async def master() -> AsyncIterator[InProcess]:
-    inproc, lifespan = await start_in_process(settings_for(memory_url()), sweeper=False)
-    try:
-        yield inproc
-    finally:
-        await inproc.client.aclose()
-        await lifespan.__aexit__(None, None, None)
-
-
-async def test_the_secret_is_shown_once_then_masked(master: InProcess) -> None:
+async def test_the_secret_is_shown_once_then_masked(master: InProcess) -> None:  # noqa: F811
     http = master.client
     r = await http.post("/api/v1/webhooks", json={**GOOD, "types": ["a"]}, headers=H)
     assert r.status_code == 201, r.text
@@ -50,7 +39,7 @@ async def test_the_secret_is_shown_once_then_masked(master: InProcess) -> None:
     assert r.status_code == 201 and r.json()["secret"] == own
 
 
-async def test_change_delete_and_the_log(master: InProcess) -> None:
+async def test_change_delete_and_the_log(master: InProcess) -> None:  # noqa: F811
     http = master.client
     made = (await http.post("/api/v1/webhooks", json=GOOD, headers=H)).json()
     url = f"/api/v1/webhooks/{made['id']}"
@@ -102,7 +91,9 @@ async def test_change_delete_and_the_log(master: InProcess) -> None:
     ],
 )
 async def test_bad_input_is_a_422_naming_the_field(
-    master: InProcess, body: dict[str, Any], loc: list[Any]
+    master: InProcess,  # noqa: F811
+    body: dict[str, Any],
+    loc: list[Any],
 ) -> None:
     r = await master.client.post("/api/v1/webhooks", json=body, headers=H)
     assert r.status_code == 422, r.text
@@ -110,7 +101,7 @@ async def test_bad_input_is_a_422_naming_the_field(
     assert await master.backend.webhooks.all() == []
 
 
-async def test_a_patch_is_checked_too(master: InProcess) -> None:
+async def test_a_patch_is_checked_too(master: InProcess) -> None:  # noqa: F811
     made = (await master.client.post("/api/v1/webhooks", json=GOOD, headers=H)).json()
     r = await master.client.patch(
         f"/api/v1/webhooks/{made['id']}", json={"events": ["nope"]}, headers=H
@@ -118,12 +109,12 @@ async def test_a_patch_is_checked_too(master: InProcess) -> None:
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "events", 0]
 
 
-async def test_a_read_token_cannot_subscribe(master: InProcess) -> None:
+async def test_a_read_token_cannot_subscribe(master: InProcess) -> None:  # noqa: F811
     r = await master.client.post("/api/v1/webhooks", json=GOOD)
     assert r.status_code == 401
 
 
-async def test_a_patch_changes_only_what_it_names(master: InProcess) -> None:
+async def test_a_patch_changes_only_what_it_names(master: InProcess) -> None:  # noqa: F811
     body = {**GOOD, "types": ["a", "a", "b"], "description": "ops"}
     made = (await master.client.post("/api/v1/webhooks", json=body, headers=H)).json()
     assert made["types"] == ["a", "b"]

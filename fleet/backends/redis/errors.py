@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from fleet.backends.redis.core import RedisCore, RedisPart
@@ -194,18 +195,7 @@ class RedisErrors(RedisPart, ErrorGroups):
             meta_of(_text(raw[i]), _num(_text(raw[i + 1])), _text(raw[i + 2]))
             for i in range(1, len(raw), 3)
         )
-        return ErrorGroup(
-            found.group,
-            found.exc,
-            found.message,
-            found.location,
-            found.count,
-            found.first_seen,
-            found.last_seen,
-            found.domains,
-            found.sample,
-            snaps,
-        )
+        return replace(found, snapshots=snaps)
 
     async def snapshot(self, automation_type: str, group: str, snapshot_id: str) -> Snapshot | None:
         g, s = check_group(group), check_snapshot_id(snapshot_id)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from fleet.backends.sqlite.conn import SQLiteDB
@@ -176,18 +177,7 @@ def get(conn: sqlite3.Connection, automation_type: str, group: str, at: float) -
             (automation_type, group, at - TTL_SECONDS),
         )
     )
-    return ErrorGroup(
-        g.group,
-        g.exc,
-        g.message,
-        g.location,
-        g.count,
-        g.first_seen,
-        g.last_seen,
-        g.domains,
-        g.sample,
-        snaps,
-    )
+    return replace(g, snapshots=snaps)
 
 
 def snapshot(

@@ -4,6 +4,7 @@ unknown group or snapshot; a bad cursor is a 422 naming it."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from fleet.backends.base import Backend
@@ -13,17 +14,8 @@ from fleet.master.services.catalog import require_entry
 
 
 def snapshot_out(meta: SnapshotMeta) -> dict[str, Any]:
-    """A snapshot's description."""
-    return {
-        "id": meta.id,
-        "taken_at": meta.taken_at,
-        "label": meta.label,
-        "task_id": meta.task_id,
-        "url": meta.url,
-        "html_bytes": meta.html_bytes,
-        "truncated": meta.truncated,
-        "png_bytes": meta.png_bytes,
-    }
+    """A snapshot's description (every field of it)."""
+    return asdict(meta)
 
 
 def group_out(g: ErrorGroup, *, full: bool = False) -> dict[str, Any]:
